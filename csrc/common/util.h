@@ -1,0 +1,51 @@
+/* Shared helpers for the C core: status codes, the thread-local error message,
+ * checked allocation and a growable-array macro. Internal header. */
+#ifndef XGR_UTIL_H
+#define XGR_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/xgr2.h"
+
+/* Sets the calling thread's error message (printf-style) and returns `code`,
+ * so call sites read `return xgr_fail(XGR_ERR_SYNTAX, "...", ...);`. */
+int xgr_fail(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Checked allocation: on failure they set an out-of-memory error message and
+ * return NULL; callers must propagate XGR_ERR_NOMEM. */
+void *xgr_malloc(size_t n);
+void *xgr_calloc(size_t count, size_t size);
+void *xgr_realloc(void *p, size_t n);
+char *xgr_strndup(const char *s, size_t n);
+
+/* A growable array of T: `XGR_VEC(int32_t) v = {0}; if (XGR_VEC_PUSH(v, x)) fail;`
+ * XGR_VEC_PUSH / XGR_VEC_RESERVE evaluate to 0 on success, -1 on OOM. */
+#define XGR_VEC(T) struct { T *data; size_t len; size_t cap; }
+int xgr_vec_grow_(void **data, size_t *cap, size_t need, size_t elem);
+#define XGR_VEC_RESERVE(v, n)                                                    \
+    ((n) <= (v).cap ? 0                                                          \
+                    : xgr_vec_grow_((void **)&(v).data, &(v).cap, (n), sizeof(*(v).data)))
+#define XGR_VEC_PUSH(v, x)                                                       \
+    (XGR_VEC_RESERVE((v), (v).len + 1) ? -1 : ((v).data[(v).len++] = (x), 0))
+#define XGR_VEC_FREE(v) (free((v).data), (v).data = NULL, (v).len = (v).cap = 0)
+
+/* 64-bit mixing used by every hash in the core (splitmix64 finaliser). */
+static inline uint64_t xgr_mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+/* Order-sensitive combine: combine(a,b) != combine(b,a). */
+static inline uint64_t xgr_hash_combine(uint64_t seed, uint64_t v) {
+    return xgr_mix64(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
+}
+
+#endif

@@ -1,0 +1,70 @@
+/* The lowered grammar the runtime executes: one byte-level automaton per rule.
+ *
+ * All states of all rules live in one pool (global state ids). Each state has a CSR row
+ * of edges. An edge either consumes one byte in [lo, hi] (ref == -1) or is a rule
+ * reference (ref >= 0: the Earley parser predicts rule `ref` and advances to `target`
+ * when it completes). There are no epsilon edges.
+ *
+ * Invariants the builder (compile/lower.c, compile/fsm_build.c) establishes:
+ *   - every rule's automaton is deterministic over the alphabet bytes + rule ids: byte
+ *     edges of one state are sorted by lo and pairwise disjoint; at most one ref edge
+ *     per (state, rule); byte edges come before ref edges in a row;
+ *   - `final[s]` marks states where the rule may end;
+ *   - every state is reachable from its rule's start and can reach a final state;
+ *   - rule_nullable[r] is 1 iff rule r derives "".
+ *
+ * Repetition compression: a rule of kind XGR_RULE_REPEAT has exactly one state (its
+ * start) with one ref edge to repeat_child[r] looping back to itself. The parser item of
+ * such a rule carries a counter k (completed repetitions); it may take the edge while
+ * k < repeat_max[r] (or max == -1) and may end when k >= repeat_min[r]. The child rule
+ * never derives "" (the builder guarantees it).
+ * Internal header. */
+#ifndef XGR_FSM_H
+#define XGR_FSM_H
+
+#include <stdint.h>
+
+#include "../ir/ir.h"
+
+enum { XGR_RULE_NORMAL = 0, XGR_RULE_REPEAT = 1 };
+
+typedef struct {
+    int32_t target; /* global state id */
+    int32_t ref;    /* -1: byte edge [lo, hi]; >= 0: rule reference */
+    uint8_t lo, hi;
+} xgr_edge;
+
+typedef struct xgr_fsm {
+    int32_t n_rules;
+    int32_t root;             /* rule id of the start rule */
+    char **rule_name;         /* for messages and printing (owned) */
+    int32_t *rule_start;      /* start state of each rule */
+    uint8_t *rule_kind;       /* XGR_RULE_NORMAL / XGR_RULE_REPEAT */
+    uint8_t *rule_nullable;
+    int32_t *repeat_child;    /* REPEAT rules; -1 otherwise */
+    int32_t *repeat_min;
+    int32_t *repeat_max;      /* -1 unbounded */
+    int32_t *rule_lookahead;  /* rule id whose language must follow this rule, or -1.
+                               * Used only to sharpen the mask cache; the grammar
+                               * author guarantees it is implied by the grammar. */
+
+    int32_t n_states;
+    int32_t *state_rule;      /* owning rule of each state */
+    uint8_t *final;
+    int32_t *edge_begin;      /* n_states + 1 */
+    xgr_edge *edges;
+    int32_t n_edges;
+} xgr_fsm;
+
+/* Lowers a validated grammar to automata: inlines small non-recursive rules
+ * (opts->inline_max_states), expands UTF-8 classes to byte ranges, unrolls or
+ * compresses repetitions (opts->repeat_threshold), determinises and minimises each
+ * rule, removes rules unreachable from the root, and computes nullability.
+ * Enforces opts->max_rules / max_fsm_states (XGR_ERR_LIMIT). opts must be non-NULL with
+ * defaults already filled in. */
+int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm **out);
+void xgr_fsm_free(xgr_fsm *f);
+/* Debug dump of the automata as text (caller frees). */
+int xgr_fsm_dump(const xgr_fsm *f, char **out, size_t *out_len);
+
+#endif

@@ -1,0 +1,151 @@
+/* Shared state of the lowering pipeline (IR -> per-rule DFAs, see fsm.h).
+ *
+ * Files: lower.c (analyses over IR rules), utf8_ranges.c (class normalisation and
+ * UTF-8 byte-range splitting), nfa.c (Thompson construction and the "minus empty
+ * string" product), dfa.c (subset construction, trimming, minimisation),
+ * fsm_build.c (output-rule worklist, emission into the global pool, dump).
+ * Internal header. */
+#ifndef XGR_LOWER_INTERNAL_H
+#define XGR_LOWER_INTERNAL_H
+
+#include "fsm.h"
+
+/* Nesting bound for the recursive passes over expression trees (inlined bodies count
+ * too); keeps stack use well under 1 MiB even on small thread stacks. */
+#define LW_MAX_DEPTH 3000
+
+typedef XGR_VEC(int32_t) lw_i32v;
+typedef XGR_VEC(uint8_t) lw_u8v;
+typedef XGR_VEC(uint32_t) lw_u32v;
+
+/* ---- utf8_ranges.c ---------------------------------------------------------------- */
+typedef struct {
+    uint32_t lo, hi;
+} lw_range;
+typedef XGR_VEC(lw_range) lw_range_vec;
+
+/* One UTF-8 byte-range sequence: byte i of a matching code point is in [lo[i], hi[i]]. */
+typedef struct {
+    uint8_t n;
+    uint8_t lo[4], hi[4];
+} lw_u8seq;
+typedef XGR_VEC(lw_u8seq) lw_seq_vec;
+
+/* CLASS payload -> sorted, disjoint, non-adjacent scalar-value ranges (surrogates
+ * removed, complemented within the scalar values when negated). out is overwritten. */
+int lw_norm_class(const uint32_t *pairs, int32_t n, int negated, lw_range_vec *out);
+/* BYTE_CLASS payload -> sorted disjoint byte ranges (complemented within 0..255). */
+int lw_norm_byte_class(const uint32_t *pairs, int32_t n, int negated, lw_range_vec *out);
+/* Appends the UTF-8 byte-range sequences matching exactly the scalar values of the
+ * normalised ranges r[0..n) (the classic utf8-ranges split). */
+int lw_utf8_sequences(const lw_range *r, size_t n, lw_seq_vec *out);
+
+/* ---- NFA ------------------------------------------------------------------------- */
+enum { LW_EPS = -2, LW_BYTE = -1 }; /* nfa edge labels; >= 0 is an output rule id */
+typedef struct {
+    int32_t from, to, label;
+    uint8_t lo, hi;
+} lw_nedge;
+typedef struct {
+    int32_t n_states, start, final;
+    int may_dead; /* some state may be unable to reach `final` (else trimming is skipped) */
+    XGR_VEC(lw_nedge) edges;
+} lw_nfa;
+
+/* ---- DFA ------------------------------------------------------------------------- */
+typedef struct {
+    int32_t n; /* states; state 0 is the start */
+    lw_u8v final;
+    lw_i32v ebeg; /* n + 1 */
+    XGR_VEC(xgr_edge) edges; /* local targets; bytes sorted by lo, then refs by id */
+} lw_dfa;
+
+/* Per-rule determinisation budget: max(LW_DFA_MIN_BUDGET, LW_DFA_PER_NFA * NFA states)
+ * (and never more than what max_fsm_states leaves). */
+#define LW_DFA_PER_NFA 32
+#define LW_DFA_MIN_BUDGET 100000
+
+typedef struct lw_dfa_ws lw_dfa_ws;
+lw_dfa_ws *lw_dfa_ws_new(void);
+void lw_dfa_ws_free(lw_dfa_ws *w);
+/* Determinises, trims and minimises `nfa` into w's result (returned in *out, owned by
+ * w, valid until the next call). A rule with an empty language yields one non-final
+ * state without edges. More than `budget` DFA states -> XGR_ERR_LIMIT. */
+int lw_nfa_to_dfa(lw_dfa_ws *w, const lw_nfa *nfa, int64_t budget, const lw_dfa **out);
+
+/* ---- lowering context ----------------------------------------------------------- */
+enum { /* per IR rule flags */
+       RF_REACH = 1,
+       RF_NULLABLE = 2,
+       RF_NE = 4, /* derives some non-empty string */
+       RF_PROD = 8, /* derives some string */
+       RF_INLINED = 16,
+       RF_RECURSIVE = 32
+};
+enum { NP_NULLABLE = 1, NP_NE = 2, NP_PROD = 4, NP_KNOWN = 0x80 }; /* node properties */
+
+/* What an output rule is built from. Key (src, a, b, c):
+ *   RULE:   IR rule a; b = 1 for "minus the empty string"
+ *   EXPR:   IR node a; b as above (repetition bodies, lookaheads)
+ *   REPEAT: child output rule a, min b, max c */
+enum { LW_SRC_RULE = 0, LW_SRC_EXPR = 1, LW_SRC_REPEAT = 2 };
+
+typedef struct {
+    int32_t src, a, b, c;
+    uint8_t kind;     /* XGR_RULE_* */
+    uint8_t nullable; /* derives "" */
+    uint8_t ne;       /* derives a non-empty string */
+    int32_t lookahead; /* output rule id or -1 */
+    char *name;
+} lw_orule;
+
+typedef struct lw_ctx {
+    const xgr_grammar *g;
+    int32_t max_rules, inline_max, rthresh;
+    int64_t max_states, nfa_limit;
+    int status; /* first error of a pass that cannot return one directly */
+
+    /* per IR rule / node */
+    uint8_t *rflags;
+    int32_t *est;
+    uint8_t *nprops; /* memo, valid once memo_on */
+    int32_t *nest;   /* size-estimate memo per node, -1 = unknown */
+    int memo_on;
+
+    /* output rules, in id order; processed as a FIFO worklist */
+    XGR_VEC(lw_orule) orules;
+    int32_t *omap; /* open-addressing table of output rule ids */
+    size_t omap_cap;
+
+    int32_t cur; /* output rule being built (messages, generated names) */
+    int safe;    /* rebuilding a rule whose DFA blew up: no inlining, repeats >= 2 become
+                  * counter rules, so nondeterminism moves into the Earley parser */
+    int safe_differs; /* the last NFA build inlined or unrolled something safe mode keeps */
+    lw_nfa nfa, nfa2;
+    lw_range_vec ranges;
+    lw_seq_vec seqs;
+} lw_ctx;
+
+/* lower.c */
+int lw_analyze(lw_ctx *c);
+/* NP_* bits of node `id` (memoised once the analysis is done). */
+uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth);
+/* Is REPEAT node `id` lowered to a counter rule rather than unrolled? Yes when its
+ * bound exceeds opts->repeat_threshold, or when unrolling would copy the body into
+ * more than LW_MAX_UNROLL states (nested small repeats multiply). */
+#define LW_MAX_UNROLL 1024
+int lw_repeat_compressed(lw_ctx *c, int32_t id);
+
+/* fsm_build.c: output-rule lookup / creation (may grow c->orules). */
+int lw_ref_rule(lw_ctx *c, int32_t ir_rule, int nonempty, int32_t *out);
+int lw_repeat_rule(lw_ctx *c, int32_t repeat_node, int nonempty, int32_t *out);
+int lw_prime_rule(lw_ctx *c, int32_t orule, int32_t *out);
+
+/* nfa.c: builds c->nfa for output rule `orule` (not a REPEAT rule). */
+int lw_build_nfa(lw_ctx *c, int32_t orule);
+
+/* Sorting int32 keys with a context comparator (C11 qsort has no context). */
+typedef int (*lw_cmp_fn)(const void *ctx, int32_t a, int32_t b);
+void lw_sort_i32(int32_t *a, size_t n, int32_t *tmp, lw_cmp_fn cmp, const void *ctx);
+
+#endif

@@ -1,0 +1,222 @@
+/* Thompson construction of one output rule's epsilon-NFA (byte-range and rule-ref
+ * edges), with inlining, UTF-8 class expansion and repetition unrolling /
+ * compression, plus the product that removes the empty string from a language. */
+#include "lower_internal.h"
+
+static int new_state(lw_ctx *c, int32_t *s) {
+    if (c->nfa.n_states >= c->nfa_limit)
+        return xgr_fail(XGR_ERR_LIMIT, "rule '%s': automaton exceeds %lld NFA states",
+                        c->orules.data[c->cur].name, (long long)c->nfa_limit);
+    *s = c->nfa.n_states++;
+    return XGR_OK;
+}
+
+static int add_edge(lw_nfa *a, int32_t from, int32_t to, int32_t label, uint8_t lo,
+                    uint8_t hi) {
+    lw_nedge e = {from, to, label, lo, hi};
+    return XGR_VEC_PUSH(a->edges, e) ? XGR_ERR_NOMEM : XGR_OK;
+}
+#define EPS(c, a, b) add_edge(&(c)->nfa, (a), (b), LW_EPS, 0, 0)
+
+/* Adds states/edges so that the paths a -> b spell exactly L(node). Edges only leave
+ * `a` or fresh states and only enter `b` or fresh states, so sibling fragments that
+ * share a and b (alternatives) cannot leak into each other. */
+static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth) {
+    const xgr_grammar *g = c->g;
+    if (depth > LW_MAX_DEPTH)
+        return xgr_fail(XGR_ERR_LIMIT,
+                        "rule '%s': expression nesting (with inlined rules) deeper than %d",
+                        c->orules.data[c->cur].name, LW_MAX_DEPTH);
+    const xgr_node n = g->nodes.data[id];
+    int rc;
+    switch (n.kind) {
+    case XGR_NODE_EMPTY: return EPS(c, a, b);
+    case XGR_NODE_BYTES: {
+        if (n.count == 0) return EPS(c, a, b);
+        int32_t cur = a;
+        for (int32_t i = 0; i < n.count; i++) {
+            int32_t nxt = b;
+            if (i + 1 < n.count && (rc = new_state(c, &nxt))) return rc;
+            uint8_t ch = g->bytes.data[n.off + i];
+            if ((rc = add_edge(&c->nfa, cur, nxt, LW_BYTE, ch, ch))) return rc;
+            cur = nxt;
+        }
+        return XGR_OK;
+    }
+    case XGR_NODE_BYTE_CLASS:
+        if ((rc = lw_norm_byte_class(g->ranges.data + n.off, n.count, n.negated, &c->ranges)))
+            return rc;
+        if (!c->ranges.len) c->nfa.may_dead = 1;
+        for (size_t i = 0; i < c->ranges.len; i++)
+            if ((rc = add_edge(&c->nfa, a, b, LW_BYTE, (uint8_t)c->ranges.data[i].lo,
+                               (uint8_t)c->ranges.data[i].hi)))
+                return rc;
+        return XGR_OK;
+    case XGR_NODE_CLASS: {
+        if ((rc = lw_norm_class(g->ranges.data + n.off, n.count, n.negated, &c->ranges)))
+            return rc;
+        if (!c->ranges.len) c->nfa.may_dead = 1;
+        c->seqs.len = 0;
+        if ((rc = lw_utf8_sequences(c->ranges.data, c->ranges.len, &c->seqs))) return rc;
+        /* Sequences sharing a leading byte range share its target state: keeps the NFA
+         * (and the subset construction's work) small for wide classes. */
+        int32_t prev_mid[3] = {-1, -1, -1};
+        lw_u8seq prev;
+        memset(&prev, 0, sizeof prev);
+        for (size_t i = 0; i < c->seqs.len; i++) {
+            lw_u8seq q = c->seqs.data[i];
+            int32_t cur = a;
+            int same = i > 0 && prev.n == q.n;
+            for (int j = 0; j < q.n; j++) {
+                int last = j + 1 == q.n;
+                same = same && !last && prev.lo[j] == q.lo[j] && prev.hi[j] == q.hi[j];
+                if (same) {
+                    cur = prev_mid[j];
+                    continue;
+                }
+                int32_t nxt = b;
+                if (!last && (rc = new_state(c, &nxt))) return rc;
+                if ((rc = add_edge(&c->nfa, cur, nxt, LW_BYTE, q.lo[j], q.hi[j]))) return rc;
+                if (!last) prev_mid[j] = nxt;
+                cur = nxt;
+            }
+            prev = q;
+        }
+        return XGR_OK;
+    }
+    case XGR_NODE_SEQ: {
+        if (n.count == 0) return EPS(c, a, b);
+        int32_t cur = a;
+        for (int32_t i = 0; i < n.count; i++) {
+            int32_t nxt = b;
+            if (i + 1 < n.count && (rc = new_state(c, &nxt))) return rc;
+            if ((rc = build(c, g->kids.data[n.off + i], cur, nxt, depth + 1))) return rc;
+            cur = nxt;
+        }
+        return XGR_OK;
+    }
+    case XGR_NODE_ALT:
+        if (n.count == 0) c->nfa.may_dead = 1;
+        for (int32_t i = 0; i < n.count; i++)
+            if ((rc = build(c, g->kids.data[n.off + i], a, b, depth + 1))) return rc;
+        return XGR_OK;
+    case XGR_NODE_REF: {
+        uint8_t f = c->rflags[n.a];
+        if (!(f & RF_PROD)) { /* empty language: no path */
+            c->nfa.may_dead = 1;
+            return XGR_OK;
+        }
+        if ((f & RF_INLINED) && !c->safe) {
+            c->safe_differs = 1;
+            return build(c, g->rules.data[n.a].body, a, b, depth + 1);
+        }
+        /* A rule deriving only "" needs no Earley item. */
+        if (!(f & RF_NE)) return EPS(c, a, b);
+        int32_t o;
+        if ((rc = lw_ref_rule(c, n.a, 0, &o))) return rc;
+        return add_edge(&c->nfa, a, b, o, 0, 0);
+    }
+    case XGR_NODE_REPEAT: {
+        if (n.max == 0) return EPS(c, a, b);
+        uint8_t q = lw_node_props(c, n.a, 0);
+        if (c->status) return c->status;
+        if (!(q & NP_NE)) { /* the body matches at most "" */
+            if (n.min == 0 || (q & NP_NULLABLE)) return EPS(c, a, b);
+            c->nfa.may_dead = 1;
+            return XGR_OK;
+        }
+        if (lw_repeat_compressed(c, id) || (c->safe && (n.max >= 2 || (n.max < 0 && n.min >= 2)))) {
+            int32_t o;
+            if ((rc = lw_repeat_rule(c, id, 0, &o))) return rc;
+            return add_edge(&c->nfa, a, b, o, 0, 0);
+        }
+        /* Unroll: x{m,n} = x^m (x (x ...)?)? ; x{m,} = x^m x*. */
+        if (n.max >= 2 || (n.max < 0 && n.min >= 2)) c->safe_differs = 1;
+        int32_t cur = a;
+        for (int32_t i = 0; i < n.min; i++) {
+            int32_t nxt = b;
+            if ((i + 1 < n.min || n.max != n.min) && (rc = new_state(c, &nxt))) return rc;
+            if ((rc = build(c, n.a, cur, nxt, depth + 1))) return rc;
+            cur = nxt;
+        }
+        if (n.max == n.min) return XGR_OK;
+        if (n.max < 0) {
+            int32_t loop = -1;
+            if ((rc = new_state(c, &loop)) || (rc = EPS(c, cur, loop)) ||
+                (rc = build(c, n.a, loop, loop, depth + 1)) || (rc = EPS(c, loop, b)))
+                return rc;
+            return XGR_OK;
+        }
+        for (int32_t i = n.min; i < n.max; i++) {
+            int32_t nxt = -1;
+            if ((rc = EPS(c, cur, b)) || (rc = new_state(c, &nxt)) ||
+                (rc = build(c, n.a, cur, nxt, depth + 1)))
+                return rc;
+            cur = nxt;
+        }
+        return EPS(c, cur, b);
+    }
+    default: return xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)n.kind);
+    }
+}
+
+/* Product with a "consumed something" bit: (s, 0) has read nothing yet, (s, 1) has.
+ * A nullable ref R either derives "" (epsilon, bit unchanged) or R minus "" (bit set);
+ * the final state is (final, 1). The result derives L \ {""}. */
+static int nonempty_product(lw_ctx *c) {
+    lw_nfa *in = &c->nfa, *o = &c->nfa2;
+    if ((int64_t)in->n_states * 2 > c->nfa_limit)
+        return xgr_fail(XGR_ERR_LIMIT, "rule '%s': automaton exceeds %lld NFA states",
+                        c->orules.data[c->cur].name, (long long)c->nfa_limit);
+    o->n_states = in->n_states * 2;
+    o->start = in->start * 2;
+    o->final = in->final * 2 + 1;
+    o->may_dead = 1; /* (s, 0) states whose only way on reads nothing */
+    o->edges.len = 0;
+    if (XGR_VEC_RESERVE(o->edges, in->edges.len * 2)) return XGR_ERR_NOMEM;
+    int rc;
+    for (size_t i = 0; i < in->edges.len; i++) {
+        lw_nedge e = in->edges.data[i];
+        int32_t s0 = 2 * e.from, s1 = s0 + 1, t0 = 2 * e.to, t1 = t0 + 1;
+        if (e.label == LW_EPS) {
+            if ((rc = add_edge(o, s0, t0, LW_EPS, 0, 0)) || (rc = add_edge(o, s1, t1, LW_EPS, 0, 0)))
+                return rc;
+            continue;
+        }
+        if (e.label >= 0 && c->orules.data[e.label].nullable) {
+            if ((rc = add_edge(o, s1, t1, e.label, 0, 0)) || (rc = add_edge(o, s0, t0, LW_EPS, 0, 0)))
+                return rc;
+            if (c->orules.data[e.label].ne) {
+                int32_t p;
+                if ((rc = lw_prime_rule(c, e.label, &p)) || (rc = add_edge(o, s0, t1, p, 0, 0)))
+                    return rc;
+            }
+            continue;
+        }
+        if ((rc = add_edge(o, s0, t1, e.label, e.lo, e.hi)) ||
+            (rc = add_edge(o, s1, t1, e.label, e.lo, e.hi)))
+            return rc;
+    }
+    lw_nfa tmp = c->nfa;
+    c->nfa = c->nfa2;
+    c->nfa2 = tmp;
+    return XGR_OK;
+}
+
+int lw_build_nfa(lw_ctx *c, int32_t orule) {
+    lw_orule o = c->orules.data[orule];
+    c->cur = orule;
+    c->nfa.n_states = 0;
+    c->nfa.edges.len = 0;
+    c->nfa.may_dead = 0;
+    c->safe_differs = 0;
+    int rc;
+    int32_t a = -1, b = -1;
+    if ((rc = new_state(c, &a)) || (rc = new_state(c, &b))) return rc;
+    c->nfa.start = a;
+    c->nfa.final = b;
+    int32_t node = o.src == LW_SRC_RULE ? c->g->rules.data[o.a].body : o.a;
+    if ((rc = build(c, node, a, b, 0))) return rc;
+    if (o.b && (rc = nonempty_product(c))) return rc;
+    return XGR_OK;
+}

@@ -1,0 +1,725 @@
+/* EBNF front end: upstream xgrammar's dialect (plus the raw-byte extension described in
+ * front.h) parsed by recursive descent straight into the IR.
+ *
+ * Rules are `name ::= expr` and may span lines: a rule ends where the next `name ::=`
+ * starts, so newlines are plain whitespace. Groups keep their structure in the IR (no
+ * flattening), which is what makes print(parse(print(parse(x)))) == print(parse(x)). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "front.h"
+
+#if defined(__GNUC__)
+#define XGR_NOINLINE __attribute__((noinline))
+#else
+#define XGR_NOINLINE
+#endif
+
+typedef XGR_VEC(int32_t) i32vec;
+typedef XGR_VEC(uint8_t) u8vec;
+typedef XGR_VEC(uint32_t) u32vec;
+typedef XGR_VEC(size_t) szvec;
+
+typedef struct {
+    const uint8_t *s;
+    size_t n, pos;
+    xgr_grammar *g;
+    int depth;
+    i32vec stack;  /* children of the SEQ / ALT nodes being built, shared by all levels */
+    u8vec buf;     /* bytes of the literal being lexed */
+    u32vec ranges; /* ranges of the class being lexed */
+    szvec ref_pos; /* per rule: offset of its first reference + 1 (0: none) */
+    szvec def_pos; /* per rule: offset of its definition + 1 (0: not defined yet) */
+} ebnf;
+
+enum { CTX_STRING, CTX_BSTRING, CTX_CLASS, CTX_BCLASS };
+
+static void line_col(const uint8_t *s, size_t n, size_t pos, size_t *line, size_t *col) {
+    size_t l = 1, c = 1;
+    if (pos > n) pos = n;
+    for (size_t i = 0; i < pos; i++) {
+        if (s[i] == '\n') {
+            l++;
+            c = 1;
+        } else if ((s[i] & 0xc0) != 0x80) {
+            c++; /* columns count code points, not bytes */
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+/* Kept out of line so the message buffer does not sit in every recursive frame. */
+static XGR_NOINLINE int perr(const ebnf *p, int code, size_t pos, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static XGR_NOINLINE int perr(const ebnf *p, int code, size_t pos, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t line, col;
+    line_col(p->s, p->n, pos, &line, &col);
+    const char *kind = code == XGR_ERR_SYNTAX ? "EBNF syntax error"
+                       : code == XGR_ERR_UTF8 ? "EBNF encoding error"
+                                              : "EBNF error";
+    return xgr_fail(code, "%s at line %zu, column %zu: %s", kind, line, col, msg);
+}
+
+/* What the parser found at pos, for "expected X, found Y" messages. */
+static XGR_NOINLINE const char *found(const ebnf *p, size_t pos, char *out, size_t cap) {
+    if (pos >= p->n) return "end of input";
+    uint8_t c = p->s[pos];
+    uint32_t cp;
+    int k;
+    if (c == '\n') return "end of line";
+    if (c >= 0x20 && c < 0x7f) {
+        snprintf(out, cap, "'%c'", (char)c);
+    } else if (c >= 0x80 && (k = xgr_utf8_decode(p->s + pos, p->n - pos, &cp)) > 0) {
+        snprintf(out, cap, "'%.*s'", k, (const char *)p->s + pos);
+    } else {
+        snprintf(out, cap, "byte 0x%02x", (unsigned)c);
+    }
+    return out;
+}
+
+static XGR_NOINLINE int expected(const ebnf *p, size_t pos, const char *what) {
+    char b[32];
+    return perr(p, XGR_ERR_SYNTAX, pos, "expected %s, found %s", what, found(p, pos, b, sizeof b));
+}
+
+static int ir_fail(void) { return xgr_front_ir_status(); }
+
+static int is_name_start(int c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '-' ||
+           c == '.';
+}
+static int is_name_char(int c) { return is_name_start(c) || (c >= '0' && c <= '9'); }
+static int hexval(int c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static size_t skip_ws_at(const ebnf *p, size_t i) {
+    while (i < p->n) {
+        uint8_t c = p->s[i];
+        if (c == ' ' || c == '\t' || c == '\r' || c == '\n') {
+            i++;
+        } else if (c == '#') {
+            while (i < p->n && p->s[i] != '\n') i++;
+        } else {
+            break;
+        }
+    }
+    return i;
+}
+static void skip_ws(ebnf *p) { p->pos = skip_ws_at(p, p->pos); }
+
+static size_t name_end(const ebnf *p, size_t i) {
+    if (i >= p->n || !is_name_start(p->s[i])) return i;
+    while (i < p->n && is_name_char(p->s[i])) i++;
+    return i;
+}
+
+/* `name ::=` starts at i: the current rule body ends here. */
+static int at_rule_start(const ebnf *p, size_t i) {
+    size_t e = name_end(p, i);
+    if (e == i) return 0;
+    e = skip_ws_at(p, e);
+    return e + 3 <= p->n && memcmp(p->s + e, "::=", 3) == 0;
+}
+
+/* `(` followed by `=`: a lookahead assertion starts at i. */
+static int at_lookahead(const ebnf *p, size_t i) {
+    if (i >= p->n || p->s[i] != '(') return 0;
+    i = skip_ws_at(p, i + 1);
+    return i < p->n && p->s[i] == '=';
+}
+
+static int track_rules(ebnf *p) {
+    size_t nr = p->g->rules.len;
+    if (XGR_VEC_RESERVE(p->ref_pos, nr) || XGR_VEC_RESERVE(p->def_pos, nr))
+        return XGR_ERR_NOMEM;
+    while (p->ref_pos.len < nr) p->ref_pos.data[p->ref_pos.len++] = 0;
+    while (p->def_pos.len < nr) p->def_pos.data[p->def_pos.len++] = 0;
+    return XGR_OK;
+}
+
+/* ---- lexing of literals ---------------------------------------------------------- */
+
+static int read_hex(ebnf *p, size_t i, int min_digits, int max_digits, uint32_t *v,
+                    size_t *end) {
+    uint32_t x = 0;
+    int k = 0;
+    while (k < max_digits && i + (size_t)k < p->n && hexval(p->s[i + (size_t)k]) >= 0) {
+        x = x * 16 + (uint32_t)hexval(p->s[i + (size_t)k]);
+        k++;
+    }
+    if (k < min_digits) return 0;
+    *v = x;
+    *end = i + (size_t)k;
+    return 1;
+}
+
+/* Parses the escape at p->pos (a backslash). *is_x tells `\xNN` apart, which is a raw
+ * byte in b-strings and b-classes. */
+static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
+    size_t start = p->pos;
+    *is_x = 0;
+    if (start + 1 >= p->n)
+        return perr(p, XGR_ERR_SYNTAX, start, "unterminated escape sequence at end of input");
+    uint8_t c = p->s[start + 1];
+    size_t end = start + 2;
+    uint32_t v;
+    int in_class = ctx == CTX_CLASS || ctx == CTX_BCLASS;
+    switch (c) {
+    case 'n': v = '\n'; break;
+    case 'r': v = '\r'; break;
+    case 't': v = '\t'; break;
+    case 'b': v = 0x08; break;
+    case 'f': v = 0x0c; break;
+    case 'v': v = 0x0b; break;
+    case '0': v = 0; break;
+    case '"': case '\\': case '\'': case '/': v = c; break;
+    case ']': case '-': case '^': case '[':
+        if (!in_class) goto bad;
+        v = c;
+        break;
+    case 'x':
+        if (!read_hex(p, start + 2, 1, 2, &v, &end))
+            return perr(p, XGR_ERR_SYNTAX, start, "invalid escape: expected hex digits after \\x");
+        *is_x = 1;
+        break;
+    case 'u':
+        if (!read_hex(p, start + 2, 4, 4, &v, &end))
+            return perr(p, XGR_ERR_SYNTAX, start,
+                        "invalid escape: expected 4 hex digits after \\u");
+        /* A UTF-16 surrogate pair written as two \u escapes is one code point. */
+        if (v >= 0xd800 && v <= 0xdbff && end + 6 <= p->n && p->s[end] == '\\' &&
+            p->s[end + 1] == 'u') {
+            uint32_t lo;
+            size_t e2;
+            if (read_hex(p, end + 2, 4, 4, &lo, &e2) && lo >= 0xdc00 && lo <= 0xdfff) {
+                v = 0x10000 + ((v - 0xd800) << 10) + (lo - 0xdc00);
+                end = e2;
+            }
+        }
+        break;
+    case 'U':
+        if (!read_hex(p, start + 2, 8, 8, &v, &end))
+            return perr(p, XGR_ERR_SYNTAX, start,
+                        "invalid escape: expected 8 hex digits after \\U");
+        if (v > 0x10ffff)
+            return perr(p, XGR_ERR_SYNTAX, start,
+                        "invalid escape: code point 0x%lx is above U+10FFFF",
+                        (unsigned long)v);
+        break;
+    default:
+    bad: {
+        char b[32];
+        return perr(p, XGR_ERR_SYNTAX, start, "invalid escape sequence: backslash followed by %s",
+                    found(p, start + 1, b, sizeof b));
+    }
+    }
+    p->pos = end;
+    *cp = v;
+    return XGR_OK;
+}
+
+static int buf_put_cp(ebnf *p, uint32_t cp) {
+    uint8_t u[4];
+    int k = xgr_utf8_encode(cp, u);
+    if (XGR_VEC_RESERVE(p->buf, p->buf.len + 4)) return XGR_ERR_NOMEM;
+    memcpy(p->buf.data + p->buf.len, u, (size_t)k);
+    p->buf.len += (size_t)k;
+    return XGR_OK;
+}
+
+/* Lexes "..." (or b"..." when bytes) at p->pos into p->buf. */
+static int lex_string(ebnf *p, int bytes) {
+    size_t start = p->pos;
+    p->pos += bytes ? 2 : 1;
+    p->buf.len = 0;
+    for (;;) {
+        if (p->pos >= p->n)
+            return perr(p, XGR_ERR_SYNTAX, start, "unterminated string literal");
+        uint8_t c = p->s[p->pos];
+        if (c == '"') {
+            p->pos++;
+            return XGR_OK;
+        }
+        if (c == '\n')
+            return perr(p, XGR_ERR_SYNTAX, start,
+                        "unterminated string literal (a newline inside a string must be "
+                        "written \\n)");
+        if (c == '\\') {
+            size_t epos = p->pos;
+            uint32_t cp;
+            int is_x, rc;
+            if ((rc = parse_escape(p, bytes ? CTX_BSTRING : CTX_STRING, &cp, &is_x)))
+                return rc;
+            if (bytes && is_x) {
+                if (XGR_VEC_PUSH(p->buf, (uint8_t)cp)) return XGR_ERR_NOMEM;
+                continue;
+            }
+            if (cp >= 0xd800 && cp <= 0xdfff)
+                return perr(p, XGR_ERR_SYNTAX, epos,
+                            "lone surrogate U+%04lX cannot appear in a string",
+                            (unsigned long)cp);
+            if ((rc = buf_put_cp(p, cp))) return rc;
+            continue;
+        }
+        uint32_t cp;
+        int k = xgr_utf8_decode(p->s + p->pos, p->n - p->pos, &cp);
+        if (!k) return perr(p, XGR_ERR_UTF8, p->pos, "invalid UTF-8 byte 0x%02x", (unsigned)c);
+        if (XGR_VEC_RESERVE(p->buf, p->buf.len + (size_t)k)) return XGR_ERR_NOMEM;
+        memcpy(p->buf.data + p->buf.len, p->s + p->pos, (size_t)k);
+        p->buf.len += (size_t)k;
+        p->pos += (size_t)k;
+    }
+}
+
+static int read_class_char(ebnf *p, int bytes, uint32_t *out) {
+    size_t at = p->pos;
+    uint8_t c = p->s[at];
+    if (c == '\\') {
+        int is_x, rc;
+        if ((rc = parse_escape(p, bytes ? CTX_BCLASS : CTX_CLASS, out, &is_x))) return rc;
+        if (bytes && !is_x && *out > 0x7f)
+            return perr(p, XGR_ERR_SYNTAX, at,
+                        "a byte class b[...] takes ASCII characters and \\xNN escapes only");
+        return XGR_OK;
+    }
+    int k = xgr_utf8_decode(p->s + at, p->n - at, out);
+    if (!k) return perr(p, XGR_ERR_UTF8, at, "invalid UTF-8 byte 0x%02x", (unsigned)c);
+    if (bytes && *out > 0x7f)
+        return perr(p, XGR_ERR_SYNTAX, at,
+                    "a byte class b[...] takes ASCII characters and \\xNN escapes only");
+    p->pos += (size_t)k;
+    return XGR_OK;
+}
+
+/* Lexes [...] / [^...] (b[...] when bytes) at p->pos into a CLASS / BYTE_CLASS node. */
+static int parse_class(ebnf *p, int bytes, int32_t *node) {
+    size_t start = p->pos;
+    int negated = 0, rc;
+    p->pos += bytes ? 2 : 1;
+    if (p->pos < p->n && p->s[p->pos] == '^') {
+        negated = 1;
+        p->pos++;
+    }
+    p->ranges.len = 0;
+    for (;;) {
+        if (p->pos >= p->n || p->s[p->pos] == '\n')
+            return perr(p, XGR_ERR_SYNTAX, start, "unterminated character class");
+        if (p->s[p->pos] == ']') {
+            p->pos++;
+            break;
+        }
+        size_t item = p->pos;
+        uint32_t lo, hi;
+        if ((rc = read_class_char(p, bytes, &lo))) return rc;
+        hi = lo;
+        if (p->pos + 1 < p->n && p->s[p->pos] == '-' && p->s[p->pos + 1] != ']') {
+            p->pos++;
+            if (p->s[p->pos] == '\n')
+                return perr(p, XGR_ERR_SYNTAX, start, "unterminated character class");
+            if ((rc = read_class_char(p, bytes, &hi))) return rc;
+            if (lo > hi)
+                return perr(p, XGR_ERR_SEMANTIC, item,
+                            "invalid character range: start U+%04lX is above end U+%04lX",
+                            (unsigned long)lo, (unsigned long)hi);
+        }
+        if (XGR_VEC_PUSH(p->ranges, lo) || XGR_VEC_PUSH(p->ranges, hi)) return XGR_ERR_NOMEM;
+    }
+    size_t nr = p->ranges.len / 2;
+    *node = bytes ? xgr_ir_byte_class(p->g, p->ranges.data, nr, negated)
+                  : xgr_ir_class(p->g, p->ranges.data, nr, negated);
+    return *node < 0 ? ir_fail() : XGR_OK;
+}
+
+/* ---- expressions ------------------------------------------------------------------- */
+
+static int parse_alt(ebnf *p, int32_t *node);
+
+static XGR_NOINLINE int parse_regex_macro(ebnf *p, int32_t *node) {
+    int rc;
+    skip_ws(p);
+    if (p->pos >= p->n || p->s[p->pos] != '"')
+        return expected(p, p->pos, "a string literal with the regex inside Regex(...)");
+    size_t str_pos = p->pos;
+    if ((rc = lex_string(p, 0))) return rc;
+    skip_ws(p);
+    /* Options as upstream xgrammar prints them: Regex("...", json_string=false). */
+    while (p->pos < p->n && p->s[p->pos] == ',') {
+        p->pos++;
+        skip_ws(p);
+        size_t opt = p->pos, e = name_end(p, opt);
+        if (e - opt != 11 || memcmp(p->s + opt, "json_string", 11) != 0)
+            return expected(p, opt, "the Regex option 'json_string'");
+        p->pos = skip_ws_at(p, e);
+        if (p->pos >= p->n || p->s[p->pos] != '=') return expected(p, p->pos, "'='");
+        p->pos = skip_ws_at(p, p->pos + 1);
+        if (p->pos + 5 <= p->n && memcmp(p->s + p->pos, "false", 5) == 0) {
+            p->pos += 5;
+        } else if (p->pos + 4 <= p->n && memcmp(p->s + p->pos, "true", 4) == 0) {
+            return perr(p, XGR_ERR_SYNTAX, opt, "Regex(..., json_string=true) is not supported yet");
+        } else {
+            return expected(p, p->pos, "true or false");
+        }
+        skip_ws(p);
+    }
+    if (p->pos >= p->n || p->s[p->pos] != ')') return expected(p, p->pos, "')' closing Regex(");
+    p->pos++;
+    rc = xgr_regex_to_node(p->g, (const char *)p->buf.data, p->buf.len, node);
+    if (rc) {
+        char inner[600];
+        snprintf(inner, sizeof inner, "%s", xgr_last_error());
+        return perr(p, rc, str_pos, "in the pattern of Regex(...): %s", inner);
+    }
+    return XGR_OK;
+}
+
+static int parse_primary(ebnf *p, int32_t *node) {
+    size_t start = p->pos;
+    uint8_t c = p->s[start];
+    int rc;
+    if (c == '"') {
+        if ((rc = lex_string(p, 0))) return rc;
+        *node = xgr_ir_bytes(p->g, p->buf.data, p->buf.len);
+        return *node < 0 ? ir_fail() : XGR_OK;
+    }
+    if (c == '[') return parse_class(p, 0, node);
+    if (c == '(') {
+        p->pos++;
+        skip_ws(p);
+        if (p->pos < p->n && p->s[p->pos] == '=')
+            return perr(p, XGR_ERR_SYNTAX, start,
+                        "a lookahead assertion '(= ...)' is only allowed at the end of a "
+                        "rule body");
+        if ((rc = parse_alt(p, node))) return rc;
+        skip_ws(p);
+        if (at_lookahead(p, p->pos))
+            return perr(p, XGR_ERR_SYNTAX, p->pos,
+                        "a lookahead assertion '(= ...)' is only allowed at the end of a "
+                        "rule body");
+        if (p->pos >= p->n || p->s[p->pos] != ')') {
+            if (p->pos >= p->n || at_rule_start(p, p->pos))
+                return perr(p, XGR_ERR_SYNTAX, start, "unclosed '('");
+            return expected(p, p->pos, "')' or '|'");
+        }
+        p->pos++;
+        return XGR_OK;
+    }
+    if (c == 'b' && start + 1 < p->n && p->s[start + 1] == '"') {
+        if ((rc = lex_string(p, 1))) return rc;
+        *node = xgr_ir_bytes(p->g, p->buf.data, p->buf.len);
+        return *node < 0 ? ir_fail() : XGR_OK;
+    }
+    if (c == 'b' && start + 1 < p->n && p->s[start + 1] == '[') return parse_class(p, 1, node);
+    if (is_name_start(c)) {
+        size_t e = name_end(p, start);
+        size_t len = e - start;
+        p->pos = e;
+        if (e < p->n && p->s[e] == '(') {
+            if (len == 5 && memcmp(p->s + start, "Regex", 5) == 0) {
+                p->pos++;
+                return parse_regex_macro(p, node);
+            }
+            if (len == 11 && memcmp(p->s + start, "TagDispatch", 11) == 0)
+                return perr(p, XGR_ERR_SYNTAX, start, "TagDispatch is not supported yet");
+        }
+        int32_t r = xgr_ir_rule(p->g, (const char *)p->s + start, len);
+        if (r < 0) return ir_fail();
+        if ((rc = track_rules(p))) return rc;
+        if (!p->ref_pos.data[r]) p->ref_pos.data[r] = start + 1;
+        *node = xgr_ir_ref(p->g, r);
+        return *node < 0 ? ir_fail() : XGR_OK;
+    }
+    if (c == ')') return perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
+    if (c == '*' || c == '+' || c == '?' || c == '{')
+        return perr(p, XGR_ERR_SYNTAX, start,
+                    "quantifier '%c' has nothing to repeat", (char)c);
+    if (c == ':' && start + 2 < p->n && memcmp(p->s + start, "::=", 3) == 0)
+        return perr(p, XGR_ERR_SYNTAX, start, "unexpected '::=' (missing rule name?)");
+    if (c >= 0x80) {
+        uint32_t cp;
+        if (!xgr_utf8_decode(p->s + start, p->n - start, &cp))
+            return perr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x", (unsigned)c);
+    }
+    return expected(p, start, "a string, character class, rule name or '('");
+}
+
+static int parse_number(ebnf *p, long *v) {
+    size_t start = p->pos;
+    long x = 0;
+    if (p->pos >= p->n || p->s[p->pos] < '0' || p->s[p->pos] > '9')
+        return expected(p, p->pos, "a number in the repetition {m,n}");
+    while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+        int digit = p->s[p->pos] - '0';
+        /* checked before multiplying so a 32-bit long cannot overflow */
+        if (x > (XGR_FRONT_MAX_REPEAT - digit) / 10)
+            return perr(p, XGR_ERR_SEMANTIC, start,
+                        "repetition bound is too large (the limit is %ld)",
+                        (long)XGR_FRONT_MAX_REPEAT);
+        x = x * 10 + digit;
+        p->pos++;
+    }
+    *v = x;
+    return XGR_OK;
+}
+
+/* Parses `{m}`, `{m,}` or `{m,n}` at p->pos. */
+static int parse_braces(ebnf *p, long *min, long *max) {
+    size_t start = p->pos;
+    int rc;
+    p->pos++;
+    skip_ws(p);
+    if ((rc = parse_number(p, min))) return rc;
+    skip_ws(p);
+    *max = *min;
+    if (p->pos < p->n && p->s[p->pos] == ',') {
+        p->pos++;
+        skip_ws(p);
+        if (p->pos < p->n && p->s[p->pos] == '}') {
+            *max = -1;
+        } else if (p->pos + 1 < p->n && p->s[p->pos] == '-' && p->s[p->pos + 1] == '1') {
+            /* upstream xgrammar prints unbounded repetitions as {m, -1} */
+            p->pos += 2;
+            *max = -1;
+            skip_ws(p);
+        } else {
+            if ((rc = parse_number(p, max))) return rc;
+            skip_ws(p);
+        }
+    }
+    if (p->pos >= p->n || p->s[p->pos] != '}') return expected(p, p->pos, "'}' or ','");
+    p->pos++;
+    if (*max >= 0 && *min > *max)
+        return perr(p, XGR_ERR_SEMANTIC, start,
+                    "lower bound %ld of the repetition is larger than its upper bound %ld",
+                    *min, *max);
+    return XGR_OK;
+}
+
+static int parse_postfix(ebnf *p, int32_t *node) {
+    int rc;
+    if ((rc = parse_primary(p, node))) return rc;
+    size_t q = skip_ws_at(p, p->pos);
+    if (q >= p->n) return XGR_OK;
+    uint8_t c = p->s[q];
+    long min, max;
+    if (c == '*') {
+        min = 0, max = -1;
+        p->pos = q + 1;
+    } else if (c == '+') {
+        min = 1, max = -1;
+        p->pos = q + 1;
+    } else if (c == '?') {
+        min = 0, max = 1;
+        p->pos = q + 1;
+    } else if (c == '{') {
+        p->pos = q;
+        if ((rc = parse_braces(p, &min, &max))) return rc;
+    } else {
+        return XGR_OK;
+    }
+    q = skip_ws_at(p, p->pos);
+    if (q < p->n && (p->s[q] == '*' || p->s[q] == '+' || p->s[q] == '?' || p->s[q] == '{'))
+        return perr(p, XGR_ERR_SYNTAX, q,
+                    "a quantifier cannot follow another quantifier; use parentheses");
+    *node = xgr_ir_repeat(p->g, *node, (int32_t)min, (int32_t)max);
+    return *node < 0 ? ir_fail() : XGR_OK;
+}
+
+static int parse_seq(ebnf *p, int32_t *node) {
+    size_t base = p->stack.len;
+    int rc;
+    for (;;) {
+        skip_ws(p);
+        if (p->pos >= p->n) break;
+        uint8_t c = p->s[p->pos];
+        if (c == '|' || c == ')' || at_lookahead(p, p->pos)) break;
+        if (is_name_start(c) && at_rule_start(p, p->pos)) break;
+        int32_t k = -1;
+        if ((rc = parse_postfix(p, &k))) return rc;
+        if (XGR_VEC_PUSH(p->stack, k)) return XGR_ERR_NOMEM;
+    }
+    size_t cnt = p->stack.len - base;
+    if (cnt == 0) {
+        if (p->pos < p->n && p->s[p->pos] == ')' && p->depth <= 1)
+            return perr(p, XGR_ERR_SYNTAX, p->pos, "unmatched ')'");
+        return expected(p, p->pos, "an expression (string, character class, rule name or '(')");
+    }
+    *node = xgr_ir_seq(p->g, p->stack.data + base, cnt);
+    p->stack.len = base;
+    return *node < 0 ? ir_fail() : XGR_OK;
+}
+
+static int parse_alt(ebnf *p, int32_t *node) {
+    int rc;
+    if (++p->depth > XGR_FRONT_MAX_DEPTH)
+        return perr(p, XGR_ERR_LIMIT, p->pos, "expression nesting is deeper than %d",
+                    XGR_FRONT_MAX_DEPTH);
+    size_t base = p->stack.len;
+    for (;;) {
+        int32_t k = -1;
+        if ((rc = parse_seq(p, &k))) return rc;
+        if (XGR_VEC_PUSH(p->stack, k)) return XGR_ERR_NOMEM;
+        skip_ws(p);
+        if (p->pos < p->n && p->s[p->pos] == '|') {
+            p->pos++;
+            continue;
+        }
+        break;
+    }
+    *node = xgr_ir_alt(p->g, p->stack.data + base, p->stack.len - base);
+    p->stack.len = base;
+    p->depth--;
+    return *node < 0 ? ir_fail() : XGR_OK;
+}
+
+/* ---- rules ---------------------------------------------------------------------------- */
+
+static int parse_rule(ebnf *p) {
+    size_t start = p->pos;
+    int rc;
+    if (!is_name_start(p->s[start])) {
+        if (p->s[start] == ')') return perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
+        if (p->s[start] >= 0x80) {
+            uint32_t cp;
+            if (!xgr_utf8_decode(p->s + start, p->n - start, &cp))
+                return perr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x",
+                            (unsigned)p->s[start]);
+        }
+        return expected(p, start, "a rule name");
+    }
+    size_t e = name_end(p, start);
+    p->pos = skip_ws_at(p, e);
+    if (p->pos + 3 > p->n || memcmp(p->s + p->pos, "::=", 3) != 0)
+        return expected(p, p->pos, "'::=' after the rule name");
+    p->pos += 3;
+    int32_t r = xgr_ir_rule(p->g, (const char *)p->s + start, e - start);
+    if (r < 0) return ir_fail();
+    if ((rc = track_rules(p))) return rc;
+    if (p->def_pos.data[r]) {
+        size_t l, c;
+        line_col(p->s, p->n, p->def_pos.data[r] - 1, &l, &c);
+        return perr(p, XGR_ERR_SEMANTIC, start,
+                    "rule '%s' is defined more than once (first at line %zu, column %zu)",
+                    xgr_ir_rule_name(p->g, r), l, c);
+    }
+    p->def_pos.data[r] = start + 1;
+    int32_t body, la = -1;
+    p->depth = 0;
+    if ((rc = parse_alt(p, &body))) return rc;
+    skip_ws(p);
+    if (at_lookahead(p, p->pos)) {
+        p->pos = skip_ws_at(p, p->pos + 1) + 1; /* past '(' and '=' */
+        skip_ws(p);
+        if ((rc = parse_alt(p, &la))) return rc;
+        skip_ws(p);
+        if (p->pos >= p->n || p->s[p->pos] != ')')
+            return expected(p, p->pos, "')' closing the lookahead assertion");
+        p->pos++;
+        skip_ws(p);
+        if (at_lookahead(p, p->pos))
+            return perr(p, XGR_ERR_SYNTAX, p->pos, "a rule takes at most one lookahead assertion");
+        if (p->pos < p->n && !at_rule_start(p, p->pos))
+            return perr(p, XGR_ERR_SYNTAX, p->pos,
+                        "the lookahead assertion '(= ...)' must end the rule body");
+    }
+    p->g->rules.data[r].body = body;
+    p->g->rules.data[r].lookahead = la;
+    return XGR_OK;
+}
+
+/* Declares every rule in definition order before parsing, so rule ids (and hence the
+ * printer's rule order) follow the source rather than the order of first mention; that
+ * keeps print(parse(print(g))) == print(g). The scan skips literals and comments like
+ * the lexer does; on malformed input it may disagree, but then parsing fails anyway. */
+static int declare_rules(ebnf *p) {
+    size_t i = skip_ws_at(p, 0);
+    while (i < p->n) {
+        uint8_t c = p->s[i];
+        if (c == '"' || c == '[') {
+            uint8_t close = c == '"' ? '"' : ']';
+            i++;
+            while (i < p->n && p->s[i] != close && p->s[i] != '\n') i += p->s[i] == '\\' ? 2 : 1;
+            i++;
+        } else if (c == '#') {
+            while (i < p->n && p->s[i] != '\n') i++;
+        } else if (is_name_start(c)) {
+            size_t e = name_end(p, i);
+            size_t j = skip_ws_at(p, e);
+            if (j + 3 <= p->n && memcmp(p->s + j, "::=", 3) == 0) {
+                if (xgr_ir_rule(p->g, (const char *)p->s + i, e - i) < 0) return ir_fail();
+                i = j + 3;
+            } else {
+                i = e;
+            }
+        } else {
+            i++;
+        }
+    }
+    return track_rules(p);
+}
+
+static int parse_file(ebnf *p, const char *root, size_t root_len) {
+    int rc;
+    if ((rc = declare_rules(p))) return rc;
+    skip_ws(p);
+    while (p->pos < p->n) {
+        if ((rc = parse_rule(p))) return rc;
+        skip_ws(p);
+    }
+    for (size_t r = 0; r < p->g->rules.len; r++) {
+        if (p->g->rules.data[r].body >= 0) continue;
+        size_t at = r < p->ref_pos.len && p->ref_pos.data[r] ? p->ref_pos.data[r] - 1 : 0;
+        return perr(p, XGR_ERR_SEMANTIC, at, "rule '%s' is referenced but not defined",
+                    xgr_ir_rule_name(p->g, (int32_t)r));
+    }
+    int32_t rr = xgr_ir_find_rule(p->g, root, root_len);
+    if (rr < 0)
+        return xgr_fail(XGR_ERR_SEMANTIC,
+                        "EBNF error: the root rule '%.*s' is not defined",
+                        (int)(root_len > 200 ? 200 : root_len), root);
+    p->g->root = rr;
+    return xgr_ir_validate(p->g);
+}
+
+int xgr_grammar_from_ebnf(const char *src, size_t src_len, const char *root,
+                          size_t root_len, xgr_grammar **out) {
+    if (!out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_grammar_from_ebnf: out is NULL");
+    *out = NULL;
+    if (!src && src_len) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_grammar_from_ebnf: src is NULL");
+    if (!root || root_len == 0) {
+        root = "root";
+        root_len = 4;
+    }
+    if (memchr(root, 0, root_len))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_grammar_from_ebnf: root name contains NUL");
+    ebnf p;
+    memset(&p, 0, sizeof p);
+    p.s = (const uint8_t *)(src ? src : "");
+    p.n = src_len;
+    p.g = xgr_ir_new();
+    if (!p.g) return XGR_ERR_NOMEM;
+    int rc = parse_file(&p, root, root_len);
+    XGR_VEC_FREE(p.stack);
+    XGR_VEC_FREE(p.buf);
+    XGR_VEC_FREE(p.ranges);
+    XGR_VEC_FREE(p.ref_pos);
+    XGR_VEC_FREE(p.def_pos);
+    if (rc) {
+        xgr_ir_free(p.g);
+        return rc;
+    }
+    *out = p.g;
+    return XGR_OK;
+}

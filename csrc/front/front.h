@@ -1,0 +1,58 @@
+/* Internal helpers shared by the grammar front ends (EBNF, regex, builtin JSON) and the
+ * IR printer. Internal header.
+ *
+ * Text conventions shared by the parser and the printer (csrc/ir/print.c):
+ *   - "..." strings and [...] classes denote Unicode code points; `\xNN` inside them is
+ *     the code point U+00NN (as in upstream xgrammar), so "\xe9" is the two UTF-8 bytes
+ *     C3 A9.
+ *   - Raw bytes need their own syntax because the IR can hold byte strings that are not
+ *     valid UTF-8 (BYTES) and byte classes (BYTE_CLASS). An extension marks them with a
+ *     `b` written directly before the quote or bracket: b"\xff\x80" is the two bytes
+ *     FF 80 and b[\x80-\xbf] is one byte in 80..BF. Inside these, `\xNN` is a raw byte;
+ *     other characters and escapes are UTF-8 encoded (b-strings) or must be ASCII
+ *     (b-classes). A rule named `b` followed by a string must therefore be separated by
+ *     whitespace (`b "x"`), which is how the printer writes it.
+ *   - Surrogate code points cannot be UTF-8 encoded. In strings `\uD83D\uDE00` pairs
+ *     combine into one code point and a lone surrogate is an error; in classes pairs
+ *     written with \u combine too, while `\U0000D800` stays a lone surrogate endpoint
+ *     (the printer uses that form so printing is lossless). */
+#ifndef XGR_FRONT_H
+#define XGR_FRONT_H
+
+#include "../ir/ir.h"
+
+/* Nesting limit of every recursive-descent parser (groups, alternations): deeper input
+ * gets XGR_ERR_LIMIT instead of exhausting the stack. */
+#define XGR_FRONT_MAX_DEPTH 1000
+/* Largest repetition bound accepted by {m,n} in EBNF and regex. */
+#define XGR_FRONT_MAX_REPEAT 1000000000L
+
+/* Strict UTF-8 decoding of one code point from s[0..n) (n >= 1): rejects overlong
+ * forms, surrogates and values above U+10FFFF. Returns the sequence length (1..4) and
+ * stores the code point, or 0 when the bytes are not valid UTF-8. */
+int xgr_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
+/* Writes the UTF-8 form of cp (<= 0x10FFFF, surrogates allowed: the caller checks) to
+ * out[0..4) and returns its length. */
+int xgr_utf8_encode(uint32_t cp, uint8_t *out);
+/* 1 when s[0..n) is entirely valid UTF-8. */
+int xgr_utf8_valid(const uint8_t *s, size_t n);
+
+/* The builders in ir.h report failures by returning -1 with the message set but not the
+ * status code; this recovers the code from the message (NOMEM / LIMIT / SEMANTIC). */
+int xgr_front_ir_status(void);
+
+/* Compiles a regex (anchored, whole-input semantics) into nodes of `g`; *out_node is the
+ * root node of the expression. Errors use "column C" positions within `src`. */
+int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_node);
+
+/* A growable byte buffer for building text. */
+typedef XGR_VEC(char) xgr_strbuf;
+int xgr_sb_put(xgr_strbuf *b, const char *s, size_t n);
+int xgr_sb_puts(xgr_strbuf *b, const char *s);
+int xgr_sb_printf(xgr_strbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+#endif

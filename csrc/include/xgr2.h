@@ -1,0 +1,155 @@
+/* xgrammar2 C core: the single public header.
+ *
+ * Conventions
+ * - Every function that can fail returns an int status (XGR_OK == 0). On failure the
+ *   calling thread's message is available from xgr_last_error() until the next failing
+ *   call on that thread. The core never aborts the process.
+ * - Text and byte inputs are (ptr, len) spans; they need not be NUL-terminated and are
+ *   copied when kept.
+ * - Handles are opaque. Grammar, vocabulary and compiled-grammar handles are immutable
+ *   after creation, reference counted (retain/release are atomic) and safe to share
+ *   across threads. A matcher belongs to one thread at a time.
+ * - Memory returned through `char **out` is owned by the caller and freed with xgr_free.
+ */
+#ifndef XGR2_H
+#define XGR2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ------------------------------------------------------------- */
+enum {
+    XGR_OK = 0,
+    XGR_ERR_INVALID_ARG = 1, /* bad argument: NULL, out-of-range id, bad option */
+    XGR_ERR_SYNTAX = 2,      /* malformed EBNF / regex: message has line:column */
+    XGR_ERR_SEMANTIC = 3,    /* undefined rule, missing root, bad repetition bounds */
+    XGR_ERR_NOMEM = 4,       /* allocation failed */
+    XGR_ERR_LIMIT = 5,       /* a configured size / work limit was exceeded */
+    XGR_ERR_UTF8 = 6,        /* invalid UTF-8 where text is expected */
+    XGR_ERR_STATE = 7,       /* operation not valid in the current state (e.g. rollback too far) */
+    XGR_ERR_INTERNAL = 8     /* a bug: please report */
+};
+
+/* The calling thread's last error message ("" if none). Valid until the next failing
+ * call on the same thread. Thread-safe. */
+const char *xgr_last_error(void);
+
+/* Frees memory returned by the core through `char **` / `int32_t **` outputs. */
+void xgr_free(void *p);
+
+/* ---- grammars (front ends) ---------------------------------------------------- */
+typedef struct xgr_grammar xgr_grammar;
+
+/* Parses EBNF in upstream xgrammar's dialect. `root` names the start rule ("root" when
+ * root_len == 0). Errors carry "line L, column C". Thread-safe. */
+int xgr_grammar_from_ebnf(const char *src, size_t src_len, const char *root,
+                          size_t root_len, xgr_grammar **out);
+/* Compiles a regex (whole-output, anchored semantics) into a grammar. Thread-safe. */
+int xgr_grammar_from_regex(const char *src, size_t src_len, xgr_grammar **out);
+/* The builtin grammar of any JSON value. Thread-safe. */
+int xgr_grammar_builtin_json(xgr_grammar **out);
+/* A grammar whose root is the alternation / concatenation of the given grammars' roots.
+ * Rules are renamed to stay distinct. Thread-safe. */
+int xgr_grammar_union(xgr_grammar *const *gs, size_t n, xgr_grammar **out);
+int xgr_grammar_concat(xgr_grammar *const *gs, size_t n, xgr_grammar **out);
+/* Prints the grammar as canonical EBNF (parseable by xgr_grammar_from_ebnf).
+ * *out is NUL-terminated; free with xgr_free. Thread-safe. */
+int xgr_grammar_to_ebnf(const xgr_grammar *g, char **out, size_t *out_len);
+void xgr_grammar_retain(xgr_grammar *g);
+void xgr_grammar_release(xgr_grammar *g); /* NULL is a no-op */
+
+/* ---- vocabulary ---------------------------------------------------------------- */
+typedef struct xgr_vocab xgr_vocab;
+
+/* Builds a vocabulary from already-decoded token byte strings.
+ * Token i is data[offsets[i] .. offsets[i+1]); offsets has n_tokens + 1 entries.
+ * vocab_size >= n_tokens: ids in [n_tokens, vocab_size) have no token and are never
+ * allowed. special_ids: control tokens that never match grammar text. stop_ids: tokens
+ * that end generation (allowed only where the grammar can end). Thread-safe. */
+int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens,
+                  int32_t vocab_size, const int32_t *special_ids, size_t n_special,
+                  const int32_t *stop_ids, size_t n_stop, xgr_vocab **out);
+int32_t xgr_vocab_size(const xgr_vocab *v);
+void xgr_vocab_retain(xgr_vocab *v);
+void xgr_vocab_release(xgr_vocab *v);
+
+/* ---- compilation ---------------------------------------------------------------- */
+typedef struct {
+    int32_t max_rules;          /* 0 = default (100000) */
+    int32_t max_fsm_states;     /* 0 = default (2000000) */
+    int32_t inline_max_states;  /* inline non-recursive rules up to this size; -1 = never */
+    int32_t repeat_threshold;   /* unroll {m,n} when n (or m if n unbounded) <= this; 0 = default (16) */
+    int32_t precompute;         /* 1: compute every mask-cache entry at compile time */
+    int32_t max_row_items;      /* 0 = default (100000): parser row size limit per byte */
+} xgr_compile_options;
+
+typedef struct xgr_compiled xgr_compiled;
+
+/* Compiles a grammar against a vocabulary. Safe to call from many threads at once.
+ * `opts` may be NULL for defaults. */
+int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
+                xgr_compiled **out);
+/* Bytes held by the compiled grammar, mask cache included (grows as masks are JIT-built). */
+size_t xgr_compiled_memory(const xgr_compiled *c);
+/* Computes up to `k` not-yet-built mask-cache entries (all when k < 0). Thread-safe. */
+int xgr_compiled_precompute(xgr_compiled *c, int32_t k);
+/* Grammar / vocabulary the compiled grammar was built from (borrowed). */
+const xgr_grammar *xgr_compiled_grammar(const xgr_compiled *c);
+const xgr_vocab *xgr_compiled_vocab(const xgr_compiled *c);
+void xgr_compiled_retain(xgr_compiled *c);
+void xgr_compiled_release(xgr_compiled *c);
+
+/* ---- matcher ------------------------------------------------------------------------ */
+typedef struct xgr_matcher xgr_matcher;
+
+/* override_stop: when non-NULL, replaces the vocabulary's stop tokens (n may be 0).
+ * terminate_without_stop: the matcher terminates as soon as the grammar is complete and
+ * nothing more can follow, without a stop token. max_rollback: tokens kept for rollback
+ * (-1 = unlimited). Not thread-safe: use one matcher per thread. */
+int xgr_matcher_new(xgr_compiled *c, const int32_t *override_stop, size_t n_override,
+                    int use_override, int terminate_without_stop, int32_t max_rollback,
+                    xgr_matcher **out);
+void xgr_matcher_free(xgr_matcher *m);
+/* A deep copy with identical state. */
+int xgr_matcher_fork(const xgr_matcher *m, xgr_matcher **out);
+/* *accepted = 1 and state advanced, or 0 and state unchanged. Ids out of
+ * [0, vocab_size) return XGR_ERR_INVALID_ARG. */
+int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted);
+/* Accepts raw bytes (as one step for rollback). *accepted as above. */
+int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *accepted);
+/* Writes the whole row: `row` has `row_words` int32 words (>= ceil(vocab_size/32)).
+ * Bit t%32 of word t/32 set = token t allowed. Words beyond the vocabulary are zeroed.
+ * *need_apply = 0 when every token is allowed (may be NULL). After termination the row
+ * is all zeros (nothing more can be accepted). */
+int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row, size_t row_words,
+                             int *need_apply);
+/* Test oracle: the same row as xgr_matcher_fill_bitmask, computed without the mask
+ * cache by running the parser on every token. Slow; for tests and debugging. */
+int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row, size_t row_words);
+/* Undoes the last n accepted steps. */
+int xgr_matcher_rollback(xgr_matcher *m, int32_t n);
+/* Longest prefix of `tokens` that would be accepted, without changing state. */
+int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
+                                size_t *n_accepted);
+/* The longest byte string every continuation must start with ("" when none). */
+int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len);
+int xgr_matcher_is_terminated(const xgr_matcher *m);
+/* The grammar could end here (a stop token would be accepted). */
+int xgr_matcher_can_end(const xgr_matcher *m);
+void xgr_matcher_reset(xgr_matcher *m);
+/* Number of steps that can currently be rolled back. */
+int32_t xgr_matcher_num_steps(const xgr_matcher *m);
+
+/* Fills rows for n matchers in parallel on up to n_threads threads.
+ * Row i goes to bitmask + indices[i] * row_words (indices NULL: row i). */
+int xgr_fill_bitmask_batch(xgr_matcher *const *ms, size_t n, int32_t *bitmask,
+                           size_t row_words, const int32_t *indices, int n_threads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,267 @@
+/* Grammar IR builder: appends nodes and rules to flat pools. */
+#include "ir.h"
+
+#include <stdio.h>
+
+xgr_grammar *xgr_ir_new(void) {
+    xgr_grammar *g = xgr_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    atomic_init(&g->refcount, 1);
+    g->root = -1;
+    return g;
+}
+
+void xgr_ir_free(xgr_grammar *g) {
+    if (!g) return;
+    XGR_VEC_FREE(g->nodes);
+    XGR_VEC_FREE(g->rules);
+    XGR_VEC_FREE(g->kids);
+    XGR_VEC_FREE(g->bytes);
+    XGR_VEC_FREE(g->ranges);
+    XGR_VEC_FREE(g->names);
+    free(g->name_index);
+    free(g);
+}
+
+static int32_t push_node(xgr_grammar *g, xgr_node n) {
+    if (g->nodes.len >= INT32_MAX) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar has too many nodes");
+        return -1;
+    }
+    if (XGR_VEC_PUSH(g->nodes, n)) return -1;
+    return (int32_t)(g->nodes.len - 1);
+}
+
+int32_t xgr_ir_empty(xgr_grammar *g) {
+    xgr_node n = {XGR_NODE_EMPTY, -1, 0, 0, 0, 0, 0};
+    return push_node(g, n);
+}
+
+int32_t xgr_ir_bytes(xgr_grammar *g, const uint8_t *s, size_t len) {
+    if (len == 0) return xgr_ir_empty(g);
+    if (len > INT32_MAX || g->bytes.len > (size_t)INT32_MAX - len) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar literal pool too large");
+        return -1;
+    }
+    size_t off = g->bytes.len;
+    if (XGR_VEC_RESERVE(g->bytes, off + len)) return -1;
+    memcpy(g->bytes.data + off, s, len);
+    g->bytes.len += len;
+    xgr_node n = {XGR_NODE_BYTES, -1, (int32_t)off, (int32_t)len, 0, 0, 0};
+    return push_node(g, n);
+}
+
+static int32_t push_ranges(xgr_grammar *g, int kind, const uint32_t *r, size_t n_ranges,
+                           int negated) {
+    size_t off = g->ranges.len;
+    if (n_ranges > (size_t)INT32_MAX / 2 || off > (size_t)INT32_MAX - 2 * n_ranges) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar class pool too large");
+        return -1;
+    }
+    if (XGR_VEC_RESERVE(g->ranges, off + 2 * n_ranges)) return -1;
+    if (n_ranges) memcpy(g->ranges.data + off, r, 2 * n_ranges * sizeof *r);
+    g->ranges.len += 2 * n_ranges;
+    xgr_node n = {kind, -1, (int32_t)off, (int32_t)n_ranges, 0, 0, negated ? 1 : 0};
+    return push_node(g, n);
+}
+
+int32_t xgr_ir_class(xgr_grammar *g, const uint32_t *ranges, size_t n_ranges, int negated) {
+    return push_ranges(g, XGR_NODE_CLASS, ranges, n_ranges, negated);
+}
+
+int32_t xgr_ir_byte_class(xgr_grammar *g, const uint32_t *ranges, size_t n_ranges,
+                          int negated) {
+    return push_ranges(g, XGR_NODE_BYTE_CLASS, ranges, n_ranges, negated);
+}
+
+static int32_t push_list(xgr_grammar *g, int kind, const int32_t *kids, size_t n) {
+    size_t off = g->kids.len;
+    if (n > (size_t)INT32_MAX || off > (size_t)INT32_MAX - n) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar child pool too large");
+        return -1;
+    }
+    if (XGR_VEC_RESERVE(g->kids, off + n)) return -1;
+    if (n) memcpy(g->kids.data + off, kids, n * sizeof *kids);
+    g->kids.len += n;
+    xgr_node nd = {kind, -1, (int32_t)off, (int32_t)n, 0, 0, 0};
+    return push_node(g, nd);
+}
+
+int32_t xgr_ir_seq(xgr_grammar *g, const int32_t *kids, size_t n) {
+    if (n == 0) return xgr_ir_empty(g);
+    if (n == 1) return kids[0];
+    return push_list(g, XGR_NODE_SEQ, kids, n);
+}
+
+int32_t xgr_ir_alt(xgr_grammar *g, const int32_t *kids, size_t n) {
+    if (n == 1) return kids[0];
+    return push_list(g, XGR_NODE_ALT, kids, n);
+}
+
+int32_t xgr_ir_ref(xgr_grammar *g, int32_t rule) {
+    xgr_node n = {XGR_NODE_REF, rule, 0, 0, 0, 0, 0};
+    return push_node(g, n);
+}
+
+int32_t xgr_ir_repeat(xgr_grammar *g, int32_t child, int32_t min, int32_t max) {
+    if (min < 0 || (max >= 0 && max < min)) {
+        xgr_fail(XGR_ERR_SEMANTIC, "invalid repetition bounds {%d,%d}", (int)min, (int)max);
+        return -1;
+    }
+    xgr_node n = {XGR_NODE_REPEAT, child, 0, 0, min, max, 0};
+    return push_node(g, n);
+}
+
+static uint64_t name_hash(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
+    return xgr_mix64(h);
+}
+
+static int name_eq(const xgr_grammar *g, int32_t r, const char *s, size_t n) {
+    const char *nm = xgr_ir_rule_name(g, r);
+    return strlen(nm) == n && memcmp(nm, s, n) == 0;
+}
+
+int32_t xgr_ir_find_rule(const xgr_grammar *g, const char *name, size_t n) {
+    if (!g->name_index_cap) return -1;
+    size_t mask = g->name_index_cap - 1;
+    for (size_t i = name_hash(name, n) & mask;; i = (i + 1) & mask) {
+        int32_t r = g->name_index[i];
+        if (r < 0) return -1;
+        if (name_eq(g, r, name, n)) return r;
+    }
+}
+
+/* Keeps the index at most half full so probes stay short. */
+static int index_insert(xgr_grammar *g, int32_t r) {
+    if ((g->rules.len + 1) * 2 > g->name_index_cap) {
+        size_t ncap = g->name_index_cap ? g->name_index_cap * 2 : 64;
+        int32_t *ni = xgr_malloc(ncap * sizeof *ni);
+        if (!ni) return -1;
+        memset(ni, 0xff, ncap * sizeof *ni);
+        free(g->name_index);
+        g->name_index = ni;
+        g->name_index_cap = ncap;
+        for (size_t k = 0; k < g->rules.len; k++) {
+            if ((int32_t)k == r) continue;
+            const char *nm = xgr_ir_rule_name(g, (int32_t)k);
+            size_t i = name_hash(nm, strlen(nm)) & (ncap - 1);
+            while (ni[i] >= 0) i = (i + 1) & (ncap - 1);
+            ni[i] = (int32_t)k;
+        }
+    }
+    const char *nm = xgr_ir_rule_name(g, r);
+    size_t mask = g->name_index_cap - 1;
+    size_t i = name_hash(nm, strlen(nm)) & mask;
+    while (g->name_index[i] >= 0) i = (i + 1) & mask;
+    g->name_index[i] = r;
+    return 0;
+}
+
+int32_t xgr_ir_rule(xgr_grammar *g, const char *name, size_t n) {
+    int32_t r = xgr_ir_find_rule(g, name, n);
+    if (r >= 0) return r;
+    if (g->rules.len >= INT32_MAX || g->names.len > (size_t)INT32_MAX - n - 1) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar has too many rules");
+        return -1;
+    }
+    size_t off = g->names.len;
+    if (XGR_VEC_RESERVE(g->names, off + n + 1)) return -1;
+    memcpy(g->names.data + off, name, n);
+    g->names.data[off + n] = '\0';
+    g->names.len += n + 1;
+    xgr_rule rule = {(int32_t)off, -1, -1};
+    if (XGR_VEC_PUSH(g->rules, rule)) return -1;
+    r = (int32_t)(g->rules.len - 1);
+    if (index_insert(g, r)) return -1;
+    return r;
+}
+
+int32_t xgr_ir_fresh_rule(xgr_grammar *g, const char *base) {
+    size_t bl = strlen(base);
+    if (xgr_ir_find_rule(g, base, bl) < 0) return xgr_ir_rule(g, base, bl);
+    char buf[256];
+    for (unsigned k = 1;; k++) {
+        int w = snprintf(buf, sizeof buf, "%.200s_%u", base, k);
+        if (w < 0) return xgr_fail(XGR_ERR_INTERNAL, "rule name formatting failed"), -1;
+        if (xgr_ir_find_rule(g, buf, (size_t)w) < 0) return xgr_ir_rule(g, buf, (size_t)w);
+    }
+}
+
+/* Copies node `n` of src (and its subtree) into dst; rule ids go through rmap. */
+static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
+                           const int32_t *rmap, int depth) {
+    if (depth > 10000) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar expression nesting too deep");
+        return -1;
+    }
+    const xgr_node *nd = &src->nodes.data[n];
+    switch (nd->kind) {
+    case XGR_NODE_EMPTY: return xgr_ir_empty(dst);
+    case XGR_NODE_BYTES:
+        return xgr_ir_bytes(dst, src->bytes.data + nd->off, (size_t)nd->count);
+    case XGR_NODE_CLASS:
+        return xgr_ir_class(dst, src->ranges.data + nd->off, (size_t)nd->count, nd->negated);
+    case XGR_NODE_BYTE_CLASS:
+        return xgr_ir_byte_class(dst, src->ranges.data + nd->off, (size_t)nd->count,
+                                 nd->negated);
+    case XGR_NODE_REF: return xgr_ir_ref(dst, rmap[nd->a]);
+    case XGR_NODE_REPEAT: {
+        int32_t c = import_node(dst, src, nd->a, rmap, depth + 1);
+        if (c < 0) return -1;
+        return xgr_ir_repeat(dst, c, nd->min, nd->max);
+    }
+    case XGR_NODE_SEQ:
+    case XGR_NODE_ALT: {
+        int32_t *kids = xgr_malloc((size_t)nd->count * sizeof *kids);
+        if (!kids) return -1;
+        for (int32_t i = 0; i < nd->count; i++) {
+            kids[i] = import_node(dst, src, src->kids.data[nd->off + i], rmap, depth + 1);
+            if (kids[i] < 0) {
+                free(kids);
+                return -1;
+            }
+        }
+        int32_t r = push_list(dst, nd->kind, kids, (size_t)nd->count);
+        free(kids);
+        return r;
+    }
+    default: xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)nd->kind); return -1;
+    }
+}
+
+int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src) {
+    size_t nr = src->rules.len;
+    int32_t *rmap = xgr_malloc((nr ? nr : 1) * sizeof *rmap);
+    if (!rmap) return -1;
+    for (size_t r = 0; r < nr; r++) {
+        rmap[r] = xgr_ir_fresh_rule(dst, xgr_ir_rule_name(src, (int32_t)r));
+        if (rmap[r] < 0) goto fail;
+    }
+    for (size_t r = 0; r < nr; r++) {
+        const xgr_rule *sr = &src->rules.data[r];
+        int32_t body = -1, la = -1;
+        if (sr->body >= 0 && (body = import_node(dst, src, sr->body, rmap, 0)) < 0) goto fail;
+        if (sr->lookahead >= 0 && (la = import_node(dst, src, sr->lookahead, rmap, 0)) < 0)
+            goto fail;
+        dst->rules.data[rmap[r]].body = body;
+        dst->rules.data[rmap[r]].lookahead = la;
+    }
+    int32_t root = src->root >= 0 ? rmap[src->root] : -1;
+    free(rmap);
+    return root;
+fail:
+    free(rmap);
+    return -1;
+}
+
+int xgr_ir_validate(const xgr_grammar *g) {
+    if (g->root < 0 || (size_t)g->root >= g->rules.len)
+        return xgr_fail(XGR_ERR_SEMANTIC, "grammar has no root rule");
+    for (size_t r = 0; r < g->rules.len; r++)
+        if (g->rules.data[r].body < 0)
+            return xgr_fail(XGR_ERR_SEMANTIC, "rule '%s' is referenced but never defined",
+                            xgr_ir_rule_name(g, (int32_t)r));
+    return XGR_OK;
+}

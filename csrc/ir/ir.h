@@ -1,0 +1,95 @@
+/* Grammar IR: rules whose bodies are expression trees stored in flat arrays.
+ * Front ends (EBNF, regex, builtin JSON) build it; the compiler lowers it to per-rule
+ * FSMs (compile/fsm.h); the printer turns it back into EBNF.
+ *
+ * Storage is data-oriented: every node is a fixed-size record; variable-size payloads
+ * live in pools addressed by (offset, count):
+ *   - kids:   int32 node ids (SEQ / ALT children)
+ *   - bytes:  literal bytes (BYTES)
+ *   - ranges: uint32 code-point pairs lo,hi inclusive (CLASS), sorted, disjoint
+ * Ids are int32 indexes. Internal header. */
+#ifndef XGR_IR_H
+#define XGR_IR_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "../common/util.h"
+
+typedef enum {
+    XGR_NODE_EMPTY = 0,  /* matches "" */
+    XGR_NODE_BYTES = 1,  /* literal byte string: off/count into bytes pool (count >= 1) */
+    XGR_NODE_CLASS = 2,  /* one UTF-8 code point in ranges[off .. off+2*count); `negated`
+                          * means the complement within [0, 0x10FFFF] minus surrogates.
+                          * Ranges are kept as written; the compiler normalises. */
+    XGR_NODE_SEQ = 3,    /* kids[off .. off+count) in order */
+    XGR_NODE_ALT = 4,    /* one of kids[off .. off+count) */
+    XGR_NODE_REF = 5,    /* rule `a` */
+    XGR_NODE_REPEAT = 6, /* child `a` repeated min..max times; max = -1 means unbounded.
+                          * `*` = {0,-1}, `+` = {1,-1}, `?` = {0,1} */
+    XGR_NODE_BYTE_CLASS = 7 /* one raw byte in byte ranges ranges[off .. off+2*count)
+                             * (values 0..255); `negated` complements within 0..255.
+                             * Printed as b[...] (and non-UTF-8 literals as b"..."). */
+} xgr_node_kind;
+
+typedef struct {
+    int32_t kind;    /* xgr_node_kind */
+    int32_t a;       /* REF: rule id; REPEAT: child node id */
+    int32_t off;     /* BYTES/CLASS/BYTE_CLASS/SEQ/ALT: payload offset */
+    int32_t count;   /* payload count (CLASS: number of ranges) */
+    int32_t min;     /* REPEAT */
+    int32_t max;     /* REPEAT (-1 = unbounded) */
+    int32_t negated; /* CLASS / BYTE_CLASS */
+} xgr_node;
+
+typedef struct {
+    int32_t name_off;  /* into names pool, NUL-terminated */
+    int32_t body;      /* node id, -1 while only declared */
+    int32_t lookahead; /* node id of `(= ...)` assertion, -1 if none */
+} xgr_rule;
+
+struct xgr_grammar {
+    atomic_int refcount;
+    XGR_VEC(xgr_node) nodes;
+    XGR_VEC(xgr_rule) rules;
+    XGR_VEC(int32_t) kids;
+    XGR_VEC(uint8_t) bytes;
+    XGR_VEC(uint32_t) ranges;
+    XGR_VEC(char) names;
+    int32_t root; /* rule id */
+    /* Open-addressing index name -> rule id (-1 = empty slot); capacity a power of 2. */
+    int32_t *name_index;
+    size_t name_index_cap;
+};
+
+/* ---- builder (used by front ends). All return a node/rule id >= 0, or -1 on OOM
+ * (message already set). The grammar must come from xgr_ir_new. ---- */
+xgr_grammar *xgr_ir_new(void);
+void xgr_ir_free(xgr_grammar *g);
+int32_t xgr_ir_empty(xgr_grammar *g);
+int32_t xgr_ir_bytes(xgr_grammar *g, const uint8_t *s, size_t n); /* n == 0 -> EMPTY */
+int32_t xgr_ir_class(xgr_grammar *g, const uint32_t *ranges, size_t n_ranges, int negated);
+int32_t xgr_ir_byte_class(xgr_grammar *g, const uint32_t *ranges, size_t n_ranges,
+                          int negated);
+int32_t xgr_ir_seq(xgr_grammar *g, const int32_t *kids, size_t n);
+int32_t xgr_ir_alt(xgr_grammar *g, const int32_t *kids, size_t n);
+int32_t xgr_ir_ref(xgr_grammar *g, int32_t rule);
+int32_t xgr_ir_repeat(xgr_grammar *g, int32_t child, int32_t min, int32_t max);
+/* Declares (body = -1) or finds a rule by name. */
+int32_t xgr_ir_rule(xgr_grammar *g, const char *name, size_t name_len);
+int32_t xgr_ir_find_rule(const xgr_grammar *g, const char *name, size_t name_len);
+/* A fresh rule whose name starts with `base` and is unused (base, base_1, base_2, ...). */
+int32_t xgr_ir_fresh_rule(xgr_grammar *g, const char *base);
+static inline const char *xgr_ir_rule_name(const xgr_grammar *g, int32_t r) {
+    return g->names.data + g->rules.data[r].name_off;
+}
+/* Copies every rule of `src` into `dst`, renaming to avoid clashes; returns the id in
+ * dst of src's root, or -1 on OOM. */
+int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src);
+/* Checks that every rule has a body and root is set; XGR_ERR_SEMANTIC otherwise. */
+int xgr_ir_validate(const xgr_grammar *g);
+
+/* Prints canonical EBNF (ir/print.c). *out is NUL-terminated, caller frees. */
+int xgr_ir_print(const xgr_grammar *g, char **out, size_t *out_len);
+
+#endif

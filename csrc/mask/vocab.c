@@ -1,0 +1,133 @@
+/* Vocabulary construction: validation, sorting for prefix reuse, stop/special sets. */
+#include "vocab.h"
+
+typedef struct {
+    const uint8_t *data;
+    const uint32_t *offsets;
+} sort_ctx;
+
+/* qsort has no context argument in C11: sort (offset, len, id) records instead. */
+typedef struct {
+    const uint8_t *p;
+    uint32_t len;
+    int32_t id;
+} tok_ref;
+
+static int cmp_tok(const void *a, const void *b) {
+    const tok_ref *x = a, *y = b;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int c = n ? memcmp(x->p, y->p, n) : 0;
+    if (c) return c;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : (x->id > y->id);
+}
+
+static void vocab_free(struct xgr_vocab *v) {
+    if (!v) return;
+    free(v->data);
+    free(v->offsets);
+    free(v->is_special);
+    free(v->stop_ids);
+    free(v->sorted);
+    free(v->lcp);
+    free(v->text_bits);
+    free(v);
+}
+
+int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens,
+                  int32_t vocab_size, const int32_t *special_ids, size_t n_special,
+                  const int32_t *stop_ids, size_t n_stop, xgr_vocab **out) {
+    if (!out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_vocab_new: out is NULL");
+    *out = NULL;
+    if (n_tokens <= 0) return xgr_fail(XGR_ERR_INVALID_ARG, "vocabulary is empty");
+    if (!offsets || (!data && offsets[n_tokens] > 0))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "vocabulary data or offsets is NULL");
+    if (vocab_size < n_tokens)
+        return xgr_fail(XGR_ERR_INVALID_ARG,
+                        "vocab_size %d is smaller than the number of tokens %d",
+                        (int)vocab_size, (int)n_tokens);
+    if (vocab_size > INT32_MAX - 32)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "vocab_size %d too large", (int)vocab_size);
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (offsets[i + 1] < offsets[i])
+            return xgr_fail(XGR_ERR_INVALID_ARG, "vocabulary offsets decrease at token %d",
+                            (int)i);
+    for (size_t i = 0; i < n_special; i++)
+        if (special_ids[i] < 0 || special_ids[i] >= n_tokens)
+            return xgr_fail(XGR_ERR_INVALID_ARG, "special token id %d out of range [0, %d)",
+                            (int)special_ids[i], (int)n_tokens);
+    for (size_t i = 0; i < n_stop; i++)
+        if (stop_ids[i] < 0 || stop_ids[i] >= vocab_size)
+            return xgr_fail(XGR_ERR_INVALID_ARG, "stop token id %d out of range [0, %d)",
+                            (int)stop_ids[i], (int)vocab_size);
+
+    struct xgr_vocab *v = xgr_calloc(1, sizeof *v);
+    if (!v) return XGR_ERR_NOMEM;
+    atomic_init(&v->refcount, 1);
+    v->n_tokens = n_tokens;
+    v->vocab_size = vocab_size;
+    v->row_words = (vocab_size + 31) / 32;
+    size_t total = offsets[n_tokens] - offsets[0];
+    v->data = xgr_malloc(total ? total : 1);
+    v->offsets = xgr_malloc(((size_t)n_tokens + 1) * sizeof *v->offsets);
+    v->is_special = xgr_calloc((size_t)n_tokens, 1);
+    v->stop_ids = xgr_malloc((n_stop ? n_stop : 1) * sizeof *v->stop_ids);
+    v->sorted = xgr_malloc((size_t)n_tokens * sizeof *v->sorted);
+    v->lcp = xgr_malloc((size_t)n_tokens * sizeof *v->lcp);
+    v->text_bits = xgr_calloc((size_t)v->row_words, sizeof *v->text_bits);
+    tok_ref *refs = xgr_malloc((size_t)n_tokens * sizeof *refs);
+    uint8_t *is_stop = xgr_calloc((size_t)vocab_size, 1);
+    if (!v->data || !v->offsets || !v->is_special || !v->stop_ids || !v->sorted || !v->lcp ||
+        !v->text_bits || !refs || !is_stop) {
+        free(refs);
+        free(is_stop);
+        vocab_free(v);
+        return XGR_ERR_NOMEM;
+    }
+    if (total) memcpy(v->data, data + offsets[0], total);
+    for (int32_t i = 0; i <= n_tokens; i++) v->offsets[i] = offsets[i] - offsets[0];
+    for (size_t i = 0; i < n_special; i++) v->is_special[special_ids[i]] = 1;
+    /* Deduplicated stop list: callers sometimes pass eos twice. */
+    for (size_t i = 0; i < n_stop; i++)
+        if (!is_stop[stop_ids[i]]) {
+            is_stop[stop_ids[i]] = 1;
+            v->stop_ids[v->n_stop++] = stop_ids[i];
+        }
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_tokens; i++) {
+        uint32_t len = v->offsets[i + 1] - v->offsets[i];
+        if (len == 0 || v->is_special[i] || is_stop[i]) continue;
+        refs[n].p = v->data + v->offsets[i];
+        refs[n].len = len;
+        refs[n].id = i;
+        n++;
+        if ((int32_t)len > v->max_token_len) v->max_token_len = (int32_t)len;
+    }
+    qsort(refs, (size_t)n, sizeof *refs, cmp_tok);
+    for (int32_t i = 0; i < n; i++) {
+        v->sorted[i] = refs[i].id;
+        v->text_bits[refs[i].id >> 5] |= 1u << (refs[i].id & 31);
+        if (i == 0) {
+            v->lcp[i] = 0;
+            continue;
+        }
+        uint32_t m = refs[i].len < refs[i - 1].len ? refs[i].len : refs[i - 1].len, k = 0;
+        while (k < m && refs[i].p[k] == refs[i - 1].p[k]) k++;
+        v->lcp[i] = (int32_t)k;
+    }
+    v->n_sorted = n;
+    free(refs);
+    free(is_stop);
+    *out = v;
+    return XGR_OK;
+}
+
+int32_t xgr_vocab_size(const xgr_vocab *v) { return v ? v->vocab_size : 0; }
+
+void xgr_vocab_retain(xgr_vocab *v) {
+    if (v) atomic_fetch_add(&v->refcount, 1);
+}
+
+void xgr_vocab_release(xgr_vocab *v) {
+    if (v && atomic_fetch_sub(&v->refcount, 1) == 1) vocab_free(v);
+}

@@ -1,0 +1,38 @@
+/* Vocabulary as the mask machinery sees it: decoded token bytes plus the
+ * lexicographically sorted list of grammar-matchable tokens with common-prefix
+ * lengths, so mask computation can reuse parser rows and skip whole subtrees.
+ * Internal header. */
+#ifndef XGR_VOCAB_H
+#define XGR_VOCAB_H
+
+#include <stdatomic.h>
+
+#include "../common/util.h"
+
+struct xgr_vocab {
+    atomic_int refcount;
+    int32_t n_tokens;    /* tokens with bytes */
+    int32_t vocab_size;  /* >= n_tokens; ids beyond n_tokens never allowed */
+    int32_t row_words;   /* ceil(vocab_size / 32) */
+    uint8_t *data;       /* token bytes, CSR by offsets */
+    uint32_t *offsets;   /* n_tokens + 1 */
+    uint8_t *is_special; /* n_tokens: control tokens, never grammar text */
+    int32_t *stop_ids;
+    int32_t n_stop;
+    /* Tokens that can match grammar text (non-special, non-empty, not a stop token),
+     * sorted by bytes; lcp[i] = common prefix length of sorted[i-1] and sorted[i]
+     * (lcp[0] = 0). */
+    int32_t *sorted;
+    int32_t *lcp;
+    int32_t n_sorted;
+    int32_t max_token_len;
+    uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
+};
+
+static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t id,
+                                             uint32_t *len) {
+    *len = v->offsets[id + 1] - v->offsets[id];
+    return v->data + v->offsets[id];
+}
+
+#endif

@@ -1,0 +1,63 @@
+/* Byte-level Earley parser over per-rule automata (compile/fsm.h).
+ *
+ * An item is (state, origin, count): an automaton state of some rule, the row where
+ * that rule was predicted, and for REPEAT rules the number of completed repetitions.
+ * Rows are stored back to back in one item array (CSR by row_begin), so rolling back
+ * is truncation. Origin XGR_ORIGIN_OUTER marks the item a mask-cache simulation starts
+ * from: its rule completing means "the token leaves this rule" (a pop), which the
+ * simulation records instead of following. Internal header. */
+#ifndef XGR_EARLEY_H
+#define XGR_EARLEY_H
+
+#include "../compile/fsm.h"
+
+#define XGR_ORIGIN_OUTER (-1)
+
+typedef struct {
+    int32_t state;
+    int32_t origin;
+    int32_t count;
+} xgr_item;
+
+typedef struct {
+    const xgr_fsm *fsm;
+    XGR_VEC(xgr_item) items;
+    XGR_VEC(int32_t) row_begin; /* n_rows + 1 entries */
+    int32_t max_row_items;
+    /* Dedup table for the row under construction; slots are valid when stamp == gen. */
+    xgr_item *slot_item;
+    uint32_t *slot_stamp;
+    uint32_t slot_cap; /* power of two */
+    uint32_t gen;
+    int popped; /* set when an OUTER item completed while building the last row */
+} xgr_parser;
+
+int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items);
+void xgr_parser_free(xgr_parser *p);
+/* Clears all rows and makes row 0 the closure of `init`. */
+int xgr_parser_start(xgr_parser *p, xgr_item init);
+/* Mask-cache start inside a repetition: row 0 holds only `parent` (a REPEAT item with
+ * origin OUTER, not closed, so it predicts nothing there) and row 1 is the closure of
+ * `child` (origin 0). An OUTER REPEAT item ignores its bounds: it may always loop and
+ * always end; the caller only trusts the result when the real counter has headroom. */
+int xgr_parser_start_in_repeat(xgr_parser *p, xgr_item parent, xgr_item child);
+/* Builds the next row by scanning `byte` from the last row. On success *alive says
+ * whether the new row is non-empty; an empty row is not kept. */
+int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive);
+static inline int32_t xgr_parser_rows(const xgr_parser *p) {
+    return (int32_t)p->row_begin.len - 1;
+}
+static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
+    p->row_begin.len = (size_t)n_rows + 1;
+    p->items.len = (size_t)p->row_begin.data[n_rows];
+}
+/* Is the rule of item `it` complete at this item (final state / enough repetitions)? */
+int xgr_item_complete(const xgr_fsm *f, xgr_item it);
+/* Does the last row contain a completed root item started at row 0? */
+int xgr_parser_can_end(const xgr_parser *p);
+/* Copies all rows of src into dst (dst initialised for the same fsm). */
+int xgr_parser_copy(xgr_parser *dst, const xgr_parser *src);
+/* 256-bit set of bytes some item of the last row can scan. */
+void xgr_parser_next_bytes(const xgr_parser *p, uint32_t out[8]);
+
+#endif

@@ -1,0 +1,470 @@
+/* GrammarMatcher: parser state per request, token acceptance, rollback and bitmask
+ * filling from the mask cache plus exact checks of uncertain tokens. */
+#include "../mask/compiled.h"
+
+typedef struct {
+    int32_t rows_before; /* parser rows before this step */
+    int32_t stop;        /* the step accepted a stop token */
+} step_rec;
+
+struct xgr_matcher {
+    xgr_compiled *c;
+    xgr_parser parser;
+    xgr_parser scratch; /* builds mask-cache entries on first use */
+    int32_t *stop_ids;
+    int32_t n_stop;
+    int terminate_without_stop;
+    int32_t max_rollback;
+    int terminated; /* a stop token was accepted */
+    XGR_VEC(step_rec) steps;
+    uint32_t *tmp_bits;     /* row_words */
+    uint32_t *checked_bits; /* row_words */
+    XGR_VEC(int32_t) states;
+};
+
+#ifdef XGR_STATS
+long xgr_stat_checks = 0;
+#endif
+static inline void set_bit(uint32_t *w, int32_t id) { w[id >> 5] |= 1u << (id & 31); }
+static inline int get_bit(const uint32_t *w, int32_t id) { return (w[id >> 5] >> (id & 31)) & 1; }
+
+static int is_stop(const xgr_matcher *m, int32_t id) {
+    for (int32_t i = 0; i < m->n_stop; i++)
+        if (m->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+void xgr_matcher_free(xgr_matcher *m) {
+    if (!m) return;
+    xgr_parser_free(&m->parser);
+    xgr_parser_free(&m->scratch);
+    free(m->stop_ids);
+    free(m->tmp_bits);
+    free(m->checked_bits);
+    XGR_VEC_FREE(m->steps);
+    XGR_VEC_FREE(m->states);
+    xgr_compiled_release(m->c);
+    free(m);
+}
+
+static int start_root(xgr_matcher *m) {
+    const xgr_fsm *f = m->c->fsm;
+    xgr_item root = {f->rule_start[f->root], 0, 0};
+    m->terminated = 0;
+    m->steps.len = 0;
+    return xgr_parser_start(&m->parser, root);
+}
+
+static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
+    xgr_matcher *m = xgr_calloc(1, sizeof *m);
+    if (!m) return NULL;
+    xgr_compiled_retain(c);
+    m->c = c;
+    int32_t rw = c->vocab->row_words;
+    m->stop_ids = xgr_malloc((n_stop ? n_stop : 1) * sizeof *m->stop_ids);
+    m->tmp_bits = xgr_malloc((size_t)rw * sizeof *m->tmp_bits);
+    m->checked_bits = xgr_malloc((size_t)rw * sizeof *m->checked_bits);
+    if (!m->stop_ids || !m->tmp_bits || !m->checked_bits ||
+        xgr_parser_init(&m->parser, c->fsm, c->opts.max_row_items) ||
+        xgr_parser_init(&m->scratch, c->fsm, c->opts.max_row_items)) {
+        xgr_matcher_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+int xgr_matcher_new(xgr_compiled *c, const int32_t *override_stop, size_t n_override,
+                    int use_override, int terminate_without_stop, int32_t max_rollback,
+                    xgr_matcher **out) {
+    if (!c || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_matcher_new: NULL argument");
+    *out = NULL;
+    const struct xgr_vocab *v = c->vocab;
+    const int32_t *stops = use_override ? override_stop : v->stop_ids;
+    size_t n_stop = use_override ? n_override : (size_t)v->n_stop;
+    for (size_t i = 0; i < n_stop; i++)
+        if (stops[i] < 0 || stops[i] >= v->vocab_size)
+            return xgr_fail(XGR_ERR_INVALID_ARG, "stop token id %d out of range [0, %d)",
+                            (int)stops[i], (int)v->vocab_size);
+    xgr_matcher *m = alloc_matcher(c, n_stop);
+    if (!m) return XGR_ERR_NOMEM;
+    for (size_t i = 0; i < n_stop; i++)
+        if (!is_stop(m, stops[i])) m->stop_ids[m->n_stop++] = stops[i];
+    m->terminate_without_stop = terminate_without_stop ? 1 : 0;
+    m->max_rollback = max_rollback;
+    int rc = start_root(m);
+    if (rc) {
+        xgr_matcher_free(m);
+        return rc;
+    }
+    *out = m;
+    return XGR_OK;
+}
+
+int xgr_matcher_fork(const xgr_matcher *src, xgr_matcher **out) {
+    if (!src || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_matcher_fork: NULL argument");
+    xgr_matcher *m = alloc_matcher(src->c, (size_t)src->n_stop);
+    if (!m) return XGR_ERR_NOMEM;
+    memcpy(m->stop_ids, src->stop_ids, (size_t)src->n_stop * sizeof *m->stop_ids);
+    m->n_stop = src->n_stop;
+    m->terminate_without_stop = src->terminate_without_stop;
+    m->max_rollback = src->max_rollback;
+    m->terminated = src->terminated;
+    int rc = xgr_parser_copy(&m->parser, &src->parser);
+    if (!rc && XGR_VEC_RESERVE(m->steps, src->steps.len)) rc = XGR_ERR_NOMEM;
+    if (rc) {
+        xgr_matcher_free(m);
+        return rc;
+    }
+    if (src->steps.len) memcpy(m->steps.data, src->steps.data, src->steps.len * sizeof(step_rec));
+    m->steps.len = src->steps.len;
+    *out = m;
+    return XGR_OK;
+}
+
+void xgr_matcher_reset(xgr_matcher *m) {
+    if (m) (void)start_root(m); /* row 0 was built once already: cannot fail on memory */
+}
+
+int xgr_matcher_can_end(const xgr_matcher *m) {
+    return m && (m->terminated || xgr_parser_can_end(&m->parser));
+}
+
+int xgr_matcher_is_terminated(const xgr_matcher *m) {
+    if (!m) return 0;
+    if (m->terminated) return 1;
+    return m->terminate_without_stop && xgr_parser_can_end(&m->parser);
+}
+
+int32_t xgr_matcher_num_steps(const xgr_matcher *m) { return m ? (int32_t)m->steps.len : 0; }
+
+static int push_step(xgr_matcher *m, int32_t rows_before, int stop) {
+    step_rec s = {rows_before, stop};
+    return XGR_VEC_PUSH(m->steps, s) ? XGR_ERR_NOMEM : XGR_OK;
+}
+
+/* Feeds bytes to the parser; on a dead byte the rows are restored and *ok = 0. */
+static int feed(xgr_matcher *m, const uint8_t *s, size_t n, int *ok) {
+    int32_t rows = xgr_parser_rows(&m->parser);
+    for (size_t i = 0; i < n; i++) {
+        int alive, rc = xgr_parser_step(&m->parser, s[i], &alive);
+        if (rc || !alive) {
+            xgr_parser_truncate(&m->parser, rows);
+            *ok = 0;
+            return rc;
+        }
+    }
+    *ok = 1;
+    return XGR_OK;
+}
+
+int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
+    if (!m || !accepted) return xgr_fail(XGR_ERR_INVALID_ARG, "accept_token: NULL argument");
+    *accepted = 0;
+    const struct xgr_vocab *v = m->c->vocab;
+    if (token < 0 || token >= v->vocab_size)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "token id %d out of range [0, %d)", (int)token,
+                        (int)v->vocab_size);
+    if (xgr_matcher_is_terminated(m)) return XGR_OK;
+    int32_t rows = xgr_parser_rows(&m->parser);
+    if (is_stop(m, token)) {
+        if (!xgr_parser_can_end(&m->parser)) return XGR_OK;
+        m->terminated = 1;
+        int rc = push_step(m, rows, 1);
+        if (rc) m->terminated = 0;
+        else *accepted = 1;
+        return rc;
+    }
+    if (token >= v->n_tokens || v->is_special[token]) return XGR_OK;
+    uint32_t len;
+    const uint8_t *s = xgr_vocab_token(v, token, &len);
+    if (len == 0) return XGR_OK;
+    int ok, rc = feed(m, s, len, &ok);
+    if (rc || !ok) return rc;
+    if ((rc = push_step(m, rows, 0))) {
+        xgr_parser_truncate(&m->parser, rows);
+        return rc;
+    }
+    *accepted = 1;
+    return XGR_OK;
+}
+
+int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *accepted) {
+    if (!m || !accepted || (!s && n))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "accept_bytes: NULL argument");
+    *accepted = 0;
+    if (xgr_matcher_is_terminated(m)) return XGR_OK;
+    int32_t rows = xgr_parser_rows(&m->parser);
+    int ok, rc = feed(m, s, n, &ok);
+    if (rc || !ok) return rc;
+    if ((rc = push_step(m, rows, 0))) {
+        xgr_parser_truncate(&m->parser, rows);
+        return rc;
+    }
+    *accepted = 1;
+    return XGR_OK;
+}
+
+int xgr_matcher_rollback(xgr_matcher *m, int32_t n) {
+    if (!m) return xgr_fail(XGR_ERR_INVALID_ARG, "rollback: NULL matcher");
+    if (n < 0) return xgr_fail(XGR_ERR_INVALID_ARG, "rollback: negative count %d", (int)n);
+    if ((size_t)n > m->steps.len)
+        return xgr_fail(XGR_ERR_STATE, "rollback of %d steps but only %zu were accepted",
+                        (int)n, m->steps.len);
+    if (m->max_rollback >= 0 && n > m->max_rollback)
+        return xgr_fail(XGR_ERR_STATE, "rollback of %d steps exceeds max_rollback_tokens %d",
+                        (int)n, (int)m->max_rollback);
+    if (n == 0) return XGR_OK;
+    step_rec first = m->steps.data[m->steps.len - (size_t)n];
+    m->steps.len -= (size_t)n;
+    xgr_parser_truncate(&m->parser, first.rows_before);
+    m->terminated = 0;
+    for (size_t i = 0; i < m->steps.len; i++)
+        if (m->steps.data[i].stop) m->terminated = 1;
+    return XGR_OK;
+}
+
+int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
+                                size_t *n_accepted) {
+    if (!m || !n_accepted || (!tokens && n))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "validate_tokens: NULL argument");
+    *n_accepted = 0;
+    size_t k = 0;
+    int rc = XGR_OK;
+    int32_t saved_max = m->max_rollback;
+    for (; k < n; k++) {
+        int acc;
+        if ((rc = xgr_matcher_accept_token(m, tokens[k], &acc)) || !acc) break;
+    }
+    m->max_rollback = -1;
+    int rc2 = xgr_matcher_rollback(m, (int32_t)k);
+    m->max_rollback = saved_max;
+    *n_accepted = k;
+    return rc ? rc : rc2;
+}
+
+
+/* Exact check: would `token` be accepted from the current parser state? */
+static int check_token(xgr_matcher *m, int32_t token, int *ok) {
+    uint32_t len;
+    const uint8_t *s = xgr_vocab_token(m->c->vocab, token, &len);
+    int32_t rows = xgr_parser_rows(&m->parser);
+    int rc = feed(m, s, len, ok);
+    xgr_parser_truncate(&m->parser, rows);
+    return rc;
+}
+
+static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b,
+                                     uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    return k;
+}
+
+/* Decides the uncertain tokens `ids` (in sorted-vocabulary order) exactly, setting the
+ * accepted ones in `row`. Consecutive tokens share parser rows for their common prefix,
+ * and a prefix that dies rejects every later token that starts with it. */
+static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32_t *row) {
+    const struct xgr_vocab *v = m->c->vocab;
+    xgr_parser *p = &m->parser;
+    int32_t base = xgr_parser_rows(p) - 1; /* row of depth 0 */
+    const uint8_t *prev = NULL;
+    uint32_t prev_len = 0, valid = 0; /* rows base..base+valid hold prev's prefix */
+    int64_t dead_len = -1;            /* prev's first dead prefix length, or -1 */
+    int rc = XGR_OK;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        int32_t id = ids[i];
+        if (get_bit(row, id) || get_bit(m->checked_bits, id)) continue;
+        set_bit(m->checked_bits, id);
+#ifdef XGR_STATS
+        xgr_stat_checks++;
+#endif
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_token(v, id, &len);
+        uint32_t l = prev ? common_prefix(prev, prev_len, tok, len) : 0;
+        if (dead_len >= 0 && (int64_t)l >= dead_len) continue; /* shares a dead prefix */
+        uint32_t d = l < valid ? l : valid;
+        xgr_parser_truncate(p, base + (int32_t)d + 1);
+        prev = tok;
+        prev_len = len;
+        dead_len = -1;
+        for (; d < len; d++) {
+            int alive;
+            if ((rc = xgr_parser_step(p, tok[d], &alive))) break;
+            if (!alive) {
+                dead_len = (int64_t)d + 1;
+                break;
+            }
+        }
+        valid = d;
+        if (!rc && dead_len < 0) set_bit(row, id);
+    }
+    xgr_parser_truncate(p, base + 1);
+    return rc;
+}
+
+/* Can every REPEAT item of rule `r` in row `row` repeat more than a token's length
+ * further? Then the repetition-context cache entry is exact for its child's items. */
+static int repeat_headroom(const xgr_matcher *m, int32_t r, int32_t row) {
+    const xgr_fsm *f = m->c->fsm;
+    if (f->repeat_max[r] < 0) return 1;
+    const xgr_parser *p = &m->parser;
+    int32_t s = f->rule_start[r];
+    for (int32_t k = p->row_begin.data[row]; k < p->row_begin.data[row + 1]; k++) {
+        xgr_item it = p->items.data[k];
+        if (it.state == s &&
+            (int64_t)f->repeat_max[r] - it.count <= (int64_t)m->c->vocab->max_token_len)
+            return 0;
+    }
+    return 1;
+}
+
+/* Collects the distinct (scannable state, repetition context) keys of the last row into
+ * m->states as state * 2 + in_repeat. */
+static int collect_states(xgr_matcher *m) {
+    const xgr_parser *p = &m->parser;
+    const xgr_fsm *f = m->c->fsm;
+    int32_t last = xgr_parser_rows(p) - 1;
+    m->states.len = 0;
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
+        xgr_item it = p->items.data[k];
+        if (!m->c->scannable[it.state]) continue;
+        int32_t r = m->c->repeat_parent[f->state_rule[it.state]];
+        int in_rep = r >= 0 && it.origin >= 0 && repeat_headroom(m, r, it.origin);
+        int32_t key = it.state * 2 + in_rep;
+        int dup = 0;
+        for (size_t j = 0; j < m->states.len && !dup; j++) dup = m->states.data[j] == key;
+        if (!dup && XGR_VEC_PUSH(m->states, key)) return XGR_ERR_NOMEM;
+    }
+    return XGR_OK;
+}
+
+int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
+                             int *need_apply) {
+    if (!m || !row_out) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
+    const struct xgr_vocab *v = m->c->vocab;
+    size_t rw = (size_t)v->row_words;
+    if (row_words < rw)
+        return xgr_fail(XGR_ERR_INVALID_ARG,
+                        "bitmask row has %zu int32 words but the vocabulary needs %zu",
+                        row_words, rw);
+    uint32_t *row = (uint32_t *)row_out;
+    memset(row, 0, row_words * sizeof *row);
+    int rc = XGR_OK;
+    if (!xgr_matcher_is_terminated(m)) {
+        if ((rc = collect_states(m))) return rc;
+        memset(m->checked_bits, 0, rw * sizeof *m->checked_bits);
+        const xgr_mask_entry **ents = NULL;
+        if (m->states.len) {
+            ents = xgr_malloc(m->states.len * sizeof *ents);
+            if (!ents) return XGR_ERR_NOMEM;
+        }
+        for (size_t j = 0; j < m->states.len && !rc; j++) {
+            rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j] / 2,
+                                    m->states.data[j] % 2, &ents[j]);
+            if (rc) break;
+            const xgr_mask_entry *e = ents[j];
+            if (e->form == XGR_MASK_ACCEPTED_LIST) {
+                for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
+            } else if (e->form == XGR_MASK_BITSET) {
+                for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
+            } else {
+                memcpy(m->tmp_bits, v->text_bits, rw * sizeof *m->tmp_bits);
+                for (int32_t i = 0; i < e->n_ids; i++)
+                    m->tmp_bits[e->ids[i] >> 5] &= ~(1u << (e->ids[i] & 31));
+                for (int32_t i = 0; i < e->n_uncertain; i++)
+                    m->tmp_bits[e->uncertain[i] >> 5] &= ~(1u << (e->uncertain[i] & 31));
+                for (size_t w = 0; w < rw; w++) row[w] |= m->tmp_bits[w];
+            }
+        }
+        for (size_t j = 0; j < m->states.len && !rc; j++)
+            rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);
+        free(ents);
+        if (rc) {
+            memset(row, 0, row_words * sizeof *row);
+            return rc;
+        }
+    }
+    /* After termination nothing more is accepted, so the row stays empty. */
+    if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
+        for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
+    if (need_apply) {
+        int all = (v->vocab_size % 32) == 0;
+        for (size_t w = 0; w < rw && all; w++) all = row[w] == 0xffffffffu;
+        *need_apply = !all;
+    }
+    return XGR_OK;
+}
+
+int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len) {
+    if (!m || !out || !out_len) return xgr_fail(XGR_ERR_INVALID_ARG, "jump_forward: NULL");
+    *out = NULL;
+    *out_len = 0;
+    XGR_VEC(char) buf = {0};
+    int32_t rows = xgr_parser_rows(&m->parser);
+    int rc = XGR_OK;
+    if (!xgr_matcher_is_terminated(m)) {
+        while (buf.len < 4096 && !xgr_parser_can_end(&m->parser)) {
+            uint32_t bits[8];
+            xgr_parser_next_bytes(&m->parser, bits);
+            int only = -1, count = 0;
+            for (int b = 0; b < 256 && count < 2; b++)
+                if ((bits[b >> 5] >> (b & 31)) & 1) {
+                    only = b;
+                    count++;
+                }
+            if (count != 1) break;
+            int alive;
+            if ((rc = xgr_parser_step(&m->parser, (uint8_t)only, &alive)) || !alive) break;
+            if (XGR_VEC_PUSH(buf, (char)only)) {
+                rc = XGR_ERR_NOMEM;
+                break;
+            }
+        }
+    }
+    xgr_parser_truncate(&m->parser, rows);
+    if (rc) {
+        XGR_VEC_FREE(buf);
+        return rc;
+    }
+    /* Cut an incomplete trailing UTF-8 sequence so the result is valid text. */
+    size_t n = buf.len, i = n;
+    while (i > 0 && ((uint8_t)buf.data[i - 1] & 0xC0) == 0x80 && n - i < 3) i--;
+    if (i > 0) {
+        uint8_t lead = (uint8_t)buf.data[i - 1];
+        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+        if (need > 1 && n - (i - 1) < need) n = i - 1;
+    }
+    char *s = xgr_malloc(n + 1);
+    if (!s) {
+        XGR_VEC_FREE(buf);
+        return XGR_ERR_NOMEM;
+    }
+    if (n) memcpy(s, buf.data, n);
+    s[n] = '\0';
+    XGR_VEC_FREE(buf);
+    *out = s;
+    *out_len = n;
+    return XGR_OK;
+}
+
+int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row_out, size_t row_words) {
+    if (!m || !row_out) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
+    const struct xgr_vocab *v = m->c->vocab;
+    if (row_words < (size_t)v->row_words)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "bitmask row too short");
+    uint32_t *row = (uint32_t *)row_out;
+    memset(row, 0, row_words * sizeof *row);
+    if (!xgr_matcher_is_terminated(m))
+        for (int32_t id = 0; id < v->n_tokens; id++) {
+            if (v->is_special[id] || is_stop(m, id)) continue;
+            uint32_t len;
+            xgr_vocab_token(v, id, &len);
+            if (!len) continue;
+            int ok, rc = check_token(m, id, &ok);
+            if (rc) return rc;
+            if (ok) set_bit(row, id);
+        }
+    if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
+        for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
+    return XGR_OK;
+}

@@ -1,0 +1,89 @@
+"""xgrammar2: structured generation for LLM serving (JSON schema, EBNF, regex) with the
+public API of upstream xgrammar (`import xgrammar2 as xgr`).
+
+Importing the package does not import torch: torch is loaded only by the functions that
+take or make tensors.
+"""
+
+from . import exception, testing
+from .bitmask import (
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    get_bitmask_shape,
+    reset_token_bitmask,
+)
+from .compiler import CompiledGrammar, GrammarCompiler
+from .exception import (
+    DeserializeFormatError,
+    DeserializeVersionError,
+    GrammarLimitError,
+    GrammarSemanticError,
+    GrammarSyntaxError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidIndexError,
+    InvalidJSONError,
+    InvalidJSONSchemaError,
+    InvalidStateError,
+    InvalidStructuralTagError,
+    InvalidUTF8Error,
+    OutOfMemoryError,
+    XGrammar2Error,
+)
+from .grammar import Grammar
+from .matcher import BatchGrammarMatcher, GrammarMatcher, fill_next_token_bitmask_batch
+from .tokenizer_info import TokenizerInfo, VocabType
+from .version import __version__
+
+
+_LAZY_STRUCTURAL_TAG = ("StructuralTag", "StructuralTagItem")
+
+
+def __getattr__(name):
+    # Resolved on first use so that `import xgrammar2` loads neither torch nor pydantic:
+    # `bitmask_dtype` is torch.int32 (numpy.int32 without torch); the structural-tag models
+    # live in xgrammar2.structural_tag.
+    if name == "bitmask_dtype":
+        from . import bitmask
+
+        return bitmask.bitmask_dtype
+    if name in _LAZY_STRUCTURAL_TAG:
+        from . import structural_tag
+
+        return getattr(structural_tag, name)
+    raise AttributeError(f"module 'xgrammar2' has no attribute {name!r}")
+
+
+__all__ = [
+    "__version__",
+    "exception",
+    "testing",
+    "TokenizerInfo",
+    "VocabType",
+    "Grammar",
+    "GrammarCompiler",
+    "CompiledGrammar",
+    "GrammarMatcher",
+    "BatchGrammarMatcher",
+    "fill_next_token_bitmask_batch",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "bitmask_dtype",
+    "get_bitmask_shape",
+    "reset_token_bitmask",
+    "XGrammar2Error",
+    "InvalidArgumentError",
+    "InvalidIndexError",
+    "GrammarSyntaxError",
+    "GrammarSemanticError",
+    "InvalidUTF8Error",
+    "GrammarLimitError",
+    "OutOfMemoryError",
+    "InvalidStateError",
+    "InternalError",
+    "InvalidJSONError",
+    "InvalidJSONSchemaError",
+    "InvalidStructuralTagError",
+    "DeserializeFormatError",
+    "DeserializeVersionError",
+]

@@ -1,0 +1,143 @@
+"""Loads the compiled C core (cffi, API mode) and turns its status codes into exceptions.
+
+Importing this module never fails: when the extension is missing (e.g. a source checkout
+that was not built) `lib` / `ffi` are placeholders that raise ImportError on first use,
+so the pure-Python parts of the package (tokenizer decoding, bitmask helpers) keep working.
+
+cffi releases the GIL around every call into the core, so compilation and mask filling run
+in parallel with other Python threads.
+"""
+
+from typing import Any, NoReturn
+
+from .exception import (
+    GrammarLimitError,
+    GrammarSemanticError,
+    GrammarSyntaxError,
+    InternalError,
+    InvalidArgumentError,
+    InvalidStateError,
+    InvalidUTF8Error,
+    OutOfMemoryError,
+    XGrammar2Error,
+)
+
+
+class _MissingCore:
+    """Stands in for `ffi` / `lib` when the extension could not be imported."""
+
+    def __init__(self, reason: BaseException) -> None:
+        self._reason = reason
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise ImportError(
+            "the xgrammar2 C core (xgrammar2._xgr2_cffi) is not available: "
+            f"{self._reason!r}. Build it with `pip install .` (or `pip install -e .`)."
+        ) from self._reason
+
+
+try:
+    from ._xgr2_cffi import ffi, lib  # type: ignore[import-not-found]
+
+    AVAILABLE = True
+    IMPORT_ERROR = None
+except ImportError as _e:  # pragma: no cover - depends on the build
+    ffi = _MissingCore(_e)  # type: ignore[assignment]
+    lib = _MissingCore(_e)  # type: ignore[assignment]
+    AVAILABLE = False
+    IMPORT_ERROR = _e
+
+
+def require_core() -> None:
+    """Raises ImportError with the reason when the C core is not available."""
+    if not AVAILABLE:
+        lib.xgr_last_error  # noqa: B018 - raises the descriptive ImportError
+
+
+# Status code -> exception class. Kept as plain ints so the table does not need `lib`.
+_ERRORS = {
+    1: InvalidArgumentError,  # XGR_ERR_INVALID_ARG
+    2: GrammarSyntaxError,  # XGR_ERR_SYNTAX
+    3: GrammarSemanticError,  # XGR_ERR_SEMANTIC
+    4: OutOfMemoryError,  # XGR_ERR_NOMEM
+    5: GrammarLimitError,  # XGR_ERR_LIMIT
+    6: InvalidUTF8Error,  # XGR_ERR_UTF8
+    7: InvalidStateError,  # XGR_ERR_STATE
+    8: InternalError,  # XGR_ERR_INTERNAL
+}
+
+_NAMES = {
+    1: "invalid argument",
+    2: "syntax error",
+    3: "semantic error",
+    4: "out of memory",
+    5: "limit exceeded",
+    6: "invalid UTF-8",
+    7: "invalid state",
+    8: "internal error",
+}
+
+
+def last_error() -> str:
+    """The calling thread's last error message from the core."""
+    p = lib.xgr_last_error()
+    if p == ffi.NULL:
+        return ""
+    return ffi.string(p).decode("utf-8", "replace")
+
+
+def error_from_status(status: int, context: str = "") -> XGrammar2Error:
+    """Builds (does not raise) the exception for a non-zero status, with the core's message.
+
+    Must be called on the thread that made the failing call, before any other failing call
+    (the message is thread-local in the core)."""
+    cls = _ERRORS.get(status, InternalError)
+    msg = last_error() or _NAMES.get(status, f"unknown status {status}")
+    if context:
+        msg = f"{context}: {msg}"
+    if status not in _ERRORS:
+        msg += f" (unknown status code {status})"
+    return cls(msg)
+
+
+def check(status: int, context: str = "") -> None:
+    """Raises the exception matching a core status code; returns for XGR_OK (0)."""
+    if status:
+        raise error_from_status(status, context)
+
+
+def take_string(pp: Any, plen: Any) -> bytes:
+    """Copies a core-owned buffer returned through `char **` / `size_t *` and frees it."""
+    p = pp[0]
+    if p == ffi.NULL:
+        return b""
+    try:
+        return bytes(ffi.buffer(p, plen[0]))
+    finally:
+        lib.xgr_free(p)
+
+
+def to_bytes(text: Any, what: str) -> bytes:
+    """str -> UTF-8 bytes; bytes-like -> bytes. Other types raise TypeError naming `what`."""
+    if isinstance(text, str):
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError as e:  # lone surrogates
+            raise InvalidUTF8Error(f"{what} is not valid Unicode text: {e}") from e
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        return bytes(text)
+    raise TypeError(f"{what} must be str or bytes, got {type(text).__name__}")
+
+
+__all__ = [
+    "ffi",
+    "lib",
+    "AVAILABLE",
+    "IMPORT_ERROR",
+    "require_core",
+    "check",
+    "error_from_status",
+    "last_error",
+    "take_string",
+    "to_bytes",
+]

@@ -1,0 +1,377 @@
+"""Compiling grammars against a tokenizer into CompiledGrammar objects, with a thread-safe,
+byte-bounded LRU cache."""
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
+
+from . import _core
+from .grammar import Grammar, _json_schema_options, _schema_to_obj
+from .tokenizer_info import TokenizerInfo
+
+__all__ = ["CompiledGrammar", "GrammarCompiler", "DEFAULT_CACHE_LIMIT_BYTES"]
+
+#: The cache budget used when ``cache_limit_bytes`` is not given: finite, so a server that
+#: sees an unbounded stream of distinct schemas keeps a flat memory profile.
+DEFAULT_CACHE_LIMIT_BYTES = 512 * 1024 * 1024
+
+
+class CompiledGrammar:
+    """A grammar compiled against a tokenizer: the object GrammarMatcher runs on. Immutable
+    from Python's point of view and safe to share across threads (the core builds token
+    masks lazily, lock-free, and shares them between all matchers of this grammar).
+
+    Do not construct it directly: use :class:`GrammarCompiler`.
+    """
+
+    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "__weakref__")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("CompiledGrammar is created by GrammarCompiler.compile_* methods")
+
+    @classmethod
+    def _create(cls, ptr: Any, tokenizer_info: TokenizerInfo, grammar: Optional[Grammar]):
+        obj = object.__new__(cls)
+        obj._ptr = ptr
+        obj._tokenizer_info = tokenizer_info
+        obj._grammar = grammar
+        return obj
+
+    @property
+    def grammar(self) -> Grammar:
+        """The grammar this was compiled from."""
+        g = self._grammar
+        if g is None:
+            g = Grammar._borrowed(_core.lib.xgr_compiled_grammar(self._ptr))
+            self._grammar = g
+        return g
+
+    @property
+    def tokenizer_info(self) -> TokenizerInfo:
+        """The tokenizer info this was compiled against."""
+        return self._tokenizer_info
+
+    @property
+    def memory_size_bytes(self) -> int:
+        """Bytes held by the compiled grammar, token-mask cache included (it grows as masks
+        are computed on first use)."""
+        return int(_core.lib.xgr_compiled_memory(self._ptr))
+
+    def precompute(self, k: int = -1) -> None:
+        """Computes up to ``k`` not-yet-built token-mask cache entries now (all of them when
+        ``k < 0``), e.g. while the engine runs prefill. Thread-safe."""
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"k must be an int, got {type(k).__name__}")
+        k = max(min(k, 2**31 - 1), -1)
+        _core.check(_core.lib.xgr_compiled_precompute(self._ptr, k), "precomputing masks")
+
+    def __repr__(self) -> str:
+        return (
+            f"CompiledGrammar(vocab_size={self._tokenizer_info.vocab_size}, "
+            f"memory_size_bytes={self.memory_size_bytes})"
+        )
+
+
+class _Pending:
+    __slots__ = ("event", "result")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.result: Optional[CompiledGrammar] = None
+
+
+class _CompileCache:
+    """LRU of compiled grammars bounded by their (current) memory size.
+
+    Sizes are re-read from the core when an entry is inserted or hit, since the mask cache
+    of a compiled grammar grows while it is used; :meth:`size_bytes` re-reads all of them.
+    Concurrent compiles of the same key are coalesced: one thread compiles, the others wait.
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self._limit = limit_bytes
+        self._lock = threading.Lock()
+        self._entries: "OrderedDict[Hashable, Tuple[CompiledGrammar, int]]" = OrderedDict()
+        self._total = 0
+        self._pending: Dict[Hashable, _Pending] = {}
+
+    def _size(self, compiled: CompiledGrammar) -> int:
+        return int(_core.lib.xgr_compiled_memory(compiled._ptr))
+
+    def _evict(self) -> None:
+        if self._limit < 0:
+            return
+        while self._total > self._limit and self._entries:
+            _, (_, size) = self._entries.popitem(last=False)
+            self._total -= size
+
+    def get_or_compile(self, key: Hashable, compile_fn: Callable[[], CompiledGrammar]):
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                compiled, old = hit
+                new = self._size(compiled)
+                self._entries[key] = (compiled, new)
+                self._entries.move_to_end(key)
+                self._total += new - old
+                self._evict()
+                return compiled
+            pending = self._pending.get(key)
+            owner = pending is None
+            if owner:
+                pending = _Pending()
+                self._pending[key] = pending
+        if not owner:
+            pending.event.wait()
+            if pending.result is not None:
+                return pending.result
+            return compile_fn()  # the owner failed: fail (or succeed) on our own
+        try:
+            compiled = compile_fn()
+        except BaseException:
+            with self._lock:
+                del self._pending[key]
+            pending.event.set()
+            raise
+        with self._lock:
+            del self._pending[key]
+            size = self._size(compiled)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._total -= old[1]
+            self._entries[key] = (compiled, size)
+            self._total += size
+            self._evict()
+        pending.result = compiled
+        pending.event.set()
+        return compiled
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._total = 0
+
+    def size_bytes(self) -> int:
+        with self._lock:
+            total = 0
+            for key, (compiled, _) in self._entries.items():
+                size = self._size(compiled)
+                self._entries[key] = (compiled, size)
+                total += size
+            self._total = total
+            self._evict()
+            return self._total
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _opt_int(value: Optional[int], name: str, default: int = 0) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int or None, got {type(value).__name__}")
+    if not -1 <= value <= 2**31 - 1:
+        raise ValueError(f"{name} is out of range: {value}")
+    return value
+
+
+class GrammarCompiler:
+    """Compiles grammars against one tokenizer into :class:`CompiledGrammar` objects, caching
+    the results.
+
+    Compilation releases the GIL, so several threads may compile at once; the cache is
+    thread-safe and coalesces concurrent compiles of the same input.
+    """
+
+    def __init__(
+        self,
+        tokenizer_info: TokenizerInfo,
+        *,
+        max_threads: int = 8,
+        cache_enabled: bool = True,
+        cache_limit_bytes: Optional[int] = None,
+        inline_max_states: Optional[int] = None,
+        repeat_threshold: Optional[int] = None,
+        precompute: bool = False,
+        max_rules: Optional[int] = None,
+        max_fsm_states: Optional[int] = None,
+        max_row_items: Optional[int] = None,
+    ) -> None:
+        """Constructs the compiler.
+
+        Parameters
+        ----------
+        tokenizer_info : TokenizerInfo
+            The tokenizer to compile against.
+
+        max_threads : int, default: 8
+            Accepted for compatibility with upstream. Each compile runs on its calling thread
+            (with the GIL released); use several threads to compile in parallel.
+
+        cache_enabled : bool, default: True
+            Whether to cache compiled grammars.
+
+        cache_limit_bytes : Optional[int], default: None
+            The cache's memory budget in bytes; -1 = unbounded (upstream's default), None =
+            ``DEFAULT_CACHE_LIMIT_BYTES`` (512 MiB). Least recently used grammars are dropped
+            first; the budget may be exceeded slightly while masks are being built.
+
+        inline_max_states, repeat_threshold, precompute, max_rules, max_fsm_states,
+        max_row_items
+            (xgrammar2) Compile options of the core (see ``xgr_compile_options`` in
+            ``xgr2.h``); None = the core's default. ``precompute=True`` builds every token
+            mask at compile time instead of on first use. The ``max_*`` limits make too-large
+            grammars fail with GrammarLimitError.
+        """
+        if not isinstance(tokenizer_info, TokenizerInfo):
+            raise ValueError(
+                "Please convert the tokenizer to TokenizerInfo before passing it to "
+                "GrammarCompiler."
+            )
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ValueError(f"max_threads must be a positive int, got {max_threads!r}")
+        if cache_limit_bytes is None:
+            cache_limit_bytes = DEFAULT_CACHE_LIMIT_BYTES
+        if isinstance(cache_limit_bytes, bool) or not isinstance(cache_limit_bytes, int):
+            raise TypeError("cache_limit_bytes must be an int")
+        if cache_limit_bytes < -1:
+            raise ValueError(f"cache_limit_bytes must be -1 or >= 0, got {cache_limit_bytes}")
+        _core.require_core()
+        self._tokenizer_info = tokenizer_info
+        self._max_threads = max_threads
+        self._cache_enabled = bool(cache_enabled)
+        self._cache_limit_bytes = cache_limit_bytes
+        self._cache = _CompileCache(cache_limit_bytes)
+        opts = _core.ffi.new("xgr_compile_options *")
+        opts.max_rules = _opt_int(max_rules, "max_rules")
+        opts.max_fsm_states = _opt_int(max_fsm_states, "max_fsm_states")
+        opts.inline_max_states = _opt_int(inline_max_states, "inline_max_states")
+        opts.repeat_threshold = _opt_int(repeat_threshold, "repeat_threshold")
+        opts.precompute = 1 if precompute else 0
+        opts.max_row_items = _opt_int(max_row_items, "max_row_items")
+        self._opts = opts
+        # Build the vocabulary handle now so that the first compile is not slower.
+        tokenizer_info._handle()
+
+    # ---- properties ---------------------------------------------------------------------
+
+    @property
+    def tokenizer_info(self) -> TokenizerInfo:
+        return self._tokenizer_info
+
+    @property
+    def max_threads(self) -> int:
+        return self._max_threads
+
+    @property
+    def cache_enabled(self) -> bool:
+        return self._cache_enabled
+
+    @property
+    def cache_limit_bytes(self) -> int:
+        """The cache's memory budget in bytes; -1 when unbounded."""
+        return self._cache_limit_bytes
+
+    # ---- core ---------------------------------------------------------------------------
+
+    def _compile(self, grammar: Grammar) -> CompiledGrammar:
+        ffi, lib = _core.ffi, _core.lib
+        out = ffi.new("xgr_compiled **")
+        _core.check(
+            lib.xgr_compile(grammar._ptr, self._tokenizer_info._handle(), self._opts, out),
+            "compiling the grammar",
+        )
+        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
+        return CompiledGrammar._create(ptr, self._tokenizer_info, grammar)
+
+    def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar]) -> CompiledGrammar:
+        def build() -> CompiledGrammar:
+            return self._compile(make_grammar())
+
+        if not self._cache_enabled:
+            return build()
+        return self._cache.get_or_compile(key, build)
+
+    # ---- public API ---------------------------------------------------------------------
+
+    def compile_grammar(
+        self, grammar: Union[str, Grammar], *, root_rule_name: str = "root"
+    ) -> CompiledGrammar:
+        """Compiles EBNF text (with ``root_rule_name`` as the start rule) or a Grammar."""
+        if isinstance(grammar, Grammar):
+            return self._cached(("grammar", str(grammar)), lambda: grammar)
+        if isinstance(grammar, (str, bytes)):
+            text = grammar.decode("utf-8") if isinstance(grammar, bytes) else grammar
+            return self._cached(
+                ("ebnf", text, root_rule_name),
+                lambda: Grammar.from_ebnf(text, root_rule_name=root_rule_name),
+            )
+        raise ValueError("Invalid grammar type. Please pass a string or a Grammar object.")
+
+    def compile_json_schema(
+        self,
+        schema: Union[str, Type[Any], Dict[str, Any]],
+        *,
+        any_whitespace: bool = True,
+        indent: Optional[int] = None,
+        separators: Optional[Tuple[str, str]] = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: Optional[int] = None,
+        lenient: bool = False,
+        **options: Any,
+    ) -> CompiledGrammar:
+        """Compiles a JSON schema (JSON text, dict, or pydantic model class). The options are
+        those of :meth:`Grammar.from_json_schema`; ``indent`` and ``separators`` follow
+        ``json.dumps`` and apply when ``any_whitespace`` is False.
+
+        Raises
+        ------
+        InvalidJSONError
+            ``schema`` is text that is not JSON (a ValueError).
+        ValueError
+            The schema cannot be converted (unsupported keyword unless ``lenient``).
+        """
+        obj = _schema_to_obj(schema)
+        opts = _json_schema_options(
+            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
+        )
+        try:
+            canonical = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"the JSON schema cannot be serialized: {e}") from e
+        key = ("json_schema", canonical, json.dumps(opts, sort_keys=True, default=repr))
+
+        def make() -> Grammar:
+            from .grammar import _schema_to_ebnf
+
+            return Grammar.from_ebnf(_schema_to_ebnf(obj, **opts))
+
+        return self._cached(key, make)
+
+    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        """Compiles the grammar of any JSON value."""
+        return self._cached(("builtin_json",), Grammar.builtin_json_grammar)
+
+    def compile_regex(self, regex: str) -> CompiledGrammar:
+        """Compiles a regular expression (whole-output match)."""
+        if not isinstance(regex, str):
+            raise TypeError(f"regex must be a str, got {type(regex).__name__}")
+        return self._cached(("regex", regex), lambda: Grammar.from_regex(regex))
+
+    def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
+        """Compiles a structural tag (upstream xgrammar's format): one tag (JSON text, dict
+        or ``xgrammar2.structural_tag.StructuralTag``), or the legacy ``(tags, triggers)``
+        pair. Errors as :meth:`Grammar.from_structural_tag`."""
+        from .structural_tag.converter import ebnf_from_api_args
+
+        return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
+
+    def clear_cache(self) -> None:
+        """Drops every cached compiled grammar."""
+        self._cache.clear()
+
+    def get_cache_size_bytes(self) -> int:
+        """The memory currently held by the cached compiled grammars, in bytes."""
+        return self._cache.size_bytes()

@@ -1,0 +1,307 @@
+"""Grammars: EBNF (upstream xgrammar's dialect), regex, JSON schema and the builtin JSON
+grammar, combined with union / concat and printed back as EBNF."""
+
+import json
+import warnings
+from typing import Any, Dict, Optional, Tuple, Type, Union
+
+from . import _core
+from .exception import InvalidJSONError
+
+__all__ = ["Grammar"]
+
+
+def _schema_to_obj(schema: Any) -> Any:
+    """A JSON schema given as str / bytes / dict / bool / pydantic model class -> a Python
+    object (dict or bool). Invalid JSON text raises InvalidJSONError (a ValueError)."""
+    if isinstance(schema, (str, bytes, bytearray)):
+        try:
+            return json.loads(schema)
+        except ValueError as e:
+            raise InvalidJSONError(f"the JSON schema is not valid JSON: {e}") from e
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, type):
+        to_schema = getattr(schema, "model_json_schema", None)  # pydantic v2
+        if to_schema is None:
+            to_schema = getattr(schema, "schema", None)  # pydantic v1
+        if callable(to_schema):
+            return to_schema()
+    raise ValueError(
+        "The schema should be a JSON string, a dict or a pydantic model class, got "
+        f"{type(schema).__name__}"
+    )
+
+
+def _schema_to_ebnf(schema: Any, **options: Any) -> str:
+    # Imported lazily: the JSON-schema front end is a separate module with its own cost.
+    from .json_schema import json_schema_to_ebnf
+
+    result = json_schema_to_ebnf(_schema_to_obj(schema), **options)
+    if isinstance(result, str):
+        return result
+    # A ConversionResult: EBNF text plus the constraints dropped in lenient mode.
+    for message in getattr(result, "warnings", None) or ():
+        warnings.warn(f"JSON schema: {message}", UserWarning, stacklevel=4)
+    return result.ebnf
+
+
+def _json_schema_options(
+    any_whitespace: bool,
+    indent: Optional[Union[int, str]],
+    separators: Optional[Tuple[str, str]],
+    strict_mode: bool,
+    max_whitespace_cnt: Optional[int],
+    lenient: bool,
+    extra: Dict[str, Any],
+) -> Dict[str, Any]:
+    """The keyword options of the JSON-schema front end (which validates their values)."""
+    if isinstance(separators, list):
+        separators = tuple(separators)
+    opts = dict(
+        any_whitespace=bool(any_whitespace),
+        indent=indent,
+        separators=separators,
+        strict_mode=bool(strict_mode),
+        max_whitespace_cnt=max_whitespace_cnt,
+        lenient=bool(lenient),
+    )
+    opts.update(extra)
+    return opts
+
+
+class Grammar:
+    """A context-free grammar, immutable and shareable across threads.
+
+    Text is EBNF in upstream xgrammar's dialect (GBNF-like: ``rule ::= ...``, ``|``, ``*``,
+    ``+``, ``?``, ``{m,n}``, character classes, lookahead ``(= ...)``). ``str(grammar)``
+    prints canonical EBNF that :meth:`from_ebnf` parses back.
+    """
+
+    __slots__ = ("_ptr", "_text", "__weakref__")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "Grammar cannot be constructed directly: use Grammar.from_ebnf, from_regex, "
+            "from_json_schema or builtin_json_grammar"
+        )
+
+    @classmethod
+    def _from_ptr(cls, ptr: Any, text: Optional[str] = None) -> "Grammar":
+        obj = object.__new__(cls)
+        obj._ptr = ptr
+        obj._text = text
+        return obj
+
+    @classmethod
+    def _from_out(cls, out: Any) -> "Grammar":
+        return cls._from_ptr(_core.ffi.gc(out[0], _core.lib.xgr_grammar_release))
+
+    @classmethod
+    def _borrowed(cls, ptr: Any) -> "Grammar":
+        """Wraps a borrowed `const xgr_grammar *`, taking a reference of its own."""
+        lib, ffi = _core.lib, _core.ffi
+        raw = ffi.cast("xgr_grammar *", ptr)
+        lib.xgr_grammar_retain(raw)
+        return cls._from_ptr(ffi.gc(raw, lib.xgr_grammar_release))
+
+    # ---- printing -----------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        """The grammar as canonical EBNF."""
+        if self._text is None:
+            ffi, lib = _core.ffi, _core.lib
+            out = ffi.new("char **")
+            out_len = ffi.new("size_t *")
+            _core.check(lib.xgr_grammar_to_ebnf(self._ptr, out, out_len), "printing the grammar")
+            self._text = _core.take_string(out, out_len).decode("utf-8", "replace")
+        return self._text
+
+    def to_string(self) -> str:
+        """Same as ``str(grammar)``."""
+        return str(self)
+
+    def __repr__(self) -> str:
+        text = str(self)
+        if len(text) > 200:
+            text = text[:200] + "..."
+        return f"Grammar({text!r})"
+
+    # ---- constructors -------------------------------------------------------------------
+
+    @staticmethod
+    def from_ebnf(ebnf_string: str, *, root_rule_name: str = "root") -> "Grammar":
+        """Parses a grammar in EBNF (upstream xgrammar / GBNF dialect).
+
+        Parameters
+        ----------
+        ebnf_string : str
+            The grammar text.
+
+        root_rule_name : str, default: "root"
+            The start rule.
+
+        Raises
+        ------
+        GrammarSyntaxError
+            Malformed text (the message has line and column). A ValueError.
+        GrammarSemanticError
+            Undefined rule, missing root rule, bad repetition bounds. A ValueError.
+        """
+        ffi, lib = _core.ffi, _core.lib
+        src = _core.to_bytes(ebnf_string, "ebnf_string")
+        root = _core.to_bytes(root_rule_name, "root_rule_name")
+        if not root:
+            raise ValueError("root_rule_name must not be empty")
+        out = ffi.new("xgr_grammar **")
+        _core.check(
+            lib.xgr_grammar_from_ebnf(src, len(src), root, len(root), out), "parsing EBNF"
+        )
+        return Grammar._from_out(out)
+
+    @staticmethod
+    def from_regex(regex_string: str, *, print_converted_ebnf: bool = False) -> "Grammar":
+        """A grammar matching exactly the strings of a regular expression (anchored at both
+        ends; byte- and UTF-8-aware). Lookarounds and backreferences are rejected.
+
+        Raises
+        ------
+        GrammarSyntaxError
+            Malformed or unsupported regex. A ValueError.
+        """
+        ffi, lib = _core.ffi, _core.lib
+        src = _core.to_bytes(regex_string, "regex_string")
+        out = ffi.new("xgr_grammar **")
+        _core.check(lib.xgr_grammar_from_regex(src, len(src), out), "parsing the regex")
+        g = Grammar._from_out(out)
+        if print_converted_ebnf:
+            print(str(g))
+        return g
+
+    @staticmethod
+    def builtin_json_grammar() -> "Grammar":
+        """The grammar of any JSON value (RFC 8259)."""
+        ffi, lib = _core.ffi, _core.lib
+        out = ffi.new("xgr_grammar **")
+        _core.check(lib.xgr_grammar_builtin_json(out), "building the JSON grammar")
+        return Grammar._from_out(out)
+
+    @staticmethod
+    def from_json_schema(
+        schema: Union[str, Type[Any], Dict[str, Any]],
+        *,
+        any_whitespace: bool = True,
+        indent: Optional[int] = None,
+        separators: Optional[Tuple[str, str]] = None,
+        strict_mode: bool = True,
+        max_whitespace_cnt: Optional[int] = None,
+        print_converted_ebnf: bool = False,
+        lenient: bool = False,
+        **options: Any,
+    ) -> "Grammar":
+        """A grammar of the JSON documents that a JSON schema accepts.
+
+        Parameters
+        ----------
+        schema : Union[str, Type[BaseModel], Dict[str, Any]]
+            The schema as JSON text, a dict, or a pydantic model class.
+
+        any_whitespace : bool, default: True
+            Allow any whitespace between tokens (bounded by ``max_whitespace_cnt``); when
+            False, ``indent`` and ``separators`` fix the layout as in ``json.dumps``.
+
+        indent : Optional[int], default: None
+            Indentation when ``any_whitespace`` is False; None = one line.
+
+        separators : Optional[Tuple[str, str]], default: None
+            (item separator, key separator) when ``any_whitespace`` is False; defaults to
+            ``(",", ": ")`` with indent and ``(", ", ": ")`` without, like ``json.dumps``.
+
+        strict_mode : bool, default: True
+            Disallow properties and items the schema does not describe (as if
+            ``unevaluatedProperties`` / ``unevaluatedItems`` were false).
+
+        max_whitespace_cnt : Optional[int], default: None
+            The most whitespace characters allowed at one place; None = unbounded.
+
+        print_converted_ebnf : bool, default: False
+            Print the generated EBNF (debugging).
+
+        lenient : bool, default: False
+            (xgrammar2) Unsupported keywords warn and are dropped instead of raising.
+
+        **options
+            Further options passed to ``xgrammar2.json_schema.json_schema_to_ebnf``.
+
+        Raises
+        ------
+        InvalidJSONError
+            ``schema`` is text that is not JSON. A ValueError.
+        ValueError
+            The schema uses an unsupported keyword (unless ``lenient``) or is invalid.
+        """
+        opts = _json_schema_options(
+            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
+        )
+        ebnf = _schema_to_ebnf(schema, **opts)
+        if print_converted_ebnf:
+            print(ebnf)
+        return Grammar.from_ebnf(ebnf)
+
+    @staticmethod
+    def from_structural_tag(*args: Any, **kwargs: Any) -> "Grammar":
+        """Creates a grammar from a structural tag (upstream xgrammar's format): one tag
+        (JSON text, dict or ``xgrammar2.structural_tag.StructuralTag``), or the legacy
+        ``(tags, triggers)`` pair. See :mod:`xgrammar2.structural_tag`.
+
+        Raises
+        ------
+        ValueError
+            A malformed tag (the message names its JSON path, e.g. ``$.format.tags[2].end``).
+        NotImplementedError
+            A token-level format, or a feature xgrammar2 cannot express yet.
+        """
+        from .structural_tag.converter import ebnf_from_api_args
+
+        return Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs))
+
+    # ---- combinators --------------------------------------------------------------------
+
+    @staticmethod
+    def _combine(grammars: Tuple["Grammar", ...], what: str) -> "Grammar":
+        if len(grammars) == 1 and isinstance(grammars[0], (list, tuple)):
+            grammars = tuple(grammars[0])  # also accept a single list, like upstream's C++ API
+        if not grammars:
+            raise ValueError(f"Grammar.{what} needs at least one grammar")
+        for g in grammars:
+            if not isinstance(g, Grammar):
+                raise TypeError(f"Grammar.{what} takes Grammar objects, got {type(g).__name__}")
+        ffi, lib = _core.ffi, _core.lib
+        arr = ffi.new("xgr_grammar *[]", [g._ptr for g in grammars])
+        out = ffi.new("xgr_grammar **")
+        fn = lib.xgr_grammar_union if what == "union" else lib.xgr_grammar_concat
+        _core.check(fn(arr, len(grammars), out), f"Grammar.{what}")
+        return Grammar._from_out(out)
+
+    @staticmethod
+    def union(*grammars: "Grammar") -> "Grammar":
+        """A grammar matching any one of the grammars (``g1 | g2 | ...``)."""
+        return Grammar._combine(grammars, "union")
+
+    @staticmethod
+    def concat(*grammars: "Grammar") -> "Grammar":
+        """A grammar matching the grammars one after another (``g1 g2 ...``)."""
+        return Grammar._combine(grammars, "concat")
+
+    def __reduce__(self):
+        return (Grammar.from_ebnf, (str(self),))
+
+    # ---- comparison ---------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Grammar):
+            return NotImplemented
+        return self._ptr == other._ptr or str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))

@@ -1,0 +1,132 @@
+"""JSON Schema (draft 2020-12) → EBNF in upstream xgrammar's dialect.
+
+    >>> from xgrammar2.json_schema import json_schema_to_ebnf
+    >>> r = json_schema_to_ebnf({"type": "integer", "minimum": 1})
+    >>> print(r.ebnf)
+
+See docs/json-schema.md for the keyword policy and the exact semantics of each option.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from . import ir
+from .convert import Converter
+from .emit import Emitter
+from .errors import (InvalidSchemaError, SchemaError, UnsatisfiableSchemaError,
+                     UnsupportedSchemaError)
+from .policy import KEYWORD_POLICY, UNKNOWN_KEYWORD_POLICY, Policy, policy_of
+
+__all__ = [
+    "ConversionResult", "json_schema_to_ebnf", "builtin_json_ebnf", "KEYWORD_POLICY", "Policy",
+    "policy_of", "UNKNOWN_KEYWORD_POLICY", "SchemaError", "UnsupportedSchemaError", "InvalidSchemaError",
+    "UnsatisfiableSchemaError",
+]
+
+
+@dataclass
+class ConversionResult:
+    ebnf: str
+    warnings: list = field(default_factory=list)
+
+
+_CACHE_SIZE = 512
+_cache: "OrderedDict[tuple, tuple]" = OrderedDict()
+_lock = threading.Lock()
+
+
+def _load(schema):
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, (str, bytes, bytearray)):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise InvalidSchemaError(f"schema is not valid JSON: {e}", "#") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    raise InvalidSchemaError(f"schema must be a JSON string, dict, bool or pydantic model class, "
+                             f"got {type(schema).__name__}", "#")
+
+
+def _check_options(any_whitespace, indent, separators, max_whitespace_cnt):
+    if indent is not None and not (isinstance(indent, str) or (isinstance(indent, int) and indent >= 0)):
+        raise ValueError("indent must be None, a non-negative int or a string")
+    if isinstance(indent, str) and any(c not in " \t" for c in indent):
+        raise ValueError("indent may only contain spaces and tabs")
+    if separators is not None:
+        if (not isinstance(separators, (tuple, list)) or len(separators) != 2
+                or not all(isinstance(x, str) for x in separators)):
+            raise ValueError("separators must be a pair of strings (item_separator, key_separator)")
+        if separators[0].strip() != "," or separators[1].strip() != ":":
+            raise ValueError("separators must be ',' and ':' with optional whitespace")
+        if any(c not in " \t\n," for c in separators[0]) or any(c not in " \t\n:" for c in separators[1]):
+            raise ValueError("separators may only add spaces, tabs and newlines")
+    if max_whitespace_cnt is not None and (not isinstance(max_whitespace_cnt, int) or max_whitespace_cnt < 0):
+        raise ValueError("max_whitespace_cnt must be None or a non-negative int")
+
+
+def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, separators=None,
+                        strict_mode: bool = True, max_whitespace_cnt=None, lenient: bool = False,
+                        ref_resolver=None) -> ConversionResult:
+    """Converts a JSON Schema to EBNF (root rule ``root``).
+
+    Raises UnsupportedSchemaError (a keyword or value that cannot be enforced exactly; with
+    ``lenient=True`` it is dropped and listed in ``warnings``), InvalidSchemaError (a malformed
+    schema) or UnsatisfiableSchemaError (no value satisfies the schema).
+
+    ``ref_resolver`` (xgrammar2 extension): a callable mapping an absolute document URI to a
+    schema (dict/bool) or None; used for ``$ref`` to other documents, which are refused
+    otherwise. Results are not cached when it is given."""
+    _check_options(any_whitespace, indent, separators, max_whitespace_cnt)
+    s = _load(schema)
+    opts = (bool(any_whitespace), indent, tuple(separators) if separators else None, bool(strict_mode),
+            max_whitespace_cnt, bool(lenient))
+    try:
+        key = (json.dumps(s, sort_keys=True, separators=(",", ":")), opts) if ref_resolver is None else None
+    except (TypeError, ValueError):
+        key = None
+    if key is not None:
+        with _lock:
+            hit = _cache.get(key)
+            if hit is not None:
+                _cache.move_to_end(key)
+        if hit is not None:
+            return ConversionResult(hit[0], list(hit[1]))
+    cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver)
+    em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
+                 max_whitespace_cnt=max_whitespace_cnt)
+    try:
+        u = cx.convert(s, "#")
+        if "root" in cx.refs:
+            cx.ref_union_memo.setdefault("root", u)
+        em.g.define("root", None)
+        e = em.emit(u, "root", 0)
+        em.g.define("root", e)
+        text = em.g.finalize("root")
+    except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
+        raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
+    except RecursionError:
+        raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
+    if text is None:
+        raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it", "#")
+    res = (text, tuple(cx.warnings))
+    if key is not None:
+        with _lock:
+            _cache[key] = res
+            if len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return ConversionResult(text, list(res[1]))
+
+
+def builtin_json_ebnf(*, object_only: bool = False, any_whitespace: bool = True, indent=None, separators=None,
+                      max_whitespace_cnt=None) -> str:
+    """EBNF for any JSON value (``object_only=True``: any JSON object, the "JSON mode" of
+    OpenAI-style ``response_format: {"type": "json_object"}``)."""
+    schema = {"type": "object"} if object_only else True
+    return json_schema_to_ebnf(schema, any_whitespace=any_whitespace, indent=indent, separators=separators,
+                               strict_mode=False, max_whitespace_cnt=max_whitespace_cnt).ebnf

@@ -1,0 +1,450 @@
+"""Finite automata over code points, used where a constraint is an intersection or a
+complement of regular languages (pattern ∩ pattern, pattern ∩ length, not-pattern,
+property-name regions) and for exact emptiness/inclusion checks.
+
+A DFA has states ``0..n-1``, start state 0, ``trans[s]`` a tuple of ``(charset, target)``
+with pairwise disjoint charsets, and ``accept[s]``. DFAs returned here are trimmed (every
+state is reachable and can reach an accepting state), so a DFA with no states is the empty
+language.
+"""
+
+from __future__ import annotations
+
+from . import charset as cs
+from .regex import RegexUnsupported
+
+DEFAULT_LIMIT = 4000
+
+
+class AutomatonTooLarge(RegexUnsupported):
+    pass
+
+
+class DFA:
+    __slots__ = ("trans", "accept")
+
+    def __init__(self, trans, accept):
+        self.trans = trans
+        self.accept = accept
+
+    @property
+    def n(self):
+        return len(self.accept)
+
+    def is_empty(self):
+        return not self.accept
+
+    def run(self, s: str) -> bool:
+        if not self.accept:
+            return False
+        st = 0
+        for ch in s:
+            cp = ord(ch)
+            for cset, t in self.trans[st]:
+                if cs.contains(cset, cp):
+                    st = t
+                    break
+            else:
+                return False
+        return self.accept[st]
+
+    def key(self):
+        return (tuple(self.trans), tuple(self.accept))
+
+
+# ---------------------------------------------------------------- NFA construction
+
+class _NFA:
+    def __init__(self, limit):
+        self.edges = []   # per state: list of (charset, target)
+        self.eps = []     # per state: list of (kind, target); kind 0 plain, 1 bol, 2 eol
+        self.limit = limit
+
+    def new(self):
+        if len(self.edges) >= self.limit * 4:
+            raise AutomatonTooLarge("regular expression too large to intersect")
+        self.edges.append([])
+        self.eps.append([])
+        return len(self.edges) - 1
+
+    def build(self, node, start):
+        k = node[0]
+        if k == "set":
+            end = self.new()
+            if node[1]:
+                self.edges[start].append((node[1], end))
+            return end
+        if k == "eps":
+            return start
+        if k == "bol" or k == "eol":
+            end = self.new()
+            self.eps[start].append((1 if k == "bol" else 2, end))
+            return end
+        if k == "cat":
+            cur = start
+            for m in node[1]:
+                cur = self.build(m, cur)
+            return cur
+        if k == "alt":
+            end = self.new()
+            for m in node[1]:
+                s = self.new()
+                self.eps[start].append((0, s))
+                e = self.build(m, s)
+                self.eps[e].append((0, end))
+            return end
+        if k == "rep":
+            sub, lo, hi = node[1], node[2], node[3]
+            cur = start
+            for _ in range(lo):
+                cur = self.build(sub, cur)
+            if hi is None:
+                loop = self.new()
+                self.eps[cur].append((0, loop))
+                e = self.build(sub, loop)
+                self.eps[e].append((0, loop))
+                return loop
+            end = self.new()
+            for _ in range(hi - lo):
+                self.eps[cur].append((0, end))
+                cur = self.build(sub, cur)
+            self.eps[cur].append((0, end))
+            return end
+        raise AssertionError(k)
+
+
+def _closure(nfa, states, allow_bol, allow_eol):
+    stack = list(states)
+    seen = set(states)
+    while stack:
+        s = stack.pop()
+        for kind, t in nfa.eps[s]:
+            if kind == 1 and not allow_bol:
+                continue
+            if kind == 2 and not allow_eol:
+                continue
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _split(pairs):
+    """Given (charset, payload) pairs, returns [(charset, frozenset(payloads))] for the
+    coarsest partition of their union."""
+    if len(pairs) == 1:
+        return [(pairs[0][0], frozenset((pairs[0][1],)))]
+    bounds = set()
+    for cset, _ in pairs:
+        for lo, hi in cset:
+            bounds.add(lo)
+            bounds.add(hi + 1)
+    pts = sorted(bounds)
+    groups: dict = {}
+    for i in range(len(pts) - 1):
+        lo, hi = pts[i], pts[i + 1] - 1
+        tgt = frozenset(p for cset, p in pairs if cs.contains(cset, lo))
+        if tgt:
+            groups.setdefault(tgt, []).append((lo, hi))
+    return [(cs.normalize(v), k) for k, v in groups.items()]
+
+
+def from_regex(node, limit=DEFAULT_LIMIT) -> DFA:
+    """DFA of the full-match language of a regex AST; ``bol``/``eol`` assertions hold only
+    at the start / end of the string."""
+    nfa = _NFA(limit)
+    start = nfa.new()
+    final = nfa.build(node, start)
+    init = _closure(nfa, [start], True, False)
+    keys = {(init, True): 0}
+    order = [(init, True)]
+    trans = []
+    accept = []
+    i = 0
+    while i < len(order):
+        S, first = order[i]
+        i += 1
+        accept.append(final in _closure(nfa, S, first, True))
+        pairs = [(cset, t) for s in S for cset, t in nfa.edges[s]]
+        row = []
+        if pairs:
+            for cset, tgts in _split(pairs):
+                T = _closure(nfa, tgts, False, False)
+                key = (T, False)
+                idx = keys.get(key)
+                if idx is None:
+                    idx = len(order)
+                    if idx >= limit:
+                        raise AutomatonTooLarge("pattern automaton exceeds the state limit")
+                    keys[key] = idx
+                    order.append(key)
+                row.append((cset, idx))
+        trans.append(row)
+    return minimize(DFA(trans, accept))
+
+
+# ---------------------------------------------------------------- DFA operations
+
+def trim(d: DFA) -> DFA:
+    n = d.n
+    if n == 0:
+        return d
+    reach = {0}
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        for _, t in d.trans[s]:
+            if t not in reach:
+                reach.add(t)
+                stack.append(t)
+    rev = [[] for _ in range(n)]
+    for s in range(n):
+        for _, t in d.trans[s]:
+            rev[t].append(s)
+    co = {s for s in range(n) if d.accept[s]}
+    stack = list(co)
+    while stack:
+        s = stack.pop()
+        for p in rev[s]:
+            if p not in co:
+                co.add(p)
+                stack.append(p)
+    live = reach & co
+    if 0 not in live:
+        return DFA([], [])
+    order = [0] + sorted(live - {0})
+    idx = {s: i for i, s in enumerate(order)}
+    trans = []
+    for s in order:
+        row = [(c, idx[t]) for c, t in d.trans[s] if t in idx]
+        trans.append(row)
+    return DFA(trans, [d.accept[s] for s in order])
+
+
+def _merge_row(row):
+    """Merges charsets that go to the same target; output sorted by first code point."""
+    by_t: dict = {}
+    for c, t in row:
+        by_t[t] = cs.union(by_t[t], c) if t in by_t else c
+    out = [(c, t) for t, c in by_t.items()]
+    out.sort(key=lambda x: x[0][0][0])
+    return out
+
+
+def minimize(d: DFA) -> DFA:
+    d = trim(d)
+    n = d.n
+    if n <= 1:
+        if n == 1:
+            return DFA([tuple(_merge_row(d.trans[0]))], list(d.accept))
+        return d
+    cls = [1 if a else 0 for a in d.accept]
+    while True:
+        sigs: dict = {}
+        new = []
+        for s in range(n):
+            sig = (cls[s], tuple(_merge_row([(c, cls[t]) for c, t in d.trans[s]])))
+            k = sigs.get(sig)
+            if k is None:
+                k = len(sigs)
+                sigs[sig] = k
+            new.append(k)
+        if len(sigs) == len(set(cls)):
+            cls = new
+            break
+        cls = new
+    # Renumber in BFS order from the start state so the output is canonical.
+    order = []
+    seen = {}
+    queue = [cls[0]]
+    seen[cls[0]] = 0
+    rep_of = {}
+    for s in range(n):
+        rep_of.setdefault(cls[s], s)
+    while queue:
+        c = queue.pop(0)
+        order.append(c)
+        s = rep_of[c]
+        for _, t in _merge_row([(cc, cls[t]) for cc, t in d.trans[s]]):
+            if t not in seen:
+                seen[t] = len(seen)
+                queue.append(t)
+    trans = []
+    accept = []
+    for c in order:
+        s = rep_of[c]
+        trans.append(tuple(_merge_row([(cc, seen[cls[t]]) for cc, t in d.trans[s]])))
+        accept.append(d.accept[s])
+    return DFA(trans, accept)
+
+
+def _product(a: DFA, b: DFA, acc, limit, complete_a=False, complete_b=False) -> DFA:
+    """Generic product; ``acc(x, y)`` decides acceptance where x/y are accept flags
+    (a missing side, i.e. the implicit sink, is ``False``)."""
+    if complete_a:
+        a = complete(a)
+    if complete_b:
+        b = complete(b)
+    if a.n == 0 or b.n == 0:
+        return DFA([], [])
+    keys = {(0, 0): 0}
+    order = [(0, 0)]
+    trans = []
+    accept = []
+    i = 0
+    while i < len(order):
+        x, y = order[i]
+        i += 1
+        accept.append(acc(a.accept[x], b.accept[y]))
+        row = []
+        for c1, t1 in a.trans[x]:
+            for c2, t2 in b.trans[y]:
+                c = cs.intersect(c1, c2)
+                if not c:
+                    continue
+                k = keys.get((t1, t2))
+                if k is None:
+                    k = len(order)
+                    if k >= limit:
+                        raise AutomatonTooLarge("automaton product exceeds the state limit")
+                    keys[(t1, t2)] = k
+                    order.append((t1, t2))
+                row.append((c, k))
+        trans.append(row)
+    return minimize(DFA(trans, accept))
+
+
+def complete(d: DFA, universe=cs.SCALARS) -> DFA:
+    """Adds a rejecting sink so every state has a transition on every code point."""
+    n = d.n
+    if n == 0:
+        return DFA([((universe, 0),)], [False])
+    trans = []
+    sink = n
+    need_sink = False
+    for s in range(n):
+        covered = ()
+        for c, _ in d.trans[s]:
+            covered = cs.union(covered, c)
+        rest = cs.difference(universe, covered)
+        row = list(d.trans[s])
+        if rest:
+            row.append((rest, sink))
+            need_sink = True
+        trans.append(row)
+    accept = list(d.accept)
+    if need_sink:
+        trans.append([(universe, sink)])
+        accept.append(False)
+    return DFA(trans, accept)
+
+
+def intersect(a: DFA, b: DFA, limit=DEFAULT_LIMIT) -> DFA:
+    return _product(a, b, lambda x, y: x and y, limit)
+
+
+def union(a: DFA, b: DFA, limit=DEFAULT_LIMIT) -> DFA:
+    return _product(a, b, lambda x, y: x or y, limit, True, True)
+
+
+def difference(a: DFA, b: DFA, limit=DEFAULT_LIMIT) -> DFA:
+    return _product(a, b, lambda x, y: x and not y, limit, False, True)
+
+
+def negate(a: DFA, universe=cs.SCALARS) -> DFA:
+    c = complete(a, universe)
+    return minimize(DFA(c.trans, [not x for x in c.accept]))
+
+
+def restrict_alphabet(a: DFA, universe=cs.SCALARS) -> DFA:
+    return minimize(DFA([[(cs.intersect(c, universe), t) for c, t in row if cs.intersect(c, universe)]
+                         for row in a.trans], list(a.accept)))
+
+
+def length_dfa(lo: int, hi, universe=cs.SCALARS) -> DFA:
+    """Strings of lo..hi code points (hi None: unbounded)."""
+    top = hi if hi is not None else lo
+    trans = []
+    accept = []
+    for i in range(top + 1):
+        if i < top:
+            trans.append([(universe, i + 1)])
+        elif hi is None:
+            trans.append([(universe, i)])
+        else:
+            trans.append([])
+        accept.append(i >= lo)
+    return minimize(DFA(trans, accept))
+
+
+def literal_set_dfa(strings, universe=cs.SCALARS) -> DFA:
+    """Trie automaton of a finite set of strings."""
+    trans = [dict()]
+    accept = [False]
+    for s in strings:
+        st = 0
+        for ch in s:
+            cp = ord(ch)
+            nxt = trans[st].get(cp)
+            if nxt is None:
+                nxt = len(accept)
+                trans[st][cp] = nxt
+                trans.append(dict())
+                accept.append(False)
+            st = nxt
+        accept[st] = True
+    return minimize(DFA([[(((cp, cp),), t) for cp, t in row.items()] for row in trans], accept))
+
+
+def length_bounds(d: DFA):
+    """(min, max) length of accepted strings; max None when unbounded. DFA must be trimmed
+    and non-empty."""
+    n = d.n
+    # shortest
+    dist = {0: 0}
+    frontier = [0]
+    best = None
+    while frontier:
+        nxt = []
+        for s in frontier:
+            if d.accept[s] and best is None:
+                best = dist[s]
+            for _, t in d.trans[s]:
+                if t not in dist:
+                    dist[t] = dist[s] + 1
+                    nxt.append(t)
+        if best is not None:
+            break
+        frontier = nxt
+    # longest: cycle in a trimmed DFA means unbounded
+    color = [0] * n
+    longest = [0] * n
+
+    def visit(s):
+        stack = [(s, iter(d.trans[s]))]
+        color[s] = 1
+        while stack:
+            u, it = stack[-1]
+            for _, t in it:
+                if color[t] == 1:
+                    return False
+                if color[t] == 0:
+                    color[t] = 1
+                    stack.append((t, iter(d.trans[t])))
+                    break
+            else:
+                stack.pop()
+                color[u] = 2
+                m = 0 if d.accept[u] else -1
+                for _, t in d.trans[u]:
+                    m = max(m, longest[t] + 1)
+                longest[u] = m
+        return True
+
+    if not visit(0):
+        return best, None
+    return best, longest[0]
+
+
+def is_subset(a: DFA, b: DFA) -> bool:
+    return difference(a, b).is_empty()

@@ -1,0 +1,888 @@
+"""JSON Schema (dict) → IR unions: keyword handling, $ref resolution, in-place applicators."""
+
+from __future__ import annotations
+
+import itertools
+from decimal import Decimal
+from urllib.parse import unquote, urldefrag, urljoin
+
+from . import formats as fmts
+from . import ir
+from . import regex as rx
+from .errors import InvalidSchemaError, UnsupportedSchemaError
+from .ir import ANY, NEVER, Arr, Enum, Num, Obj, Ref, Str
+from .policy import KEYWORD_POLICY, Policy
+
+DEFAULT_BASE = "https://xgrammar2.invalid/schema.json"
+
+NUM_KW = frozenset(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"))
+STR_KW = frozenset(("minLength", "maxLength", "pattern", "format"))
+ARR_KW = frozenset(("items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"))
+OBJ_KW = frozenset(("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                    "minProperties", "maxProperties"))
+APPLICATOR_KW = frozenset(("allOf", "anyOf", "oneOf", "not", "if", "dependentRequired", "dependentSchemas",
+                           "dependencies", "unevaluatedProperties", "unevaluatedItems", "enum", "const", "$ref",
+                           "$dynamicRef"))
+TYPE_NAMES = ("null", "boolean", "object", "array", "number", "string", "integer")
+TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null")
+
+_SEMANTIC = NUM_KW | STR_KW | ARR_KW | OBJ_KW | APPLICATOR_KW | {"type", "additionalItems", "minContains",
+                                                                 "maxContains", "then", "else"}
+_UNSUPPORTED = frozenset(k for k, (p, _) in KEYWORD_POLICY.items() if p is Policy.UNSUPPORTED)
+
+_IN_PROGRESS = object()
+
+
+def uri_join(base: str, ref: str) -> str:
+    """urljoin that also handles bases without a hierarchical scheme (urn:, tag:)."""
+    if ref.startswith("#"):
+        return urldefrag(base)[0] + ref
+    if ":" in ref.split("/")[0]:
+        return ref
+    return urljoin(base, ref)
+
+
+def ptr_join(ptr: str, *parts) -> str:
+    out = ptr
+    for p in parts:
+        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
+    return out
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
+
+
+def _sanitize(s: str, limit: int = 40) -> str:
+    out = "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in s)
+    out = out.strip("_") or "x"
+    if out[0].isdigit():
+        out = "n" + out
+    return out[:limit]
+
+
+class Converter:
+    def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None):
+        self.root = root
+        self.strict = strict_mode
+        self.lenient = lenient
+        self.ref_resolver = ref_resolver
+        self.warnings: list = []
+        self.memo: dict = {}
+        self.refs: dict = {}        # rule name -> (schema, base, ptr, scope) | ("and", union, node)
+        self.ref_by_key: dict = {}  # (absolute ptr, scope) -> rule name
+        self.ref_union_memo: dict = {}
+        self.resources: dict = {}   # absolute URI (no fragment) -> (schema, ptr, base)
+        self.anchors: dict = {}     # URI#name -> (schema, ptr, base)
+        self.dyn_anchors: dict = {} # (resource URI, name) -> (schema, ptr, base)
+        self.node_base: dict = {}   # id(schema with $id) -> its absolute base URI
+        self.has_dynamic = False
+        self.scope: tuple = ()      # dynamic scope (resource URIs, outermost first) while converting
+        self._synth = 0
+        self._keep: list = []
+        self.root_base = DEFAULT_BASE
+        if isinstance(root, dict):
+            rid = root.get("$id")
+            if isinstance(rid, str):
+                self.root_base = urldefrag(uri_join(DEFAULT_BASE, rid))[0]
+        self._index(root, DEFAULT_BASE, "#")
+        self.resources.setdefault(DEFAULT_BASE, (root, "#", DEFAULT_BASE))
+
+    # ------------------------------------------------------------ diagnostics
+
+    def unsupported(self, keyword, ptr, msg):
+        if self.lenient:
+            self.warnings.append(f"{ptr}: dropped '{keyword}': {msg}")
+            return
+        raise UnsupportedSchemaError(f"unsupported keyword '{keyword}' at {ptr}: {msg} "
+                                     f"(lenient=True drops it with a warning)", ptr, keyword)
+
+    def invalid(self, keyword, ptr, msg):
+        raise InvalidSchemaError(f"invalid schema at {ptr}: '{keyword}' {msg}", ptr, keyword)
+
+    # ------------------------------------------------------------ $id / $anchor index
+
+    @staticmethod
+    def _own_id(s):
+        sid = s.get("$id")
+        if isinstance(sid, str):
+            return sid
+        # draft-04 "id" (ignored next to $ref, where draft-04 ignores siblings)
+        sid = s.get("id")
+        if isinstance(sid, str) and "$ref" not in s:
+            return sid
+        return None
+
+    def _index(self, s, base, ptr):
+        if not isinstance(s, dict):
+            return
+        sid = self._own_id(s)
+        if sid is not None:
+            base = urldefrag(uri_join(base, sid))[0]
+            self.resources.setdefault(base, (s, ptr, base))
+            self.node_base[id(s)] = base
+        anc = s.get("$anchor")
+        if isinstance(anc, str):
+            self.anchors.setdefault(base + "#" + anc, (s, ptr, base))
+        danc = s.get("$dynamicAnchor")
+        if isinstance(danc, str):
+            self.anchors.setdefault(base + "#" + danc, (s, ptr, base))
+            self.dyn_anchors.setdefault((base, danc), (s, ptr, base))
+        if "$dynamicRef" in s:
+            self.has_dynamic = True
+        for k, v in s.items():
+            if k in ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"):
+                if isinstance(v, dict):
+                    for kk, vv in v.items():
+                        self._index(vv, base, ptr_join(ptr, k, kk))
+            elif k in ("allOf", "anyOf", "oneOf", "prefixItems") or (k == "items" and isinstance(v, list)):
+                if isinstance(v, list):
+                    for i, vv in enumerate(v):
+                        self._index(vv, base, ptr_join(ptr, k, i))
+            elif k in ("additionalProperties", "unevaluatedProperties", "items", "additionalItems",
+                       "unevaluatedItems", "contains", "propertyNames", "not", "if", "then", "else"):
+                self._index(v, base, ptr_join(ptr, k))
+
+    def _base_of(self, s, base):
+        b = self.node_base.get(id(s))
+        if b is not None:
+            return b
+        sid = self._own_id(s)
+        if sid is not None:
+            return urldefrag(uri_join(base, sid))[0]
+        return base
+
+    def _load_remote(self, doc, ptr):
+        if self.ref_resolver is None:
+            return None
+        try:
+            loaded = self.ref_resolver(doc)
+        except Exception as e:  # noqa: BLE001 - a resolver failure is reported as unsupported
+            self.unsupported("$ref", ptr, f"resolving '{doc}' failed: {e}")
+            return None
+        if loaded is None:
+            return None
+        if not isinstance(loaded, (dict, bool)):
+            self.invalid("$ref", ptr, f"resolver returned a non-schema for '{doc}'")
+        self._keep.append(loaded)
+        rptr = doc + "#"
+        self.resources[doc] = (loaded, rptr, doc)
+        self._index(loaded, doc, rptr)
+        return self.resources[doc]
+
+    def _locate(self, ref, base, ptr):
+        """$ref URI → (schema, absolute ptr, base) or None (unsupported, lenient)."""
+        uri = uri_join(base, ref)
+        doc, frag = urldefrag(uri)
+        res = self.resources.get(doc)
+        if res is None:
+            res = self._load_remote(doc, ptr)
+        if res is None:
+            self.unsupported("$ref", ptr, f"remote reference '{ref}' (only references into this document, or "
+                                          "documents returned by ref_resolver, are resolved)")
+            return None
+        node, nptr, nbase = res
+        if frag and not frag.startswith("/"):
+            a = self.anchors.get(doc + "#" + frag)
+            if a is None:
+                self.invalid("$ref", ptr, f"points to unknown anchor '{ref}'")
+            return a
+        if frag:
+            for raw in frag[1:].split("/"):
+                part = unquote(raw).replace("~1", "/").replace("~0", "~")
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    self.invalid("$ref", ptr, f"target '{ref}' does not exist")
+                nptr = ptr_join(nptr, part)
+                if isinstance(node, dict):
+                    nbase = self._base_of(node, nbase)
+        if not isinstance(node, (dict, bool)):
+            self.invalid("$ref", ptr, f"target '{ref}' is not a schema")
+        return node, nptr, nbase
+
+    def resolve(self, ref, base, ptr, dynamic=False):
+        """Returns the rule name of a $ref / $dynamicRef target (registering it)."""
+        loc = self._locate(ref, base, ptr)
+        if loc is None:
+            return None
+        node, nptr, nbase = loc
+        if dynamic:
+            frag = urldefrag(uri_join(base, ref))[1]
+            if frag and not frag.startswith("/") and isinstance(node, dict) and node.get("$dynamicAnchor") == frag:
+                for res in self.scope:
+                    hit = self.dyn_anchors.get((res, frag))
+                    if hit is not None:
+                        node, nptr, nbase = hit
+                        break
+        scope = self.scope
+        key = (nptr, scope)
+        name = self.ref_by_key.get(key)
+        if name is None:
+            if nptr == "#" and scope == (self.root_base,):
+                name = "root"
+            else:
+                if nptr.startswith("#"):
+                    parts = nptr[2:].split("/") if len(nptr) > 1 else ["root"]
+                    prefix = "ref_"
+                else:
+                    parts = [p for p in nptr.replace("#", "/").split("/") if p]
+                    prefix = "remote_"
+                if len(parts) >= 2 and parts[-2] in ("$defs", "definitions"):
+                    name = "defs_" + _sanitize(parts[-1].replace("~1", "/").replace("~0", "~"))
+                else:
+                    name = prefix + _sanitize("_".join(parts[-4:]), 60)
+                k = 2
+                base_name = name
+                while name in self.refs or name == "root":
+                    name = f"{base_name}_{k}"
+                    k += 1
+            self.ref_by_key[key] = name
+            self.refs[name] = (node, nbase, nptr, scope)
+        return name
+
+    def ref_union(self, name):
+        u = self.ref_union_memo.get(name)
+        if u is _IN_PROGRESS:
+            raise ir.NotExpressible("a recursive $ref is intersected with itself")
+        if u is not None:
+            return u
+        self.ref_union_memo[name] = _IN_PROGRESS
+        saved = self.scope
+        try:
+            entry = self.refs[name]
+            if entry[0] == "and":
+                u = ir.intersect(self, entry[1], (entry[2],))
+            else:
+                node, base, ptr, scope = entry
+                self.scope = scope
+                u = self.convert(node, ptr, base)
+        except BaseException:
+            del self.ref_union_memo[name]
+            raise
+        finally:
+            self.scope = saved
+        self.ref_union_memo[name] = u
+        return u
+
+    def ref_ptr(self, name):
+        entry = self.refs.get(name)
+        if entry is None or entry[0] == "and":
+            return "#"
+        return entry[2]
+
+    def intersect_ref(self, x, y):
+        if x.kind == "ref" and y.kind == "ref" and x.name == y.name:
+            return x
+        r, o = (x, y) if x.kind == "ref" else (y, x)
+        if self.ref_union_memo.get(r.name) is _IN_PROGRESS or (o.kind == "ref" and
+                                                               self.ref_union_memo.get(o.name) is _IN_PROGRESS):
+            # Defer: a rule for "ref ∩ node", computed once the reference is complete.
+            key = ("and", r.name, id(o))
+            name = self.ref_by_key.get(key)
+            if name is None:
+                self._synth += 1
+                name = f"{r.name}_and{self._synth}"
+                self.ref_by_key[key] = name
+                self.refs[name] = ("and", (Ref(r.name),), o)
+                self._keep.append(o)
+            return Ref(name)
+        ru = self.ref_union(r.name)
+        return ir.intersect(self, ru, (o,)) if r is x else ir.intersect(self, (o,), ru)
+
+    # ------------------------------------------------------------ schema → union
+
+    def convert(self, s, ptr="#", base=None):
+        if base is None:
+            base = DEFAULT_BASE
+        if s is True:
+            return ANY
+        if s is False:
+            return NEVER
+        if not isinstance(s, dict):
+            self.invalid("schema", ptr, f"must be an object or a boolean, got {type(s).__name__}")
+        base = self._base_of(s, base)
+        saved = self.scope
+        if base not in self.scope:
+            self.scope = self.scope + (base,)
+        key = (id(s), base, self.scope)
+        u = self.memo.get(key)
+        if u is None:
+            try:
+                u = self._convert(s, ptr, base)
+            finally:
+                self.scope = saved
+            self.memo[key] = u
+        else:
+            self.scope = saved
+        return u
+
+    def _convert(self, s, ptr, base):
+        semantic = []
+        for k in s:
+            if k in _SEMANTIC:
+                semantic.append(k)
+            elif k in _UNSUPPORTED:
+                self.unsupported(k, ptr, KEYWORD_POLICY[k][1])
+        if not semantic:
+            return ANY
+        if len(semantic) == 1 and semantic[0] in ("$ref", "$dynamicRef"):
+            kw = semantic[0]
+            ref = s[kw]
+            if not isinstance(ref, str):
+                self.invalid(kw, ptr, "must be a string")
+            name = self.resolve(ref, base, ptr, dynamic=kw == "$dynamicRef")
+            return ANY if name is None else (Ref(name),)
+        try:
+            return self._convert_full(s, ptr, base)
+        except ir.NotExpressible as e:
+            self.unsupported(self._culprit(s), ptr, str(e))
+            return ANY
+
+    @staticmethod
+    def _culprit(s):
+        for k in ("not", "oneOf", "if", "contains", "allOf", "$ref", "uniqueItems", "unevaluatedItems",
+                  "unevaluatedProperties", "dependentSchemas", "dependentRequired", "anyOf"):
+            if k in s:
+                return k
+        return "schema"
+
+    def _types(self, s, ptr):
+        t = s.get("type")
+        if t is None:
+            return None
+        if isinstance(t, str):
+            ts = [t]
+        elif isinstance(t, list) and all(isinstance(x, str) for x in t):
+            ts = t
+            if len(set(ts)) != len(ts):
+                self.invalid("type", ptr, "has duplicate entries")
+        else:
+            self.invalid("type", ptr, "must be a string or an array of strings")
+        for x in ts:
+            if x not in TYPE_NAMES:
+                self.invalid("type", ptr, f"has unknown type name '{x}'")
+        st = set(ts)
+        if "number" in st:
+            st.discard("integer")
+        return [x for x in TYPE_ORDER if x in st]
+
+    def _convert_full(self, s, ptr, base):
+        types = self._types(s, ptr)
+        keys = s.keys()
+        nodes = []
+        all_plain = True
+        for t in (types if types is not None else TYPE_ORDER[:3] + ("number", "boolean", "null")):
+            if t in ("integer", "number"):
+                if keys & NUM_KW:
+                    n = self._num(s, ptr, t == "integer")
+                    all_plain = False
+                    if n is None:
+                        continue
+                    nodes.append(n)
+                    all_plain = False
+                else:
+                    nodes.append(ir.TYPE_NODES[t])
+                    if t == "integer":
+                        all_plain = False
+            elif t == "string":
+                if keys & STR_KW:
+                    n = self._str(s, ptr)
+                    all_plain = False
+                    if n is None:
+                        continue
+                    nodes.append(n)
+                    all_plain = False
+                else:
+                    nodes.append(ir.STRING)
+            elif t == "array":
+                if keys & ARR_KW:
+                    n = self._arr(s, ptr, base)
+                    all_plain = False
+                    if n is None:
+                        continue
+                    nodes.append(n)
+                    all_plain = False
+                else:
+                    nodes.append(ir.ARRAY)
+            elif t == "object":
+                if keys & OBJ_KW:
+                    n = self._obj(s, ptr, base)
+                    all_plain = False
+                    if n is None:
+                        continue
+                    nodes.append(n)
+                    all_plain = False
+                else:
+                    nodes.append(ir.OBJECT)
+            elif t == "boolean":
+                nodes.append(ir.BOOL)
+            else:
+                nodes.append(ir.NULL)
+        if types is None and all_plain:
+            u = ANY
+        else:
+            u = tuple(nodes)
+            if types is not None:
+                all_plain = False
+
+        if "const" in s:
+            u = ir.intersect(self, u, (Enum([self._json_value(s["const"], ptr_join(ptr, "const"))]),))
+        if "enum" in s:
+            ev = s["enum"]
+            if not isinstance(ev, list):
+                self.invalid("enum", ptr, "must be an array")
+            vals, seen = [], set()
+            for i, v in enumerate(ev):
+                v = self._json_value(v, ptr_join(ptr, "enum", i))
+                k = ir.jkey(v)
+                if k not in seen:
+                    seen.add(k)
+                    vals.append(v)
+            u = ir.intersect(self, u, (Enum(vals),))
+        for kw in ("$ref", "$dynamicRef"):
+            if kw in s:
+                ref = s[kw]
+                if not isinstance(ref, str):
+                    self.invalid(kw, ptr, "must be a string")
+                name = self.resolve(ref, base, ptr, dynamic=kw == "$dynamicRef")
+                if name is not None:
+                    u = ir.intersect(self, u, (Ref(name),))
+        if "allOf" in s:
+            for i, sub in enumerate(self._schema_list(s, "allOf", ptr)):
+                u = ir.intersect(self, u, self.convert(sub, ptr_join(ptr, "allOf", i), base))
+        uneval = "unevaluatedProperties" in s or "unevaluatedItems" in s
+        if "anyOf" in s:
+            subs = self._schema_list(s, "anyOf", ptr)
+            bs = [self.convert(sub, ptr_join(ptr, "anyOf", i), base) for i, sub in enumerate(subs)]
+            alts = ir.union(*bs)
+            if uneval and 1 < len(bs) <= 4:
+                # Annotations of every matching branch count: add the intersections of
+                # branch subsets so their combined evaluated sets are represented.
+                try:
+                    extra = []
+                    for r in range(2, len(bs) + 1):
+                        for combo in itertools.combinations(bs, r):
+                            x = combo[0]
+                            for y in combo[1:]:
+                                x = ir.intersect(self, x, y)
+                            extra.append(x)
+                    alts = ir.union(*extra[::-1], alts)
+                except ir.NotExpressible:
+                    pass
+            u = ir.intersect(self, u, alts)
+        if "oneOf" in s:
+            subs = self._schema_list(s, "oneOf", ptr)
+            branches = [self.convert(sub, ptr_join(ptr, "oneOf", i), base) for i, sub in enumerate(subs)]
+            u = ir.intersect(self, u, self._one_of(branches, ptr, u))
+        if "not" in s:
+            nu = self.convert(s["not"], ptr_join(ptr, "not"), base)
+            try:
+                u = ir.intersect(self, u, ir.negate(self, nu))
+            except ir.NotExpressible as e:
+                self.unsupported("not", ptr, str(e))
+        if "if" in s and "then" not in s and "else" not in s and uneval:
+            # No constraint, but the annotations of a successful 'if' count.
+            iu = self.convert(s["if"], ptr_join(ptr, "if"), base)
+            try:
+                u = ir.intersect(self, u, ir.union(iu, ir.negate(self, iu)))
+            except ir.NotExpressible:
+                pass
+        if "if" in s and ("then" in s or "else" in s):
+            iu = self.convert(s["if"], ptr_join(ptr, "if"), base)
+            tu = self.convert(s["then"], ptr_join(ptr, "then"), base) if "then" in s else ANY
+            eu = self.convert(s["else"], ptr_join(ptr, "else"), base) if "else" in s else ANY
+            try:
+                niu = ir.negate(self, iu)
+                u = ir.intersect(self, u, ir.union(ir.intersect(self, iu, tu), ir.intersect(self, niu, eu)))
+            except ir.NotExpressible as e:
+                self.unsupported("if", ptr, f"the 'if' schema cannot be negated: {e}")
+        deps_req = {}
+        deps_sch = {}
+        if "dependencies" in s:
+            d = s["dependencies"]
+            if not isinstance(d, dict):
+                self.invalid("dependencies", ptr, "must be an object")
+            for k, v in d.items():
+                if isinstance(v, list):
+                    deps_req[k] = v
+                else:
+                    deps_sch[k] = (v, ptr_join(ptr, "dependencies", k))
+        if "dependentRequired" in s:
+            d = s["dependentRequired"]
+            if not isinstance(d, dict) or not all(isinstance(v, list) for v in d.values()):
+                self.invalid("dependentRequired", ptr, "must be an object of string arrays")
+            deps_req.update(d)
+        if "dependentSchemas" in s:
+            d = s["dependentSchemas"]
+            if not isinstance(d, dict):
+                self.invalid("dependentSchemas", ptr, "must be an object")
+            for k, v in d.items():
+                deps_sch[k] = (v, ptr_join(ptr, "dependentSchemas", k))
+        for k, req in deps_req.items():
+            if not all(isinstance(x, str) for x in req):
+                self.invalid("dependentRequired", ptr, "must be an object of string arrays")
+            req = [x for x in req if x != k]
+            if not req:
+                continue
+            alt = ir.union((Obj(props=((k, NEVER),)),),
+                           (Obj(required=(k,) + tuple(r for r in req if r != k)),),
+                           ir._others("object"))
+            u = ir.intersect(self, u, alt)
+        for k, (sub, sptr) in deps_sch.items():
+            su = self.convert(sub, sptr, base)
+            if ir.is_any(su):
+                continue
+            alt = ir.union((Obj(props=((k, NEVER),)),), ir._others("object"),
+                           ir.intersect(self, (Obj(required=(k,)),), su))
+            u = ir.intersect(self, u, alt)
+        if "unevaluatedProperties" in s:
+            uu = self.convert(s["unevaluatedProperties"], ptr_join(ptr, "unevaluatedProperties"), base)
+            u = self._apply_unevaluated_props(u, uu, ptr)
+        if "unevaluatedItems" in s:
+            uu = self.convert(s["unevaluatedItems"], ptr_join(ptr, "unevaluatedItems"), base)
+            u = self._apply_unevaluated_items(u, uu, ptr)
+        return u
+
+    def _json_value(self, v, ptr):
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, (int, float, Decimal)):
+            if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+                self.invalid("const/enum", ptr, "contains a non-finite number")
+            return v
+        if isinstance(v, list):
+            return [self._json_value(x, ptr) for x in v]
+        if isinstance(v, dict):
+            for k in v:
+                if not isinstance(k, str):
+                    self.invalid("const/enum", ptr, "has a non-string object key")
+            return {k: self._json_value(x, ptr) for k, x in v.items()}
+        self.invalid("const/enum", ptr, f"contains a non-JSON value of type {type(v).__name__}")
+
+    def _schema_list(self, s, k, ptr):
+        v = s[k]
+        if not isinstance(v, list) or not v:
+            self.invalid(k, ptr, "must be a non-empty array of schemas")
+        return v
+
+    # ------------------------------------------------------------ oneOf
+
+    def _expand(self, u):
+        out = []
+        for n in u:
+            if n.kind == "ref" and self.ref_union_memo.get(n.name) is not _IN_PROGRESS:
+                out.extend(self.ref_union(n.name))
+            else:
+                out.append(n)
+        return tuple(out)
+
+    def _one_of(self, branches, ptr, context):
+        n = len(branches)
+        if n == 1:
+            return branches[0]
+        exp = []
+        for b in branches:
+            try:
+                exp.append(ir.intersect(self, context, self._expand(b)))
+            except ir.NotExpressible:
+                exp.append(b)
+        overlap = [[False] * n for _ in range(n)]
+        any_overlap = False
+        for i in range(n):
+            for j in range(i + 1, n):
+                try:
+                    inter = ir.intersect(self, exp[i], exp[j])
+                    empty = ir.definitely_empty(self, inter)
+                except ir.NotExpressible:
+                    empty = False
+                if not empty:
+                    overlap[i][j] = overlap[j][i] = True
+                    any_overlap = True
+        if not any_overlap:
+            return ir.union(*branches)
+        try:
+            negs = {}
+            out = []
+            for i in range(n):
+                cur = branches[i]
+                for j in range(n):
+                    if j != i and overlap[i][j]:
+                        if j not in negs:
+                            negs[j] = ir.negate(self, branches[j])
+                        cur = ir.intersect(self, cur, negs[j])
+                        if not cur:
+                            break
+                out.append(cur)
+            return ir.union(*out)
+        except ir.NotExpressible as e:
+            self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({e}); "
+                                           "lenient mode treats it as anyOf")
+            return ir.union(*branches)
+
+    # ------------------------------------------------------------ unevaluated*
+
+    def _expand_all(self, u, ptr, kw):
+        try:
+            return self._expand_strict(u)
+        except ir.NotExpressible as e:
+            self.unsupported(kw, ptr, str(e))
+            return None
+
+    def _expand_strict(self, u):
+        out = []
+        for n in u:
+            if n.kind == "ref":
+                out.extend(self._expand_strict(self.ref_union(n.name)))
+            else:
+                out.append(n)
+        return tuple(out)
+
+    def _apply_unevaluated_props(self, u, uu, ptr):
+        if ir.is_any(uu):
+            # No constraint, but every property now counts as evaluated (for enclosing
+            # unevaluatedProperties).
+            if not any(n.kind in ("object", "ref") for n in u):
+                return u
+            try:
+                eu = self._expand_strict(u)
+            except ir.NotExpressible:
+                return u
+            return tuple(n.copy(ev_all=True) if n.kind == "object" and not n.ev_all else n for n in eu)
+        eu = self._expand_all(u, ptr, "unevaluatedProperties")
+        if eu is None:
+            return u
+        out = []
+        for n in eu:
+            if n.kind == "object":
+                if not n.ev_all:
+                    n = n.copy(addl=n.addl + ((uu, n.ev_keys, n.ev_pats),), ev_all=True)
+                out.append(n)
+            elif n.kind == "enum":
+                keep = [v for v in n.values if not isinstance(v, dict)
+                        or all(ir.validate(self, uu, x) for x in v.values())]
+                if keep:
+                    out.append(Enum(keep))
+            else:
+                out.append(n)
+        return tuple(out)
+
+    def _apply_unevaluated_items(self, u, uu, ptr):
+        if ir.is_any(uu):
+            if not any(n.kind in ("array", "ref") for n in u):
+                return u
+            try:
+                eu = self._expand_strict(u)
+            except ir.NotExpressible:
+                return u
+            return tuple(n.copy(ev_all=True) if n.kind == "array" and not n.ev_all else n for n in eu)
+        eu = self._expand_all(u, ptr, "unevaluatedItems")
+        if eu is None:
+            return u
+        out = []
+        for n in eu:
+            if n.kind == "array":
+                if not n.ev_all:
+                    if n.contains:
+                        self.unsupported("unevaluatedItems", ptr, "next to 'contains' (items evaluated by "
+                                                                  "contains depend on the instance)")
+                        out.append(n)
+                        continue
+                    prefix = list(n.prefix)
+                    for i in range(n.ev_n, len(prefix)):
+                        prefix[i] = ir.intersect(self, prefix[i], uu)
+                    items = uu if n.items is None else ir.intersect(self, n.items, uu)
+                    n = n.copy(prefix=tuple(prefix), items=items, ev_all=True)
+                out.append(n)
+            elif n.kind == "enum":
+                keep = [v for v in n.values if not isinstance(v, list)
+                        or all(ir.validate(self, uu, x) for x in v)]
+                if keep:
+                    out.append(Enum(keep))
+            else:
+                out.append(n)
+        return tuple(out)
+
+    # ------------------------------------------------------------ typed builders
+
+    def _get_num(self, s, k, ptr):
+        v = s.get(k)
+        if v is None:
+            return None
+        if not _is_num(v):
+            self.invalid(k, ptr, "must be a number")
+        return ir.to_dec(v)
+
+    def _get_count(self, s, k, ptr):
+        v = s.get(k)
+        if v is None:
+            return None
+        if not _is_num(v) or v < 0 or ir.to_dec(v) != ir.to_dec(v).to_integral_value():
+            self.invalid(k, ptr, "must be a non-negative integer")
+        return int(v)
+
+    def _num(self, s, ptr, integer):
+        lo = self._get_num(s, "minimum", ptr)
+        hi = self._get_num(s, "maximum", ptr)
+        lo_x = hi_x = False
+        xmin, xmax = s.get("exclusiveMinimum"), s.get("exclusiveMaximum")
+        if isinstance(xmin, bool):
+            lo_x = xmin and lo is not None
+        elif xmin is not None:
+            x = self._get_num(s, "exclusiveMinimum", ptr)
+            if lo is None or x >= lo:
+                lo, lo_x = x, True
+        if isinstance(xmax, bool):
+            hi_x = xmax and hi is not None
+        elif xmax is not None:
+            x = self._get_num(s, "exclusiveMaximum", ptr)
+            if hi is None or x <= hi:
+                hi, hi_x = x, True
+        mults = ()
+        if "multipleOf" in s:
+            m = self._get_num(s, "multipleOf", ptr)
+            if m <= 0:
+                self.invalid("multipleOf", ptr, "must be greater than 0")
+            if not (integer and m == m.to_integral_value() and m == 1):
+                mults = (m.normalize(),)
+        n = Num(integer, lo, lo_x, hi, hi_x, mults, src=ptr)
+        if n.trivially_empty():
+            return None
+        return n
+
+    def _pattern_ast(self, p, kw, ptr):
+        if not isinstance(p, str):
+            self.invalid(kw, ptr, "must be a string")
+        try:
+            raw = rx.parse(p)
+        except rx.RegexSyntaxError as e:
+            self.invalid(kw, ptr, f"is not a valid ECMA-262 regex: {e}")
+        except rx.RegexUnsupported as e:
+            self.unsupported(kw, ptr, str(e))
+            return None
+        full = rx.to_full_match(raw)
+        if full is None:
+            full = rx.cat(rx.ANY_STAR, raw, rx.ANY_STAR)
+        return full
+
+    def _str(self, s, ptr):
+        minl = self._get_count(s, "minLength", ptr) or 0
+        maxl = self._get_count(s, "maxLength", ptr)
+        if maxl is not None and minl > maxl:
+            return None
+        pos = []
+        if "pattern" in s:
+            full = self._pattern_ast(s["pattern"], "pattern", ptr)
+            if full is not None and full != rx.ANY_STAR:
+                pos.append((full, ptr_join(ptr, "pattern")))
+        if "format" in s:
+            f = s["format"]
+            if not isinstance(f, str):
+                self.invalid("format", ptr, "must be a string")
+            ast = fmts.format_ast(f)
+            if ast is None:
+                why = fmts.REFUSED_FORMATS.get(f, "unknown format")
+                self.unsupported("format", ptr, f"format '{f}': {why}")
+            else:
+                pos.append((ast, ptr_join(ptr, "format")))
+        return Str(minl, maxl, tuple(pos), (), src=ptr)
+
+    def _arr(self, s, ptr, base):
+        prefix = []
+        items = None
+        ev_all = False
+        if "prefixItems" in s:
+            pi = s["prefixItems"]
+            if not isinstance(pi, list):
+                self.invalid("prefixItems", ptr, "must be an array of schemas")
+            prefix = [self.convert(x, ptr_join(ptr, "prefixItems", i), base) for i, x in enumerate(pi)]
+        if "items" in s:
+            it = s["items"]
+            if isinstance(it, list) and "prefixItems" not in s:
+                prefix = [self.convert(x, ptr_join(ptr, "items", i), base) for i, x in enumerate(it)]
+                if "additionalItems" in s:
+                    items = self.convert(s["additionalItems"], ptr_join(ptr, "additionalItems"), base)
+                    ev_all = True
+            elif isinstance(it, (dict, bool)):
+                items = self.convert(it, ptr_join(ptr, "items"), base)
+                ev_all = True
+            else:
+                self.invalid("items", ptr, "must be a schema")
+        minn = self._get_count(s, "minItems", ptr) or 0
+        maxn = self._get_count(s, "maxItems", ptr)
+        if maxn is not None and minn > maxn:
+            return None
+        contains = ()
+        if "contains" in s:
+            cu = self.convert(s["contains"], ptr_join(ptr, "contains"), base)
+            cmin = self._get_count(s, "minContains", ptr)
+            cmax = self._get_count(s, "maxContains", ptr)
+            cmin = 1 if cmin is None else cmin
+            if cmax is not None and cmin > cmax:
+                return None
+            if cmin > 0 or cmax is not None:
+                contains = ((cu, cmin, cmax, ptr_join(ptr, "contains")),)
+        unique = None
+        if "uniqueItems" in s:
+            uv = s["uniqueItems"]
+            if not isinstance(uv, bool):
+                self.invalid("uniqueItems", ptr, "must be a boolean")
+            if uv:
+                unique = ptr_join(ptr, "uniqueItems")
+        for i in range(min(minn, len(prefix))):
+            if not prefix[i]:
+                return None
+        return Arr(tuple(prefix), items, minn, maxn, contains, unique, len(prefix), ev_all, src=ptr)
+
+    def _obj(self, s, ptr, base):
+        props = []
+        if "properties" in s:
+            p = s["properties"]
+            if not isinstance(p, dict):
+                self.invalid("properties", ptr, "must be an object")
+            for k, v in p.items():
+                props.append((k, self.convert(v, ptr_join(ptr, "properties", k), base)))
+        patterns = []
+        if "patternProperties" in s:
+            pp = s["patternProperties"]
+            if not isinstance(pp, dict):
+                self.invalid("patternProperties", ptr, "must be an object")
+            for k, v in pp.items():
+                ast = self._pattern_ast(k, "patternProperties", ptr_join(ptr, "patternProperties", k))
+                if ast is None:
+                    continue
+                patterns.append((ast, self.convert(v, ptr_join(ptr, "patternProperties", k), base)))
+        required = ()
+        if "required" in s:
+            r = s["required"]
+            if not isinstance(r, list) or not all(isinstance(x, str) for x in r):
+                self.invalid("required", ptr, "must be an array of strings")
+            seen = []
+            for x in r:
+                if x not in seen:
+                    seen.append(x)
+            required = tuple(seen)
+        addl = ()
+        ev_all = False
+        if "additionalProperties" in s:
+            au = self.convert(s["additionalProperties"], ptr_join(ptr, "additionalProperties"), base)
+            ev_all = True
+            if not ir.is_any(au):
+                addl = ((au, frozenset(k for k, _ in props), tuple(a for a, _ in patterns)),)
+        names = ()
+        if "propertyNames" in s:
+            nu = self.convert(s["propertyNames"], ptr_join(ptr, "propertyNames"), base)
+            if not ir.is_any(nu):
+                names = (nu,)
+        minp = self._get_count(s, "minProperties", ptr) or 0
+        maxp = self._get_count(s, "maxProperties", ptr)
+        if maxp is not None and (minp > maxp or len(required) > maxp):
+            return None
+        pd = dict(props)
+        for r in required:
+            if r in pd and not pd[r]:
+                return None
+        return Obj(tuple(props), required, tuple(patterns), addl, names, minp, maxp,
+                   frozenset(k for k, _ in props), tuple(a for a, _ in patterns), ev_all, src=ptr)

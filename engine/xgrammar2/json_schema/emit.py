@@ -1,0 +1,857 @@
+"""IR unions → grammar rules (see grammar.py), with the whitespace / indentation style."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from decimal import Decimal
+
+from . import automaton as fa
+from . import charset as cs
+from . import grammar as G
+from . import ir
+from . import numeric
+from . import regex as rx
+from .convert import _sanitize
+from .grammar import EPS, alt, lit, opt, ref, rep, seq
+
+MAX_INDENT_DEPTH = 32
+STATE_LIMIT = 4000
+UNIQUE_MAX_VALUES = 12
+PERMUTE_MAX_KEYS = 4
+Q = ("lit", '"')
+
+# Characters written literally inside generated string literals; everything else gets
+# every JSON spelling via json_char.
+_SAFE = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
+
+
+def _small(e) -> bool:
+    if e is None:
+        return True
+    k = e[0]
+    if k in ("lit", "cls", "ref"):
+        return True
+    if k == "seq" or k == "alt":
+        return len(e[1]) <= 3 and all(x[0] in ("lit", "cls", "ref") for x in e[1])
+    if k == "rep":
+        return e[1][0] in ("lit", "cls", "ref")
+    return False
+
+
+class Emitter:
+    def __init__(self, cx, *, any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=None):
+        self.cx = cx
+        self.g = G.Grammar()
+        self.any_ws = any_whitespace
+        if isinstance(indent, int) and not isinstance(indent, bool):
+            indent = " " * indent
+        self.indent = None if any_whitespace else indent
+        if separators is None:
+            separators = (", ", ": ") if indent is None else (",", ": ")
+        self.seps = tuple(separators)
+        self.max_ws = max_whitespace_cnt
+        self._shared: set = set()
+
+    # ------------------------------------------------------------ diagnostics
+
+    def unsupported(self, keyword, ptr, msg):
+        self.cx.unsupported(keyword, ptr, msg)
+
+    # ------------------------------------------------------------ shared rules
+
+    def shared(self, name):
+        if name in self._shared:
+            return ref(name)
+        self._shared.add(name)
+        g = self.g
+        if name == "ws":
+            hi = self.max_ws
+            g.define("ws", rep(G.cls(cs.of_chars(" \n\t")), 0, hi))
+        elif name == "char":
+            g.define("char", G.json_char(cs.SCALARS))
+        elif name == "string":
+            g.define("string", seq(Q, rep(self.shared("char"), 0, None), Q))
+        elif name == "integer":
+            g.define("integer", alt(lit("0"), seq(opt(lit("-")), G.cls(cs.of_chars("123456789")),
+                                                  rep(G.cls(cs.of_chars("0123456789")), 0, None))))
+        elif name == "number":
+            dig = G.cls(cs.of_chars("0123456789"))
+            g.define("number", seq(opt(lit("-")), alt(lit("0"), seq(G.cls(cs.of_chars("123456789")), rep(dig, 0, None))),
+                                   opt(seq(lit("."), rep(dig, 1, None))),
+                                   opt(seq(G.cls(cs.of_chars("eE")), opt(G.cls(cs.of_chars("+-"))), rep(dig, 1, None)))))
+        else:
+            raise AssertionError(name)
+        return ref(name)
+
+    def char_ref(self, c):
+        c = cs.intersect(c, cs.SCALARS)
+        if not c:
+            return None
+        if c == cs.SCALARS:
+            return self.shared("char")
+        e = G.json_char(c)
+        if _small(e):
+            return e
+        name = "char_" + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
+        if name not in self._shared:
+            self._shared.add(name)
+            self.g.define(name, e)
+        return ref(name)
+
+    # ------------------------------------------------------------ layout
+
+    def _d(self, depth):
+        return depth if self.indent is not None else 0
+
+    def layout(self, depth):
+        """(open_obj, close_obj, open_arr, close_arr, item_sep, kv_sep, empty_obj, empty_arr)."""
+        if self.any_ws:
+            ws = self.shared("ws")
+            return (seq(lit("{"), ws), seq(ws, lit("}")), seq(lit("["), ws), seq(ws, lit("]")),
+                    seq(ws, lit(","), ws), seq(ws, lit(":"), ws), seq(lit("{"), ws, lit("}")),
+                    seq(lit("["), ws, lit("]")))
+        if self.indent is None:
+            return (lit("{"), lit("}"), lit("["), lit("]"), lit(self.seps[0]), lit(self.seps[1]), lit("{}"),
+                    lit("[]"))
+        nl_in = "\n" + self.indent * (depth + 1)
+        nl_out = "\n" + self.indent * depth
+        return (lit("{" + nl_in), lit(nl_out + "}"), lit("[" + nl_in), lit(nl_out + "]"),
+                lit(self.seps[0] + nl_in), lit(self.seps[1]), lit("{}"), lit("[]"))
+
+    # ------------------------------------------------------------ entry points
+
+    def reserve(self, name):
+        name = self.g.unique(name)
+        self.g.define(name, None)
+        return name
+
+    def sub(self, u, name, depth):
+        """Emits ``u`` as an inline expression when small, else as a rule named after ``name``."""
+        if not u:
+            return None
+        if ir.is_any(u):
+            return self.any_value(depth)
+        if len(u) == 1 and u[0].kind == "ref":
+            return self.ref_rule(u[0].name, depth)
+        name = self.reserve(name)
+        e = self.emit(u, name, depth)
+        if e is None or _small(e) or (e[0] == "ref" and e[1] != name):
+            del self.g.rules[name]
+            return e
+        self.g.define(name, e)
+        return ref(name)
+
+    def emit(self, u, name, depth):
+        if not u:
+            return None
+        if ir.is_any(u):
+            return self.any_value(depth)
+        if len(u) == 1:
+            return self.node(u[0], name, depth)
+        kinds = [n.kind for n in u]
+        alts = []
+        for i, n in enumerate(u):
+            nm = name if kinds.count(n.kind) == 1 else f"{name}_{i}"
+            if n.kind in ("array", "object") or (n.kind == "string" and not n.is_plain()) or \
+                    (n.kind == "number" and not n.is_plain()):
+                alts.append(self.sub((n,), nm + "_" + n.kind[:3], depth))
+            else:
+                alts.append(self.node(n, nm, depth))
+        return alt(*alts)
+
+    def node(self, n, name, depth):
+        k = n.kind
+        if k == "null":
+            return lit("null")
+        if k == "boolean":
+            return alt(*[lit("true" if v else "false") for v in (True, False) if v in n.vals])
+        if k == "number":
+            return self.number(n, name)
+        if k == "string":
+            return self.string(n, name)
+        if k == "enum":
+            return alt(*[self.value_text(v, depth) for v in n.values])
+        if k == "ref":
+            return self.ref_rule(n.name, depth)
+        if k == "array":
+            return self.array(n, name, depth)
+        if k == "object":
+            return self.object(n, name, depth)
+        raise AssertionError(k)
+
+    def ref_rule(self, rname, depth):
+        d = self._d(depth)
+        if d > MAX_INDENT_DEPTH:
+            return None
+        name = rname if d == 0 else f"{rname}_d{d}"
+        if name in self.g.rules:
+            return ref(name)
+        self.g.define(name, None)
+        try:
+            u = self.cx.ref_union(rname)
+        except ir.NotExpressible as e:
+            self.unsupported("$ref", self.cx.ref_ptr(rname), str(e))
+            u = ir.ANY
+        e = self.emit(u, name, depth)
+        self.g.define(name, e)
+        return ref(name)
+
+    # ------------------------------------------------------------ any JSON value
+
+    def any_value(self, depth):
+        d = self._d(depth)
+        if d > MAX_INDENT_DEPTH:
+            return alt(self.shared("string"), self.shared("number"), lit("true"), lit("false"), lit("null"))
+        name = "value" if d == 0 else f"value_d{d}"
+        if name not in self._shared:
+            self._shared.add(name)
+            self.g.define(name, None)
+            self.g.define(name, alt(self.any_object(depth), self.any_array(depth), self.shared("string"),
+                                    self.shared("number"), lit("true"), lit("false"), lit("null")))
+        return ref(name)
+
+    def any_object(self, depth):
+        d = self._d(depth)
+        name = "object" if d == 0 else f"object_d{d}"
+        if name not in self._shared:
+            self._shared.add(name)
+            self.g.define(name, None)
+            oo, oc, _, _, sep, kv, eo, _ = self.layout(depth)
+            member = seq(self.shared("string"), kv, self.any_value(depth + 1))
+            self.g.define(name, alt(eo, seq(oo, member, rep(seq(sep, member), 0, None), oc)))
+        return ref(name)
+
+    def any_array(self, depth):
+        d = self._d(depth)
+        name = "array" if d == 0 else f"array_d{d}"
+        if name not in self._shared:
+            self._shared.add(name)
+            self.g.define(name, None)
+            _, _, ao, ac, sep, _, _, ea = self.layout(depth)
+            v = self.any_value(depth + 1)
+            self.g.define(name, alt(ea, seq(ao, v, rep(seq(sep, v), 0, None), ac)))
+        return ref(name)
+
+    # ------------------------------------------------------------ literals
+
+    def str_text(self, s: str):
+        parts = []
+        run = []
+        for ch in s:
+            if ch in _SAFE:
+                run.append(ch)
+                continue
+            if run:
+                parts.append(lit("".join(run)))
+                run = []
+            parts.append(G.json_char(cs.single(ord(ch))))
+        if run:
+            parts.append(lit("".join(run)))
+        return seq(Q, *parts, Q)
+
+    @staticmethod
+    def num_text(v):
+        if isinstance(v, bool):
+            raise AssertionError
+        d = ir.to_dec(v)
+        if d == d.to_integral_value():
+            i = int(d)
+            zeros = opt(seq(lit("."), rep(lit("0"), 1, None)))
+            if i == 0:
+                return seq(opt(lit("-")), lit("0"), zeros)
+            return seq(lit(str(i)), zeros)
+        t = format(d.normalize(), "f")
+        if d.is_zero():
+            t = "0"
+        return seq(lit(t), rep(lit("0"), 0, None))
+
+    def value_text(self, v, depth):
+        if v is None:
+            return lit("null")
+        if v is True:
+            return lit("true")
+        if v is False:
+            return lit("false")
+        if isinstance(v, (int, float, Decimal)):
+            return self.num_text(v)
+        if isinstance(v, str):
+            return self.str_text(v)
+        oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
+        if isinstance(v, list):
+            if not v:
+                return ea
+            items = [self.value_text(x, depth + 1) for x in v]
+            out = [ao, items[0]]
+            for x in items[1:]:
+                out += [sep, x]
+            out.append(ac)
+            return seq(*out)
+        if not v:
+            return eo
+        pairs = [seq(self.str_text(k), kv, self.value_text(x, depth + 1)) for k, x in v.items()]
+        orders = itertools.permutations(pairs) if len(pairs) <= PERMUTE_MAX_KEYS else [pairs]
+        alts = []
+        for order in orders:
+            out = [oo, order[0]]
+            for x in order[1:]:
+                out += [sep, x]
+            out.append(oc)
+            alts.append(seq(*out))
+        return alt(*alts)
+
+    # ------------------------------------------------------------ numbers
+
+    def number(self, n, name):
+        if n.is_plain():
+            return self.shared("integer" if n.integer else "number")
+        try:
+            d = numeric.number_dfa(n)
+        except numeric.TooLarge as e:
+            self.unsupported("multipleOf" if (n.mults or n.notmults) else "minimum", n.src, str(e))
+            return self.shared("integer" if n.integer else "number")
+        if d.is_empty():
+            return None
+        return G.dfa_to_rules(self.g, d, self.g.unique(name + "__num"), EPS, G.cls)
+
+    # ------------------------------------------------------------ strings
+
+    def regex_expr(self, n):
+        k = n[0]
+        if k == "set":
+            return self.char_ref(n[1])
+        if k == "eps":
+            return EPS
+        if k == "cat":
+            return seq(*[self.regex_expr(x) for x in n[1]])
+        if k == "alt":
+            return alt(*[self.regex_expr(x) for x in n[1]])
+        if k == "rep":
+            return rep(self.regex_expr(n[1]), n[2], n[3])
+        raise AssertionError(k)
+
+    @staticmethod
+    def adjust_length(ast, minl, maxl):
+        """For concatenations with one variable part ``X{a,b}`` (X of fixed width), fold the
+        length bounds into the repetition; returns None when the shape does not fit."""
+        parts = list(ast[1]) if ast[0] == "cat" else [ast]
+        fixed = 0
+        var = None
+        for i, p in enumerate(parts):
+            lo, hi = rx.length_range(p)
+            if lo == hi:
+                fixed += lo
+                continue
+            if var is not None or p[0] != "rep":
+                return None
+            wlo, whi = rx.length_range(p[1])
+            if wlo != whi or wlo == 0:
+                return None
+            var = (i, p, wlo)
+        if var is None:
+            if fixed < minl or (maxl is not None and fixed > maxl):
+                return rx.NOTHING
+            return ast
+        i, p, w = var
+        a, b = p[2], p[3]
+        na = max(a, -((fixed - minl) // w)) if minl > fixed else a
+        nb = b
+        if maxl is not None:
+            cap = (maxl - fixed) // w if maxl >= fixed else -1
+            nb = cap if b is None else min(b, cap)
+        if nb is not None and na > nb:
+            return rx.NOTHING
+        parts[i] = ("rep", p[1], na, nb)
+        return rx.cat(*parts)
+
+    def string(self, n, name):
+        if n.is_plain():
+            return self.shared("string")
+        if not n.pos and not n.neg:
+            return seq(Q, rep(self.shared("char"), n.minl, n.maxl), Q)
+        if len(n.pos) == 1 and not n.neg and not rx.has_anchor(n.pos[0][0]):
+            ast = n.pos[0][0]
+            lo, hi = rx.length_range(ast)
+            if not (n.minl <= lo and (n.maxl is None or (hi is not None and hi <= n.maxl))):
+                ast = self.adjust_length(ast, n.minl, n.maxl)
+            if ast is not None:
+                return seq(Q, self.regex_expr(ast), Q) if ast != rx.NOTHING else None
+        try:
+            d = self.string_dfa(n)
+        except rx.RegexUnsupported as e:
+            ptr = n.pos[0][1] if n.pos else n.src
+            self.unsupported("pattern", ptr, f"{e}: the combination of pattern/format/length constraints is too "
+                                             "large to intersect exactly")
+            return self.shared("string")
+        if d.is_empty():
+            return None
+        rname = self.g.unique(name + "__str")
+        return seq(Q, G.dfa_to_rules(self.g, d, rname, Q, self.char_ref))
+
+    def string_dfa(self, n):
+        d = None
+        for ast, _ in n.pos:
+            x = ir.regex_dfa(ast)
+            d = x if d is None else fa.intersect(d, x, STATE_LIMIT)
+        for ast, _ in n.neg:
+            x = ir.regex_dfa(ast)
+            d = fa.negate(x) if d is None else fa.difference(d, x, STATE_LIMIT)
+        d = fa.restrict_alphabet(d)
+        if d.is_empty():
+            return d
+        lo, hi = fa.length_bounds(d)
+        if lo < n.minl or (n.maxl is not None and (hi is None or hi > n.maxl)):
+            d = fa.intersect(d, fa.length_dfa(n.minl, n.maxl), STATE_LIMIT)
+        return d
+
+    # ------------------------------------------------------------ arrays
+
+    def array(self, n, name, depth):
+        oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
+        closed = self.cx.strict and not n.ev_all and n.ev_n > 0
+        tail = n.items if n.items is not None else (ir.NEVER if closed else ir.ANY)
+        P = len(n.prefix)
+        minn, maxn = n.minn, n.maxn
+        if not tail:
+            maxn = P if maxn is None else min(maxn, P)
+        if maxn is not None and minn > maxn:
+            return None
+        contains = list(n.contains)
+        if contains:
+            keep = []
+            for cu, cmin, cmax, src in contains:
+                if ir.is_any(cu):
+                    minn = max(minn, cmin)
+                    if cmax is not None:
+                        maxn = cmax if maxn is None else min(maxn, cmax)
+                else:
+                    keep.append((cu, cmin, cmax, src))
+            contains = keep
+            if maxn is not None and minn > maxn:
+                return None
+        if n.unique is not None and not (maxn is not None and maxn <= 1):
+            if contains:
+                self.unsupported("uniqueItems", n.unique, "uniqueItems together with contains")
+            else:
+                return self.unique_array(n, name, depth, P, tail, minn, maxn)
+        if contains:
+            if len(contains) > 1:
+                self.unsupported("contains", contains[1][3], "several 'contains' constraints on one array")
+            return self.contains_array(n, name, depth, P, tail, minn, maxn, contains[0])
+        elems = [self.sub(n.prefix[i], f"{name}_{i}", depth + 1) for i in range(P if maxn is None else min(P, maxn))]
+        for i, e in enumerate(elems):
+            if e is None:
+                if i < minn:
+                    return None
+                maxn = i if maxn is None else min(maxn, i)
+                break
+        t = None
+        if maxn is None or maxn > P:
+            t = self.sub(tail, f"{name}_item", depth + 1)
+            if t is None:
+                maxn = P if maxn is None else min(maxn, P)
+                if minn > maxn:
+                    return None
+
+        def rest(i):
+            if maxn is not None and i >= maxn:
+                return EPS
+            if i < P:
+                if i >= len(elems) or elems[i] is None:
+                    return EPS if i >= minn else None
+                return alt(EPS if i >= minn else None, seq(sep, elems[i], rest(i + 1)))
+            return rep(seq(sep, t), max(0, minn - i), None if maxn is None else maxn - i)
+
+        if maxn == 0:
+            return ea
+        first = seq(elems[0], rest(1)) if P > 0 else seq(t, rest(1))
+        return alt(ea if minn == 0 else None, seq(ao, first, ac))
+
+    def _pos_schema(self, n, i, tail):
+        return n.prefix[i] if i < len(n.prefix) else tail
+
+    def contains_array(self, n, name, depth, P, tail, minn, maxn, c):
+        oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
+        cu, cmin, cmax, src = c
+        try:
+            ncu = ir.negate(self.cx, cu)
+        except ir.NotExpressible as e:
+            self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
+            return self.array(n.copy(contains=()), name, depth)
+        I = maxn if maxn is not None else max(P, minn)
+        ccap = cmax + 1 if cmax is not None else cmin
+        if (I + 1) * (ccap + 1) > STATE_LIMIT:
+            self.unsupported("contains", src, "the counting automaton for contains/minItems/maxItems is too large")
+            return self.array(n.copy(contains=()), name, depth)
+        exprs = {}
+
+        def pos_exprs(p):
+            if p not in exprs:
+                s = self._pos_schema(n, p, tail) if p < P else tail
+                m = ir.intersect(self.cx, s, cu)
+                u = ir.intersect(self.cx, s, ncu)
+                tag = p if p < P else "item"
+                exprs[p] = (self.sub(m, f"{name}_{tag}_c", depth + 1), self.sub(u, f"{name}_{tag}_n", depth + 1))
+            return exprs[p]
+
+        states = {}
+
+        def state(i, cnt, first):
+            key = (i, cnt, first)
+            if key in states:
+                return states[key]
+            rn = f"{name}__s{i}_{cnt}" + ("f" if first else "")
+            states[key] = ref(rn)
+            self.g.define(rn, None)
+            can_end = i >= minn and cnt >= cmin and (cmax is None or cnt <= cmax)
+            alts = []
+            if can_end and not first:
+                alts.append(EPS)
+            if maxn is None or i < maxn:
+                p = i if i < P else P
+                me, ue = pos_exprs(p)
+                ni = i + 1 if maxn is not None else min(i + 1, I)
+                s_ = EPS if first else sep
+                if me is not None and (cmax is None or cnt + 1 <= cmax):
+                    alts.append(seq(s_, me, state(ni, min(cnt + 1, ccap), False)))
+                if ue is not None:
+                    alts.append(seq(s_, ue, state(ni, cnt, False)))
+            self.g.define(rn, alt(*alts))
+            return states[key]
+
+        empty_ok = minn == 0 and cmin == 0
+        body = seq(ao, state(0, 0, True), ac)
+        return alt(ea if empty_ok else None, body)
+
+    def _enum_values(self, u):
+        vals = []
+        for node in u:
+            if node.kind == "ref":
+                sub = self._enum_values(self.cx.ref_union(node.name))
+                if sub is None:
+                    return None
+                vals.extend(sub)
+            elif node.kind == "enum":
+                vals.extend(node.values)
+            elif node.kind == "boolean":
+                vals.extend(v for v in (True, False) if v in node.vals)
+            elif node.kind == "null":
+                vals.append(None)
+            else:
+                return None
+        return vals
+
+    def unique_array(self, n, name, depth, P, tail, minn, maxn):
+        oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
+        positions = P + (1 if tail else 0)
+        per_pos = []
+        for p in range(positions):
+            s = self._pos_schema(n, p, tail) if p < P else tail
+            try:
+                vs = self._enum_values(s)
+            except ir.NotExpressible:
+                vs = None
+            if vs is None:
+                self.unsupported("uniqueItems", n.unique, "item values are not a small finite set (enum/const/"
+                                                          "boolean/null), so uniqueness cannot be enforced by a "
+                                                          "grammar")
+                return self.array(n.copy(unique=None), name, depth)
+            per_pos.append(vs)
+        allv = []
+        idx = {}
+        for vs in per_pos:
+            for v in vs:
+                k = ir.jkey(v)
+                if k not in idx:
+                    idx[k] = len(allv)
+                    allv.append(v)
+        if len(allv) > UNIQUE_MAX_VALUES:
+            self.unsupported("uniqueItems", n.unique, f"{len(allv)} distinct item values (at most "
+                                                      f"{UNIQUE_MAX_VALUES} are enumerated)")
+            return self.array(n.copy(unique=None), name, depth)
+        limit = len(allv) if maxn is None else min(maxn, len(allv))
+        if minn > limit:
+            return None
+        texts = [self.value_text(v, depth + 1) for v in allv]
+        pos_bits = [[idx[ir.jkey(v)] for v in vs] for vs in per_pos]
+        states = {}
+
+        def state(i, used, first):
+            key = (min(i, P), used, first) if maxn is None else (i, used, first)
+            if key in states:
+                return states[key]
+            if len(states) > STATE_LIMIT:
+                raise ir.NotExpressible("uniqueItems automaton too large")
+            rn = f"{name}__u{len(states)}"
+            states[key] = ref(rn)
+            self.g.define(rn, None)
+            alts = []
+            if i >= minn and not first:
+                alts.append(EPS)
+            if i < limit:
+                p = i if i < P else P
+                if p < positions:
+                    for b in pos_bits[p]:
+                        if not used >> b & 1:
+                            alts.append(seq(EPS if first else sep, texts[b], state(i + 1, used | (1 << b), False)))
+            self.g.define(rn, alt(*alts))
+            return states[key]
+
+        try:
+            body = seq(ao, state(0, 0, True), ac)
+        except ir.NotExpressible as e:
+            self.unsupported("uniqueItems", n.unique, str(e))
+            return self.array(n.copy(unique=None), name, depth)
+        return alt(ea if minn == 0 else None, body)
+
+    # ------------------------------------------------------------ objects
+
+    def _matches(self, ast, key):
+        try:
+            return ir.regex_dfa(ast).run(key)
+        except rx.RegexUnsupported as e:
+            raise ir.NotExpressible(str(e))
+
+    def object(self, n, name, depth):
+        oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
+        cx = self.cx
+        addl = n.addl
+        closed = cx.strict and not n.ev_all and (n.ev_keys or n.ev_pats)
+        if closed:
+            addl = addl + ((ir.NEVER, n.ev_keys | frozenset(n.required), n.ev_pats),)
+        if n.is_plain() and not addl:
+            return self.any_object(depth)
+        listed = [k for k, _ in n.props] + [r for r in n.required if n.prop(r) is None]
+        req = set(n.required)
+        try:
+            entries = []
+            for k in listed:
+                u = n.prop(k)
+                u = ir.ANY if u is None else u
+                for ast, su in n.patterns:
+                    if u and self._matches(ast, k):
+                        u = ir.intersect(cx, u, su)
+                for su, keys, pats in addl:
+                    if u and k not in keys and not any(self._matches(p, k) for p in pats):
+                        u = ir.intersect(cx, u, su)
+                for nu in n.names:
+                    if u and not ir.validate(cx, nu, k):
+                        u = ir.NEVER
+                e = self.sub(u, f"{name}_{_sanitize(k, 30)}", depth + 1) if u else None
+                if e is None:
+                    if k in req:
+                        return None
+                    continue
+                entries.append((seq(self.str_text(k), kv, e), k in req))
+            extras = self.object_extras(n, addl, listed, name, depth, kv)
+        except ir.NotExpressible as e:
+            self.unsupported("patternProperties" if n.patterns else "properties", n.src, str(e))
+            return self.any_object(depth)
+        pmin, pmax = n.minp, n.maxp
+        nreq = sum(1 for _, r in entries if r)
+        if pmax is not None and nreq > pmax:
+            return None
+        if extras is None and pmin > len(entries):
+            return None
+        bounded = pmin > nreq or pmax is not None
+        if not bounded:
+            pmin, pmax = 0, None
+        cap = max(pmin, 1) if pmax is None else pmax
+        nent = len(entries)
+        if (nent + 1) * (cap + 1) > STATE_LIMIT:
+            self.unsupported("maxProperties" if pmax is not None else "minProperties", n.src,
+                             "the property-counting automaton is too large")
+            pmin, pmax, cap = 0, None, 1
+        memo = {}
+
+        def extras_tail(c, first):
+            lo = max(0, pmin - c)
+            hi = None if pmax is None else pmax - c
+            if hi is not None and hi < lo:
+                return None
+            if extras is None:
+                return EPS if lo == 0 and not first else None
+            if first:
+                if hi == 0:
+                    return None
+                return seq(extras, rep(seq(sep, extras), max(0, lo - 1), None if hi is None else hi - 1))
+            return rep(seq(sep, extras), lo, hi)
+
+        def state(i, c):
+            """Content after keys < i were decided with c emitted (c == 0: nothing yet, and
+            the content must be non-empty)."""
+            cc = min(c, cap) if pmax is None else c
+            key = (i, cc)
+            if key in memo:
+                return memo[key]
+            if i == nent:
+                e = extras_tail(cc, cc == 0)
+                memo[key] = e
+                return e
+            rn = f"{name}__{'f' if cc == 0 else 'p'}{i}" + (f"_{cc}" if bounded and cc > 0 else "")
+            memo[key] = ref(rn)
+            self.g.define(rn, None)
+            kvx, required = entries[i]
+            alts = []
+            if pmax is None or cc + 1 <= pmax:
+                alts.append(seq(EPS if cc == 0 else sep, kvx, state(i + 1, cc + 1)))
+            if not required:
+                alts.append(state(i + 1, cc))
+            body = alt(*alts)
+            if body is not None and body[0] == "ref" and body[1] != rn:
+                self.g.rules.pop(rn)
+                memo[key] = body
+                return body
+            self.g.define(rn, body)
+            return memo[key]
+
+        content = state(0, 0)
+        empty_ok = nreq == 0 and pmin == 0
+        return alt(eo if empty_ok else None, seq(oo, content, oc) if content is not None else None)
+
+    def object_extras(self, n, addl, listed, name, depth, kv):
+        """Alternatives for one additional property (key, separator, value), or None."""
+        cx = self.cx
+        pats = []
+        for ast, _ in n.patterns:
+            if ast not in pats:
+                pats.append(ast)
+        for _, _, ps in addl:
+            for ast in ps:
+                if ast not in pats:
+                    pats.append(ast)
+        names_dfa = None
+        if n.names:
+            for nu in n.names:
+                d = self.names_dfa(nu)
+                names_dfa = d if names_dfa is None else fa.intersect(names_dfa, d, STATE_LIMIT)
+            if names_dfa.is_empty():
+                return None
+
+        def value_for(matched):
+            u = ir.ANY
+            for ast, su in n.patterns:
+                if ast in matched:
+                    u = ir.intersect(cx, u, su)
+            for su, keys, ps in addl:
+                if not any(p in matched for p in ps):
+                    u = ir.intersect(cx, u, su)
+            return u
+
+        listed_set = sorted(set(listed))
+        if not pats and names_dfa is None:
+            u = value_for(())
+            if not u:
+                return None
+            key = self.key_not_in(listed_set)
+            v = self.sub(u, f"{name}_addl", depth + 1)
+            if v is None:
+                return None
+            return seq(key, kv, v)
+        try:
+            base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
+            if names_dfa is not None:
+                base = names_dfa if base is None else fa.intersect(base, names_dfa, STATE_LIMIT)
+            regions = [((), base)]
+            for p in pats:
+                pd = ir.regex_dfa(p)
+                nxt = []
+                for m, d in regions:
+                    inside = pd if d is None else fa.intersect(d, pd, STATE_LIMIT)
+                    outside = fa.negate(pd) if d is None else fa.difference(d, pd, STATE_LIMIT)
+                    if not inside.is_empty():
+                        nxt.append((m + (p,), inside))
+                    if not outside.is_empty():
+                        nxt.append((m, outside))
+                regions = nxt
+                if len(regions) > 64:
+                    raise ir.NotExpressible("too many patternProperties regions")
+        except rx.RegexUnsupported as e:
+            raise ir.NotExpressible(str(e))
+        simple = {}
+        if names_dfa is None:
+            # A region "matches exactly pattern p" needs no automaton when no listed key
+            # and no other pattern can match p's strings: emit p structurally.
+            for p in pats:
+                if rx.has_anchor(p) or any(self._matches(p, k) for k in listed_set):
+                    continue
+                pd = ir.regex_dfa(p)
+                if all(q is p or fa.intersect(pd, ir.regex_dfa(q), STATE_LIMIT).is_empty() for q in pats):
+                    simple[p] = True
+        alts = []
+        for i, (m, d) in enumerate(regions):
+            u = value_for(m)
+            if not u:
+                continue
+            if len(m) == 1 and m[0] in simple:
+                key = seq(Q, self.regex_expr(m[0]), Q)
+            elif d is None:
+                key = self.shared("string")
+            else:
+                d = fa.restrict_alphabet(d)
+                if d.is_empty():
+                    continue
+                key = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(f"{name}__key{i}"), Q, self.char_ref))
+            v = self.sub(u, f"{name}_addl{i}", depth + 1)
+            if v is not None:
+                alts.append(seq(key, kv, v))
+        return alt(*alts)
+
+    def names_dfa(self, nu):
+        d = None
+        for node in nu:
+            if node.kind == "ref":
+                x = self.names_dfa(self.cx.ref_union(node.name))
+            elif node.kind == "string":
+                if node.is_plain():
+                    x = fa.length_dfa(0, None)
+                elif not node.pos and not node.neg:
+                    x = fa.length_dfa(node.minl, node.maxl)
+                else:
+                    x = self.string_dfa(node)
+            elif node.kind == "enum":
+                strs = [v for v in node.values if isinstance(v, str)]
+                x = fa.literal_set_dfa(strs) if strs else fa.DFA([], [])
+            else:
+                continue
+            d = x if d is None else fa.union(d, x, STATE_LIMIT)
+        return d if d is not None else fa.DFA([], [])
+
+    def key_not_in(self, words):
+        """A JSON string (with quotes) whose decoded value is not one of ``words``."""
+        if not words:
+            return self.shared("string")
+        trie: dict = {}
+        for w in words:
+            t = trie
+            for ch in w:
+                t = t.setdefault(ch, {})
+            t[""] = {}
+        rest = seq(rep(self.shared("char"), 0, None), Q)
+
+        name = "key_" + hashlib.blake2b(json.dumps(words).encode(), digest_size=5).hexdigest()
+        counter = [0]
+
+        def node(t, depth=0):
+            if depth >= 16:
+                counter[0] += 1
+                sub = f"{name}__t{counter[0]}"
+                self.g.define(sub, node(t))
+                return ref(sub)
+            alts = []
+            chars = sorted(k for k in t if k)
+            for ch in chars:
+                alts.append(seq(G.json_char(cs.single(ord(ch))), node(t[ch], depth + 1)))
+            other = cs.complement(cs.normalize((ord(c), ord(c)) for c in chars)) if chars else cs.ALL
+            oc = self.char_ref(other)
+            if oc is not None:
+                alts.append(seq(oc, rest))
+            if "" not in t:
+                alts.append(Q)
+            return alt(*alts)
+
+        if name not in self._shared:
+            self._shared.add(name)
+            self.g.define(name, node(trie))
+        return seq(Q, ref(name))

@@ -1,0 +1,469 @@
+"""A tiny grammar AST, its printer in xgrammar's EBNF dialect, and the JSON text encodings
+(string characters with every escape form, hex escapes, automata → rules).
+
+Expressions are tuples:
+
+* ``("lit", text)``          a literal (printed as a quoted string)
+* ``("cls", charset)``       one code point from a non-empty set
+* ``("seq", (e, ...))``      sequence; ``EPS`` is the empty sequence
+* ``("alt", (e, ...))``      choice
+* ``("rep", e, lo, hi)``     repetition, ``hi`` None for unbounded
+* ``("ref", name)``          a rule
+* ``None``                   the empty language (never printed: pruned before printing)
+"""
+
+from __future__ import annotations
+
+from . import automaton as fa
+from . import charset as cs
+from . import regex as rx
+
+EPS = ("seq", ())
+NEVER = None
+
+
+def lit(s: str):
+    return ("lit", s) if s else EPS
+
+
+def cls(c):
+    return ("cls", c) if c else NEVER
+
+
+def ref(name: str):
+    return ("ref", name)
+
+
+def seq(*items):
+    out = []
+    for e in items:
+        if e is None:
+            return None
+        if e[0] == "seq":
+            for x in e[1]:
+                if out and x[0] == "lit" and out[-1][0] == "lit":
+                    out[-1] = ("lit", out[-1][1] + x[1])
+                else:
+                    out.append(x)
+        elif e[0] == "lit" and out and out[-1][0] == "lit":
+            out[-1] = ("lit", out[-1][1] + e[1])
+        else:
+            out.append(e)
+    if len(out) == 1:
+        return out[0]
+    return ("seq", tuple(out))
+
+
+def alt(*items):
+    out = []
+    for e in items:
+        if e is None:
+            continue
+        if e[0] == "alt":
+            for x in e[1]:
+                if x not in out:
+                    out.append(x)
+        elif e not in out:
+            out.append(e)
+    if not out:
+        return None
+    if len(out) == 1:
+        return out[0]
+    return ("alt", tuple(out))
+
+
+def rep(e, lo: int, hi):
+    if hi is not None and hi < lo:
+        return None
+    if e is None:
+        return EPS if lo == 0 else None
+    if hi == 0 or e == EPS:
+        return EPS
+    if lo == 1 and hi == 1:
+        return e
+    return ("rep", e, lo, hi)
+
+
+def opt(e):
+    return rep(e, 0, 1)
+
+
+# ---------------------------------------------------------------- printing
+
+def _esc_cp(cp: int, in_class: bool) -> str:
+    if cp == 0x22 and not in_class:
+        return '\\"'
+    if cp == 0x5C:
+        return "\\\\"
+    if in_class and cp in (0x5D, 0x5B, 0x2D, 0x5E):
+        return "\\" + chr(cp)
+    if cp == 0x0A:
+        return "\\n"
+    if cp == 0x0D:
+        return "\\r"
+    if cp == 0x09:
+        return "\\t"
+    if cp < 0x20 or cp == 0x7F:
+        return "\\x%02x" % cp
+    if cp < 0x7F:
+        return chr(cp)
+    if cp <= 0xFFFF:
+        return "\\u%04x" % cp
+    return chr(cp)
+
+
+def _print_class(c) -> str:
+    neg = cs.difference(cs.complement(c), cs.normalize([(cs.SURR_LO, cs.SURR_HI)]))
+    use_neg = len(neg) < len(c)
+    body = neg if use_neg else c
+    parts = []
+    for lo, hi in body:
+        if lo == hi:
+            parts.append(_esc_cp(lo, True))
+        elif hi == lo + 1:
+            parts.append(_esc_cp(lo, True) + _esc_cp(hi, True))
+        else:
+            parts.append(_esc_cp(lo, True) + "-" + _esc_cp(hi, True))
+    if use_neg and not body:
+        return "[^\\x00-" + chr(cs.MAX_CP) + "]" if not c else "[\\x00-" + chr(cs.MAX_CP) + "]"
+    return ("[^" if use_neg else "[") + "".join(parts) + "]"
+
+
+def print_expr(e, prec: int = 0) -> str:
+    """prec: 0 = alternatives allowed, 1 = inside a sequence, 2 = operand of a quantifier."""
+    k = e[0]
+    if k == "lit":
+        return '"' + "".join(_esc_cp(ord(ch), False) for ch in e[1]) + '"'
+    if k == "cls":
+        c = e[1]
+        if len(c) == 1 and c[0][0] == c[0][1]:
+            return '"' + _esc_cp(c[0][0], False) + '"'
+        return _print_class(c)
+    if k == "ref":
+        return e[1]
+    if k == "seq":
+        if not e[1]:
+            return '""'
+        items = []
+        for x in e[1]:
+            if x[0] == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
+                x = ("lit", chr(x[1][0][0]))
+            if x[0] == "lit" and items and items[-1][0] == "lit":
+                items[-1] = ("lit", items[-1][1] + x[1])
+            else:
+                items.append(x)
+        s = " ".join(print_expr(x, 1) for x in items)
+        return "(" + s + ")" if prec >= 2 and len(items) > 1 else s
+    if k == "alt":
+        s = " | ".join(print_expr(x, 1) for x in e[1])
+        return "(" + s + ")" if prec >= 1 else s
+    if k == "rep":
+        inner = print_expr(e[1], 2)
+        lo, hi = e[2], e[3]
+        if lo == 0 and hi is None:
+            q = "*"
+        elif lo == 1 and hi is None:
+            q = "+"
+        elif lo == 0 and hi == 1:
+            q = "?"
+        elif hi is None:
+            q = "{%d,}" % lo
+        elif lo == hi:
+            q = "{%d}" % lo
+        else:
+            q = "{%d,%d}" % (lo, hi)
+        if e[1][0] == "rep":
+            inner = "(" + inner + ")"
+        return inner + q
+    raise AssertionError(k)
+
+
+def walk_refs(e, out):
+    if e is None:
+        return
+    k = e[0]
+    if k == "ref":
+        out.append(e[1])
+    elif k in ("seq", "alt"):
+        for x in e[1]:
+            walk_refs(x, out)
+    elif k == "rep":
+        walk_refs(e[1], out)
+
+
+def _productive(e, prod) -> bool:
+    k = e[0]
+    if k in ("lit", "cls"):
+        return True
+    if k == "ref":
+        return e[1] in prod
+    if k == "seq":
+        return all(_productive(x, prod) for x in e[1])
+    if k == "alt":
+        return any(_productive(x, prod) for x in e[1])
+    if k == "rep":
+        return e[2] == 0 or _productive(e[1], prod)
+    raise AssertionError(k)
+
+
+def _prune(e, prod):
+    k = e[0]
+    if k in ("lit", "cls"):
+        return e
+    if k == "ref":
+        return e if e[1] in prod else None
+    if k == "seq":
+        return seq(*[_prune(x, prod) for x in e[1]])
+    if k == "alt":
+        return alt(*[_prune(x, prod) for x in e[1]])
+    if k == "rep":
+        return rep(_prune(e[1], prod), e[2], e[3])
+    raise AssertionError(k)
+
+
+def _rename(e, m):
+    k = e[0]
+    if k == "ref":
+        return ("ref", m.get(e[1], e[1]))
+    if k in ("seq", "alt"):
+        return (k, tuple(_rename(x, m) for x in e[1]))
+    if k == "rep":
+        return ("rep", _rename(e[1], m), e[2], e[3])
+    return e
+
+
+class Grammar:
+    """Rules in creation order; names are unique identifiers chosen by the caller."""
+
+    def __init__(self):
+        self.rules: dict = {}
+
+    def has(self, name):
+        return name in self.rules
+
+    def define(self, name, body):
+        self.rules[name] = body
+
+    def unique(self, base: str) -> str:
+        if base not in self.rules:
+            return base
+        i = 1
+        while f"{base}_{i}" in self.rules:
+            i += 1
+        return f"{base}_{i}"
+
+    def finalize(self, root: str) -> str | None:
+        """Prunes unproductive parts, drops unreachable rules, merges rules with identical
+        bodies and prints. Returns None when the root derives nothing."""
+        rules = {k: v for k, v in self.rules.items() if v is not None}
+        prod: set = set()
+        changed = True
+        while changed:
+            changed = False
+            for name, body in rules.items():
+                if name not in prod and _productive(body, prod):
+                    prod.add(name)
+                    changed = True
+        if root not in prod:
+            return None
+        rules = {k: _prune(v, prod) for k, v in rules.items() if k in prod}
+        # Merge rules with identical bodies until stable (canonical output).
+        while True:
+            seen: dict = {}
+            m: dict = {}
+            for name, body in rules.items():
+                key = body
+                if key in seen and name != root:
+                    m[name] = seen[key]
+                else:
+                    seen.setdefault(key, name)
+            if not m:
+                break
+            rules = {k: _rename(v, m) for k, v in rules.items() if k not in m}
+        order = []
+        seen_r = {root}
+        queue = [root]
+        while queue:
+            name = queue.pop(0)
+            order.append(name)
+            refs: list = []
+            walk_refs(rules[name], refs)
+            for r in refs:
+                if r not in seen_r:
+                    seen_r.add(r)
+                    queue.append(r)
+        return "".join(f"{name} ::= {print_expr(rules[name])}\n" for name in order)
+
+
+# ---------------------------------------------------------------- automata → rules
+
+def dfa_to_rules(g: Grammar, d: fa.DFA, name: str, tail, enc):
+    """Emits a trimmed DFA as right-linear rules ``name``, ``name_1``, ...; ``tail`` is
+    appended where the DFA accepts; ``enc(charset)`` gives the expression for one input
+    code point. Returns the expression for the start state, or NEVER if empty."""
+    if d.n == 0:
+        return None
+    indeg = [0] * d.n
+    for s in range(d.n):
+        for _, t in d.trans[s]:
+            if t != s:
+                indeg[t] += 1
+    names = {}
+    for s in range(d.n):
+        if s == 0 or indeg[s] != 1:
+            names[s] = name if s == 0 else f"{name}__q{s}"
+    # Bound the nesting of inlined states (deep expressions are slow to print and parse).
+    depth = {0: 0}
+    order = [0]
+    for s in order:
+        for _, t in d.trans[s]:
+            if t not in depth:
+                depth[t] = 0 if t in names else depth[s] + 1
+                if depth[t] >= 24:
+                    names[t] = f"{name}__q{t}"
+                    depth[t] = 0
+                order.append(t)
+
+    def body(s):
+        loop = None
+        alts = []
+        for c, t in d.trans[s]:
+            if t == s:
+                loop = enc(c)
+            elif t in names:
+                alts.append(seq(enc(c), ref(names[t])))
+            else:
+                alts.append(seq(enc(c), body(t)))
+        if d.accept[s]:
+            alts.append(tail)
+        rest = alt(*alts)
+        if loop is not None:
+            return seq(rep(loop, 0, None), rest)
+        return rest
+
+    for s, nm in names.items():
+        g.define(nm, body(s))
+    return ref(name)
+
+
+def dfa_to_expr(d: fa.DFA, enc):
+    """Inline expression for a small acyclic DFA (no rules)."""
+    if d.n == 0:
+        return None
+    memo = {}
+
+    def body(s):
+        if s in memo:
+            return memo[s]
+        alts = []
+        for c, t in d.trans[s]:
+            alts.append(seq(enc(c), body(t)))
+        if d.accept[s]:
+            alts.append(EPS)
+        memo[s] = alt(*alts)
+        return memo[s]
+
+    return body(0)
+
+
+# ---------------------------------------------------------------- JSON text encodings
+
+HEX = cs.normalize([(0x30, 0x39), (0x61, 0x66)])
+
+
+def _split_range(lo, hi, width, base):
+    if width == 0:
+        return [()]
+    p = base ** (width - 1)
+    lo_d, lo_r = divmod(lo, p)
+    hi_d, hi_r = divmod(hi, p)
+    if lo_d == hi_d:
+        return [((lo_d, lo_d),) + r for r in _split_range(lo_r, hi_r, width - 1, base)]
+    out = []
+    if lo_r != 0:
+        out += [((lo_d, lo_d),) + r for r in _split_range(lo_r, p - 1, width - 1, base)]
+        lo_d += 1
+    tail = []
+    if hi_r != p - 1:
+        tail = [((hi_d, hi_d),) + r for r in _split_range(0, hi_r, width - 1, base)]
+        hi_d -= 1
+    if lo_d <= hi_d:
+        out.append(((lo_d, hi_d),) + ((0, base - 1),) * (width - 1))
+    return out + tail
+
+
+_HEXCH = "0123456789abcdef"
+
+
+def _digit_set(lo, hi):
+    return cs.normalize((ord(_HEXCH[d]), ord(_HEXCH[d])) for d in range(lo, hi + 1))
+
+
+_hex_cache: dict = {}
+
+
+def hex4(ranges):
+    """Expression for 4 hex digits (either case) whose value lies in ``ranges``."""
+    key = tuple(ranges)
+    r = _hex_cache.get(key)
+    if r is not None:
+        return r
+    pats = []
+    for lo, hi in ranges:
+        for p in _split_range(lo, hi, 4, 16):
+            pats.append(rx.cat(*[("set", _digit_set(a, b)) for a, b in p]))
+    d = fa.from_regex(rx.alt(*pats), limit=100000)
+    r = dfa_to_expr(d, lambda c: cls(cs.case_fold_ascii(c)))
+    if len(_hex_cache) > 4096:
+        _hex_cache.clear()
+    _hex_cache[key] = r
+    return r
+
+
+_SHORT_ESC = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
+RAW_OK = cs.difference(cs.SCALARS, cs.normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+_json_char_cache: dict = {}
+
+
+def json_char(c):
+    """Expression for one JSON-string character whose decoded code point is in ``c``:
+    the raw character where JSON allows it, its short escape, and every ``\\uXXXX`` form
+    (surrogate pairs for astral code points). Lone surrogates are never produced."""
+    r = _json_char_cache.get(c)
+    if r is not None:
+        return r
+    c = cs.intersect(c, cs.SCALARS)
+    alts = []
+    raw = cs.intersect(c, RAW_OK)
+    if raw:
+        alts.append(cls(raw))
+    short = [ord(ch) for cp, ch in _SHORT_ESC.items() if cs.contains(c, cp)]
+    if short:
+        alts.append(seq(lit("\\"), cls(cs.normalize((x, x) for x in short))))
+    bmp = cs.intersect(c, ((0, 0xFFFF),))
+    if bmp:
+        alts.append(seq(lit("\\u"), hex4(bmp)))
+    astral = cs.intersect(c, ((0x10000, cs.MAX_CP),))
+    if astral:
+        pairs: dict = {}
+        for lo, hi in astral:
+            h1, l1 = 0xD800 + ((lo - 0x10000) >> 10), 0xDC00 + ((lo - 0x10000) & 0x3FF)
+            h2, l2 = 0xD800 + ((hi - 0x10000) >> 10), 0xDC00 + ((hi - 0x10000) & 0x3FF)
+            if h1 == h2:
+                pairs.setdefault(((l1, l2),), []).append((h1, h1))
+            else:
+                pairs.setdefault(((l1, 0xDFFF),), []).append((h1, h1))
+                if h2 > h1 + 1:
+                    pairs.setdefault(((0xDC00, 0xDFFF),), []).append((h1 + 1, h2 - 1))
+                pairs.setdefault(((0xDC00, l2),), []).append((h2, h2))
+        merged: dict = {}
+        for lows, highs in pairs.items():
+            merged.setdefault(cs.normalize(highs), cs.EMPTY)
+            merged[cs.normalize(highs)] = cs.union(merged[cs.normalize(highs)], lows)
+        for highs, lows in merged.items():
+            alts.append(seq(lit("\\u"), hex4(highs), lit("\\u"), hex4(lows)))
+    r = alt(*alts)
+    if len(_json_char_cache) > 4096:
+        _json_char_cache.clear()
+    _json_char_cache[c] = r
+    return r

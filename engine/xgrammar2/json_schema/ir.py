@@ -1,0 +1,714 @@
+"""Normalized schema IR: a schema is a *union* (tuple) of typed nodes, each describing a
+set of JSON values of one type with a conjunction of constraints. allOf is computed by
+intersecting unions, ``not``/``oneOf``/``if`` by negating them where the negation stays in
+the IR (otherwise UnsupportedSchemaError).
+
+``cx`` arguments are the converter (see convert.py); it resolves references and reports
+unsupported constructs.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from . import automaton as fa
+from . import regex as rx
+
+
+class NotExpressible(Exception):
+    """Raised by negate() and friends; the converter turns it into an Unsupported error
+    that names the keyword being converted."""
+
+
+def to_dec(x) -> Decimal:
+    if isinstance(x, Decimal):
+        return x
+    if isinstance(x, int):
+        return Decimal(x)
+    return Decimal(repr(float(x)))
+
+
+# ---------------------------------------------------------------- nodes
+
+class Node:
+    __slots__ = ()
+    kind = ""
+
+    def copy(self, **kw):
+        n = object.__new__(type(self))
+        for s in self.__slots__:
+            object.__setattr__(n, s, kw[s] if s in kw else getattr(self, s))
+        return n
+
+
+class Null(Node):
+    __slots__ = ()
+    kind = "null"
+
+
+class Bool(Node):
+    __slots__ = ("vals",)
+    kind = "boolean"
+
+    def __init__(self, vals=frozenset((True, False))):
+        self.vals = frozenset(vals)
+
+
+class Num(Node):
+    """``nots``: excluded values; ``nonint``: must have a non-zero fractional part;
+    ``notmults``: must not be a multiple of any of these."""
+    __slots__ = ("integer", "lo", "lo_x", "hi", "hi_x", "mults", "nots", "nonint", "notmults", "src")
+    kind = "number"
+
+    def __init__(self, integer=False, lo=None, lo_x=False, hi=None, hi_x=False, mults=(), nots=(),
+                 nonint=False, notmults=(), src="#"):
+        self.integer = integer
+        self.lo, self.lo_x, self.hi, self.hi_x = lo, lo_x, hi, hi_x
+        self.mults, self.nots, self.nonint, self.notmults = mults, nots, nonint, notmults
+        self.src = src
+
+    def trivially_empty(self):
+        if self.integer and self.nonint:
+            return True
+        if self.lo is not None and self.hi is not None:
+            if self.lo > self.hi or (self.lo == self.hi and (self.lo_x or self.hi_x)):
+                return True
+            if self.integer:
+                lo = _ceil(self.lo) + (1 if self.lo_x and self.lo == _ceil(self.lo) else 0)
+                hi = _floor(self.hi) - (1 if self.hi_x and self.hi == _floor(self.hi) else 0)
+                if lo > hi:
+                    return True
+        return False
+
+    def is_plain(self):
+        return (self.lo is None and self.hi is None and not self.mults and not self.nots
+                and not self.nonint and not self.notmults)
+
+
+def _ceil(d: Decimal) -> Decimal:
+    return d.to_integral_value(rounding="ROUND_CEILING")
+
+
+def _floor(d: Decimal) -> Decimal:
+    return d.to_integral_value(rounding="ROUND_FLOOR")
+
+
+class Str(Node):
+    """``pos``/``neg``: tuples of (regex AST with full-match semantics, source pointer)."""
+    __slots__ = ("minl", "maxl", "pos", "neg", "src")
+    kind = "string"
+
+    def __init__(self, minl=0, maxl=None, pos=(), neg=(), src="#"):
+        self.minl, self.maxl, self.pos, self.neg, self.src = minl, maxl, pos, neg, src
+
+    def is_plain(self):
+        return self.minl == 0 and self.maxl is None and not self.pos and not self.neg
+
+
+class Arr(Node):
+    """``items`` None: unspecified (any value, not evaluated). ``contains``: tuple of
+    (union, min, max, src). ``unique``: src pointer or None. ``ev_n``/``ev_all``: items
+    evaluated by prefixItems/items (for unevaluatedItems and strict mode)."""
+    __slots__ = ("prefix", "items", "minn", "maxn", "contains", "unique", "ev_n", "ev_all", "src")
+    kind = "array"
+
+    def __init__(self, prefix=(), items=None, minn=0, maxn=None, contains=(), unique=None, ev_n=0,
+                 ev_all=False, src="#"):
+        self.prefix, self.items, self.minn, self.maxn = prefix, items, minn, maxn
+        self.contains, self.unique, self.ev_n, self.ev_all, self.src = contains, unique, ev_n, ev_all, src
+
+    def is_plain(self):
+        return (not self.prefix and self.items is None and self.minn == 0 and self.maxn is None
+                and not self.contains and self.unique is None)
+
+
+class Obj(Node):
+    """``props``: tuple of (key, union) in emission order (conjunction of all ``properties``
+    entries for that key). ``patterns``: tuple of (regex AST, union). ``addl``: tuple of
+    (union, keys, pattern ASTs): values of keys outside ``keys`` and matching none of the
+    patterns must be in the union. ``names``: unions every key must satisfy.
+    ``ev_keys``/``ev_pats``/``ev_all``: what properties/patternProperties/
+    additionalProperties evaluated (unevaluatedProperties and strict mode)."""
+    __slots__ = ("props", "required", "patterns", "addl", "names", "minp", "maxp", "ev_keys",
+                 "ev_pats", "ev_all", "src")
+    kind = "object"
+
+    def __init__(self, props=(), required=(), patterns=(), addl=(), names=(), minp=0, maxp=None,
+                 ev_keys=frozenset(), ev_pats=(), ev_all=False, src="#"):
+        self.props, self.required, self.patterns, self.addl = props, required, patterns, addl
+        self.names, self.minp, self.maxp = names, minp, maxp
+        self.ev_keys, self.ev_pats, self.ev_all, self.src = ev_keys, ev_pats, ev_all, src
+
+    def is_plain(self):
+        return (not self.props and not self.required and not self.patterns and not self.addl
+                and not self.names and self.minp == 0 and self.maxp is None)
+
+    def prop(self, k):
+        for kk, u in self.props:
+            if kk == k:
+                return u
+        return None
+
+
+class Enum(Node):
+    """A finite set of JSON values (``keys``: their canonical equality keys)."""
+    __slots__ = ("values", "keys")
+    kind = "enum"
+
+    def __init__(self, values, keys=None):
+        self.values = tuple(values)
+        self.keys = tuple(keys) if keys is not None else tuple(jkey(v) for v in self.values)
+
+
+class Ref(Node):
+    __slots__ = ("name",)
+    kind = "ref"
+
+    def __init__(self, name):
+        self.name = name
+
+
+NULL = Null()
+BOOL = Bool()
+NUMBER = Num()
+STRING = Str()
+ARRAY = Arr()
+OBJECT = Obj()
+ANY = (NULL, BOOL, NUMBER, STRING, ARRAY, OBJECT)
+NEVER = ()
+TYPE_NODES = {"null": NULL, "boolean": BOOL, "number": NUMBER, "integer": Num(integer=True),
+              "string": STRING, "array": ARRAY, "object": OBJECT}
+
+
+def is_any(u) -> bool:
+    return u is ANY or (len(u) == 6 and all(a is b for a, b in zip(u, ANY)))
+
+
+# ---------------------------------------------------------------- JSON equality
+
+def jkey(v):
+    if v is None:
+        return ("n",)
+    if v is True or v is False:
+        return ("b", v)
+    if isinstance(v, (int, float, Decimal)):
+        return ("d", to_dec(v).normalize() if v != 0 else Decimal(0))
+    if isinstance(v, str):
+        return ("s", v)
+    if isinstance(v, list):
+        return ("a", tuple(jkey(x) for x in v))
+    if isinstance(v, dict):
+        return ("o", frozenset((k, jkey(x)) for k, x in v.items()))
+    raise TypeError(f"not a JSON value: {type(v).__name__}")
+
+
+def json_type(v) -> str:
+    if v is None:
+        return "null"
+    if v is True or v is False:
+        return "boolean"
+    if isinstance(v, (int, float, Decimal)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+# ---------------------------------------------------------------- validation (finite values)
+
+_dfa_cache: dict = {}
+
+
+def regex_dfa(ast):
+    d = _dfa_cache.get(ast)
+    if d is None:
+        d = fa.from_regex(ast)
+        if len(_dfa_cache) > 2048:
+            _dfa_cache.clear()
+        _dfa_cache[ast] = d
+    return d
+
+
+def validate(cx, u, v, depth=0) -> bool:
+    if depth > 200:
+        raise NotExpressible("validation recursion too deep")
+    for n in u:
+        if validate_node(cx, n, v, depth):
+            return True
+    return False
+
+
+def is_integral(v) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return True
+    d = to_dec(v)
+    return d == d.to_integral_value()
+
+
+def validate_node(cx, n, v, depth=0) -> bool:
+    k = n.kind
+    if k == "ref":
+        return validate(cx, cx.ref_union(n.name), v, depth + 1)
+    if k == "enum":
+        kv = jkey(v)
+        return kv in n.keys
+    t = json_type(v)
+    if k != t:
+        return False
+    if k == "null":
+        return True
+    if k == "boolean":
+        return v in n.vals
+    if k == "number":
+        d = to_dec(v)
+        integral = is_integral(v)
+        if n.integer and not integral:
+            return False
+        if n.nonint and integral:
+            return False
+        if n.lo is not None and (d < n.lo or (n.lo_x and d == n.lo)):
+            return False
+        if n.hi is not None and (d > n.hi or (n.hi_x and d == n.hi)):
+            return False
+        for m in n.mults:
+            if d % m != 0:
+                return False
+        for m in n.notmults:
+            if d % m == 0:
+                return False
+        for x in n.nots:
+            if d == x:
+                return False
+        return True
+    if k == "string":
+        ln = len(v)
+        if ln < n.minl or (n.maxl is not None and ln > n.maxl):
+            return False
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in v):
+            return False
+        for ast, _ in n.pos:
+            if not regex_dfa(ast).run(v):
+                return False
+        for ast, _ in n.neg:
+            if regex_dfa(ast).run(v):
+                return False
+        return True
+    if k == "array":
+        if len(v) < n.minn or (n.maxn is not None and len(v) > n.maxn):
+            return False
+        for i, x in enumerate(v):
+            if i < len(n.prefix):
+                if not validate(cx, n.prefix[i], x, depth + 1):
+                    return False
+            elif n.items is not None and not validate(cx, n.items, x, depth + 1):
+                return False
+        for cu, cmin, cmax, _ in n.contains:
+            c = sum(1 for x in v if validate(cx, cu, x, depth + 1))
+            if c < cmin or (cmax is not None and c > cmax):
+                return False
+        if n.unique is not None:
+            ks = [jkey(x) for x in v]
+            if len(set(ks)) != len(ks):
+                return False
+        return True
+    if k == "object":
+        if len(v) < n.minp or (n.maxp is not None and len(v) > n.maxp):
+            return False
+        for r in n.required:
+            if r not in v:
+                return False
+        for key, x in v.items():
+            for nu in n.names:
+                if not validate(cx, nu, key, depth + 1):
+                    return False
+            pu = n.prop(key)
+            if pu is not None and not validate(cx, pu, x, depth + 1):
+                return False
+            matched = []
+            for ast, su in n.patterns:
+                if regex_dfa(ast).run(key):
+                    matched.append(ast)
+                    if not validate(cx, su, x, depth + 1):
+                        return False
+            for su, keys, pats in n.addl:
+                if key in keys:
+                    continue
+                if any(regex_dfa(p).run(key) for p in pats):
+                    continue
+                if not validate(cx, su, x, depth + 1):
+                    return False
+        return True
+    raise AssertionError(k)
+
+
+# ---------------------------------------------------------------- intersection
+
+MAX_ALTS = 256
+
+
+def intersect(cx, a, b):
+    if a is b:
+        return a
+    if is_any(a):
+        return b
+    if is_any(b):
+        return a
+    if not a or not b:
+        return NEVER
+    out = []
+    for x in a:
+        for y in b:
+            r = intersect_node(cx, x, y)
+            if r is not None:
+                if isinstance(r, tuple):
+                    out.extend(r)
+                else:
+                    out.append(r)
+    if len(out) > MAX_ALTS:
+        raise NotExpressible("intersection has too many alternatives")
+    return tuple(out)
+
+
+def _merge_decimal_bounds(a: Num, b: Num):
+    lo, lo_x = a.lo, a.lo_x
+    if b.lo is not None and (lo is None or b.lo > lo or (b.lo == lo and b.lo_x)):
+        lo, lo_x = b.lo, b.lo_x
+    hi, hi_x = a.hi, a.hi_x
+    if b.hi is not None and (hi is None or b.hi < hi or (b.hi == hi and b.hi_x)):
+        hi, hi_x = b.hi, b.hi_x
+    return lo, lo_x, hi, hi_x
+
+
+def _uniq(t):
+    out = []
+    for x in t:
+        if x not in out:
+            out.append(x)
+    return tuple(out)
+
+
+def intersect_node(cx, x, y):
+    """Returns a node, a tuple of nodes, or None for the empty set."""
+    if x is y:
+        return x
+    kx, ky = x.kind, y.kind
+    if kx == "ref" or ky == "ref":
+        return cx.intersect_ref(x, y)
+    if kx == "enum" or ky == "enum":
+        if kx == "enum" and ky == "enum":
+            keep = [(v, k) for v, k in zip(x.values, x.keys) if k in y.keys]
+        else:
+            e, o = (x, y) if kx == "enum" else (y, x)
+            keep = [(v, k) for v, k in zip(e.values, e.keys) if validate_node(cx, o, v)]
+        if not keep:
+            return None
+        return Enum([v for v, _ in keep], [k for _, k in keep])
+    if kx != ky:
+        return None
+    if kx == "null":
+        return x
+    if kx == "boolean":
+        v = x.vals & y.vals
+        return Bool(v) if v else None
+    if kx == "number":
+        if x.is_plain() and not x.integer:
+            return y
+        if y.is_plain() and not y.integer:
+            return x
+        lo, lo_x, hi, hi_x = _merge_decimal_bounds(x, y)
+        n = Num(x.integer or y.integer, lo, lo_x, hi, hi_x, _uniq(x.mults + y.mults), _uniq(x.nots + y.nots),
+                x.nonint or y.nonint, _uniq(x.notmults + y.notmults), x.src if not x.is_plain() else y.src)
+        return None if n.trivially_empty() else n
+    if kx == "string":
+        if x.is_plain():
+            return y
+        if y.is_plain():
+            return x
+        minl = max(x.minl, y.minl)
+        maxl = x.maxl if y.maxl is None else (y.maxl if x.maxl is None else min(x.maxl, y.maxl))
+        if maxl is not None and minl > maxl:
+            return None
+        return Str(minl, maxl, _uniq(x.pos + y.pos), _uniq(x.neg + y.neg), x.src if not x.is_plain() else y.src)
+    if kx == "array":
+        if x.is_plain() and not x.ev_all and not x.ev_n:
+            return y
+        if y.is_plain() and not y.ev_all and not y.ev_n:
+            return x
+        n = max(len(x.prefix), len(y.prefix))
+        prefix = []
+        for i in range(n):
+            a = x.prefix[i] if i < len(x.prefix) else (x.items if x.items is not None else ANY)
+            b = y.prefix[i] if i < len(y.prefix) else (y.items if y.items is not None else ANY)
+            prefix.append(intersect(cx, a, b))
+        if x.items is None:
+            items = y.items
+        elif y.items is None:
+            items = x.items
+        else:
+            items = intersect(cx, x.items, y.items)
+        minn = max(x.minn, y.minn)
+        maxn = x.maxn if y.maxn is None else (y.maxn if x.maxn is None else min(x.maxn, y.maxn))
+        if maxn is not None and minn > maxn:
+            return None
+        for i in range(min(minn, n)):
+            if not prefix[i]:
+                return None
+        return Arr(tuple(prefix), items, minn, maxn, x.contains + y.contains, x.unique or y.unique,
+                   max(x.ev_n, y.ev_n), x.ev_all or y.ev_all, x.src if not x.is_plain() else y.src)
+    if kx == "object":
+        if x.is_plain() and not x.ev_all and not x.ev_keys and not x.ev_pats:
+            return y
+        if y.is_plain() and not y.ev_all and not y.ev_keys and not y.ev_pats:
+            return x
+        props = list(x.props)
+        idx = {k: i for i, (k, _) in enumerate(props)}
+        for k, u in y.props:
+            if k in idx:
+                i = idx[k]
+                props[i] = (k, intersect(cx, props[i][1], u))
+            else:
+                idx[k] = len(props)
+                props.append((k, u))
+        required = x.required + tuple(r for r in y.required if r not in x.required)
+        minp = max(x.minp, y.minp)
+        maxp = x.maxp if y.maxp is None else (y.maxp if x.maxp is None else min(x.maxp, y.maxp))
+        if maxp is not None and (minp > maxp or len(required) > maxp):
+            return None
+        pd = dict(props)
+        for r in required:
+            if r in pd and not pd[r]:
+                return None
+        return Obj(tuple(props), required, _uniq(x.patterns + y.patterns), _uniq(x.addl + y.addl),
+                   _uniq(x.names + y.names), minp, maxp, x.ev_keys | y.ev_keys, _uniq(x.ev_pats + y.ev_pats),
+                   x.ev_all or y.ev_all, x.src if not x.is_plain() else y.src)
+    raise AssertionError(kx)
+
+
+def union(*us):
+    out = []
+    for u in us:
+        for n in u:
+            if not any(n is m for m in out):
+                out.append(n)
+    if len(out) > MAX_ALTS:
+        raise NotExpressible("union has too many alternatives")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- negation
+
+def _others(kind):
+    return tuple(n for t, n in (("null", NULL), ("boolean", BOOL), ("number", NUMBER), ("string", STRING),
+                                ("array", ARRAY), ("object", OBJECT)) if t != kind)
+
+
+def negate(cx, u, depth=0):
+    """Complement of a union within all JSON values; raises NotExpressible."""
+    if depth > 8:
+        raise NotExpressible("negation nested too deeply")
+    if not u:
+        return ANY
+    if is_any(u):
+        return NEVER
+    out = ANY
+    for n in u:
+        out = intersect(cx, out, negate_node(cx, n, depth))
+        if not out:
+            break
+    return out
+
+
+def negate_node(cx, n, depth):
+    k = n.kind
+    if k == "ref":
+        return negate(cx, cx.ref_union(n.name), depth + 1)
+    if k == "null":
+        return _others("null")
+    if k == "boolean":
+        rest = frozenset((True, False)) - n.vals
+        return _others("boolean") + ((Bool(rest),) if rest else ())
+    if k == "enum":
+        by_t: dict = {}
+        for v in n.values:
+            by_t.setdefault(json_type(v), []).append(v)
+        out = []
+        for t, base in (("null", NULL), ("boolean", BOOL), ("number", NUMBER), ("string", STRING),
+                        ("array", ARRAY), ("object", OBJECT)):
+            vs = by_t.get(t)
+            if not vs:
+                out.append(base)
+            elif t == "boolean":
+                rest = frozenset((True, False)) - frozenset(vs)
+                if rest:
+                    out.append(Bool(rest))
+            elif t == "number":
+                out.append(Num(nots=_uniq(tuple(to_dec(v) for v in vs))))
+            elif t == "string":
+                out.append(Str(neg=((literal_set_ast(vs), "#"),)))
+            elif t in ("array", "object"):
+                # Only the empty container is cheap to exclude.
+                if all(len(v) == 0 for v in vs):
+                    out.append(Arr(minn=1) if t == "array" else Obj(minp=1))
+                else:
+                    raise NotExpressible(f"negation of a {t} constant")
+        return tuple(out)
+    others = _others(k)
+    if k == "number":
+        alts = []
+        if n.integer:
+            alts.append(Num(nonint=True))
+        if n.nonint:
+            alts.append(Num(integer=True))
+        if n.lo is not None:
+            alts.append(Num(hi=n.lo, hi_x=not n.lo_x))
+        if n.hi is not None:
+            alts.append(Num(lo=n.hi, lo_x=not n.hi_x))
+        for m in n.mults:
+            alts.append(Num(notmults=(m,)))
+        for m in n.notmults:
+            alts.append(Num(mults=(m,)))
+        if n.nots:
+            alts.append(Enum(list(n.nots)))
+        return others + tuple(alts)
+    if k == "string":
+        alts = []
+        if n.minl > 0:
+            alts.append(Str(maxl=n.minl - 1))
+        if n.maxl is not None:
+            alts.append(Str(minl=n.maxl + 1))
+        for p in n.pos:
+            alts.append(Str(neg=(p,)))
+        for p in n.neg:
+            alts.append(Str(pos=(p,)))
+        return others + tuple(alts)
+    if k == "array":
+        # De Morgan over the conjuncts: each alternative violates one of them.
+        if n.unique is not None:
+            raise NotExpressible("negation of uniqueItems")
+        alts = []
+        if n.minn > 0:
+            alts.append(Arr(maxn=n.minn - 1))
+        if n.maxn is not None:
+            alts.append(Arr(minn=n.maxn + 1))
+        for i, pu in enumerate(n.prefix):
+            if is_any(pu):
+                continue
+            npu = negate(cx, pu, depth + 1)
+            if npu:
+                alts.append(Arr(prefix=(ANY,) * i + (npu,), minn=i + 1))
+        if n.items is not None and not is_any(n.items):
+            ni = negate(cx, n.items, depth + 1)
+            if ni:
+                if n.prefix:
+                    raise NotExpressible("negation of 'items' after prefixItems")
+                alts.append(Arr(contains=((ni, 1, None, n.src),)))
+        for cu, cmin, cmax, src in n.contains:
+            if cmin > 0:
+                alts.append(Arr(contains=((cu, 0, cmin - 1, src),)))
+            if cmax is not None:
+                alts.append(Arr(contains=((cu, cmax + 1, None, src),)))
+        return others + tuple(alts)
+    if k == "object":
+        if n.patterns or n.addl or n.names:
+            raise NotExpressible("negation of an object schema with patternProperties/additionalProperties/"
+                                 "propertyNames")
+        alts = []
+        for r in n.required:
+            alts.append(Obj(props=((r, NEVER),)))
+        for key, pu in n.props:
+            if not pu:
+                alts.append(Obj(props=((key, ANY),), required=(key,)))
+                continue
+            if is_any(pu):
+                continue
+            npu = negate(cx, pu, depth + 1)
+            if npu:
+                alts.append(Obj(props=((key, npu),), required=(key,)))
+        if n.minp > 0:
+            alts.append(Obj(maxp=n.minp - 1))
+        if n.maxp is not None:
+            alts.append(Obj(minp=n.maxp + 1))
+        return others + tuple(alts)
+    raise AssertionError(k)
+
+
+def literal_set_ast(strings):
+    return rx.alt(*[rx.literal(s) for s in strings])
+
+
+# ---------------------------------------------------------------- emptiness (conservative)
+
+def definitely_empty(cx, u, depth=0) -> bool:
+    """True only when no value can satisfy ``u`` (False means: unknown or satisfiable)."""
+    if depth > 6:
+        return False
+    return all(node_definitely_empty(cx, n, depth) for n in u)
+
+
+def node_definitely_empty(cx, n, depth) -> bool:
+    k = n.kind
+    if k == "ref":
+        return False
+    if k == "enum":
+        return not n.values
+    if k == "number":
+        return n.trivially_empty()
+    if k == "string":
+        if n.maxl is not None and n.minl > n.maxl:
+            return True
+        if not n.pos and not n.neg:
+            return False
+        try:
+            d = fa.length_dfa(n.minl, n.maxl) if (n.minl or n.maxl is not None) and n.maxl is not None and n.maxl < 64 else None
+            acc = None
+            for ast, _ in n.pos:
+                dd = regex_dfa(ast)
+                acc = dd if acc is None else fa.intersect(acc, dd)
+                if acc.is_empty():
+                    return True
+            for ast, _ in n.neg:
+                dd = regex_dfa(ast)
+                acc = fa.negate(dd) if acc is None else fa.difference(acc, dd)
+                if acc.is_empty():
+                    return True
+            if d is not None and acc is not None:
+                return fa.intersect(acc, d).is_empty()
+        except rx.RegexUnsupported:
+            return False
+        return False
+    if k == "array":
+        if n.maxn is not None and n.minn > n.maxn:
+            return True
+        for i in range(min(n.minn, len(n.prefix))):
+            if definitely_empty(cx, n.prefix[i], depth + 1):
+                return True
+        if n.minn > len(n.prefix) and n.items is not None and definitely_empty(cx, n.items, depth + 1):
+            return True
+        return False
+    if k == "object":
+        if n.maxp is not None and (n.minp > n.maxp or len(n.required) > n.maxp):
+            return True
+        for r in n.required:
+            pu = n.prop(r)
+            if pu is not None and definitely_empty(cx, pu, depth + 1):
+                return True
+            for ast, su in n.patterns:
+                try:
+                    if regex_dfa(ast).run(r) and definitely_empty(cx, su, depth + 1):
+                        return True
+                except rx.RegexUnsupported:
+                    pass
+            for su, keys, pats in n.addl:
+                if su or r in keys:
+                    continue
+                try:
+                    if not any(regex_dfa(p).run(r) for p in pats):
+                        return True
+                except rx.RegexUnsupported:
+                    pass
+        return False
+    return False

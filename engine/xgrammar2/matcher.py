@@ -1,0 +1,574 @@
+"""Matching generated tokens against a compiled grammar and filling next-token bitmasks.
+
+The bitmask may be a CPU ``torch.int32`` tensor or a ``numpy.int32`` array of shape
+``(batch, ceil(vocab_size / 32))`` (or 1-D for one row). Rows are written in place through
+the array's own memory (no copies); the GIL is released while the core fills them.
+"""
+
+import os
+import sys
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from . import _core
+from .bitmask import (  # noqa: F401 - re-exported for upstream's `xgrammar.matcher` layout
+    allocate_token_bitmask,
+    apply_token_bitmask_inplace,
+    get_bitmask_shape,
+    reset_token_bitmask,
+)
+from .compiler import CompiledGrammar
+from .exception import InvalidArgumentError, InvalidIndexError
+from .tokenizer_info import _id_list
+
+__all__ = [
+    "GrammarMatcher",
+    "BatchGrammarMatcher",
+    "fill_next_token_bitmask_batch",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_inplace",
+    "get_bitmask_shape",
+    "reset_token_bitmask",
+]
+
+_ffi = _core.ffi
+_lib = _core.lib
+_XGR_ERR_STATE = 7
+_INT32_MAX = 2**31 - 1
+
+
+_I32 = None  # numpy.dtype("int32"), resolved on first use
+
+
+def _bitmask_base(bitmask: Any) -> Tuple[Any, int, int, int]:
+    """(`int32_t *` to row 0, rows, words per row, row stride in words) of a writable CPU
+    int32 bitmask whose rows are contiguous. Raises TypeError / ValueError naming the problem.
+
+    This runs once per token, so attribute reads are chosen and ordered for speed."""
+    global _I32
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(bitmask, torch.Tensor):
+        if bitmask.dtype is not torch.int32:
+            raise ValueError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
+        if not bitmask.is_cpu:
+            raise ValueError(
+                f"bitmask must be on the CPU, got device {bitmask.device}; fill a CPU bitmask "
+                "and copy it to the device"
+            )
+        shape = bitmask.shape
+        ndim = len(shape)
+        if ndim == 2:
+            if bitmask.is_contiguous():
+                rows, words, stride = shape[0], shape[1], shape[1]
+            else:
+                strides = bitmask.stride()
+                if strides[1] != 1 and shape[1] > 1:
+                    raise ValueError("bitmask rows must be contiguous (stride 1 along the last dim)")
+                rows, words, stride = shape[0], shape[1], strides[0]
+        elif ndim == 1:
+            if bitmask.stride(0) != 1 and shape[0] > 1:
+                raise ValueError("bitmask rows must be contiguous (stride 1 along the last dim)")
+            rows, words, stride = 1, shape[0], shape[0]
+        else:
+            raise ValueError(f"bitmask must be 1-D or 2-D, got shape {tuple(shape)}")
+        return _ffi.cast("int32_t *", bitmask.data_ptr()), rows, words, stride
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(bitmask, np.ndarray):
+        if _I32 is None:
+            _I32 = np.dtype(np.int32)
+        if bitmask.dtype != _I32:
+            raise ValueError(f"bitmask must have dtype int32 (native byte order), got {bitmask.dtype}")
+        ndim = bitmask.ndim
+        if ndim not in (1, 2):
+            raise ValueError(f"bitmask must be 1-D or 2-D, got shape {bitmask.shape}")
+        flags = bitmask.flags
+        if not flags.writeable:
+            raise ValueError("bitmask is read-only")
+        shape = bitmask.shape
+        rows, words = (shape[0], shape[1]) if ndim == 2 else (1, shape[0])
+        if flags.c_contiguous:
+            return _ffi.from_buffer("int32_t[]", bitmask), rows, words, words
+        strides = bitmask.strides
+        if strides[-1] != 4 and words > 1:
+            raise ValueError("bitmask rows must be contiguous (stride 1 along the last axis)")
+        if ndim == 2 and strides[0] % 4:
+            raise ValueError("bitmask row stride must be a whole number of int32 words")
+        addr = bitmask.__array_interface__["data"][0]
+        return _ffi.cast("int32_t *", addr), rows, words, strides[0] // 4 if ndim == 2 else words
+    raise TypeError(
+        "bitmask must be a torch.Tensor (CPU, int32) or a numpy.ndarray (int32), got "
+        f"{type(bitmask).__name__}"
+    )
+
+
+def _check_index(index: Any, rows: int) -> int:
+    if isinstance(index, bool) or not hasattr(index, "__index__"):
+        raise TypeError(f"index must be an int, got {type(index).__name__}")
+    index = index.__index__()
+    if not 0 <= index < rows:
+        raise InvalidIndexError(f"index {index} is out of range for a bitmask with {rows} row(s)")
+    return index
+
+
+class GrammarMatcher:
+    """Matches LLM output against a compiled grammar and gives the bitmask of the tokens that
+    may come next.
+
+    The matcher accepts tokens (or raw strings) one step at a time, can be rolled back by
+    steps (speculative decoding, jump-forward), and terminates when it accepts a stop token
+    where the grammar may end (or, with ``terminate_without_stop_token``, as soon as the
+    grammar is complete and nothing can follow). A matcher belongs to one thread at a time;
+    :meth:`fork` makes an independent copy.
+    """
+
+    __slots__ = (
+        "_ptr",
+        "_compiled",
+        "_flag",
+        "_row_words",
+        "_vocab_size",
+        "_stop_token_ids",
+        "_terminate_without_stop_token",
+        "_max_rollback_tokens",
+        "__weakref__",
+    )
+
+    def __init__(
+        self,
+        compiled_grammar: CompiledGrammar,
+        *,
+        override_stop_tokens: Optional[Union[int, List[int]]] = None,
+        terminate_without_stop_token: bool = False,
+        max_rollback_tokens: int = -1,
+    ) -> None:
+        """Constructs the matcher.
+
+        Parameters
+        ----------
+        compiled_grammar : CompiledGrammar
+            The compiled grammar to match.
+
+        override_stop_tokens : Optional[Union[int, List[int]]], default: None
+            Stop tokens that replace the tokenizer's (an empty list: no stop token).
+
+        terminate_without_stop_token : bool, default: False
+            Terminate once the grammar is complete and nothing more can follow, without
+            waiting for a stop token.
+
+        max_rollback_tokens : int, default: -1
+            How many steps are kept for :meth:`rollback`; -1 = unlimited.
+        """
+        if not isinstance(compiled_grammar, CompiledGrammar):
+            raise ValueError("The grammar should be compiled before passing it to GrammarMatcher.")
+        vocab_size = compiled_grammar.tokenizer_info.vocab_size
+        stops = _id_list(override_stop_tokens, "override_stop_tokens")
+        if stops is not None:
+            for t in stops:
+                if not 0 <= t < vocab_size:
+                    raise ValueError(
+                        f"override_stop_tokens contains {t}, outside the vocabulary "
+                        f"[0, {vocab_size})"
+                    )
+        if isinstance(max_rollback_tokens, bool) or not isinstance(max_rollback_tokens, int):
+            raise TypeError("max_rollback_tokens must be an int")
+        if max_rollback_tokens < -1:
+            raise ValueError(f"max_rollback_tokens must be -1 or >= 0, got {max_rollback_tokens}")
+        max_rollback = min(max_rollback_tokens, _INT32_MAX)
+        out = _ffi.new("xgr_matcher **")
+        if stops is None:
+            rc = _lib.xgr_matcher_new(
+                compiled_grammar._ptr, _ffi.NULL, 0, 0,
+                1 if terminate_without_stop_token else 0, max_rollback, out,
+            )
+        else:
+            arr = _ffi.new("int32_t[]", stops) if stops else _ffi.NULL
+            rc = _lib.xgr_matcher_new(
+                compiled_grammar._ptr, arr, len(stops), 1,
+                1 if terminate_without_stop_token else 0, max_rollback, out,
+            )
+        _core.check(rc, "creating the matcher")
+        self._init(
+            _ffi.gc(out[0], _lib.xgr_matcher_free),
+            compiled_grammar,
+            list(compiled_grammar.tokenizer_info.stop_token_ids if stops is None else stops),
+            bool(terminate_without_stop_token),
+            max_rollback_tokens,
+        )
+
+    def _init(self, ptr, compiled, stops, terminate_without_stop, max_rollback) -> None:
+        self._ptr = ptr
+        self._compiled = compiled
+        self._flag = _ffi.new("int *")
+        self._vocab_size = compiled.tokenizer_info.vocab_size
+        self._row_words = (self._vocab_size + 31) // 32
+        self._stop_token_ids = stops
+        self._terminate_without_stop_token = terminate_without_stop
+        self._max_rollback_tokens = max_rollback
+
+    # ---- stepping -----------------------------------------------------------------------
+
+    def accept_token(self, token_id: int, *, debug_print: bool = False) -> bool:
+        """Accepts one token. Returns True and advances the state if the grammar allows it;
+        returns False and leaves the state unchanged otherwise (including after
+        termination).
+
+        Raises
+        ------
+        ValueError
+            ``token_id`` is outside ``[0, vocab_size)``.
+        """
+        flag = self._flag
+        try:
+            rc = _lib.xgr_matcher_accept_token(self._ptr, token_id, flag)
+        except OverflowError:
+            raise InvalidArgumentError(
+                f"token id {token_id} is outside the vocabulary [0, {self._vocab_size})"
+            ) from None
+        if rc:
+            self._raise_or_false(rc, f"accepting token {token_id}")
+            flag[0] = 0
+        accepted = bool(flag[0])
+        if debug_print:
+            print(
+                f"[xgrammar2] accept_token({token_id}) -> {accepted}; "
+                f"{self._debug_print_internal_state()}"
+            )
+        return accepted
+
+    def _raise_or_false(self, rc: int, context: str) -> None:
+        # A terminated matcher rejects further input (upstream returns False); any other
+        # failure is an exception.
+        if rc == _XGR_ERR_STATE and _lib.xgr_matcher_is_terminated(self._ptr):
+            return
+        raise _core.error_from_status(rc, context)
+
+    def accept_string(self, input_str: Union[str, bytes], *, debug_print: bool = False) -> bool:
+        """Accepts a string (as UTF-8) or raw bytes as one step (one rollback unit). Returns
+        False and leaves the state unchanged if the grammar does not allow all of it."""
+        data = _core.to_bytes(input_str, "input_str")
+        flag = self._flag
+        rc = _lib.xgr_matcher_accept_bytes(self._ptr, data, len(data), flag)
+        if rc:
+            self._raise_or_false(rc, "accepting a string")
+            flag[0] = 0
+        accepted = bool(flag[0])
+        if debug_print:
+            print(
+                f"[xgrammar2] accept_string({input_str!r}) -> {accepted}; "
+                f"{self._debug_print_internal_state()}"
+            )
+        return accepted
+
+    def fill_next_token_bitmask(
+        self, bitmask: Any, index: int = 0, *, debug_print: bool = False
+    ) -> bool:
+        """Writes the allowed next tokens into row ``index`` of ``bitmask`` (the whole row;
+        ids at or beyond the tokenizer's size are never allowed). Does not change the state.
+
+        Parameters
+        ----------
+        bitmask
+            A CPU ``torch.int32`` tensor or ``numpy.int32`` array, shape
+            ``(batch, ceil(vocab_size / 32))`` (as from :func:`allocate_token_bitmask`) or
+            1-D for a single row; rows must be contiguous.
+
+        index : int, default: 0
+            The row to fill.
+
+        Returns
+        -------
+        need_apply : bool
+            False when every token is allowed (applying the mask can be skipped).
+
+        Raises
+        ------
+        ValueError
+            Wrong dtype, device, layout, too few words per row, or ``index`` out of range
+            (InvalidIndexError, also an IndexError).
+        """
+        ptr, rows, words, stride = _bitmask_base(bitmask)
+        if words < self._row_words:
+            raise ValueError(
+                f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} needs "
+                f"{self._row_words}; allocate with get_bitmask_shape(batch, vocab_size)"
+            )
+        if index != 0 or rows != 1:
+            index = _check_index(index, rows)
+            ptr = ptr + index * stride
+        flag = self._flag
+        rc = _lib.xgr_matcher_fill_bitmask(self._ptr, ptr, words, flag)
+        if rc:
+            raise _core.error_from_status(rc, "filling the bitmask")
+        need_apply = flag[0] != 0
+        if debug_print:
+            print(f"[xgrammar2] fill_next_token_bitmask(index={index}) -> need_apply={need_apply}")
+        return need_apply
+
+    def _fill_next_token_bitmask_bruteforce(self, bitmask: Any, index: int = 0) -> None:
+        """Test oracle: the same row as :meth:`fill_next_token_bitmask`, computed by running
+        the parser on every token without the mask cache. Slow."""
+        ptr, rows, words, stride = _bitmask_base(bitmask)
+        if words < self._row_words:
+            raise ValueError(
+                f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} needs "
+                f"{self._row_words}"
+            )
+        index = _check_index(index, rows)
+        _core.check(
+            _lib.xgr_matcher_fill_bitmask_bruteforce(self._ptr, ptr + index * stride, words),
+            "filling the bitmask (bruteforce)",
+        )
+
+    def find_jump_forward_string(self) -> str:
+        """The longest string every continuation must start with ("" when there is a choice).
+        It may be appended to the output without decoding. Does not change the state.
+
+        A trailing incomplete UTF-8 sequence is left out; use
+        :meth:`find_jump_forward_bytes` for the exact bytes."""
+        data = self.find_jump_forward_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.end == len(data) and e.reason == "unexpected end of data":
+                return data[: e.start].decode("utf-8", "replace")
+            return data.decode("utf-8", "replace")
+
+    def find_jump_forward_bytes(self) -> bytes:
+        """(xgrammar2) The jump-forward string as exact bytes."""
+        out = _ffi.new("char **")
+        out_len = _ffi.new("size_t *")
+        _core.check(_lib.xgr_matcher_jump_forward(self._ptr, out, out_len), "jump-forward")
+        return _core.take_string(out, out_len)
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undoes the last ``num_tokens`` accepted steps (tokens or strings).
+
+        Raises
+        ------
+        RuntimeError
+            More steps than were kept (see ``max_rollback_tokens``).
+        """
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int):
+            raise TypeError(f"num_tokens must be an int, got {type(num_tokens).__name__}")
+        if num_tokens < 0:
+            raise ValueError(f"num_tokens must be non-negative, got {num_tokens}")
+        if num_tokens == 0:
+            return
+        _core.check(
+            _lib.xgr_matcher_rollback(self._ptr, min(num_tokens, _INT32_MAX)),
+            f"rolling back {num_tokens} step(s)",
+        )
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """The length of the longest prefix of ``tokens`` the matcher would accept from its
+        current state. The state is not changed.
+
+        Raises
+        ------
+        ValueError
+            A token id is outside ``[0, vocab_size)``.
+        """
+        ids = _id_list(tokens, "tokens") or []
+        for t in ids:
+            if not 0 <= t < self._vocab_size:
+                raise InvalidArgumentError(
+                    f"token id {t} is outside the vocabulary [0, {self._vocab_size})"
+                )
+        if not ids:
+            return 0
+        arr = _ffi.new("int32_t[]", ids)
+        n_out = _ffi.new("size_t *")
+        _core.check(
+            _lib.xgr_matcher_validate_tokens(self._ptr, arr, len(ids), n_out),
+            "validating tokens",
+        )
+        return int(n_out[0])
+
+    # ---- state --------------------------------------------------------------------------
+
+    def is_terminated(self) -> bool:
+        """Whether the matcher has terminated (accepted a stop token, or, with
+        ``terminate_without_stop_token``, completed the grammar)."""
+        return bool(_lib.xgr_matcher_is_terminated(self._ptr))
+
+    def is_completed(self) -> bool:
+        """Whether the input so far is a complete match of the grammar (it may end here, so a
+        stop token would be accepted)."""
+        return bool(_lib.xgr_matcher_can_end(self._ptr))
+
+    def reset(self) -> None:
+        """Returns to the initial state."""
+        _lib.xgr_matcher_reset(self._ptr)
+
+    def fork(self) -> "GrammarMatcher":
+        """An independent copy of this matcher with identical state."""
+        out = _ffi.new("xgr_matcher **")
+        _core.check(_lib.xgr_matcher_fork(self._ptr, out), "forking the matcher")
+        m = object.__new__(GrammarMatcher)
+        m._init(
+            _ffi.gc(out[0], _lib.xgr_matcher_free),
+            self._compiled,
+            list(self._stop_token_ids),
+            self._terminate_without_stop_token,
+            self._max_rollback_tokens,
+        )
+        return m
+
+    @property
+    def compiled_grammar(self) -> CompiledGrammar:
+        return self._compiled
+
+    @property
+    def stop_token_ids(self) -> List[int]:
+        """The stop tokens in use (the override, or the tokenizer's)."""
+        return list(self._stop_token_ids)
+
+    @property
+    def max_rollback_tokens(self) -> int:
+        """How many steps are kept for rollback; -1 = unlimited."""
+        return self._max_rollback_tokens
+
+    @property
+    def num_steps(self) -> int:
+        """(xgrammar2) The number of steps that can currently be rolled back."""
+        return int(_lib.xgr_matcher_num_steps(self._ptr))
+
+    def _debug_print_internal_state(self) -> str:
+        """A one-line summary of the matcher's state (format subject to change)."""
+        return (
+            f"GrammarMatcher(steps={self.num_steps}, completed={self.is_completed()}, "
+            f"terminated={self.is_terminated()}, "
+            f"jump_forward={self.find_jump_forward_bytes()[:40]!r})"
+        )
+
+
+def _default_threads() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def fill_next_token_bitmask_batch(
+    matchers: Sequence[GrammarMatcher],
+    bitmask: Any,
+    indices: Optional[Sequence[int]] = None,
+    max_threads: Optional[int] = None,
+) -> None:
+    """Fills one bitmask row per matcher, in parallel on up to ``max_threads`` threads
+    (default: half the CPUs), with the GIL released.
+
+    ``bitmask`` is 2-D (CPU ``torch.int32`` or ``numpy.int32``) with contiguous rows and the
+    same row stride as its width; ``matchers[i]`` writes row ``indices[i]`` (row ``i`` when
+    ``indices`` is None). A matcher may appear only once.
+    """
+    matchers = list(matchers)
+    n = len(matchers)
+    ptr, rows, words, stride = _bitmask_base(bitmask)
+    torch = sys.modules.get("torch")
+    ndim = bitmask.dim() if torch is not None and isinstance(bitmask, torch.Tensor) else bitmask.ndim
+    if ndim != 2:
+        raise ValueError("the batch bitmask must be 2-D: (batch, ceil(vocab_size / 32))")
+    if stride != words:
+        raise ValueError("the batch bitmask must be C-contiguous (row stride == row width)")
+    if n == 0:
+        return
+    for m in matchers:
+        if not isinstance(m, GrammarMatcher):
+            raise TypeError(f"matchers must be GrammarMatcher objects, got {type(m).__name__}")
+        if words < m._row_words:
+            raise ValueError(
+                f"bitmask rows have {words} int32 words but vocab_size {m._vocab_size} needs "
+                f"{m._row_words}"
+            )
+    if len({id(m) for m in matchers}) != n:
+        raise ValueError("a matcher appears more than once in the batch")
+    if indices is None:
+        if n > rows:
+            raise ValueError(f"{n} matchers but the bitmask has only {rows} rows")
+        idx_arr = _ffi.NULL
+    else:
+        idx = _id_list(indices, "indices") or []
+        if len(idx) != n:
+            raise ValueError(f"{n} matchers but {len(idx)} indices")
+        for i in idx:
+            if not 0 <= i < rows:
+                raise InvalidIndexError(f"index {i} is out of range for a bitmask with {rows} rows")
+        if len(set(idx)) != n:
+            raise ValueError("indices must be unique")
+        idx_arr = _ffi.new("int32_t[]", idx)
+    if max_threads is None:
+        max_threads = _default_threads()
+    if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+        raise ValueError(f"max_threads must be a positive int, got {max_threads!r}")
+    arr = _ffi.new("xgr_matcher *[]", [m._ptr for m in matchers])
+    _core.check(
+        _lib.xgr_fill_bitmask_batch(arr, n, ptr, words, idx_arr, min(max_threads, n)),
+        "filling the batch bitmask",
+    )
+
+
+class BatchGrammarMatcher:
+    """Batch operations over several matchers; bitmask filling runs on a thread pool in the
+    core with the GIL released."""
+
+    def __init__(self, max_threads: Union[int, str] = "auto") -> None:
+        """``max_threads``: the most threads used to fill a batch; "auto" = half the CPUs."""
+        if max_threads == "auto":
+            max_threads = _default_threads()
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ValueError(f"max_threads must be a positive int or 'auto', got {max_threads!r}")
+        self._max_threads = max_threads
+
+    @property
+    def max_threads(self) -> int:
+        return self._max_threads
+
+    def batch_fill_next_token_bitmask(
+        self,
+        matchers: Sequence[GrammarMatcher],
+        bitmask: Any,
+        indices: Optional[Sequence[int]] = None,
+        debug_print: bool = False,
+    ) -> None:
+        """Fills row ``indices[i]`` (or ``i``) of ``bitmask`` for ``matchers[i]``."""
+        fill_next_token_bitmask_batch(matchers, bitmask, indices, self._max_threads)
+        if debug_print:
+            print(f"[xgrammar2] batch_fill_next_token_bitmask: {len(matchers)} matcher(s)")
+
+    @staticmethod
+    def batch_accept_token(
+        matchers: Sequence[GrammarMatcher], tokens: Sequence[int], debug_print: bool = False
+    ) -> List[bool]:
+        """``matchers[i].accept_token(tokens[i])`` for every i."""
+        if len(matchers) != len(tokens):
+            raise ValueError(f"{len(matchers)} matchers but {len(tokens)} tokens")
+        return [m.accept_token(t, debug_print=debug_print) for m, t in zip(matchers, tokens)]
+
+    @staticmethod
+    def batch_accept_string(
+        matchers: Sequence[GrammarMatcher],
+        strings: Sequence[Union[str, bytes]],
+        debug_print: bool = False,
+    ) -> List[bool]:
+        """``matchers[i].accept_string(strings[i])`` for every i."""
+        if len(matchers) != len(strings):
+            raise ValueError(f"{len(matchers)} matchers but {len(strings)} strings")
+        return [m.accept_string(s, debug_print=debug_print) for m, s in zip(matchers, strings)]
+
+    @staticmethod
+    def batch_rollback(
+        matchers: Sequence[GrammarMatcher], num_tokens: Union[int, Sequence[int]] = 1
+    ) -> None:
+        """Rolls every matcher back by ``num_tokens`` (one count, or one per matcher)."""
+        if isinstance(num_tokens, int):
+            num_tokens = [num_tokens] * len(matchers)
+        if len(matchers) != len(num_tokens):
+            raise ValueError(f"{len(matchers)} matchers but {len(num_tokens)} rollback counts")
+        for m, k in zip(matchers, num_tokens):
+            m.rollback(k)
+
+
+def __getattr__(name: str) -> Any:
+    # `xgrammar.matcher.bitmask_dtype` exists upstream; resolved lazily to keep torch unloaded.
+    if name == "bitmask_dtype":
+        from . import bitmask
+
+        return bitmask.bitmask_dtype
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

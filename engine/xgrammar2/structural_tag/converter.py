@@ -1,0 +1,387 @@
+"""Structural tag -> EBNF text in upstream xgrammar's dialect.
+
+The translation follows upstream xgrammar's own structural-tag compiler format by format, so
+the language accepted for a tag is the one upstream accepts (checked in
+``tests/structural_tag``):
+
+* free text (``any_text`` with excludes, ``triggered_tags``, ``dispatch``) becomes a
+  ``TagDispatch(...)`` rule;
+* free text inside a ``tag`` may not contain that tag's end strings (they are added to its
+  excludes), so the first end string closes the tag;
+* ``triggered_tags`` pairs each trigger with a rule matching the rest of each tag's begin,
+  its content and its end; ``at_least_one`` puts one full tag first (no text before it);
+  ``stop_after_first`` turns off ``loop_after_dispatch``;
+* JSON schemas are converted by :func:`xgrammar2.json_schema.json_schema_to_ebnf` and embedded
+  with their rules renamed apart (rules common to several schemas are shared).
+"""
+
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from . import nodes as N
+from .ebnf import RuleSet, quote, tag_dispatch_body
+from .errors import StructuralTagError, path_join
+
+__all__ = ["structural_tag_to_ebnf", "format_to_ebnf", "JsonSchemaToEbnf"]
+
+JsonSchemaToEbnf = Callable[..., str]
+
+#: Code points matched by free text without excludes (upstream prints the same class).
+ANY_CHAR = "[\\0-\\U0010ffff]"
+
+
+def _default_json_schema_to_ebnf(schema: Any, **options: Any) -> str:
+    from ..json_schema import json_schema_to_ebnf  # the package's JSON-schema front end
+
+    return json_schema_to_ebnf(schema, **options)
+
+
+def structural_tag_to_ebnf(
+    tag: Any, *, json_schema_to_ebnf: Optional[JsonSchemaToEbnf] = None
+) -> str:
+    """Converts a structural tag to EBNF text whose start rule is ``root``.
+
+    Parameters
+    ----------
+    tag : str | dict | pydantic model
+        ``{"type": "structural_tag", "format": {...}}`` (or the legacy
+        ``{"structures": [...], "triggers": [...]}`` form), as JSON text, a dict, or a
+        :class:`xgrammar2.structural_tag.StructuralTag`.
+    json_schema_to_ebnf : callable, optional
+        Converter for embedded JSON schemas, called as ``f(schema, **options)`` and returning
+        EBNF text with a ``root`` rule. Defaults to
+        :func:`xgrammar2.json_schema.json_schema_to_ebnf`.
+
+    Raises
+    ------
+    StructuralTagError
+        The tag is malformed; the message starts with the JSON path (a ValueError).
+    NotImplementedError
+        A token-level format, or a feature xgrammar2 cannot express in EBNF yet; the message
+        names it and its JSON path.
+    """
+    node = N.read_structural_tag(tag)
+    return format_to_ebnf(node, json_schema_to_ebnf=json_schema_to_ebnf)
+
+
+def format_to_ebnf(node: N.Node, *, json_schema_to_ebnf: Optional[JsonSchemaToEbnf] = None) -> str:
+    """EBNF text (start rule ``root``) for an already-read format tree."""
+    conv = _Converter(json_schema_to_ebnf or _default_json_schema_to_ebnf)
+    expr = conv.convert(node)
+    conv.rules.define("root", expr)
+    return conv.rules.to_ebnf(root="root")
+
+
+def _seq(parts: Sequence[str]) -> str:
+    parts = [p for p in parts if p and p != '""']
+    if not parts:
+        return '""'
+    if len(parts) == 1:
+        return parts[0]
+    return "(" + " ".join(parts) + ")"
+
+
+def _alt(parts: Sequence[str]) -> str:
+    uniq: List[str] = []
+    for p in parts:
+        if p not in uniq:
+            uniq.append(p)
+    if len(uniq) == 1:
+        return uniq[0]
+    return "(" + " | ".join(uniq) + ")"
+
+
+def _lit(s: str) -> str:
+    return quote(s) if s else '""'
+
+
+def _dedupe(items: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    for s in items:
+        if s and s not in out:
+            out.append(s)
+    return out
+
+
+def _is_unlimited(node: N.Node) -> bool:
+    """Whether ``node`` ends in free text that nothing but an enclosing end string stops
+    (upstream's rule: such content needs a non-empty tag end)."""
+    if isinstance(node, (N.AnyText, N.TriggeredTags, N.TagsWithSeparator)):
+        return True
+    if isinstance(node, (N.Sequence, N.Or)):
+        return any(_is_unlimited(e) and not _is_excluded(e) for e in node.elements)
+    return False
+
+
+def _is_excluded(node: N.Node) -> bool:
+    return isinstance(node, (N.AnyText, N.TriggeredTags)) and bool(node.excludes)
+
+
+class _Converter:
+    def __init__(self, json_schema_to_ebnf: JsonSchemaToEbnf):
+        self.rules = RuleSet(reserved=["root"])
+        self.json_schema_to_ebnf = json_schema_to_ebnf
+        # End strings of the enclosing tags, innermost last: free text stops before them.
+        self.ends: List[List[str]] = []
+        self._any_text_rule: Optional[str] = None
+        self._json_cache: Dict[Any, str] = {}
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def as_rule(self, expr: str, hint: str) -> str:
+        """A rule name for ``expr`` (itself when it already is a rule name)."""
+        if expr in self.rules:
+            return expr
+        return self.rules.add(hint, expr)
+
+    def detected_ends(self) -> List[str]:
+        return [e for e in self.ends[-1] if e] if self.ends else []
+
+    def unsupported(self, node: N.Node, what: str) -> NotImplementedError:
+        return NotImplementedError(
+            f"{node.path}: {what} is not supported by xgrammar2: its EBNF has no token-id "
+            "terminals yet"
+        )
+
+    def free_text(self, excludes: Sequence[str], hint: str = "any_text") -> str:
+        if excludes:
+            return self.rules.add(hint, tag_dispatch_body([], False, _dedupe(excludes)))
+        if self._any_text_rule is None:
+            self._any_text_rule = self.rules.add(hint, ANY_CHAR + "*")
+        return self._any_text_rule
+
+    def end_expr(self, tag: N.Tag) -> str:
+        ends = tag.end
+        if len(ends) == 1:
+            return _lit(ends[0])
+        return self.as_rule(_alt([_lit(e) for e in ends]), "tag_end")
+
+    def tag_content(self, tag: N.Tag) -> str:
+        if isinstance(tag.begin, N.TokenLevel):
+            raise self.unsupported(tag.begin, "a token as a tag's begin")
+        if isinstance(tag.end, N.TokenLevel):
+            raise self.unsupported(tag.end, "a token as a tag's end")
+        if _is_unlimited(tag.content) and not any(tag.end) and not _is_excluded(tag.content):
+            raise StructuralTagError(
+                path_join(tag.path, "end"),
+                "the tag's content is free text (any_text, triggered_tags, tags_with_separator) "
+                "that only an end string can stop, so at least one end string must be non-empty",
+            )
+        self.ends.append(list(tag.end))
+        try:
+            return self.convert(tag.content)
+        finally:
+            self.ends.pop()
+
+    # -- formats ----------------------------------------------------------------------
+
+    def convert(self, node: N.Node) -> str:
+        method = getattr(self, "visit_" + node.kind)
+        return method(node)
+
+    def visit_const_string(self, node: N.ConstString) -> str:
+        return _lit(node.value)
+
+    def visit_json_schema(self, node: N.JSONSchema) -> str:
+        if node.style != "json":
+            from .xml import xml_schema_expr
+
+            return xml_schema_expr(self, node)
+        return self.json_value(node, node.schema, hint="json_schema")
+
+    def json_value(self, node: N.JSONSchema, schema: Any, hint: str, strict_mode: bool = True) -> str:
+        """The root rule of ``schema`` as JSON, with ``node``'s options."""
+        opts: Dict[str, Any] = dict(
+            any_whitespace=True,
+            indent=None,
+            separators=None,
+            strict_mode=strict_mode,
+            max_whitespace_cnt=node.max_whitespace_cnt,
+            lenient=False,
+        )
+        if node.any_order:
+            opts["any_order"] = True
+        if node.excludes:
+            opts["excludes"] = list(node.excludes)
+        try:
+            import json as _json
+
+            key = (_json.dumps(schema, sort_keys=True, default=repr), tuple(sorted(opts.items(), key=str)))
+        except (TypeError, ValueError):
+            key = None
+        if key is not None and key in self._json_cache:
+            return self._json_cache[key]
+        try:
+            text = self.json_schema_to_ebnf(schema, **opts)
+            if not isinstance(text, str):
+                text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
+        except TypeError as e:
+            extra = [k for k in ("any_order", "excludes") if k in opts]
+            if extra:
+                raise NotImplementedError(
+                    f"{node.path}: {' and '.join(extra)} in a json_schema format is not supported "
+                    f"by the JSON-schema converter: {e}"
+                ) from e
+            raise
+        except NotImplementedError:
+            raise
+        except ValueError as e:
+            raise StructuralTagError(path_join(node.path, "json_schema"), str(e)) from e
+        root = self.rules.embed(text, "root", hint)
+        if key is not None:
+            self._json_cache[key] = root
+        return root
+
+    def visit_any_text(self, node: N.AnyText) -> str:
+        if node.token_excludes:
+            raise self.unsupported(node.token_excludes[0], "a token in any_text's excludes")
+        if node.max_tokens is not None:
+            raise NotImplementedError(
+                f"{node.path}.max_tokens: a token budget on free text is not supported by "
+                "xgrammar2's EBNF yet"
+            )
+        excludes = _dedupe(node.excludes + self.detected_ends())
+        if node.max_chars is not None:
+            if excludes:
+                raise NotImplementedError(
+                    f"{node.path}.max_chars: a character budget on free text with excludes (or "
+                    "inside a tag) is not supported by xgrammar2's EBNF yet"
+                )
+            return self.rules.add("any_text", f"{ANY_CHAR}{{0,{node.max_chars}}}")
+        return self.free_text(excludes)
+
+    def visit_grammar(self, node: N.GrammarText) -> str:
+        try:
+            return self.rules.embed(node.grammar, "root", "grammar")
+        except ValueError as e:
+            raise StructuralTagError(path_join(node.path, "grammar"), str(e)) from e
+
+    def visit_regex(self, node: N.Regex) -> str:
+        return self.rules.add("regex", f"Regex({quote(node.pattern)})")
+
+    def visit_sequence(self, node: N.Sequence) -> str:
+        return _seq([self.convert(e) for e in node.elements])
+
+    def visit_or(self, node: N.Or) -> str:
+        return _alt([self.convert(e) for e in node.elements])
+
+    def visit_tag(self, node: N.Tag) -> str:
+        content = self.tag_content(node)
+        return self.as_rule(_seq([_lit(node.begin), content, self.end_expr(node)]), "tag")
+
+    def visit_triggered_tags(self, node: N.TriggeredTags) -> str:
+        excludes = _dedupe(node.excludes + self.detected_ends())
+        per_trigger: List[List[int]] = [[] for _ in node.triggers]
+        for i, tag in enumerate(node.tags):
+            if isinstance(tag.begin, N.TokenLevel):
+                raise self.unsupported(tag.begin, "a token as a tag's begin in triggered_tags")
+            hits = [k for k, t in enumerate(node.triggers) if tag.begin.startswith(t)]
+            if not hits:
+                raise StructuralTagError(
+                    path_join(tag.path, "begin"),
+                    f"the begin {tag.begin!r} does not start with any trigger "
+                    f"({', '.join(repr(t) for t in node.triggers)})",
+                )
+            if len(hits) > 1:
+                raise StructuralTagError(
+                    path_join(tag.path, "begin"),
+                    f"the begin {tag.begin!r} starts with more than one trigger "
+                    f"({', '.join(repr(node.triggers[k]) for k in hits)})",
+                )
+            per_trigger[hits[0]].append(i)
+        for k, ids in enumerate(per_trigger):
+            if not ids:
+                raise StructuralTagError(
+                    path_join(node.path, "triggers", k),
+                    f"the trigger {node.triggers[k]!r} starts no tag's begin",
+                )
+        contents = [self.tag_content(tag) for tag in node.tags]
+        ends = [self.end_expr(tag) for tag in node.tags]
+        full = [_seq([_lit(t.begin), c, e]) for t, c, e in zip(node.tags, contents, ends)]
+        if node.at_least_one and node.stop_after_first:
+            return self.as_rule(_alt(full), "triggered_tags")
+        pairs = []
+        for k, ids in enumerate(per_trigger):
+            trig = node.triggers[k]
+            body = _alt([_seq([_lit(node.tags[i].begin[len(trig):]), contents[i], ends[i]])
+                         for i in ids])
+            pairs.append((trig, self.rules.add("triggered_tags_group", body)))
+        loop = not node.stop_after_first
+        if node.at_least_one:
+            first = self.rules.add("triggered_tags_first", _alt(full))
+            sub = self.rules.add("triggered_tags_sub", tag_dispatch_body(pairs, loop, excludes))
+            return self.rules.add("triggered_tags", f"{first} {sub}")
+        return self.rules.add("triggered_tags", tag_dispatch_body(pairs, loop, excludes))
+
+    def visit_tags_with_separator(self, node: N.TagsWithSeparator) -> str:
+        tags = self.as_rule(_alt([self.visit_tag(t) for t in node.tags]), "tags_with_separator_tags")
+        if node.stop_after_first:
+            body = tags
+        else:
+            body = f"{tags} ({_seq([_lit(node.separator), tags])})*"
+        if not node.at_least_one:
+            body = f'("" | {body})'
+        return self.rules.add("tags_with_separator", body)
+
+    def visit_optional(self, node: N.Optional_) -> str:
+        return f"({self.convert(node.content)})?"
+
+    def visit_plus(self, node: N.Plus) -> str:
+        return f"({self.convert(node.content)})+"
+
+    def visit_star(self, node: N.Star) -> str:
+        return f"({self.convert(node.content)})*"
+
+    def visit_repeat(self, node: N.Repeat) -> str:
+        inner = self.convert(node.content)
+        if node.max == 0:
+            return '""'
+        hi = "" if node.max == -1 else str(node.max)
+        return f"({inner}){{{node.min},{hi}}}"
+
+    def visit_dispatch(self, node: N.Dispatch) -> str:
+        pairs = []
+        for i, (pattern, fmt) in enumerate(node.rules):
+            pairs.append((pattern, self.as_rule(self.convert(fmt), "dispatch_case")))
+        return self.rules.add("tag_dispatch", tag_dispatch_body(pairs, node.loop, _dedupe(node.excludes)))
+
+    def visit_token_level(self, node: N.TokenLevel) -> str:
+        raise self.unsupported(node, f"the token-level format '{node.type}'")
+
+
+def warn_approximation(path: str, message: str) -> None:
+    warnings.warn(f"{path}: {message}", stacklevel=3)
+
+
+def ebnf_from_api_args(*args: Any, **kwargs: Any) -> str:
+    """EBNF for the arguments of ``Grammar.from_structural_tag`` /
+    ``GrammarCompiler.compile_structural_tag``: one structural tag (JSON text, dict, pydantic
+    model), or upstream's legacy ``(tags, triggers)`` with ``tags`` a list of
+    ``StructuralTagItem`` (or dicts with ``begin`` / ``schema`` / ``end``)."""
+    conv = kwargs.pop("json_schema_to_ebnf", None)
+    if "structural_tag" in kwargs:
+        args = (kwargs.pop("structural_tag"),) + args
+    if "tags" in kwargs or "triggers" in kwargs:
+        args = args + (kwargs.pop("tags", None), kwargs.pop("triggers", None))
+        args = tuple(a for a in args if a is not None)
+    if kwargs:
+        raise TypeError(f"unexpected keyword arguments: {', '.join(kwargs)}")
+    if len(args) == 1:
+        return structural_tag_to_ebnf(args[0], json_schema_to_ebnf=conv)
+    if len(args) == 2:
+        tags, triggers = args
+        structures = []
+        for t in tags:
+            if isinstance(t, dict):
+                structures.append(t)
+                continue
+            schema = getattr(t, "schema", None)
+            if schema is None or not isinstance(schema, (str, dict, bool, type)):
+                schema = getattr(t, "schema_", schema)
+            structures.append({"begin": t.begin, "schema": schema, "end": t.end})
+        legacy = {"type": "structural_tag", "structures": structures, "triggers": list(triggers)}
+        return structural_tag_to_ebnf(legacy, json_schema_to_ebnf=conv)
+    raise TypeError(
+        "expected one structural tag, or the legacy (tags, triggers) pair; "
+        f"got {len(args)} positional arguments"
+    )

@@ -1,0 +1,67 @@
+"""Errors raised while reading or converting a structural tag.
+
+Every error names the JSON path of the offending value (``$.format.tags[2].end``) so that a
+caller who wrote a large tag (hundreds of tools) can find the culprit without bisecting.
+"""
+
+from typing import Any, Iterable, Union
+
+from ..exception import InvalidJSONError, InvalidStructuralTagError
+
+__all__ = [
+    "StructuralTagError",
+    "StructuralTagJSONError",
+    "path_join",
+]
+
+
+class StructuralTagError(InvalidStructuralTagError):
+    """A structural tag is malformed (a ``ValueError``). ``path`` is the JSON path of the
+    offending value, e.g. ``$.format.tags[2].end``; the message starts with it."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        self.detail = message
+        super().__init__(f"{path}: {message}")
+
+
+class StructuralTagJSONError(InvalidJSONError):
+    """A structural tag given as text is not valid JSON (a ``ValueError``)."""
+
+
+def path_join(path: str, *parts: Union[str, int]) -> str:
+    """``path_join("$.format", "tags", 2, "end") == "$.format.tags[2].end"``."""
+    out = path
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif p.isidentifier():
+            out += "." + p
+        else:
+            out += "[" + _quote(p) + "]"
+    return out
+
+
+def _quote(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def describe(value: Any) -> str:
+    """A short description of a JSON value for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def join_names(names: Iterable[str]) -> str:
+    return ", ".join(repr(n) for n in names)

@@ -1,0 +1,392 @@
+"""The ``xgrammar2`` StructuredOutputBackend / StructuredOutputGrammar for vLLM's V1 engine.
+
+Semantics follow vLLM's built-in xgrammar backend (the contract the scheduler and the
+structured-output manager rely on):
+
+* ``compile_grammar`` runs on the manager's thread pool, several at once. xgrammar2 compiles
+  with the GIL released and its compiler cache is thread-safe (concurrent compiles of one
+  key are coalesced), so nothing here needs a lock except the lazily built full-vocabulary
+  compiler.
+* ``stop_token_ids`` (the request's ``all_stop_token_ids``) replace the tokenizer's stop
+  tokens; stop tokens stay masked until the grammar may end, and accepting one terminates.
+* Special (control) tokens never match grammar text in JSON / regex / EBNF / choice requests:
+  xgrammar2's TokenizerInfo decodes them to nothing. Structural tags compile against a second
+  vocabulary view in which added tokens are literal text, so tags may name them.
+* ``validate_tokens`` never changes the matcher state; ``rollback(n)`` recomputes the
+  terminated flag; ``fill_bitmask`` overwrites the whole row in place (ids at or beyond the
+  tokenizer's size are masked).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence
+
+import xgrammar2 as xgr2
+from vllm.v1.structured_output.backend_types import (
+    StructuredOutputBackend,
+    StructuredOutputGrammar,
+    StructuredOutputOptions,
+)
+
+from . import lark as _lark
+
+logger = logging.getLogger("vllm.xgrammar2_vllm")
+
+__all__ = [
+    "Xgrammar2Backend",
+    "Xgrammar2Grammar",
+    "StructuralTagsUnavailable",
+    "choice_to_ebnf",
+    "grammar_spec_to_ebnf",
+]
+
+_MIB = 1024 * 1024
+_OPTION_TYPES = {
+    "any_whitespace": bool,
+    "max_whitespace_cnt": int,
+    "strict_mode": bool,
+    "cache_limit_mb": int,
+    "batch_fill": bool,
+    "fill_threads": int,
+}
+
+
+class StructuralTagsUnavailable(ValueError):
+    """The installed xgrammar2 cannot compile structural tags (tool calling) yet."""
+
+
+def _structural_tag_unavailable(err: BaseException) -> StructuralTagsUnavailable:
+    return StructuralTagsUnavailable(
+        "the xgrammar2 structured-output backend cannot compile structural tags yet "
+        "(response_format type 'structural_tag', and tool calling with tool_choice "
+        f"'required' / a named function / strict tools): {err}. Use json_schema, regex, "
+        "grammar or choice, or serve with --structured-outputs-config.backend xgrammar"
+    )
+
+
+def _escape_ebnf(s: str) -> str:
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\x{o:02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def choice_to_ebnf(choices: Sequence[str]) -> str:
+    """EBNF matching exactly one of ``choices`` (vLLM's ``choice`` request)."""
+    if not isinstance(choices, (list, tuple)) or not choices:
+        raise ValueError("choice must be a non-empty list of strings")
+    alts = []
+    for c in choices:
+        if not isinstance(c, str):
+            raise ValueError(f"choice entries must be strings, got {type(c).__name__}")
+        alts.append(f'"{_escape_ebnf(c)}"' if c else '""')
+    return "root ::= " + " | ".join(alts)
+
+
+def grammar_spec_to_ebnf(spec: str) -> str:
+    """The EBNF of a ``grammar`` request: EBNF is returned as is; a Lark grammar is converted
+    when it uses only the supported subset (see :mod:`xgrammar2_vllm.lark`), else ValueError."""
+    from vllm.v1.structured_output.utils import grammar_is_likely_lark
+
+    if grammar_is_likely_lark(spec):
+        return _lark.lark_to_ebnf(spec)
+    return spec
+
+
+def _read_options(vllm_config: Any) -> Dict[str, Any]:
+    """xgrammar2 options from ``--additional-config '{"xgrammar2": {...}}'`` (invalid ones are
+    logged and ignored: the backend is built lazily by the first request, where raising would
+    fail the engine rather than the request)."""
+    extra = getattr(vllm_config, "additional_config", None) or {}
+    raw = extra.get("xgrammar2") if isinstance(extra, dict) else None
+    if not raw:
+        return {}
+    if not isinstance(raw, dict):
+        logger.warning("additional_config.xgrammar2 must be an object; ignored: %r", raw)
+        return {}
+    opts = {}
+    for k, v in raw.items():
+        typ = _OPTION_TYPES.get(k)
+        if typ is None:
+            logger.warning("additional_config.xgrammar2.%s is not an xgrammar2 option; ignored", k)
+        elif typ is int and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            logger.warning("additional_config.xgrammar2.%s must be a positive int; ignored", k)
+        elif typ is bool and not isinstance(v, bool):
+            logger.warning("additional_config.xgrammar2.%s must be true/false; ignored", k)
+        else:
+            opts[k] = v
+    return opts
+
+
+def _tokenizer_info(tokenizer: Any, vocab_size: int) -> "tuple[xgr2.TokenizerInfo, int]":
+    """(TokenizerInfo, bitmask vocabulary size) for vLLM's tokenizer."""
+    try:
+        from vllm.utils.mistral import is_mistral_tokenizer
+    except ImportError:  # pragma: no cover - moved in some vLLM version
+        def is_mistral_tokenizer(_tok: Any) -> bool:
+            return False
+
+    if is_mistral_tokenizer(tokenizer):
+        # Same treatment as vLLM's xgrammar backend: mistral-common exposes the raw vocabulary
+        # (tekken: bytes-as-text, else SentencePiece byte fallback) and only its EOS stops.
+        vocab = list(tokenizer.vocab)
+        size = len(vocab)
+        info = xgr2.TokenizerInfo(
+            vocab,
+            xgr2.VocabType.RAW if getattr(tokenizer, "is_tekken", False) else xgr2.VocabType.BYTE_FALLBACK,
+            vocab_size=size,
+            stop_token_ids=[tokenizer.eos_token_id],
+            add_prefix_space=True,
+        )
+        return info, size
+    info = xgr2.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+    return info, vocab_size
+
+
+def _full_vocab_info(info: "xgr2.TokenizerInfo") -> "xgr2.TokenizerInfo":
+    """The same vocabulary with added / special tokens as literal text (for structural tags,
+    which may name tokens such as ``<|python_tag|>``). Empty tokens stay special."""
+    added = list(getattr(info, "_added_token_ids", []) or [])
+    return xgr2.TokenizerInfo(
+        info.encoded_vocab,
+        info.vocab_type,
+        vocab_size=info.vocab_size,
+        stop_token_ids=info.stop_token_ids,
+        add_prefix_space=info.add_prefix_space,
+        special_token_ids=[],
+        added_token_ids=added,
+    )
+
+
+@dataclass
+class Xgrammar2Backend(StructuredOutputBackend):
+    """One per engine; created lazily by the first ``xgrammar2`` request."""
+
+    def __post_init__(self) -> None:
+        cfg = self.vllm_config
+        so_cfg = getattr(cfg, "structured_outputs_config", None)
+        self.options = _read_options(cfg)
+        self.disable_any_whitespace = bool(getattr(so_cfg, "disable_any_whitespace", False))
+        self.any_whitespace = self.options.get("any_whitespace", not self.disable_any_whitespace)
+        self.max_whitespace_cnt = self.options.get("max_whitespace_cnt")
+        self.strict_mode = self.options.get("strict_mode", True)
+        self.batch_fill = self.options.get("batch_fill", True) and (
+            os.environ.get("XGRAMMAR2_VLLM_BATCH_FILL", "1") != "0"
+        )
+        self.fill_threads = self.options.get("fill_threads") or max(1, min((os.cpu_count() or 2) // 2, 8))
+        cache_mb = self.options.get("cache_limit_mb")
+        if cache_mb is None:
+            try:
+                import vllm.envs as envs
+
+                cache_mb = int(envs.VLLM_XGRAMMAR_CACHE_MB)
+            except Exception:  # noqa: BLE001
+                cache_mb = 512
+        self._cache_limit_bytes = cache_mb * _MIB
+
+        self.tokenizer_info, self.vocab_size = _tokenizer_info(self.tokenizer, self.vocab_size)
+        self.compiler = xgr2.GrammarCompiler(
+            self.tokenizer_info, cache_enabled=True, cache_limit_bytes=self._cache_limit_bytes
+        )
+        self._full_compiler: Optional[xgr2.GrammarCompiler] = None
+        self._full_lock = threading.Lock()
+
+        spec = getattr(cfg, "speculative_config", None)
+        self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0
+        # Rollback history kept per matcher: the manager rolls back at most the number of
+        # drafts it advanced (<= num_speculative_tokens); one extra step is free insurance.
+        self.max_rollback_tokens = self.num_speculative_tokens + 1 if self.num_speculative_tokens else 0
+        logger.info(
+            "xgrammar2 structured-output backend: vocab %d (tokenizer %d tokens), "
+            "any_whitespace=%s, spec tokens %d",
+            self.vocab_size, len(self.tokenizer_info.encoded_vocab), self.any_whitespace,
+            self.num_speculative_tokens,
+        )
+
+    # ---- compilation ---------------------------------------------------------------------
+
+    def _json_kwargs(self) -> Dict[str, Any]:
+        kw: Dict[str, Any] = {"any_whitespace": self.any_whitespace, "strict_mode": self.strict_mode}
+        if not self.any_whitespace:
+            kw["separators"] = (",", ":")
+        if self.max_whitespace_cnt is not None and self.any_whitespace:
+            kw["max_whitespace_cnt"] = self.max_whitespace_cnt
+        return kw
+
+    def full_vocab_compiler(self) -> "xgr2.GrammarCompiler":
+        c = self._full_compiler
+        if c is None:
+            with self._full_lock:
+                if self._full_compiler is None:
+                    self._full_compiler = xgr2.GrammarCompiler(
+                        _full_vocab_info(self.tokenizer_info),
+                        cache_enabled=True,
+                        cache_limit_bytes=self._cache_limit_bytes,
+                    )
+                c = self._full_compiler
+        return c
+
+    def compile(self, request_type: StructuredOutputOptions, grammar_spec: str) -> "xgr2.CompiledGrammar":
+        """The CompiledGrammar of one request (cached by the compiler). Raises ValueError
+        (a subclass) with xgrammar2's message when the request is invalid."""
+        O = StructuredOutputOptions
+        if request_type == O.JSON:
+            return self.compiler.compile_json_schema(grammar_spec, **self._json_kwargs())
+        if request_type == O.JSON_OBJECT:
+            kw = self._json_kwargs()
+            kw["strict_mode"] = False  # any object, not only {}
+            return self.compiler.compile_json_schema('{"type": "object"}', **kw)
+        if request_type == O.REGEX:
+            return self.compiler.compile_regex(grammar_spec)
+        if request_type == O.GRAMMAR:
+            return self.compiler.compile_grammar(grammar_spec_to_ebnf(grammar_spec))
+        if request_type == O.CHOICE:
+            choices = json.loads(grammar_spec) if isinstance(grammar_spec, str) else grammar_spec
+            return self.compiler.compile_grammar(choice_to_ebnf(choices))
+        if request_type == O.STRUCTURAL_TAG:
+            return self.compile_structural_tag(grammar_spec)
+        raise ValueError(f"xgrammar2: unsupported structured output type {request_type!s}")
+
+    def compile_structural_tag(self, grammar_spec: str) -> "xgr2.CompiledGrammar":
+        tag = json.loads(grammar_spec)
+        compiler = self.full_vocab_compiler()
+        try:
+            if isinstance(tag, dict) and "structures" in tag:
+                items = [
+                    xgr2.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
+                    for s in tag["structures"]
+                ]
+                return compiler.compile_structural_tag(items, tag.get("triggers", []))
+            return compiler.compile_structural_tag(grammar_spec)
+        except NotImplementedError as e:
+            raise _structural_tag_unavailable(e) from e
+
+    def compile_grammar(
+        self,
+        request_type: StructuredOutputOptions,
+        grammar_spec: str,
+        stop_token_ids: Optional[Iterable[int]] = None,
+    ) -> "Xgrammar2Grammar":
+        ctx = self.compile(request_type, grammar_spec)
+        stops = None
+        if stop_token_ids:
+            # Ids the bitmask cannot represent are dropped rather than failing the request.
+            stops = sorted({int(t) for t in stop_token_ids if 0 <= int(t) < self.vocab_size}) or None
+        matcher = xgr2.GrammarMatcher(
+            ctx, override_stop_tokens=stops, max_rollback_tokens=self.max_rollback_tokens
+        )
+        return Xgrammar2Grammar(matcher, self.vocab_size, ctx)
+
+    # ---- bitmasks ----------------------------------------------------------------------
+
+    def allocate_token_bitmask(self, max_num_seqs: int):
+        import torch
+
+        return torch.full((max_num_seqs, (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
+
+    def fill_bitmasks(self, bitmask: Any, grammars: Sequence["Xgrammar2Grammar"], rows: Sequence[int]) -> None:
+        """Fills ``bitmask[rows[i]]`` for ``grammars[i]`` in one call (the core's thread pool,
+        GIL released). Terminated grammars get an all-ones row, like the manager does."""
+        live, idx = [], []
+        for g, r in zip(grammars, rows):
+            if g._is_terminated:
+                bitmask[r].fill_(-1)
+            else:
+                live.append(g.matcher)
+                idx.append(r)
+        if len(live) == 1:
+            live[0].fill_next_token_bitmask(bitmask, idx[0])
+        elif live:
+            xgr2.fill_next_token_bitmask_batch(live, bitmask, idx, max_threads=self.fill_threads)
+
+    def destroy(self) -> None:
+        self.compiler.clear_cache()
+        if self._full_compiler is not None:
+            self._full_compiler.clear_cache()
+
+
+class Xgrammar2Grammar(StructuredOutputGrammar):
+    """One per request: an xgrammar2 GrammarMatcher plus the terminated flag vLLM reads."""
+
+    __slots__ = ("matcher", "vocab_size", "ctx", "num_processed_tokens", "_is_terminated")
+
+    def __init__(self, matcher: "xgr2.GrammarMatcher", vocab_size: int, ctx: "xgr2.CompiledGrammar") -> None:
+        self.matcher = matcher
+        self.vocab_size = vocab_size
+        self.ctx = ctx
+        self.num_processed_tokens = 0
+        self._is_terminated = False
+
+    def accept_tokens(self, request_id: str, tokens: List[int]) -> bool:
+        """Advances over ``tokens``; False at the first rejected one. Tokens after termination
+        are ignored (True)."""
+        if self._is_terminated:
+            return True
+        m = self.matcher
+        for token in tokens:
+            try:
+                ok = m.accept_token(token)
+            except (ValueError, OverflowError, TypeError):
+                ok = False  # out-of-vocabulary id
+            if not ok:
+                logger.error(
+                    "xgrammar2: grammar rejected token %s for request %s", token, request_id
+                )
+                return False
+            self.num_processed_tokens += 1
+            if m.is_terminated():
+                self._is_terminated = True
+                break
+        return True
+
+    def validate_tokens(self, tokens: List[int]) -> List[int]:
+        """The longest accepted prefix of ``tokens`` (ending at a stop token, if any). The
+        matcher state does not change."""
+        if self._is_terminated or not tokens:
+            return []
+        n = 0
+        for t in tokens:  # the core rejects out-of-range ids; cut the draft there instead
+            if not (isinstance(t, int) and 0 <= t < self.vocab_size):
+                break
+            n += 1
+        if n == 0:
+            return []
+        k = self.matcher.validate_tokens(tokens[:n] if n < len(tokens) else tokens)
+        return list(tokens[:k])
+
+    def rollback(self, num_tokens: int) -> None:
+        if num_tokens <= 0:
+            return
+        self.matcher.rollback(num_tokens)
+        self.num_processed_tokens -= num_tokens
+        self._is_terminated = self.matcher.is_terminated()
+
+    def fill_bitmask(self, bitmask: Any, idx: int) -> None:
+        self.matcher.fill_next_token_bitmask(bitmask, idx)
+
+    def is_terminated(self) -> bool:
+        return self._is_terminated
+
+    def reset(self) -> None:
+        self.matcher.reset()
+        self.num_processed_tokens = 0
+        self._is_terminated = False

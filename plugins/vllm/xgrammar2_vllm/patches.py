@@ -1,0 +1,326 @@
+"""The patches that plug ``xgrammar2`` into vLLM (0.32 / 0.33), each idempotent.
+
+vLLM selects structured-output backends with a hard-coded if/elif and validates the backend
+name with a pydantic Literal, so there is no registry to add to. What is changed, and why:
+
+1. ``StructuredOutputsConfig.backend``: the Literal is widened with "xgrammar2" and the
+   pydantic dataclasses are rebuilt, so ``--structured-outputs-config.backend xgrammar2``
+   (dotted or JSON form) and ``LLM(structured_outputs_config={"backend": "xgrammar2"})``
+   parse. The config's model validator also allows ``disable_any_whitespace`` with xgrammar2.
+2. ``StructuredOutputManager.grammar_init``: builds :class:`Xgrammar2Backend` when the first
+   request's ``_backend`` is "xgrammar2", then defers to vLLM (which skips its factory because
+   ``self.backend`` is set). Offline beam search has its own factory, wrapped the same way.
+3. Validation: vLLM calls upstream xgrammar's validator for every backend name starting with
+   "xgrammar"; a dispatcher sends ``xgrammar2`` requests to
+   :func:`xgrammar2_vllm.validate.validate_xgrammar2_request` and everything else to the
+   original.
+4. CLI: ``--structured-output-backend NAME`` (shown in ``--help``) is rewritten to
+   ``--structured-outputs-config.backend=NAME`` before vLLM's parser runs.
+5. Bitmasks: when the engine has no speculative decoding and no reasoning gate, the rows of
+   all xgrammar2 requests of a step are filled by one ``fill_next_token_bitmask_batch`` call
+   (C thread pool, GIL released) instead of one Python call per row; the manager's own
+   parallel path (> 128 requests) also batches. Anything else goes through vLLM's code.
+   ``XGRAMMAR2_VLLM_BATCH_FILL=0`` turns this off.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any, Callable, List
+
+logger = logging.getLogger("vllm.xgrammar2_vllm")
+
+BACKEND = "xgrammar2"
+SHORT_FLAG = "--structured-output-backend"
+_MARK = "_xgrammar2_patched"
+
+
+def _is_patched(fn: Any) -> bool:
+    return bool(getattr(fn, _MARK, False))
+
+
+def _mark(fn: Callable) -> Callable:
+    setattr(fn, _MARK, True)
+    return fn
+
+
+# ---- 1. config --------------------------------------------------------------------------
+
+
+def patch_config() -> None:
+    from typing import Literal, get_args
+
+    import pydantic.dataclasses as pdc
+    from vllm.config import structured_outputs as so_mod
+
+    cls = so_mod.StructuredOutputsConfig
+    current = so_mod.StructuredOutputsBackend
+    changed = False
+    if BACKEND not in get_args(current):
+        widened = Literal[(*get_args(current), BACKEND)]  # type: ignore[valid-type]
+        so_mod.StructuredOutputsBackend = widened
+        cls.__annotations__["backend"] = widened
+        cls.__dataclass_fields__["backend"].type = widened
+        changed = True
+
+    decorators = getattr(cls, "__pydantic_decorators__", None)
+    validators = getattr(decorators, "model_validators", {}) if decorators is not None else {}
+    info = validators.get("_validate_structured_output_config")
+    if info is not None and not _is_patched(info.func):
+        original = info.func
+
+        def _validate_structured_output_config(self):  # noqa: ANN001
+            if getattr(self, "backend", None) == BACKEND:
+                if getattr(self, "disable_additional_properties", False):
+                    raise ValueError(
+                        "disable_additional_properties is only supported for the guidance backend."
+                    )
+                return self
+            return original(self)
+
+        info.func = _mark(_validate_structured_output_config)
+        changed = True
+    elif info is None:
+        logger.debug("xgrammar2: StructuredOutputsConfig has no _validate_structured_output_config")
+
+    if changed:
+        pdc.rebuild_dataclass(cls, force=True)
+        from vllm.config import VllmConfig
+
+        pdc.rebuild_dataclass(VllmConfig, force=True)
+
+
+# ---- 2. backend factory -----------------------------------------------------------------
+
+
+def _request_backend(request: Any) -> Any:
+    sp = getattr(request, "sampling_params", None)
+    so = getattr(sp, "structured_outputs", None) if sp is not None else None
+    return getattr(so, "_backend", None) if so is not None else None
+
+
+def make_backend(vllm_config: Any, tokenizer: Any) -> Any:
+    from .backend import Xgrammar2Backend
+
+    return Xgrammar2Backend(
+        vllm_config, tokenizer=tokenizer, vocab_size=vllm_config.model_config.get_vocab_size()
+    )
+
+
+def patch_manager() -> None:
+    from vllm.v1.structured_output import StructuredOutputManager as M
+
+    if not _is_patched(M.grammar_init):
+        original = M.grammar_init
+
+        @functools.wraps(original)
+        def grammar_init(self, request):  # noqa: ANN001
+            if (
+                self.backend is None
+                and getattr(request, "structured_output_request", None) is not None
+                and _request_backend(request) == BACKEND
+            ):
+                self.backend = make_backend(self.vllm_config, self.tokenizer)
+                # vLLM 0.33 remembers the backend name and rejects later requests that
+                # resolve to another one; 0.32 has no such attribute (harmless there).
+                self.backend_name = BACKEND
+            return original(self, request)
+
+        M.grammar_init = _mark(grammar_init)
+
+    if not _is_patched(M._fill_bitmasks):
+        original_fill = M._fill_bitmasks
+
+        @functools.wraps(original_fill)
+        def _fill_bitmasks(self, batch):  # noqa: ANN001
+            from .backend import Xgrammar2Backend, Xgrammar2Grammar
+
+            backend = self.backend
+            batch = list(batch)
+            if (
+                len(batch) > 1
+                and isinstance(backend, Xgrammar2Backend)
+                and backend.batch_fill
+                and all(isinstance(g, Xgrammar2Grammar) for g, _, _ in batch)
+            ):
+                bitmask = self._grammar_bitmask
+                grammars, rows = [], []
+                for grammar, index, apply_bitmask in batch:
+                    if apply_bitmask:
+                        grammars.append(grammar)
+                        rows.append(index)
+                    else:
+                        bitmask[index].fill_(-1)
+                backend.fill_bitmasks(bitmask, grammars, rows)
+                return None
+            return original_fill(self, batch)
+
+        M._fill_bitmasks = _mark(_fill_bitmasks)
+
+    if not _is_patched(M.grammar_bitmask):
+        original_bitmask = M.grammar_bitmask
+
+        @functools.wraps(original_bitmask)
+        def grammar_bitmask(self, requests, structured_output_request_ids, scheduled_spec_decode_tokens):  # noqa: ANN001
+            fast = _fast_bitmask(self, requests, structured_output_request_ids)
+            if fast is not None:
+                return fast
+            return original_bitmask(
+                self, requests, structured_output_request_ids, scheduled_spec_decode_tokens
+            )
+
+        M.grammar_bitmask = _mark(grammar_bitmask)
+
+
+def _fast_bitmask(manager: Any, requests: Any, ids: List[str]) -> Any:
+    """The batch rows in one C call, or None when vLLM's general path is needed
+    (speculative decoding, a reasoning gate, diffusion models, another backend)."""
+    from .backend import Xgrammar2Backend, Xgrammar2Grammar
+
+    backend = manager.backend
+    if (
+        len(ids) < 2
+        or not isinstance(backend, Xgrammar2Backend)
+        or not backend.batch_fill
+        or getattr(manager.vllm_config, "num_speculative_tokens", 0)
+        or (manager.reasoner_cls is not None and not manager.enable_in_reasoning)
+        or getattr(manager.vllm_config.model_config, "is_diffusion", False)
+    ):
+        return None
+    grammars = []
+    for rid in ids:
+        sreq = requests[rid].structured_output_request
+        g = sreq.grammar if sreq is not None else None
+        if not isinstance(g, Xgrammar2Grammar):
+            return None
+        grammars.append(g)
+    if manager._grammar_bitmask is None:
+        max_batch = manager.vllm_config.scheduler_config.max_num_seqs
+        manager._grammar_bitmask = backend.allocate_token_bitmask(max_batch)
+    bitmask = manager._grammar_bitmask
+    backend.fill_bitmasks(bitmask, grammars, range(len(grammars)))
+    out = bitmask[: len(grammars)] if len(grammars) < bitmask.shape[0] else bitmask
+    return out.numpy()
+
+
+def patch_beam_search() -> None:
+    try:
+        from vllm.entrypoints.generate.beam_search import offline as bs
+    except Exception:  # noqa: BLE001 - module layout differs between versions
+        return
+    mixin = getattr(bs, "BeamSearchOfflineMixin", None)
+    original = getattr(mixin, "_init_beam_search_structured_output", None)
+    if original is None or _is_patched(original):
+        return
+
+    @functools.wraps(original)
+    def _init_beam_search_structured_output(self, structured_outputs, tokenizer):  # noqa: ANN001
+        so_config = self.llm_engine.vllm_config.structured_outputs_config
+        name = structured_outputs._backend or getattr(so_config, "backend", None)
+        if name != BACKEND:
+            return original(self, structured_outputs, tokenizer)
+        structured_outputs._backend = BACKEND
+        from vllm.v1.structured_output.request import get_structured_output_key
+
+        backend = make_backend(self.llm_engine.vllm_config, tokenizer)
+        return backend, get_structured_output_key(structured_outputs), backend.allocate_token_bitmask(1)
+
+    mixin._init_beam_search_structured_output = _mark(_init_beam_search_structured_output)
+
+
+# ---- 3. validation ----------------------------------------------------------------------
+
+
+def patch_validation() -> None:
+    import vllm.sampling_params as sp_mod
+    from vllm.v1.structured_output import backend_xgrammar as bx
+
+    original = bx.validate_xgrammar_grammar
+    if _is_patched(original):
+        return
+
+    @functools.wraps(original)
+    def validate_xgrammar_grammar(sampling_params):  # noqa: ANN001
+        so = sampling_params.structured_outputs
+        if so is not None and getattr(so, "_backend", None) == BACKEND:
+            from .validate import validate_xgrammar2_request
+
+            return validate_xgrammar2_request(sampling_params)
+        return original(sampling_params)
+
+    _mark(validate_xgrammar_grammar)
+    bx.validate_xgrammar_grammar = validate_xgrammar_grammar
+    # Versions that import the validator at module level call it through this global.
+    if getattr(sp_mod, "validate_xgrammar_grammar", None) is original:
+        sp_mod.validate_xgrammar_grammar = validate_xgrammar_grammar
+
+
+# ---- 4. CLI -----------------------------------------------------------------------------
+
+
+def rewrite_short_flag(args: List[str]) -> List[str]:
+    """``--structured-output-backend X`` / ``=X`` -> ``--structured-outputs-config.backend=X``."""
+    out: List[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == SHORT_FLAG and i + 1 < len(args):
+            out.append(f"--structured-outputs-config.backend={args[i + 1]}")
+            i += 2
+            continue
+        if isinstance(a, str) and a.startswith(SHORT_FLAG + "="):
+            out.append("--structured-outputs-config.backend=" + a.split("=", 1)[1])
+            i += 1
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def patch_cli() -> None:
+    import sys
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser as P
+
+    if not _is_patched(P.parse_args):
+        original_parse = P.parse_args
+
+        @functools.wraps(original_parse)
+        def parse_args(self, args=None, namespace=None):  # noqa: ANN001
+            if args is None:
+                args = sys.argv[1:]
+            if any(isinstance(a, str) and a.startswith(SHORT_FLAG) for a in args):
+                args = rewrite_short_flag(list(args))
+            return original_parse(self, args, namespace)
+
+        P.parse_args = _mark(parse_args)
+
+    original_add = EngineArgs.__dict__.get("add_cli_args")
+    func = getattr(original_add, "__func__", None)
+    if func is not None and not _is_patched(func):
+
+        @functools.wraps(func)
+        def add_cli_args(parser, *a, **kw):  # noqa: ANN001
+            parser = func(parser, *a, **kw)
+            try:
+                parser.add_argument(
+                    SHORT_FLAG,
+                    dest="xgrammar2_structured_output_backend",
+                    default=None,
+                    metavar="NAME",
+                    help="Shorthand for --structured-outputs-config.backend NAME "
+                    "(added by the xgrammar2 plugin), e.g. xgrammar2.",
+                )
+            except Exception:  # noqa: BLE001 - already defined (a newer vLLM)
+                pass
+            return parser
+
+        EngineArgs.add_cli_args = staticmethod(_mark(add_cli_args))
+
+
+def apply_all() -> None:
+    for patch in (patch_config, patch_manager, patch_validation, patch_cli, patch_beam_search):
+        patch()

@@ -1,0 +1,101 @@
+"""Request validation with xgrammar2, in the API-server process.
+
+vLLM validates structured-output requests before they reach the engine
+(``SamplingParams._validate_structured_outputs``); a ``VLLMValidationError`` there becomes an
+HTTP 400 with its message. For any backend whose name starts with "xgrammar" vLLM would call
+upstream xgrammar's validator, which would reject what xgrammar cannot do (and accept what
+xgrammar2 cannot). The plugin routes ``xgrammar2`` requests here instead, so the answer is
+xgrammar2's own: the same front ends (JSON schema, regex, EBNF, Lark subset, structural tags)
+run here that will compile the grammar in the engine. A failure in the engine would instead
+finish the request with an error (HTTP 500 on vLLM 0.32) after it was accepted.
+
+Unlike upstream, ``choice`` is kept as a CHOICE request (the backend builds its grammar), and
+Lark grammars are rewritten to the EBNF the engine will compile.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import xgrammar2 as xgr2
+
+__all__ = ["validate_xgrammar2_request"]
+
+
+def _fail(message: str, parameter: str, err: BaseException) -> Exception:
+    from vllm.exceptions import VLLMValidationError
+
+    exc = VLLMValidationError(f"xgrammar2: {message}: {err}", parameter=parameter)
+    exc.__cause__ = err
+    return exc
+
+
+def validate_xgrammar2_request(sampling_params: Any) -> None:
+    """Raises VLLMValidationError (HTTP 400) if xgrammar2 cannot serve the request."""
+    from .backend import (
+        StructuralTagsUnavailable,
+        _structural_tag_unavailable,
+        choice_to_ebnf,
+        grammar_spec_to_ebnf,
+    )
+
+    so = sampling_params.structured_outputs
+    if so is None:
+        return
+
+    if so.regex is not None:
+        try:
+            xgr2.Grammar.from_regex(so.regex)
+        except Exception as e:  # noqa: BLE001 - any failure is the request's fault
+            raise _fail("invalid regex", "structured_outputs.regex", e) from e
+        return
+
+    if so.choice is not None:
+        try:
+            xgr2.Grammar.from_ebnf(choice_to_ebnf(so.choice))
+        except Exception as e:  # noqa: BLE001
+            raise _fail("invalid choice", "structured_outputs.choice", e) from e
+        return
+
+    if so.json is not None:
+        try:
+            schema = json.loads(so.json) if isinstance(so.json, str) else so.json
+        except ValueError as e:
+            raise _fail("the JSON schema is not valid JSON", "response_format.json_schema", e) from e
+        try:
+            xgr2.Grammar.from_json_schema(schema)
+        except Exception as e:  # noqa: BLE001
+            raise _fail("unsupported or invalid JSON schema", "response_format.json_schema", e) from e
+        return
+
+    if so.grammar is not None:
+        try:
+            ebnf = grammar_spec_to_ebnf(so.grammar)
+            xgr2.Grammar.from_ebnf(ebnf)
+        except Exception as e:  # noqa: BLE001
+            raise _fail("invalid grammar", "structured_outputs.grammar", e) from e
+        if ebnf is not so.grammar:
+            so.grammar = ebnf  # the engine compiles exactly what was validated
+        return
+
+    if so.structural_tag is not None:
+        try:
+            tag = json.loads(so.structural_tag)
+            if isinstance(tag, dict) and "structures" in tag:
+                items = [
+                    xgr2.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
+                    for s in tag["structures"]
+                ]
+                xgr2.Grammar.from_structural_tag(items, tag.get("triggers", []))
+            else:
+                xgr2.Grammar.from_structural_tag(so.structural_tag)
+        except NotImplementedError as e:
+            err = _structural_tag_unavailable(e)
+            raise _fail("structural tags are not available", "structural_tag", err) from e
+        except StructuralTagsUnavailable as e:
+            raise _fail("structural tags are not available", "structural_tag", e) from e
+        except Exception as e:  # noqa: BLE001
+            raise _fail("invalid structural tag", "structural_tag", e) from e
+        return
+    # json_object: nothing to validate.

@@ -1,0 +1,265 @@
+/* Runtime oracle test: at every step of random constrained walks, the cached bitmask
+ * equals the brute-force bitmask (every token tried by the parser), rollback restores
+ * the same masks, and fork/validate/jump-forward agree with direct acceptance. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xgr2.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                          \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static uint64_t rng_state = 88172645463325252ULL;
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)rng_state;
+}
+
+/* A synthetic vocabulary: every byte, then random strings over grammar-ish pieces,
+ * a special token (empty text) and a stop token. */
+static xgr_vocab *make_vocab(int32_t *stop_id) {
+    static const char *pieces[] = {"a", "b", "c", "x", "\"", "{", "}", "[", "]", ":", ",",
+                                   " ", "\n", "0", "1", "9", "-", ".", "e", "\\", "n",
+                                   "u", "t", "r", "true", "null", "\xc3\xa9", "\xe4\xb8\xad",
+                                   "\xf0\x9f\x98\x80", "ab", "\": ", "\",", "},", "]}"};
+    size_t np = sizeof pieces / sizeof *pieces;
+    int32_t n = 256 + 1500 + 2;
+    uint8_t *data = malloc((size_t)n * 32);
+    uint32_t *off = malloc(((size_t)n + 1) * sizeof *off);
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < n; i++) {
+        off[i] = pos;
+        if (i < 256) {
+            data[pos++] = (uint8_t)i;
+        } else if (i < 256 + 1500) {
+            int k = 1 + (int)(rnd() % 4);
+            for (int j = 0; j < k; j++) {
+                const char *p = pieces[rnd() % np];
+                size_t l = strlen(p);
+                memcpy(data + pos, p, l);
+                pos += (uint32_t)l;
+            }
+            /* cut some tokens mid-UTF-8 on purpose */
+            if (rnd() % 7 == 0 && pos > off[i] + 1) pos--;
+        }
+        /* the last two tokens are empty: special and stop */
+    }
+    off[n] = pos;
+    int32_t special = n - 2;
+    *stop_id = n - 1;
+    xgr_vocab *v = NULL;
+    int rc = xgr_vocab_new(data, off, n, n + 5, &special, 1, stop_id, 1, &v);
+    if (rc) fprintf(stderr, "vocab: %s\n", xgr_last_error());
+    free(data);
+    free(off);
+    return v;
+}
+
+static int row_words;
+
+static int rows_equal(const int32_t *a, const int32_t *b) {
+    return memcmp(a, b, (size_t)row_words * sizeof *a) == 0;
+}
+
+static int first_diff(const int32_t *a, const int32_t *b) {
+    for (int w = 0; w < row_words; w++)
+        if (a[w] != b[w])
+            for (int k = 0; k < 32; k++)
+                if (((a[w] ^ b[w]) >> k) & 1) return w * 32 + k;
+    return -1;
+}
+
+static int32_t pick_allowed(const int32_t *row, int32_t vocab_size, int32_t avoid) {
+    int32_t cnt = 0;
+    for (int32_t t = 0; t < vocab_size; t++)
+        if (((row[t >> 5] >> (t & 31)) & 1) && t != avoid) cnt++;
+    if (!cnt) return -1;
+    int32_t k = (int32_t)(rnd() % (uint32_t)cnt);
+    for (int32_t t = 0; t < vocab_size; t++)
+        if (((row[t >> 5] >> (t & 31)) & 1) && t != avoid && k-- == 0) return t;
+    return -1;
+}
+
+static void walk(const char *name, const char *ebnf, xgr_vocab *v, int32_t stop, int steps,
+                 int walks) {
+    xgr_grammar *g = NULL;
+    if (xgr_grammar_from_ebnf(ebnf, strlen(ebnf), "", 0, &g)) {
+        CHECK(0, "%s: parse failed: %s", name, xgr_last_error());
+        return;
+    }
+    xgr_compiled *c = NULL;
+    if (xgr_compile(g, v, NULL, &c)) {
+        CHECK(0, "%s: compile failed: %s", name, xgr_last_error());
+        xgr_grammar_release(g);
+        return;
+    }
+    int32_t vs = xgr_vocab_size(v);
+    int32_t *row = calloc((size_t)row_words, 4), *oracle = calloc((size_t)row_words, 4);
+    int32_t *hist = malloc(sizeof(int32_t) * (size_t)row_words * (size_t)(steps + 1));
+    for (int w = 0; w < walks; w++) {
+        xgr_matcher *m = NULL;
+        if (xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+            CHECK(0, "%s: matcher: %s", name, xgr_last_error());
+            break;
+        }
+        int s;
+        for (s = 0; s < steps; s++) {
+            int need;
+            CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, &need), "%s: fill: %s",
+                  name, xgr_last_error());
+            CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)row_words),
+                  "%s: oracle: %s", name, xgr_last_error());
+            if (!rows_equal(row, oracle)) {
+                int t = first_diff(row, oracle);
+                CHECK(0, "%s walk %d step %d: mask differs from oracle at token %d (cache=%d)",
+                      name, w, s, t, (row[t >> 5] >> (t & 31)) & 1);
+                break;
+            }
+            memcpy(hist + (size_t)s * (size_t)row_words, row, (size_t)row_words * 4);
+            /* prefer text over stopping so walks go deep */
+            int32_t t = pick_allowed(row, vs, rnd() % 8 ? stop : -1);
+            if (t < 0) t = pick_allowed(row, vs, -1);
+            if (t < 0) break;
+            /* validate_tokens must agree and not change state */
+            size_t na = 9;
+            CHECK(!xgr_matcher_validate_tokens(m, &t, 1, &na) && na == 1,
+                  "%s: validate_tokens rejected an allowed token %d", name, t);
+            int acc = 0;
+            CHECK(!xgr_matcher_accept_token(m, t, &acc) && acc,
+                  "%s: allowed token %d rejected", name, t);
+            if (t == stop) {
+                CHECK(xgr_matcher_is_terminated(m), "%s: stop accepted but not terminated", name);
+                s++;
+                break;
+            }
+            /* occasionally roll back and compare with the recorded mask */
+            if (s > 2 && rnd() % 5 == 0) {
+                int32_t j = 1 + (int32_t)(rnd() % 3);
+                CHECK(!xgr_matcher_rollback(m, j), "%s: rollback: %s", name, xgr_last_error());
+                CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, NULL), "fill");
+                CHECK(rows_equal(row, hist + (size_t)(s + 1 - j) * (size_t)row_words),
+                      "%s: mask after rollback(%d) differs", name, j);
+                s -= j;
+            }
+        }
+        /* fork keeps the state */
+        xgr_matcher *f = NULL;
+        CHECK(!xgr_matcher_fork(m, &f), "fork");
+        if (f) {
+            CHECK(!xgr_matcher_fill_bitmask(f, row, (size_t)row_words, NULL), "fill fork");
+            CHECK(!xgr_matcher_fill_bitmask(m, oracle, (size_t)row_words, NULL), "fill m");
+            CHECK(rows_equal(row, oracle), "%s: fork mask differs", name);
+            xgr_matcher_free(f);
+        }
+        char *jf = NULL;
+        size_t jl = 0;
+        CHECK(!xgr_matcher_jump_forward(m, &jf, &jl), "jump_forward: %s", xgr_last_error());
+        if (jl) {
+            int acc = 0;
+            CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)jf, jl, &acc) && acc,
+                  "%s: jump-forward string not accepted", name);
+        }
+        xgr_free(jf);
+        xgr_matcher_free(m);
+    }
+    free(row);
+    free(oracle);
+    free(hist);
+    xgr_compiled_release(c);
+    xgr_grammar_release(g);
+    printf("ok %s\n", name);
+}
+
+static void bad_inputs(xgr_vocab *v) {
+    xgr_grammar *g = NULL;
+    const char *e = "root ::= \"a\"";
+    if (xgr_grammar_from_ebnf(e, strlen(e), "", 0, &g)) return;
+    xgr_compiled *c = NULL;
+    if (!xgr_compile(g, v, NULL, &c)) {
+        xgr_matcher *m = NULL;
+        if (!xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+            int acc = 1;
+            CHECK(xgr_matcher_accept_token(m, -1, &acc) == XGR_ERR_INVALID_ARG, "negative id");
+            CHECK(xgr_matcher_accept_token(m, xgr_vocab_size(v), &acc) == XGR_ERR_INVALID_ARG,
+                  "id past vocab");
+            CHECK(strstr(xgr_last_error(), "out of range") != NULL, "message: %s",
+                  xgr_last_error());
+            CHECK(xgr_matcher_rollback(m, 1) == XGR_ERR_STATE, "rollback past start");
+            int32_t small[1];
+            CHECK(xgr_matcher_fill_bitmask(m, small, 1, NULL) == XGR_ERR_INVALID_ARG,
+                  "short row");
+            xgr_matcher_free(m);
+        }
+        xgr_compiled_release(c);
+    }
+    xgr_grammar_release(g);
+    const char *rec = "root ::= \"a\" root";
+    if (!xgr_grammar_from_ebnf(rec, strlen(rec), "", 0, &g)) {
+        CHECK(xgr_compile(g, v, NULL, &c) == XGR_ERR_SEMANTIC, "unproductive grammar accepted");
+        xgr_grammar_release(g);
+    }
+    xgr_vocab *bad = NULL;
+    uint32_t off[1] = {0};
+    CHECK(xgr_vocab_new(NULL, off, 0, 0, NULL, 0, NULL, 0, &bad) == XGR_ERR_INVALID_ARG,
+          "empty vocab");
+}
+
+int main(void) {
+    int32_t stop;
+    xgr_vocab *v = make_vocab(&stop);
+    if (!v) return 1;
+    row_words = (xgr_vocab_size(v) + 31) / 32;
+    struct {
+        const char *name, *ebnf;
+    } cases[] = {
+        {"literal", "root ::= \"abc\" | \"ab\" \"x\"*"},
+        {"classes", "root ::= [a-c]+ [^a-z\\n]? \"\\u00e9\"*"},
+        {"utf8", "root ::= ([\\u4e00-\\u9fff] | [\\U0001F600-\\U0001F64F] | \"\\u00e9\")+ \"x\""},
+        {"nested", "root ::= \"[\" (root (\",\" root)*)? \"]\" | \"a\""},
+        {"nullable", "root ::= a b c \"x\"\na ::= \"a\"?\nb ::= a*\nc ::= (\"\" | \"b\") a"},
+        {"repeat_small", "root ::= \"\\\"\" [a-c]{2,5} \"\\\"\""},
+        {"repeat_large", "root ::= \"\\\"\" ([a-c] | \"\\\\n\"){3,200} \"\\\"\""},
+        {"repeat_near_max", "root ::= \"<\" [abc]{17,20} \">\" | \"[\" (\"ab\" | \"c\"){18,30} \"]\""},
+        {"repeat_rule", "root ::= \"[\" (item (\",\" item){0,40})? \"]\"\nitem ::= \"ab\" | \"x\" item"},
+        {"left_rec", "root ::= root \"a\" | \"b\""},
+        {"ambiguous", "root ::= x x\nx ::= \"a\"* | \"a\" \"b\"?"},
+        {"json",
+         "root ::= value\nvalue ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
+         "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"
+         "array ::= \"[\" ws (value ws (\",\" ws value ws)*)? \"]\"\n"
+         "string ::= \"\\\"\" ([^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\/bfnrt])* \"\\\"\"\n"
+         "number ::= \"-\"? ([0-9] | [1-9] [0-9]+) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n"
+         "ws ::= [ \\n]*"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        walk(cases[i].name, cases[i].ebnf, v, stop, 40, 6);
+    xgr_grammar *bj = NULL;
+    bad_inputs(v);
+    if (!xgr_grammar_builtin_json(&bj)) {
+        char *txt = NULL;
+        size_t tl = 0;
+        if (!xgr_grammar_to_ebnf(bj, &txt, &tl)) walk("builtin_json", txt, v, stop, 60, 6);
+        xgr_free(txt);
+        xgr_grammar_release(bj);
+    } else {
+        CHECK(0, "builtin json: %s", xgr_last_error());
+    }
+    xgr_vocab_release(v);
+    if (failures) {
+        printf("%d failures\n", failures);
+        return 1;
+    }
+    printf("all runtime checks passed\n");
+    return 0;
+}
