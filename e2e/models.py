@@ -188,9 +188,9 @@ def build_smollm2(dest: Path | None = None) -> Path:
         original = SHARED / "data" / "tokenizers" / "original" / "smollm2-135m-instruct"
         if (original / "tokenizer.json").exists():
             for name in ("tokenizer.json", "tokenizer_config.json"):
-                shutil.copy(original / name, out / name)
+                shutil.copyfile(original / name, out / name)
             if (original / "chat_template.jinja").exists():
-                shutil.copy(original / "chat_template.jinja", out / "chat_template.jinja")
+                shutil.copyfile(original / "chat_template.jinja", out / "chat_template.jinja")
         else:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             tok.save_pretrained(out)

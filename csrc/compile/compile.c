@@ -54,32 +54,65 @@ static int check_productive(const xgr_fsm *f) {
     return rc;
 }
 
-/* repeat_parent[C] = R when every ref edge to C sits in REPEAT rule R (and C is not
- * the root), so C's items always have an R item as parent. */
-static void find_repeat_parents(const xgr_fsm *f, int32_t *rp) {
-    for (int32_t r = 0; r < f->n_rules; r++) rp[r] = -2; /* -2: no referrer seen yet */
-    for (int32_t s = 0; s < f->n_states; s++)
-        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
-            int32_t c = f->edges[e].ref;
-            if (c < 0) continue;
-            int32_t owner = f->state_rule[s];
-            int32_t want = f->rule_kind[owner] == XGR_RULE_REPEAT ? owner : -1;
-            rp[c] = (rp[c] == -2 || rp[c] == want) ? want : -1;
+/* Lays out the parent-context slots (see compiled.h). Above `budget` pair slots the
+ * grammar falls back to plain entries only, which keeps memory bounded. */
+static int layout_slots(xgr_compiled *c, int64_t budget) {
+    const xgr_fsm *f = c->fsm;
+    int32_t ns = f->n_states, nr = f->n_rules;
+    int32_t *n_scan = xgr_calloc((size_t)nr + 1, sizeof *n_scan);
+    c->scan_local = xgr_malloc(((size_t)ns + 1) * sizeof *c->scan_local);
+    c->pair_base = xgr_malloc(((size_t)f->n_edges + 1) * sizeof *c->pair_base);
+    if (!n_scan || !c->scan_local || !c->pair_base) {
+        free(n_scan);
+        return XGR_ERR_NOMEM;
+    }
+    for (int32_t s = 0; s < ns; s++)
+        c->scan_local[s] = c->scannable[s] ? n_scan[f->state_rule[s]]++ : -1;
+    int64_t total = 0;
+    for (int32_t e = 0; e < f->n_edges; e++) {
+        int32_t r = f->edges[e].ref;
+        c->pair_base[e] = -1;
+        if (r < 0 || n_scan[r] == 0) continue;
+        c->pair_base[e] = (int32_t)total;
+        total += n_scan[r];
+    }
+    if (total > budget) {
+        for (int32_t e = 0; e < f->n_edges; e++) c->pair_base[e] = -1;
+        total = 0;
+    }
+    c->n_slots = ns + (int32_t)total;
+    c->slot_state = xgr_malloc(((size_t)total + 1) * sizeof *c->slot_state);
+    c->slot_parent = xgr_malloc(((size_t)total + 1) * sizeof *c->slot_parent);
+    if (!c->slot_state || !c->slot_parent) {
+        free(n_scan);
+        return XGR_ERR_NOMEM;
+    }
+    /* The scannable states of each rule, in state order, to fill the pair tables. */
+    for (int32_t p = 0; p < ns; p++)
+        for (int32_t e = f->edge_begin[p]; e < f->edge_begin[p + 1]; e++) {
+            if (c->pair_base[e] < 0) continue;
+            int32_t r = f->edges[e].ref;
+            /* states of a rule are contiguous from its start (fsm.h) */
+            for (int32_t s = f->rule_start[r]; s < ns && f->state_rule[s] == r; s++)
+                if (c->scan_local[s] >= 0) {
+                    int32_t k = c->pair_base[e] + c->scan_local[s];
+                    c->slot_state[k] = s;
+                    c->slot_parent[k] = p;
+                }
         }
-    for (int32_t r = 0; r < f->n_rules; r++)
-        if (rp[r] == -2 || r == f->root) rp[r] = -1;
+    free(n_scan);
+    return XGR_OK;
 }
 
 static void compiled_free(xgr_compiled *c) {
     if (!c) return;
-    if (c->entries && c->entries_rep && c->fsm)
-        for (int32_t s = 0; s < c->fsm->n_states; s++) {
-            xgr_mask_entry_free(atomic_load(&c->entries[s]));
-            xgr_mask_entry_free(atomic_load(&c->entries_rep[s]));
-        }
+    if (c->entries)
+        for (int32_t s = 0; s < c->n_slots; s++) xgr_mask_entry_free(atomic_load(&c->entries[s]));
     free((void *)c->entries);
-    free((void *)c->entries_rep);
-    free(c->repeat_parent);
+    free(c->pair_base);
+    free(c->scan_local);
+    free(c->slot_state);
+    free(c->slot_parent);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
     xgr_grammar_release(c->grammar);
@@ -106,22 +139,23 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     if ((rc = xgr_fsm_build(g, &c->opts, &c->fsm))) goto fail;
     if ((rc = check_productive(c->fsm))) goto fail;
     int32_t ns = c->fsm->n_states;
-    c->entries = xgr_calloc((size_t)ns + 1, sizeof *c->entries);
-    c->entries_rep = xgr_calloc((size_t)ns + 1, sizeof *c->entries_rep);
     c->scannable = xgr_calloc((size_t)ns + 1, 1);
-    c->repeat_parent = xgr_malloc(((size_t)c->fsm->n_rules + 1) * sizeof *c->repeat_parent);
-    if (!c->entries || !c->entries_rep || !c->scannable || !c->repeat_parent) {
+    if (!c->scannable) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
-    find_repeat_parents(c->fsm, c->repeat_parent);
     for (int32_t s = 0; s < ns; s++) {
-        atomic_init(&c->entries[s], NULL);
-        atomic_init(&c->entries_rep[s], NULL);
         int32_t e = c->fsm->edge_begin[s];
         c->scannable[s] = e < c->fsm->edge_begin[s + 1] && c->fsm->edges[e].ref < 0;
     }
-    atomic_fetch_add(&c->memory, (size_t)ns * (sizeof *c->entries + 1) +
+    if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
+    c->entries = xgr_calloc((size_t)c->n_slots + 1, sizeof *c->entries);
+    if (!c->entries) {
+        rc = XGR_ERR_NOMEM;
+        goto fail;
+    }
+    for (int32_t s = 0; s < c->n_slots; s++) atomic_init(&c->entries[s], NULL);
+    atomic_fetch_add(&c->memory, (size_t)c->n_slots * sizeof *c->entries + (size_t)ns * 9 +
                                      (size_t)c->fsm->n_edges * sizeof(xgr_edge) +
                                      (size_t)ns * 10);
     if (c->opts.precompute && (rc = xgr_compiled_precompute(c, -1))) goto fail;
@@ -138,15 +172,13 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
     int rc = xgr_parser_init(&p, c->fsm, c->opts.max_row_items);
     if (rc) return rc;
     int32_t done = 0;
-    for (int32_t s = 0; s < c->fsm->n_states && (k < 0 || done < k) && !rc; s++) {
-        if (!c->scannable[s]) continue;
-        int has_rep = c->repeat_parent[c->fsm->state_rule[s]] >= 0;
-        for (int rep = 0; rep <= has_rep && (k < 0 || done < k); rep++) {
-            if (atomic_load(rep ? &c->entries_rep[s] : &c->entries[s])) continue;
-            const xgr_mask_entry *e;
-            if ((rc = xgr_mask_entry_get(c, &p, s, rep, &e))) break;
-            done++;
-        }
+    /* Plain entries first: every matcher needs them; pair entries only where reached. */
+    for (int32_t s = 0; s < c->n_slots && (k < 0 || done < k) && !rc; s++) {
+        if (s < c->fsm->n_states && !c->scannable[s]) continue;
+        if (atomic_load(&c->entries[s])) continue;
+        const xgr_mask_entry *e;
+        if ((rc = xgr_mask_entry_get(c, &p, s, &e))) break;
+        done++;
     }
     xgr_parser_free(&p);
     return rc;

@@ -38,20 +38,27 @@ struct xgr_compiled {
     xgr_vocab *vocab;
     xgr_fsm *fsm;
     xgr_compile_options opts;
-    _Atomic(xgr_mask_entry *) *entries; /* n_states slots, NULL until built */
-    /* Repetition context (seed 000 §3.6): for states of a rule C whose only referrer is
-     * a REPEAT rule R, entries_rep simulates R's loop as well, so tokens spanning several
-     * repetitions are decided by the cache. Valid only while R's counter has headroom
-     * (max unbounded, or max - count > the longest token), which the matcher checks. */
-    _Atomic(xgr_mask_entry *) *entries_rep;
-    int32_t *repeat_parent; /* per rule: R as above, or -1 */
+    /* Slots: [0, n_states) are plain entries, one per state, simulating the state's rule
+     * alone (leaving the rule makes a token uncertain). [n_states, n_slots) are
+     * parent-context entries (seed 000 §3.6 generalised): for a ref edge e = (p --C--> t)
+     * and a scannable state s of C, slot n_states + pair_base[e] + scan_local[s]
+     * simulates s with the caller p on the stack, so tokens that finish C and go on in
+     * the caller's rule (a `char*` loop, a {m,n} repetition) are decided by the cache.
+     * For a REPEAT caller the entry ignores the counter, so the matcher uses it only when
+     * the counter has headroom (max unbounded or max - count > the longest token). */
+    _Atomic(xgr_mask_entry *) *entries; /* n_slots, NULL until built */
+    int32_t n_slots;
+    int32_t *pair_base;   /* per edge: first pair slot offset, -1 for byte edges / disabled */
+    int32_t *scan_local;  /* per state: index among its rule's scannable states, or -1 */
+    int32_t *slot_state;  /* per pair slot: the child state s */
+    int32_t *slot_parent; /* per pair slot: the caller state p */
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     atomic_size_t memory;
 };
 
-/* Returns the cache entry of `state`, building it with `scratch` (a parser over the
+/* Returns the cache entry of `slot`, building it with `scratch` (a parser over the
  * same automata, owned by the caller) when absent. *out is borrowed. */
-int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t state, int in_repeat,
+int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t slot,
                        const xgr_mask_entry **out);
 void xgr_mask_entry_free(xgr_mask_entry *e);
 

@@ -25,18 +25,21 @@ static int pop_continues(xgr_follow *fo, int32_t rule, const uint8_t *pop, int32
     return 0;
 }
 
-/* Classifies every sortable token for `state` into verdict[] (indexed by sorted pos).
- * in_repeat: simulate the enclosing REPEAT rule's loop too (see compiled.h). */
-static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
-                    int in_repeat, uint8_t *verdict) {
+/* Classifies every sortable token for `slot` into verdict[] (indexed by sorted pos).
+ * A pair slot simulates its state with the caller state on the stack (compiled.h). */
+static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
+                    uint8_t *verdict) {
     const struct xgr_vocab *v = c->vocab;
+    int32_t ns = c->fsm->n_states;
+    int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
     int32_t pop_rule = c->fsm->state_rule[state];
     int rc;
-    if (in_repeat) {
-        pop_rule = c->repeat_parent[pop_rule];
-        xgr_item parent = {c->fsm->rule_start[pop_rule], XGR_ORIGIN_OUTER, 0};
+    if (slot >= ns) {
+        int32_t caller = c->slot_parent[slot - ns];
+        pop_rule = c->fsm->state_rule[caller];
+        xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
-        rc = xgr_parser_start_in_repeat(p, parent, child);
+        rc = xgr_parser_start_in_caller(p, parent, child);
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
         rc = xgr_parser_start(p, init);
@@ -96,7 +99,7 @@ out:
     return rc;
 }
 
-static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t state, int in_repeat,
+static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t slot,
                        xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
@@ -107,7 +110,7 @@ static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t state, int 
         free(verdict);
         return rc;
     }
-    rc = classify(c, p, &fo, state, in_repeat, verdict);
+    rc = classify(c, p, &fo, slot, verdict);
     xgr_follow_free(&fo);
     if (rc) {
         free(verdict);
@@ -167,15 +170,15 @@ static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t state, int 
     return XGR_OK;
 }
 
-int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t state, int in_repeat,
+int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t slot_id,
                        const xgr_mask_entry **out) {
-    _Atomic(xgr_mask_entry *) *slot = in_repeat ? &c->entries_rep[state] : &c->entries[state];
+    _Atomic(xgr_mask_entry *) *slot = &c->entries[slot_id];
     xgr_mask_entry *e = atomic_load_explicit(slot, memory_order_acquire);
     if (e) {
         *out = e;
         return XGR_OK;
     }
-    int rc = build_entry(c, scratch, state, in_repeat, &e);
+    int rc = build_entry(c, scratch, slot_id, &e);
     if (rc) return rc;
     xgr_mask_entry *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(slot, &expected, e,

@@ -171,7 +171,7 @@ int xgr_parser_start(xgr_parser *p, xgr_item init) {
     return rc;
 }
 
-int xgr_parser_start_in_repeat(xgr_parser *p, xgr_item parent, xgr_item child) {
+int xgr_parser_start_in_caller(xgr_parser *p, xgr_item parent, xgr_item child) {
     p->items.len = 0;
     p->row_begin.len = 1;
     p->row_begin.data[0] = 0;

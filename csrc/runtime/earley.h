@@ -36,11 +36,11 @@ int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items);
 void xgr_parser_free(xgr_parser *p);
 /* Clears all rows and makes row 0 the closure of `init`. */
 int xgr_parser_start(xgr_parser *p, xgr_item init);
-/* Mask-cache start inside a repetition: row 0 holds only `parent` (a REPEAT item with
- * origin OUTER, not closed, so it predicts nothing there) and row 1 is the closure of
- * `child` (origin 0). An OUTER REPEAT item ignores its bounds: it may always loop and
- * always end; the caller only trusts the result when the real counter has headroom. */
-int xgr_parser_start_in_repeat(xgr_parser *p, xgr_item parent, xgr_item child);
+/* Mask-cache start with the caller on the stack: row 0 holds only `parent` (origin
+ * OUTER, not closed, so it predicts nothing there) and row 1 is the closure of `child`
+ * (origin 0). An OUTER REPEAT item ignores its bounds: it may always loop and always
+ * end; the matcher only trusts such results when the real counter has headroom. */
+int xgr_parser_start_in_caller(xgr_parser *p, xgr_item parent, xgr_item child);
 /* Builds the next row by scanning `byte` from the last row. On success *alive says
  * whether the new row is non-empty; an empty row is not kept. */
 int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive);

@@ -302,38 +302,52 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32
     return rc;
 }
 
-/* Can every REPEAT item of rule `r` in row `row` repeat more than a token's length
- * further? Then the repetition-context cache entry is exact for its child's items. */
-static int repeat_headroom(const xgr_matcher *m, int32_t r, int32_t row) {
-    const xgr_fsm *f = m->c->fsm;
-    if (f->repeat_max[r] < 0) return 1;
-    const xgr_parser *p = &m->parser;
-    int32_t s = f->rule_start[r];
-    for (int32_t k = p->row_begin.data[row]; k < p->row_begin.data[row + 1]; k++) {
-        xgr_item it = p->items.data[k];
-        if (it.state == s &&
-            (int64_t)f->repeat_max[r] - it.count <= (int64_t)m->c->vocab->max_token_len)
-            return 0;
-    }
-    return 1;
+static int push_key(xgr_matcher *m, int32_t key) {
+    for (size_t j = 0; j < m->states.len; j++)
+        if (m->states.data[j] == key) return XGR_OK;
+    return XGR_VEC_PUSH(m->states, key) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
-/* Collects the distinct (scannable state, repetition context) keys of the last row into
- * m->states as state * 2 + in_repeat. */
+/* Collects the distinct cache slots for the scannable items of the last row into
+ * m->states: a parent-context slot per caller when one applies, else the plain slot. */
 static int collect_states(xgr_matcher *m) {
     const xgr_parser *p = &m->parser;
-    const xgr_fsm *f = m->c->fsm;
+    const xgr_compiled *c = m->c;
+    const xgr_fsm *f = c->fsm;
+    int64_t max_tok = c->vocab->max_token_len;
     int32_t last = xgr_parser_rows(p) - 1;
     m->states.len = 0;
     for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
         xgr_item it = p->items.data[k];
-        if (!m->c->scannable[it.state]) continue;
-        int32_t r = m->c->repeat_parent[f->state_rule[it.state]];
-        int in_rep = r >= 0 && it.origin >= 0 && repeat_headroom(m, r, it.origin);
-        int32_t key = it.state * 2 + in_rep;
-        int dup = 0;
-        for (size_t j = 0; j < m->states.len && !dup; j++) dup = m->states.data[j] == key;
-        if (!dup && XGR_VEC_PUSH(m->states, key)) return XGR_ERR_NOMEM;
+        if (!c->scannable[it.state]) continue;
+        int32_t rule = f->state_rule[it.state];
+        int plain = 0, any = 0, rc;
+        for (int32_t q = p->row_begin.data[it.origin]; q < p->row_begin.data[it.origin + 1];
+             q++) {
+            xgr_item par = p->items.data[q];
+            int32_t pr = f->state_rule[par.state];
+            for (int32_t e = f->edge_begin[par.state]; e < f->edge_begin[par.state + 1]; e++) {
+                if (f->edges[e].ref != rule) continue;
+                if (f->rule_kind[pr] == XGR_RULE_REPEAT && f->repeat_max[pr] >= 0) {
+                    if (par.count >= f->repeat_max[pr]) continue; /* never predicted it */
+                    if ((int64_t)f->repeat_max[pr] - par.count <= max_tok) {
+                        plain = 1;
+                        continue;
+                    }
+                }
+                if (c->pair_base[e] < 0) {
+                    plain = 1;
+                    continue;
+                }
+                int32_t key = f->n_states + c->pair_base[e] + c->scan_local[it.state];
+                if ((rc = push_key(m, key))) return rc;
+                any = 1;
+            }
+        }
+        /* The root has no caller; an item without a usable caller uses the plain slot. */
+        if (plain || !any || rule == f->root) {
+            if ((rc = push_key(m, it.state))) return rc;
+        }
     }
     return XGR_OK;
 }
@@ -359,8 +373,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
             if (!ents) return XGR_ERR_NOMEM;
         }
         for (size_t j = 0; j < m->states.len && !rc; j++) {
-            rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j] / 2,
-                                    m->states.data[j] % 2, &ents[j]);
+            rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j], &ents[j]);
             if (rc) break;
             const xgr_mask_entry *e = ents[j];
             if (e->form == XGR_MASK_ACCEPTED_LIST) {

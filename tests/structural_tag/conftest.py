@@ -132,23 +132,49 @@ def engine_module():
 
 
 def accepts(text: str, s, *, complete: bool = True) -> bool:
-    """Whether the grammar (EBNF text) accepts ``s`` (str or bytes), byte by byte."""
+    """Whether the grammar (EBNF text) accepts exactly ``s`` (str or bytes)."""
+    x = engine_module()
+    data = s.encode("utf-8") if isinstance(s, str) else bytes(s)
+    if ENGINE == "xgrammar2":
+        from xgrammar2.testing import _is_grammar_accept_string
+
+        return _is_grammar_accept_string(_parsed(text), data, require_termination=complete)
+    m = x.GrammarMatcher(_string_compiled(text), terminate_without_stop_token=True)
+    if not m.accept_string(data):
+        return False
+    return m.is_terminated() if complete else True
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(text: str):
+    return engine_module().Grammar.from_ebnf(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _string_compiled(text: str):
+    """Compiled for string matching only (empty vocabulary: cheap to compile)."""
+    import xgrammar
+
+    return xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False).compile_grammar(text)
+
+
+def accepts_bytes(text: str, s) -> bool:
+    """Like :func:`accepts`, but feeding one byte token at a time and ending with the stop
+    token (exercises the token path)."""
     x = engine_module()
     m = x.GrammarMatcher(compiled_bytes_grammar(text), terminate_without_stop_token=False)
     data = s.encode("utf-8") if isinstance(s, str) else bytes(s)
     for b in data:
         if not m.accept_token(b):
             return False
-    if not complete:
-        return True
-    return m.accept_token(256)  # the stop token: only allowed where the grammar can end
+    return m.accept_token(256)
 
 
 def upstream_accepts_tag(tag, s) -> bool:
     """Upstream xgrammar's own structural-tag compiler on the same input (reference)."""
     import xgrammar
 
-    g = _upstream_grammar(json.dumps(tag, sort_keys=True))
+    g = _upstream_grammar(json.dumps(tag))
     return _upstream_match(g, s)
 
 
@@ -156,21 +182,16 @@ def upstream_accepts_tag(tag, s) -> bool:
 def _upstream_grammar(tag_json: str):
     import xgrammar
 
-    info = xgrammar.TokenizerInfo([bytes([b]) for b in range(256)] + [b"</s>"],
-                                  stop_token_ids=[256], vocab_type=xgrammar.VocabType.RAW)
     g = xgrammar.Grammar.from_structural_tag(tag_json)
-    return xgrammar.GrammarCompiler(info, cache_enabled=False).compile_grammar(g)
+    return xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([]), cache_enabled=False).compile_grammar(g)
 
 
 def _upstream_match(compiled, s) -> bool:
     import xgrammar
 
-    m = xgrammar.GrammarMatcher(compiled, terminate_without_stop_token=False)
+    m = xgrammar.GrammarMatcher(compiled, terminate_without_stop_token=True)
     data = s.encode("utf-8") if isinstance(s, str) else bytes(s)
-    for b in data:
-        if not m.accept_token(b):
-            return False
-    return m.accept_token(256)
+    return bool(m.accept_string(data)) and m.is_terminated()
 
 
 @pytest.fixture(scope="session")

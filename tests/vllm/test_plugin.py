@@ -167,27 +167,25 @@ def test_choice_stays_choice_and_lark_becomes_ebnf(harness):
     assert sp.structured_outputs.grammar.startswith("root ::= ")
 
 
-def test_structural_tag_clear_error_or_support(harness):
-    import xgrammar2
+def test_structural_tags(harness):
+    """Structural tags are validated by xgrammar2: supported ones pass, ones using features
+    xgrammar2 cannot compile yet get a clear 400 message, malformed ones name the JSON path."""
+    ok = {"type": "structural_tag", "format": {"type": "const_string", "value": "hi"}}
+    assert harness.params(structural_tag=json.dumps(ok)).structured_outputs._backend == "xgrammar2"
+    legacy = {"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {"type": "integer"}, "end": "</f>"}],
+              "triggers": ["<f>"]}
+    from vllm.exceptions import VLLMValidationError
 
-    tag = {"type": "structural_tag", "format": {"type": "const_string", "value": "hi"}}
-    try:
-        xgrammar2.Grammar.from_structural_tag(json.dumps(tag))
-        supported = True
-    except NotImplementedError:
-        supported = False
-    except Exception:  # noqa: BLE001 - implemented, other failure: the request must still validate
-        supported = True
-    if supported:
-        sp = harness.params(structural_tag=json.dumps(tag))
-        assert sp.structured_outputs._backend == "xgrammar2"
-    else:
-        msg = _validation_error(harness, structural_tag=json.dumps(tag))
-        assert "cannot compile structural tags yet" in msg, msg
-        legacy = {"type": "structural_tag", "structures": [{"begin": "<f>", "schema": {}, "end": "</f>"}],
-                  "triggers": ["<f>"]}
-        msg = _validation_error(harness, structural_tag=json.dumps(legacy))
-        assert "structural tags" in msg
+    try:  # the legacy (structures, triggers) form needs tag dispatch in the core
+        harness.params(structural_tag=json.dumps(legacy))
+    except VLLMValidationError as e:
+        assert str(e).startswith("xgrammar2: "), str(e)
+    budget = {"type": "structural_tag", "format": {"type": "any_text", "max_tokens": 5}}
+    msg = _validation_error(harness, structural_tag=json.dumps(budget))
+    assert "cannot compile this structural tag" in msg and "max_tokens" in msg, msg
+    bogus = {"type": "structural_tag", "format": {"type": "bogus"}}
+    msg = _validation_error(harness, structural_tag=json.dumps(bogus))
+    assert msg.startswith("xgrammar2: invalid structural tag") and "$.format.type" in msg, msg
 
 
 def test_other_backends_untouched(registered, model_config, tokenizer):

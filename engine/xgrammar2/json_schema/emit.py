@@ -53,6 +53,7 @@ class Emitter:
         self.seps = tuple(separators)
         self.max_ws = max_whitespace_cnt
         self._shared: set = set()
+        self._char_memo: dict = {}
 
     # ------------------------------------------------------------ diagnostics
 
@@ -70,7 +71,9 @@ class Emitter:
             hi = self.max_ws
             g.define("ws", rep(G.cls(cs.of_chars(" \n\t")), 0, hi))
         elif name == "char":
-            g.define("char", G.json_char(cs.SCALARS))
+            g.define("char", G.json_char(cs.SCALARS, full=True))
+        elif name == "char_u":
+            g.define("char_u", G._u_escape(G.U_ELIGIBLE))
         elif name == "string":
             g.define("string", seq(Q, rep(self.shared("char"), 0, None), Q))
         elif name == "integer":
@@ -86,19 +89,38 @@ class Emitter:
         return ref(name)
 
     def char_ref(self, c):
+        """One JSON-string character with decoded code point in ``c`` (constrained spelling,
+        see grammar.U_ELIGIBLE)."""
         c = cs.intersect(c, cs.SCALARS)
         if not c:
             return None
         if c == cs.SCALARS:
             return self.shared("char")
-        e = G.json_char(c)
-        if _small(e):
-            return e
-        name = "char_" + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
-        if name not in self._shared:
-            self._shared.add(name)
-            self.g.define(name, e)
-        return ref(name)
+        hit = self._char_memo.get(c)
+        if hit is not None:
+            return hit
+        base, u = G.json_char_parts(c)
+        if not u:
+            e = base
+        elif u == G.U_ELIGIBLE:
+            e = alt(base, self.shared("char_u"))
+        else:
+            ue = G._u_escape(u)
+            if not _small(ue):
+                name = "char_u_" + hashlib.blake2b(repr(u).encode(), digest_size=5).hexdigest()
+                if name not in self._shared:
+                    self._shared.add(name)
+                    self.g.define(name, ue)
+                ue = ref(name)
+            e = alt(base, ue)
+        if not _small(e):
+            name = "char_" + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
+            if name not in self._shared:
+                self._shared.add(name)
+                self.g.define(name, e)
+            e = ref(name)
+        self._char_memo[c] = e
+        return e
 
     # ------------------------------------------------------------ layout
 
@@ -842,7 +864,7 @@ class Emitter:
             alts = []
             chars = sorted(k for k in t if k)
             for ch in chars:
-                alts.append(seq(G.json_char(cs.single(ord(ch))), node(t[ch], depth + 1)))
+                alts.append(seq(self.char_ref(cs.single(ord(ch))), node(t[ch], depth + 1)))
             other = cs.complement(cs.normalize((ord(c), ord(c)) for c in chars)) if chars else cs.ALL
             oc = self.char_ref(other)
             if oc is not None:

@@ -112,7 +112,20 @@ def _esc_cp(cp: int, in_class: bool) -> str:
     return chr(cp)
 
 
+_class_text: dict = {}
+
+
 def _print_class(c) -> str:
+    t = _class_text.get(c)
+    if t is None:
+        t = _print_class_uncached(c)
+        if len(_class_text) > 8192:
+            _class_text.clear()
+        _class_text[c] = t
+    return t
+
+
+def _print_class_uncached(c) -> str:
     neg = cs.difference(cs.complement(c), cs.normalize([(cs.SURR_LO, cs.SURR_HI)]))
     use_neg = len(neg) < len(c)
     body = neg if use_neg else c
@@ -256,43 +269,98 @@ class Grammar:
         """Prunes unproductive parts, drops unreachable rules, merges rules with identical
         bodies and prints. Returns None when the root derives nothing."""
         rules = {k: v for k, v in self.rules.items() if v is not None}
+        refs = {}
+        rev: dict = {}
+        for name, body in rules.items():
+            out: list = []
+            walk_refs(body, out)
+            rs = list(dict.fromkeys(out))
+            refs[name] = rs
+            for r in rs:
+                rev.setdefault(r, set()).add(name)
+        # Productive rules: worklist, re-checking the users of a rule that became productive.
         prod: set = set()
-        changed = True
-        while changed:
-            changed = False
-            for name, body in rules.items():
-                if name not in prod and _productive(body, prod):
-                    prod.add(name)
-                    changed = True
+        work = list(rules)
+        while work:
+            name = work.pop()
+            if name in prod:
+                continue
+            if _productive(rules[name], prod):
+                prod.add(name)
+                work.extend(u for u in rev.get(name, ()) if u not in prod)
         if root not in prod:
             return None
-        rules = {k: _prune(v, prod) for k, v in rules.items() if k in prod}
-        # Merge rules with identical bodies until stable (canonical output).
-        while True:
-            seen: dict = {}
-            m: dict = {}
+        if len(prod) != len(rules) or any(r not in rules for r in rev):
+            rules = {k: _prune(v, prod) for k, v in rules.items() if k in prod}
             for name, body in rules.items():
-                key = body
-                if key in seen and name != root:
-                    m[name] = seen[key]
-                else:
-                    seen.setdefault(key, name)
-            if not m:
-                break
-            rules = {k: _rename(v, m) for k, v in rules.items() if k not in m}
-        order = []
+                out = []
+                walk_refs(body, out)
+                refs[name] = list(dict.fromkeys(out))
+        # Reachable rules in BFS order from the root (the printing order).
+        order = [root]
         seen_r = {root}
-        queue = [root]
-        while queue:
-            name = queue.pop(0)
-            order.append(name)
-            refs: list = []
-            walk_refs(rules[name], refs)
-            for r in refs:
+        i = 0
+        while i < len(order):
+            for r in refs[order[i]]:
                 if r not in seen_r:
                     seen_r.add(r)
-                    queue.append(r)
-        return "".join(f"{name} ::= {print_expr(rules[name])}\n" for name in order)
+                    order.append(r)
+            i += 1
+        rules = {k: rules[k] for k in order}
+        # Merge rules with identical bodies (hash-consing to a fixpoint): when a rule is
+        # merged into another, the rules that use it are rewritten and re-examined.
+        rev = {}
+        for name in order:
+            for r in refs[name]:
+                rev.setdefault(r, set()).add(name)
+        canon: dict = {}
+        work = list(reversed(order))
+        queued = set(work)
+        while work:
+            name = work.pop()
+            queued.discard(name)
+            if name not in rules:
+                continue
+            body = rules[name]
+            other = canon.get(body)
+            if other is None or other == name or other not in rules:
+                canon[body] = name
+                continue
+            if name == root:
+                name, other = other, name
+                body = rules[name]
+            # merge `name` into `other`
+            del rules[name]
+            m = {name: other}
+            for user in rev.pop(name, ()):
+                if user not in rules:
+                    continue
+                old = rules[user]
+                if canon.get(old) == user:
+                    del canon[old]
+                rules[user] = _rename(old, m)
+                rev.setdefault(other, set()).add(user)
+                if user not in queued:
+                    queued.add(user)
+                    work.append(user)
+        out = []
+        for name in order:
+            body = rules.get(name)
+            if body is None:
+                continue
+            text = _body_text.get(body) if name in _SHARED_PRINT else None
+            if text is None:
+                text = print_expr(body)
+                if name in _SHARED_PRINT:
+                    if len(_body_text) > 256:
+                        _body_text.clear()
+                    _body_text[body] = text
+            out.append(f"{name} ::= {text}\n")
+        return "".join(out)
+
+
+_SHARED_PRINT = frozenset(("char", "char_u", "string", "number", "integer", "ws", "value", "object", "array"))
+_body_text: dict = {}
 
 
 # ---------------------------------------------------------------- automata → rules
@@ -422,24 +490,18 @@ def hex4(ranges):
 
 _SHORT_ESC = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 RAW_OK = cs.difference(cs.SCALARS, cs.normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
+# Code points whose \uXXXX spelling is accepted in *constrained* strings (patterns, formats,
+# literals, key exclusions): control characters and everything outside ASCII -- the
+# characters json.dumps(ensure_ascii=True) escapes. Printable ASCII is accepted in its raw
+# form (and '"', '\\', '/' in their short escapes) only: a subset of the spellings, never
+# a superset, and far smaller grammars. Unconstrained strings accept every spelling.
+U_ELIGIBLE = cs.difference(cs.SCALARS, ((0x20, 0x7F),))
 _json_char_cache: dict = {}
 
 
-def json_char(c):
-    """Expression for one JSON-string character whose decoded code point is in ``c``:
-    the raw character where JSON allows it, its short escape, and every ``\\uXXXX`` form
-    (surrogate pairs for astral code points). Lone surrogates are never produced."""
-    r = _json_char_cache.get(c)
-    if r is not None:
-        return r
-    c = cs.intersect(c, cs.SCALARS)
+def _u_escape(c):
+    """Expression for the \\uXXXX spellings (surrogate pairs for astral) of the set ``c``."""
     alts = []
-    raw = cs.intersect(c, RAW_OK)
-    if raw:
-        alts.append(cls(raw))
-    short = [ord(ch) for cp, ch in _SHORT_ESC.items() if cs.contains(c, cp)]
-    if short:
-        alts.append(seq(lit("\\"), cls(cs.normalize((x, x) for x in short))))
     bmp = cs.intersect(c, ((0, 0xFFFF),))
     if bmp:
         alts.append(seq(lit("\\u"), hex4(bmp)))
@@ -458,12 +520,39 @@ def json_char(c):
                 pairs.setdefault(((0xDC00, l2),), []).append((h2, h2))
         merged: dict = {}
         for lows, highs in pairs.items():
-            merged.setdefault(cs.normalize(highs), cs.EMPTY)
-            merged[cs.normalize(highs)] = cs.union(merged[cs.normalize(highs)], lows)
+            hk = cs.normalize(highs)
+            merged[hk] = cs.union(merged.get(hk, cs.EMPTY), lows)
         for highs, lows in merged.items():
             alts.append(seq(lit("\\u"), hex4(highs), lit("\\u"), hex4(lows)))
-    r = alt(*alts)
+    return alt(*alts)
+
+
+def json_char_parts(c, full=False):
+    """(raw-and-short-escape expression, \\u-escape code point set) for one JSON-string
+    character whose decoded code point is in ``c``. ``full``: every \\u spelling, else only
+    those of U_ELIGIBLE code points. Lone surrogates are never produced."""
+    c = cs.intersect(c, cs.SCALARS)
+    alts = []
+    raw = cs.intersect(c, RAW_OK)
+    if raw:
+        alts.append(cls(raw))
+    short = [ord(ch) for cp, ch in _SHORT_ESC.items() if cs.contains(c, cp)]
+    if short:
+        alts.append(seq(lit("\\"), cls(cs.normalize((x, x) for x in short))))
+    u = c if full else cs.intersect(c, U_ELIGIBLE)
+    return alt(*alts), u
+
+
+def json_char(c, full=False):
+    """Expression for one JSON-string character whose decoded code point is in ``c`` (see
+    json_char_parts)."""
+    key = (c, full)
+    r = _json_char_cache.get(key)
+    if r is not None:
+        return r
+    base, u = json_char_parts(c, full)
+    r = alt(base, _u_escape(u) if u else None)
     if len(_json_char_cache) > 4096:
         _json_char_cache.clear()
-    _json_char_cache[c] = r
+    _json_char_cache[key] = r
     return r

@@ -547,8 +547,9 @@ def _legacy(obj: Dict[str, Any], path: str) -> Node:
             raise _err(sp, f"a structure must be an object, got {describe(s)}")
         begin = _str(s, "begin", sp)
         end = _str(s, "end", sp)
-        key = "schema" if "schema" in s else "schema_"
-        schema = _schema_value(_get(s, key, sp), path_join(sp, "schema"))
+        if "schema" not in s and "schema_" not in s:
+            raise _err(path_join(sp, "schema"), "missing required field 'schema'")
+        schema = _schema_value(s["schema"] if "schema" in s else s["schema_"], path_join(sp, "schema"))
         tags.append(Tag(sp, begin, JSONSchema(path_join(sp, "schema"), schema), [end]))
     return TriggeredTags(path, triggers, tags)
 

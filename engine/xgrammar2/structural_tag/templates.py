@@ -304,16 +304,22 @@ def reasoning_prefix(o: _Opts, begin: str, end: str, excludes: Sequence[str], in
     return block
 
 
+#: Whitespace a model may write before a required / forced call (after ``</think>`` or the
+#: turn header), e.g. GLM-4.6's ``\n<tool_call>``. Upstream xgrammar allows none here.
+LEADING_WS = {"type": "regex", "pattern": "[ \t\r\n]*"}
+
+
 def _flat(o: _Opts, mode: SimplifiedChoice, fns: List[FunctionTool], make_tag: Callable,
           trigger: str, text_excludes: Sequence[str]) -> Fmt:
     """Calls written one after another, each starting with ``trigger`` (Hermes, Llama, ...)."""
     tags = [make_tag(f) for f in fns]
     if mode == "forced":
-        return tags[0]
+        return seq(LEADING_WS, tags[0])
     if not tags:
         return any_text(o.excl(text_excludes))
-    return triggered([trigger], tags, o.excl(text_excludes), at_least_one=mode == "required",
-                     stop_after_first=not o.parallel)
+    tt = triggered([trigger], tags, o.excl(text_excludes), at_least_one=mode == "required",
+                   stop_after_first=not o.parallel)
+    return seq(LEADING_WS, tt) if mode == "required" else tt
 
 
 def _section(o: _Opts, mode: SimplifiedChoice, fns: List[FunctionTool], make_tag: Callable,
@@ -324,10 +330,10 @@ def _section(o: _Opts, mode: SimplifiedChoice, fns: List[FunctionTool], make_tag
     if not tags:
         return any_text(o.excl(text_excludes))
     if mode == "forced":
-        return seq(const(required_prefix + section_begin), tags[0], const(section_end))
+        return seq(LEADING_WS, const(required_prefix + section_begin), tags[0], const(section_end))
     inner = with_sep(tags, separator, at_least_one=True, stop_after_first=not o.parallel)
     if mode == "required":
-        return seq(const(required_prefix + section_begin), inner, const(section_end))
+        return seq(LEADING_WS, const(required_prefix + section_begin), inner, const(section_end))
     section = tag(section_begin, inner, section_end)
     return triggered([trigger or section_begin], [section], o.excl(text_excludes),
                      stop_after_first=not o.parallel)
@@ -424,7 +430,7 @@ def _mimo(fns, builtins, mode, o):
     return seq(reasoning_prefix(o, *THINK, ["<tool_call>"] + excl, o.think_in_prompt(False)), body)
 
 
-@register_model_structural_tag("glm_4_7", "glm", "glm_4_6", "glm_4_5", "glm_5")
+@register_model_structural_tag("glm_4_7", "glm", "glm_5")
 def _glm(fns, builtins, mode, o):
     """GLM-4.5 / 4.6 / 4.7 / 5: ``<tool_call>NAME<arg_key>KEY</arg_key><arg_value>VALUE
     </arg_value></tool_call>`` (4.6 puts newlines between the parts; both are accepted). The
@@ -438,6 +444,17 @@ def _glm(fns, builtins, mode, o):
     if not fns:
         body = any_text(o.excl(reasoning_excl))
     return seq(reasoning_prefix(o, *THINK, reasoning_excl, o.think_in_prompt(True)), body)
+
+
+@register_model_structural_tag("glm_4_6", "glm_4_5")
+def _glm_4_6(fns, builtins, mode, o):
+    """GLM-4.5 / 4.6: as ``glm_4_7`` with newlines between the parts; the model writes
+    ``\n<think>...</think>`` itself (the GLM-4.6 prompt ends with ``<|assistant|>``)."""
+    body = _glm(fns, builtins, mode, _Opts("disabled", None, o.any_order, o.exclude_special_tokens,
+                                           o.max_whitespace_cnt, o.parallel))
+    args = ["<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"]
+    excl = list(THINK) + ["<tool_call>", "</tool_call>"] + args
+    return seq(reasoning_prefix(o, "\n<think>", "</think>", excl, o.think_in_prompt(False)), body)
 
 
 @register_model_structural_tag("mistral", "devstral", "ministral", "magistral", "mistral_small")

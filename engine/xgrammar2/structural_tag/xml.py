@@ -42,7 +42,7 @@ class _Style:
 
     def __init__(self, name: str, open_prefix: str, open_suffix: str, close: str,
                  typed: Optional[Tuple[str, str]] = None, ws_inside_open: bool = False,
-                 ws_around_enum: bool = True):
+                 ws_around_enum: bool = True, python_scalars: bool = False):
         self.name = name
         self.open_prefix = open_prefix  # text before the argument name
         self.open_suffix = open_suffix  # text after the name (for typed styles: before the type)
@@ -52,10 +52,13 @@ class _Style:
         self.typed = typed
         self.ws_inside_open = ws_inside_open  # GLM: whitespace between </arg_key> and <arg_value>
         self.ws_around_enum = ws_around_enum
+        # Qwen3-Coder / Qwen3.5 templates write top-level scalars with Jinja's |string, so a
+        # boolean argument reads True / False and null reads None.
+        self.python_scalars = python_scalars
 
 
 XML_STYLES: Dict[str, _Style] = {
-    "qwen_xml": _Style("qwen_xml", "<parameter=", ">", "</parameter>"),
+    "qwen_xml": _Style("qwen_xml", "<parameter=", ">", "</parameter>", python_scalars=True),
     "minimax_xml": _Style("minimax_xml", '<parameter name="', '">', "</parameter>"),
     "deepseek_xml": _Style(
         "deepseek_xml", f'<{_DSML}parameter name="', "", f"</{_DSML}parameter>",
@@ -194,7 +197,14 @@ class _Ctx:
                                              "is not enforced")
                 return "string", [self.raw_string()]
             return "string", ([ws, expr, ws] if st.ws_around_enum else [expr])
-        return "json", [ws, self.json(schema, hint), ws]
+        value = self.json(schema, hint)
+        if st.python_scalars:
+            types = t if isinstance(t, list) else [t]
+            extra = [lit for ty, lit in (("boolean", '"True" | "False"'), ("null", '"None"'))
+                     if ty in types]
+            if extra and values is None and not any(k in s for k in _COMPOSITE):
+                value = self.conv.rules.add(hint, " | ".join([value] + extra))
+        return "json", [ws, value, ws]
 
     def element(self, name: str, schema: Any, path: str, hint: str) -> str:
         st = self.style

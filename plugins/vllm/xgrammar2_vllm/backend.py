@@ -10,8 +10,9 @@ structured-output manager rely on):
 * ``stop_token_ids`` (the request's ``all_stop_token_ids``) replace the tokenizer's stop
   tokens; stop tokens stay masked until the grammar may end, and accepting one terminates.
 * Special (control) tokens never match grammar text in JSON / regex / EBNF / choice requests:
-  xgrammar2's TokenizerInfo decodes them to nothing. Structural tags compile against a second
-  vocabulary view in which added tokens are literal text, so tags may name them.
+  xgrammar2's TokenizerInfo decodes them to nothing. A structural tag that spells control
+  tokens (e.g. ``<|python_tag|>``) compiles against a vocabulary view in which exactly those
+  tokens are text; all others stay masked.
 * ``validate_tokens`` never changes the matcher state; ``rollback(n)`` recomputes the
   terminated flag; ``fill_bitmask`` overwrites the whole row in place (ids at or beyond the
   tokenizer's size are masked).
@@ -62,10 +63,9 @@ class StructuralTagsUnavailable(ValueError):
 
 def _structural_tag_unavailable(err: BaseException) -> StructuralTagsUnavailable:
     return StructuralTagsUnavailable(
-        "the xgrammar2 structured-output backend cannot compile structural tags yet "
-        "(response_format type 'structural_tag', and tool calling with tool_choice "
-        f"'required' / a named function / strict tools): {err}. Use json_schema, regex, "
-        "grammar or choice, or serve with --structured-outputs-config.backend xgrammar"
+        "the xgrammar2 structured-output backend cannot compile this structural tag "
+        "(response_format type 'structural_tag', or the tool-calling constraint vLLM builds "
+        f"for tool_choice 'required' / a named function / strict tools): {err}"
     )
 
 
@@ -162,18 +162,31 @@ def _tokenizer_info(tokenizer: Any, vocab_size: int) -> "tuple[xgr2.TokenizerInf
     return info, vocab_size
 
 
-def _full_vocab_info(info: "xgr2.TokenizerInfo") -> "xgr2.TokenizerInfo":
-    """The same vocabulary with added / special tokens as literal text (for structural tags,
-    which may name tokens such as ``<|python_tag|>``). Empty tokens stay special."""
-    added = list(getattr(info, "_added_token_ids", []) or [])
+def _strings_in(obj: Any, out: List[str]) -> List[str]:
+    if isinstance(obj, str):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            out.append(str(k))
+            _strings_in(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _strings_in(v, out)
+    return out
+
+
+def _view_info(info: "xgr2.TokenizerInfo", named: "frozenset[int]") -> "xgr2.TokenizerInfo":
+    """The same vocabulary in which the control tokens ``named`` are literal text (so that a
+    structural tag can spell them); every other control token stays special."""
+    explicit = list(getattr(info, "_explicit_special", None) or info.special_token_ids)
     return xgr2.TokenizerInfo(
         info.encoded_vocab,
         info.vocab_type,
         vocab_size=info.vocab_size,
         stop_token_ids=info.stop_token_ids,
         add_prefix_space=info.add_prefix_space,
-        special_token_ids=[],
-        added_token_ids=added,
+        special_token_ids=[i for i in explicit if i not in named],
+        added_token_ids=sorted(set(getattr(info, "_added_token_ids", []) or []) | set(named)),
     )
 
 
@@ -207,8 +220,18 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self.compiler = xgr2.GrammarCompiler(
             self.tokenizer_info, cache_enabled=True, cache_limit_bytes=self._cache_limit_bytes
         )
-        self._full_compiler: Optional[xgr2.GrammarCompiler] = None
-        self._full_lock = threading.Lock()
+        # Structural tags may spell control tokens (e.g. "<|python_tag|>"): such a tag
+        # compiles against a vocabulary view in which exactly the control tokens it names are
+        # text. Views are few (one per tool format), built on first use and kept.
+        n_tok = len(self.tokenizer_info.encoded_vocab)
+        explicit = getattr(self.tokenizer_info, "_explicit_special", None) or self.tokenizer_info.special_token_ids
+        self._special_texts = [
+            (i, self.tokenizer_info.encoded_vocab[i]) for i in explicit
+            if i < n_tok and isinstance(self.tokenizer_info.encoded_vocab[i], str)
+            and self.tokenizer_info.encoded_vocab[i]
+        ]
+        self._views: Dict[frozenset, xgr2.GrammarCompiler] = {}
+        self._views_lock = threading.Lock()
 
         spec = getattr(cfg, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0
@@ -232,17 +255,25 @@ class Xgrammar2Backend(StructuredOutputBackend):
             kw["max_whitespace_cnt"] = self.max_whitespace_cnt
         return kw
 
-    def full_vocab_compiler(self) -> "xgr2.GrammarCompiler":
-        c = self._full_compiler
+    def compiler_for_tag(self, tag: Any) -> "xgr2.GrammarCompiler":
+        """The compiler whose vocabulary lets ``tag`` spell the control tokens it names."""
+        text = "\x00".join(_strings_in(tag, []))
+        named = frozenset(i for i, t in self._special_texts if t in text)
+        if not named:
+            return self.compiler
+        c = self._views.get(named)
         if c is None:
-            with self._full_lock:
-                if self._full_compiler is None:
-                    self._full_compiler = xgr2.GrammarCompiler(
-                        _full_vocab_info(self.tokenizer_info),
+            with self._views_lock:
+                c = self._views.get(named)
+                if c is None:
+                    if len(self._views) >= 32:  # pathological: many distinct sets; drop them
+                        self._views.clear()
+                    c = xgr2.GrammarCompiler(
+                        _view_info(self.tokenizer_info, named),
                         cache_enabled=True,
                         cache_limit_bytes=self._cache_limit_bytes,
                     )
-                c = self._full_compiler
+                    self._views[named] = c
         return c
 
     def compile(self, request_type: StructuredOutputOptions, grammar_spec: str) -> "xgr2.CompiledGrammar":
@@ -268,7 +299,7 @@ class Xgrammar2Backend(StructuredOutputBackend):
 
     def compile_structural_tag(self, grammar_spec: str) -> "xgr2.CompiledGrammar":
         tag = json.loads(grammar_spec)
-        compiler = self.full_vocab_compiler()
+        compiler = self.compiler_for_tag(tag)
         try:
             if isinstance(tag, dict) and "structures" in tag:
                 items = [
@@ -320,8 +351,10 @@ class Xgrammar2Backend(StructuredOutputBackend):
 
     def destroy(self) -> None:
         self.compiler.clear_cache()
-        if self._full_compiler is not None:
-            self._full_compiler.clear_cache()
+        with self._views_lock:
+            for c in self._views.values():
+                c.clear_cache()
+            self._views.clear()
 
 
 class Xgrammar2Grammar(StructuredOutputGrammar):

@@ -92,9 +92,9 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
                 xgr2.Grammar.from_structural_tag(so.structural_tag)
         except NotImplementedError as e:
             err = _structural_tag_unavailable(e)
-            raise _fail("structural tags are not available", "structural_tag", err) from e
+            raise _fail("unsupported structural tag", "structural_tag", err) from e
         except StructuralTagsUnavailable as e:
-            raise _fail("structural tags are not available", "structural_tag", e) from e
+            raise _fail("unsupported structural tag", "structural_tag", e) from e
         except Exception as e:  # noqa: BLE001
             raise _fail("invalid structural tag", "structural_tag", e) from e
         return

@@ -1,0 +1,47 @@
+"""Helpers shared by the end-to-end tests, the demo and the benchmark (named uniquely:
+tests/ has other conftest.py files)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+for _p in (HERE, REPO / "plugins" / "vllm"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None and importlib.util.find_spec("openai") is not None
+SKIP_REASON = (
+    "vllm / openai are not importable in this interpreter; run the end-to-end tests in the "
+    "vLLM venv: bash e2e/run_vllm_tests.sh --e2e"
+)
+
+TINY_SERVER_ARGS = [
+    # Bounded whitespace runs make bounded schemas finish even with random weights.
+    "--additional-config", json.dumps({"xgrammar2": {"max_whitespace_cnt": 2}}),
+    "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+]
+
+
+def start_server(model_dir: str, served_name: str, **kw):
+    from server import VllmServer
+
+    srv = VllmServer(model_dir, served_name=served_name, **kw)
+    try:
+        srv.start()
+    except Exception:
+        srv.stop()
+        raise
+    print(f"[e2e] {served_name} server up in {srv.startup_s:.0f}s at {srv.base_url} (log {srv.log_path})")
+    return srv
+
+
+def client(srv, async_=False):
+    import openai
+
+    cls = openai.AsyncOpenAI if async_ else openai.OpenAI
+    return cls(base_url=srv.base_url, api_key="EMPTY", timeout=300, max_retries=0)

@@ -1,0 +1,144 @@
+"""Rendering real chat templates (jinja2, as Hugging Face does) and real BFCL tool calls.
+
+``render`` follows transformers' ``apply_chat_template`` environment (trim_blocks,
+lstrip_blocks, loopcontrols, ``tojson`` with ensure_ascii=False, ``raise_exception``,
+``strftime_now``) but in a mutable sandbox: the Kimi-K2 templates call ``list.append``.
+"""
+
+import json
+import os
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from conftest import BFCL, TEMPLATES
+
+
+@lru_cache(maxsize=None)
+def _template(name: str):
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import SandboxedEnvironment
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                               extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime(2025, 1, 1).strftime(fmt)
+    return env.from_string((TEMPLATES / name).read_text())
+
+
+def render(name: str, messages: List[Dict[str, Any]], tools, add_generation_prompt: bool,
+           **kwargs) -> str:
+    kw = dict(bos_token="<s>", eos_token="</s>")
+    kw.update(kwargs)
+    return _template(name).render(messages=messages, tools=tools,
+                                  add_generation_prompt=add_generation_prompt, **kw)
+
+
+# ---- BFCL ---------------------------------------------------------------------------------
+
+_TYPE = {"dict": "object", "float": "number", "tuple": "array", "int": "integer", "bool": "boolean",
+         "list": "array", "str": "string"}
+
+
+def bfcl_schema(s: Any) -> Any:
+    """BFCL's parameter schemas -> JSON Schema (``dict`` -> object, ``float`` -> number,
+    ``tuple`` -> array, ``any`` -> no type), as BFCL's OpenAI handler does."""
+    if isinstance(s, list):
+        return [bfcl_schema(x) for x in s]
+    if not isinstance(s, dict):
+        return s
+    out = {}
+    for k, v in s.items():
+        if k == "type" and isinstance(v, str):
+            if v == "any":
+                continue
+            out[k] = _TYPE.get(v, v)
+        elif k in ("properties",) and isinstance(v, dict):
+            out[k] = {pk: bfcl_schema(pv) for pk, pv in v.items()}
+        elif k in ("items", "additionalProperties"):
+            out[k] = bfcl_schema(v)
+        elif k in ("optional", "default"):
+            continue
+        else:
+            out[k] = v
+    return out
+
+
+def tool_name(name: str) -> str:
+    return name.replace(".", "_")
+
+
+def _first(candidates: Any) -> Any:
+    """BFCL lists the acceptable values of a parameter; "" means "may be left out"."""
+    if isinstance(candidates, dict):
+        return {k: _first(v) for k, v in candidates.items()}
+    if isinstance(candidates, list) and candidates:
+        v = candidates[0]
+        return {k: _first(x) for k, x in v.items()} if isinstance(v, dict) else v
+    return candidates
+
+
+def bfcl_cases(kind: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+    """``[{"id", "question", "tools", "calls": [(name, args)]}]`` for one BFCL file. A call
+    whose ground truth does not validate against its converted schema is dropped with its
+    case (reported by the caller through ``skipped``)."""
+    import jsonschema
+
+    answers = {}
+    path = BFCL / "possible_answer" / f"BFCL_v4_{kind}.json"
+    for line in path.read_text().splitlines():
+        d = json.loads(line)
+        answers[d["id"]] = d["ground_truth"]
+    out = []
+    for line in (BFCL / f"BFCL_v4_{kind}.json").read_text().splitlines():
+        d = json.loads(line)
+        if d["id"] not in answers:
+            continue
+        tools, schemas = [], {}
+        for fn in d["function"]:
+            params = bfcl_schema(fn["parameters"])
+            tools.append({"type": "function", "function": {
+                "name": tool_name(fn["name"]), "description": fn.get("description", ""),
+                "parameters": params}})
+            schemas[tool_name(fn["name"])] = params
+        calls, ok = [], True
+        for call in answers[d["id"]]:
+            (name, params), = call.items()
+            args = {}
+            for k, cands in params.items():
+                v = _first(cands)
+                if v == "" and isinstance(cands, list) and "" in cands:
+                    continue
+                args[k] = v
+            name = tool_name(name)
+            try:
+                jsonschema.validate(args, schemas[name])
+            except (jsonschema.ValidationError, KeyError):
+                ok = False
+                break
+            calls.append((name, args))
+        q = d["question"][0]
+        out.append({"id": d["id"], "question": q, "tools": tools, "calls": calls, "valid": ok})
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+BFCL_KINDS = ("simple_python", "multiple", "parallel", "parallel_multiple")
+
+
+def bfcl_limit() -> Optional[int]:
+    """Cases per BFCL file: all with XGR2_BFCL_FULL=1, else a sample (XGR2_BFCL_LIMIT, 12)."""
+    if os.environ.get("XGR2_BFCL_FULL"):
+        return None
+    return int(os.environ.get("XGR2_BFCL_LIMIT", "12"))
