@@ -7,6 +7,7 @@ static void fill_defaults(xgr_compile_options *o) {
     if (o->inline_max_states == 0) o->inline_max_states = 32;
     if (o->repeat_threshold <= 0) o->repeat_threshold = 16;
     if (o->max_row_items <= 0) o->max_row_items = 100000;
+    if (o->context_min_uncertain == 0) o->context_min_uncertain = 256;
 }
 
 /* Every rule must derive some finite string, or a matcher could accept a prefix it can
@@ -113,6 +114,7 @@ static void compiled_free(xgr_compiled *c) {
     free(c->scan_local);
     free(c->slot_state);
     free(c->slot_parent);
+    free(c->rule_flat);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
     xgr_grammar_release(c->grammar);
@@ -149,6 +151,15 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         c->scannable[s] = e < c->fsm->edge_begin[s + 1] && c->fsm->edges[e].ref < 0;
     }
     if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
+    c->rule_flat = xgr_malloc((size_t)c->fsm->n_rules + 1);
+    if (!c->rule_flat) {
+        rc = XGR_ERR_NOMEM;
+        goto fail;
+    }
+    for (int32_t r = 0; r < c->fsm->n_rules; r++)
+        c->rule_flat[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL;
+    for (int32_t e = 0; e < c->fsm->n_edges; e++)
+        if (c->fsm->edges[e].ref >= 0) c->rule_flat[c->fsm->state_rule[c->fsm->edges[e].target]] = 0;
     c->entries = xgr_calloc((size_t)c->n_slots + 1, sizeof *c->entries);
     if (!c->entries) {
         rc = XGR_ERR_NOMEM;

@@ -427,6 +427,8 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     lw_out o;
     memset(&o, 0, sizeof o);
     lw_dfa_ws *ws = lw_dfa_ws_new();
+    lw_dfa tdd; /* TagDispatch rules' automata */
+    memset(&tdd, 0, sizeof tdd);
     int rc = ws ? XGR_OK : XGR_ERR_NOMEM;
     int32_t root;
     if (rc || (rc = lw_analyze(&c))) goto done;
@@ -451,11 +453,14 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
                 goto done;
             c.orules.data[i].lookahead = lid;
         }
-        const lw_dfa *d;
-        if ((rc = build_rule_dfa(&c, ws, (int32_t)i, c.max_states - (int64_t)o.state_rule.len,
-                                 &d)) ||
-            (rc = emit(&c, &o, (int32_t)i, d)))
-            goto done;
+        const lw_dfa *d = &tdd;
+        int64_t remaining = c.max_states - (int64_t)o.state_rule.len;
+        if (r.src == LW_SRC_RULE && g->nodes.data[g->rules.data[r.a].body].kind ==
+                                        XGR_NODE_TAG_DISPATCH)
+            rc = lw_td_build(&c, (int32_t)i, remaining, &tdd);
+        else
+            rc = build_rule_dfa(&c, ws, (int32_t)i, remaining, &d);
+        if (rc || (rc = emit(&c, &o, (int32_t)i, d))) goto done;
     }
     if (XGR_VEC_PUSH(o.ebeg, (int32_t)o.edges.len)) {
         rc = XGR_ERR_NOMEM;
@@ -465,6 +470,7 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     rc = make_fsm(&c, &o, out);
 done:
     lw_dfa_ws_free(ws);
+    lw_td_dfa_free(&tdd);
     out_free(&o);
     ctx_free(&c);
     return rc;

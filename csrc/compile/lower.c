@@ -69,6 +69,7 @@ uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth) {
             p |= lw_node_props(c, c->g->kids.data[n->off + i], depth + 1);
         break;
     case XGR_NODE_REF: p = rule_props(c, n->a); break;
+    case XGR_NODE_TAG_DISPATCH: p = lw_td_props(c, id); break;
     case XGR_NODE_REPEAT: {
         uint8_t q = lw_node_props(c, n->a, depth + 1);
         if (n->max == 0) {
@@ -126,6 +127,12 @@ static int walk_refs(lw_ctx *c, int32_t id, lw_i32v *out, int depth) {
             return xgr_fail(XGR_ERR_SEMANTIC, "invalid repetition bounds {%d,%d}", (int)n->min,
                             (int)n->max);
         return walk_refs(c, n->a, out, depth + 1);
+    case XGR_NODE_TAG_DISPATCH:
+        /* lowered as a whole rule automaton (tag_dispatch.c), so only a rule body */
+        if (depth > 0)
+            return xgr_fail(XGR_ERR_SEMANTIC, "TagDispatch(...) must be a whole rule body "
+                                              "(not part of an expression or a lookahead)");
+        return lw_td_refs(g, id, out);
     default:
         return xgr_fail(XGR_ERR_INVALID_ARG, "unknown grammar node kind %d", (int)n->kind);
     }
@@ -164,6 +171,7 @@ static int64_t est_node(lw_ctx *c, int32_t id, int depth) {
         break;
     }
     case XGR_NODE_BYTE_CLASS: s = 1; break;
+    case XGR_NODE_TAG_DISPATCH: s = EST_CAP; break; /* never inlined */
     case XGR_NODE_SEQ:
     case XGR_NODE_ALT:
         for (int32_t i = 0; i < n->count && s < EST_CAP; i++)
@@ -273,7 +281,7 @@ int lw_analyze(lw_ctx *c) {
         roff[r] = (int32_t)refs.len;
         if ((rc = walk_refs(c, ru->body, &refs, 0))) goto done;
         rlen[r] = (int32_t)refs.len - roff[r];
-        if (ru->lookahead >= 0 && (rc = walk_refs(c, ru->lookahead, &refs, 0))) goto done;
+        if (ru->lookahead >= 0 && (rc = walk_refs(c, ru->lookahead, &refs, 1))) goto done;
         for (size_t i = (size_t)roff[r]; i < refs.len; i++) {
             int32_t t = refs.data[i];
             if (!(c->rflags[t] & RF_REACH)) {

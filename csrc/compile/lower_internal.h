@@ -3,7 +3,8 @@
  * Files: lower.c (analyses over IR rules), utf8_ranges.c (class normalisation and
  * UTF-8 byte-range splitting), nfa.c (Thompson construction and the "minus empty
  * string" product), dfa.c (subset construction, trimming, minimisation),
- * fsm_build.c (output-rule worklist, emission into the global pool, dump).
+ * fsm_build.c (output-rule worklist, emission into the global pool, dump),
+ * tag_dispatch.c (TagDispatch bodies: Aho-Corasick automata built directly).
  * Internal header. */
 #ifndef XGR_LOWER_INTERNAL_H
 #define XGR_LOWER_INTERNAL_H
@@ -143,6 +144,17 @@ int lw_prime_rule(lw_ctx *c, int32_t orule, int32_t *out);
 
 /* nfa.c: builds c->nfa for output rule `orule` (not a REPEAT rule). */
 int lw_build_nfa(lw_ctx *c, int32_t orule);
+
+/* tag_dispatch.c: rules whose body is a TagDispatch node get their automaton directly
+ * (no NFA / subset construction). */
+/* Validates TagDispatch node `id`'s payload and appends its paired rule ids to `out`. */
+int lw_td_refs(const xgr_grammar *g, int32_t id, lw_i32v *out);
+/* NP_* properties of TagDispatch node `id` under the current rule flags. */
+uint8_t lw_td_props(lw_ctx *c, int32_t id);
+/* Automaton of output rule `orule` (a TagDispatch rule, minus "" when its key says so)
+ * into *out (vectors reused); more than `budget` states -> XGR_ERR_LIMIT. */
+int lw_td_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out);
+void lw_td_dfa_free(lw_dfa *d);
 
 /* Sorting int32 keys with a context comparator (C11 qsort has no context). */
 typedef int (*lw_cmp_fn)(const void *ctx, int32_t a, int32_t b);

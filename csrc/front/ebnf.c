@@ -30,6 +30,7 @@ typedef struct {
     u32vec ranges; /* ranges of the class being lexed */
     szvec ref_pos; /* per rule: offset of its first reference + 1 (0: none) */
     szvec def_pos; /* per rule: offset of its definition + 1 (0: not defined yet) */
+    int in_lookahead; /* parsing a `(= ...)` assertion, where TagDispatch is not allowed */
 } ebnf;
 
 enum { CTX_STRING, CTX_BSTRING, CTX_CLASS, CTX_BCLASS };
@@ -385,6 +386,282 @@ static XGR_NOINLINE int parse_regex_macro(ebnf *p, int32_t *node) {
     return XGR_OK;
 }
 
+/* ---- TagDispatch(...) ------------------------------------------------------------------
+ * Upstream xgrammar 0.2.8's macro, with its argument syntax:
+ *   TagDispatch( [arg {, arg}] )        no trailing comma after the last argument
+ *   arg := ("trigger", rule_name)       a pair; a trailing comma inside is allowed
+ *        | loop_after_dispatch=true|false          (default true)
+ *        | excludes=( ["s" {, "s"} [,]] )          (default ())
+ * Pairs and named arguments may come in any order; a repeated named argument overrides the
+ * earlier one. Strings must be non-empty and may use the b"..." raw-byte extension (so that
+ * printed grammars with non-UTF-8 triggers parse back). As in upstream, an excluded string
+ * must not be a prefix of (or equal to) a trigger. Upstream 0.2.8 rejects the older
+ * `stop_eos` / `stop_str` arguments; so does this parser, with a hint. A TagDispatch that
+ * is not a whole rule body is moved into a fresh rule `<rule>_1` (see lift_tag_dispatch),
+ * which is what upstream does too. */
+
+typedef struct {
+    size_t off, len, pos; /* bytes in td->data; source offset of the literal */
+    int32_t rule;         /* triggers only */
+} td_str;
+
+typedef struct {
+    XGR_VEC(td_str) trig, excl;
+    u8vec data;
+    int loop;
+} td_args;
+
+static void td_args_free(td_args *a) {
+    XGR_VEC_FREE(a->trig);
+    XGR_VEC_FREE(a->excl);
+    XGR_VEC_FREE(a->data);
+}
+
+/* A non-empty string argument ("..." or b"...") at p->pos, appended to a->data. */
+static int td_string(ebnf *p, td_args *a, const char *what, td_str *out) {
+    size_t at = p->pos;
+    int rc, bytes = at + 1 < p->n && p->s[at] == 'b' && p->s[at + 1] == '"';
+    if (!bytes && (at >= p->n || p->s[at] != '"')) return expected(p, at, what);
+    if ((rc = lex_string(p, bytes))) return rc;
+    if (!p->buf.len)
+        return perr(p, XGR_ERR_SEMANTIC, at, "TagDispatch: %s must not be empty", what);
+    out->off = a->data.len;
+    out->len = p->buf.len;
+    out->pos = at;
+    out->rule = -1;
+    if (XGR_VEC_RESERVE(a->data, a->data.len + p->buf.len)) return XGR_ERR_NOMEM;
+    memcpy(a->data.data + a->data.len, p->buf.data, p->buf.len);
+    a->data.len += p->buf.len;
+    return XGR_OK;
+}
+
+/* ("trigger", rule_name) at p->pos (an opening parenthesis). */
+static int td_pair(ebnf *p, td_args *a) {
+    size_t open = p->pos;
+    td_str t;
+    int rc;
+    p->pos = skip_ws_at(p, p->pos + 1);
+    if (p->pos < p->n && p->s[p->pos] == ')')
+        return perr(p, XGR_ERR_SYNTAX, open,
+                    "TagDispatch: each element must be a pair (\"trigger\", rule_name)");
+    if ((rc = td_string(p, a, "a trigger string", &t))) return rc;
+    p->pos = skip_ws_at(p, p->pos);
+    if (p->pos >= p->n || p->s[p->pos] != ',')
+        return expected(p, p->pos, "',' and a rule name after the trigger string");
+    p->pos = skip_ws_at(p, p->pos + 1);
+    size_t at = p->pos, e = name_end(p, at);
+    if (e == at) return expected(p, at, "a rule name after the trigger string");
+    int32_t r = xgr_ir_rule(p->g, (const char *)p->s + at, e - at);
+    if (r < 0) return ir_fail();
+    if ((rc = track_rules(p))) return rc;
+    if (!p->ref_pos.data[r]) p->ref_pos.data[r] = at + 1;
+    t.rule = r;
+    p->pos = skip_ws_at(p, e);
+    if (p->pos < p->n && p->s[p->pos] == ',') p->pos = skip_ws_at(p, p->pos + 1);
+    if (p->pos >= p->n || p->s[p->pos] != ')') {
+        if (p->pos < p->n && (p->s[p->pos] == '"' || is_name_start(p->s[p->pos])))
+            return perr(p, XGR_ERR_SYNTAX, open,
+                        "TagDispatch: each element must be a pair (\"trigger\", rule_name)");
+        return expected(p, p->pos, "')' closing the (trigger, rule) pair");
+    }
+    p->pos++;
+    return XGR_VEC_PUSH(a->trig, t) ? XGR_ERR_NOMEM : XGR_OK;
+}
+
+/* excludes=( ... ) value at p->pos. Replaces earlier excludes. */
+static int td_excludes(ebnf *p, td_args *a) {
+    int rc;
+    if (p->pos >= p->n || p->s[p->pos] != '(')
+        return expected(p, p->pos, "a tuple of strings after excludes=, e.g. (\"</s>\")");
+    a->excl.len = 0;
+    p->pos = skip_ws_at(p, p->pos + 1);
+    while (p->pos < p->n && p->s[p->pos] != ')') {
+        td_str t;
+        if ((rc = td_string(p, a, "an excluded string", &t))) return rc;
+        if (XGR_VEC_PUSH(a->excl, t)) return XGR_ERR_NOMEM;
+        p->pos = skip_ws_at(p, p->pos);
+        if (p->pos < p->n && p->s[p->pos] == ',') {
+            p->pos = skip_ws_at(p, p->pos + 1);
+        } else if (p->pos >= p->n || p->s[p->pos] != ')') {
+            return expected(p, p->pos, "',' or ')' in the excludes tuple");
+        }
+    }
+    if (p->pos >= p->n) return expected(p, p->pos, "')' closing the excludes tuple");
+    p->pos++;
+    return XGR_OK;
+}
+
+/* name=value at p->pos. */
+static int td_named(ebnf *p, td_args *a) {
+    size_t at = p->pos, e = name_end(p, at), len = e - at;
+    const char *nm = (const char *)p->s + at;
+    int is_loop = len == 19 && memcmp(nm, "loop_after_dispatch", 19) == 0;
+    int is_excl = len == 8 && memcmp(nm, "excludes", 8) == 0;
+    if (!is_loop && !is_excl) {
+        if ((len == 8 && memcmp(nm, "stop_eos", 8) == 0) ||
+            (len == 8 && memcmp(nm, "stop_str", 8) == 0))
+            return perr(p, XGR_ERR_SYNTAX, at,
+                        "TagDispatch argument '%.*s' (older xgrammar releases) is not "
+                        "supported, as in xgrammar 0.2.8; use loop_after_dispatch=true|false "
+                        "and excludes=(...), with the stop string after the rule",
+                        (int)len, nm);
+        size_t q = skip_ws_at(p, e);
+        if (q < p->n && p->s[q] == '=')
+            return perr(p, XGR_ERR_SYNTAX, at,
+                        "unknown TagDispatch argument '%.*s' (expected loop_after_dispatch "
+                        "or excludes)", (int)(len > 64 ? 64 : len), nm);
+        return perr(p, XGR_ERR_SYNTAX, at,
+                    "TagDispatch: each element must be a (\"trigger\", rule_name) pair "
+                    "or a named argument");
+    }
+    p->pos = skip_ws_at(p, e);
+    if (p->pos >= p->n || p->s[p->pos] != '=')
+        return expected(p, p->pos, is_loop ? "'=' after loop_after_dispatch" : "'=' after excludes");
+    p->pos = skip_ws_at(p, p->pos + 1);
+    if (is_excl) return td_excludes(p, a);
+    size_t v = p->pos, ve = name_end(p, v);
+    if (ve - v == 4 && memcmp(p->s + v, "true", 4) == 0) {
+        a->loop = 1;
+    } else if (ve - v == 5 && memcmp(p->s + v, "false", 5) == 0) {
+        a->loop = 0;
+    } else if (ve > v) {
+        return perr(p, XGR_ERR_SYNTAX, v,
+                    "loop_after_dispatch takes a boolean literal (true or false), found '%.*s'",
+                    (int)(ve - v > 40 ? 40 : ve - v), (const char *)p->s + v);
+    } else {
+        return expected(p, v, "true or false (loop_after_dispatch takes a boolean literal)");
+    }
+    p->pos = ve;
+    return XGR_OK;
+}
+
+/* The arguments after `TagDispatch`; p->pos is at the opening parenthesis. */
+static XGR_NOINLINE int parse_tag_dispatch(ebnf *p, size_t start, int32_t *node) {
+    td_args a;
+    memset(&a, 0, sizeof a);
+    a.loop = 1;
+    const uint8_t **str = NULL;
+    size_t *len = NULL;
+    int32_t *rules = NULL;
+    int rc = XGR_OK;
+    p->pos = skip_ws_at(p, p->pos + 1);
+    if (p->pos < p->n && p->s[p->pos] != ')') {
+        for (;;) {
+            if (p->pos < p->n && p->s[p->pos] == '(')
+                rc = td_pair(p, &a);
+            else if (p->pos < p->n && is_name_start(p->s[p->pos]) &&
+                     !(p->s[p->pos] == 'b' && p->pos + 1 < p->n && p->s[p->pos + 1] == '"'))
+                rc = td_named(p, &a);
+            else if (p->pos < p->n && (p->s[p->pos] == '"' || p->s[p->pos] == 'b'))
+                rc = perr(p, XGR_ERR_SYNTAX, p->pos,
+                          "TagDispatch: each element must be a (\"trigger\", rule_name) pair; "
+                          "write (\"trigger\", rule_name)");
+            else
+                rc = expected(p, p->pos, "a (\"trigger\", rule_name) pair or a named argument");
+            if (rc) goto done;
+            p->pos = skip_ws_at(p, p->pos);
+            if (p->pos < p->n && p->s[p->pos] == ',') {
+                p->pos = skip_ws_at(p, p->pos + 1);
+                continue;
+            }
+            break;
+        }
+    }
+    if (p->pos >= p->n || p->s[p->pos] != ')') {
+        rc = p->pos >= p->n || at_rule_start(p, p->pos)
+                 ? perr(p, XGR_ERR_SYNTAX, start, "unclosed 'TagDispatch('")
+                 : expected(p, p->pos, "',' or ')' in TagDispatch(...)");
+        goto done;
+    }
+    p->pos++;
+    /* As upstream: such an exclude would forbid the trigger itself, surely a mistake. */
+    for (size_t j = 0; j < a.excl.len; j++) {
+        const td_str *x = &a.excl.data[j];
+        for (size_t i = 0; i < a.trig.len; i++) {
+            const td_str *t = &a.trig.data[i];
+            if (x->len <= t->len && memcmp(a.data.data + x->off, a.data.data + t->off, x->len) == 0) {
+                size_t l, c;
+                line_col(p->s, p->n, t->pos, &l, &c);
+                rc = perr(p, XGR_ERR_SEMANTIC, x->pos,
+                          "TagDispatch: an excluded string must not be a prefix of (or equal "
+                          "to) a trigger, but this one is a prefix of the trigger at line %zu, "
+                          "column %zu",
+                          l, c);
+                goto done;
+            }
+        }
+    }
+    size_t nt = a.trig.len, ne = a.excl.len, n = nt + ne;
+    str = xgr_malloc((n ? n : 1) * sizeof *str);
+    len = xgr_malloc((n ? n : 1) * sizeof *len);
+    rules = xgr_malloc((nt ? nt : 1) * sizeof *rules);
+    if (!str || !len || !rules) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const td_str *t = k < nt ? &a.trig.data[k] : &a.excl.data[k - nt];
+        str[k] = a.data.data + t->off;
+        len[k] = t->len;
+        if (k < nt) rules[k] = t->rule;
+    }
+    *node = xgr_ir_tag_dispatch(p->g, str, len, rules, nt, str + nt, len + nt, ne, a.loop);
+    if (*node < 0) rc = ir_fail();
+done:
+    free(str);
+    free(len);
+    free(rules);
+    td_args_free(&a);
+    return rc;
+}
+
+/* Moves every TagDispatch node created for rule `rule` (node ids from `first` on) that is
+ * not the whole body into a fresh rule named after `rule` (rule_1, rule_2, ... in source
+ * order, as upstream names them) and references that rule in its place. */
+static int lift_tag_dispatch(ebnf *p, int32_t rule, int32_t body, size_t first) {
+    xgr_grammar *g = p->g;
+    size_t end = g->nodes.len, n_td = 0;
+    for (size_t id = first; id < end; id++)
+        n_td += g->nodes.data[id].kind == XGR_NODE_TAG_DISPATCH && (int32_t)id != body;
+    if (!n_td) return XGR_OK;
+    int rc = XGR_OK;
+    /* map[k]: the TagDispatch node k - first (or -1) -> its REF node */
+    int32_t *map = xgr_malloc((end - first) * sizeof *map);
+    char *base = xgr_strndup(xgr_ir_rule_name(g, rule), strlen(xgr_ir_rule_name(g, rule)));
+    if (!map || !base) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t id = first; id < end; id++) {
+        map[id - first] = -1;
+        if (g->nodes.data[id].kind != XGR_NODE_TAG_DISPATCH || (int32_t)id == body) continue;
+        int32_t r = xgr_ir_fresh_rule(g, base), ref;
+        if (r < 0 || (ref = xgr_ir_ref(g, r)) < 0) {
+            rc = ir_fail();
+            goto done;
+        }
+        g->rules.data[r].body = (int32_t)id;
+        map[id - first] = ref;
+    }
+    if ((rc = track_rules(p))) goto done;
+    for (size_t id = first; id < end; id++) {
+        xgr_node *nd = &g->nodes.data[id];
+        if (nd->kind == XGR_NODE_REPEAT) {
+            if ((size_t)nd->a >= first && map[nd->a - (int32_t)first] >= 0)
+                nd->a = map[nd->a - (int32_t)first];
+        } else if (nd->kind == XGR_NODE_SEQ || nd->kind == XGR_NODE_ALT) {
+            for (int32_t i = 0; i < nd->count; i++) {
+                int32_t *k = &g->kids.data[nd->off + i];
+                if ((size_t)*k >= first && map[*k - (int32_t)first] >= 0) *k = map[*k - (int32_t)first];
+            }
+        }
+    }
+done:
+    free(map);
+    free(base);
+    return rc;
+}
+
 static int parse_primary(ebnf *p, int32_t *node) {
     size_t start = p->pos;
     uint8_t c = p->s[start];
@@ -431,8 +708,16 @@ static int parse_primary(ebnf *p, int32_t *node) {
                 p->pos++;
                 return parse_regex_macro(p, node);
             }
-            if (len == 11 && memcmp(p->s + start, "TagDispatch", 11) == 0)
-                return perr(p, XGR_ERR_SYNTAX, start, "TagDispatch is not supported yet");
+        }
+        if (len == 11 && memcmp(p->s + start, "TagDispatch", 11) == 0) {
+            size_t q = skip_ws_at(p, e);
+            if (q < p->n && p->s[q] == '(') {
+                if (p->in_lookahead)
+                    return perr(p, XGR_ERR_SYNTAX, start,
+                                "TagDispatch cannot appear in a lookahead assertion");
+                p->pos = q;
+                return parse_tag_dispatch(p, start, node);
+            }
         }
         int32_t r = xgr_ir_rule(p->g, (const char *)p->s + start, len);
         if (r < 0) return ir_fail();
@@ -617,12 +902,17 @@ static int parse_rule(ebnf *p) {
     p->def_pos.data[r] = start + 1;
     int32_t body, la = -1;
     p->depth = 0;
+    size_t first_node = p->g->nodes.len;
     if ((rc = parse_alt(p, &body))) return rc;
+    if ((rc = lift_tag_dispatch(p, r, body, first_node))) return rc;
     skip_ws(p);
     if (at_lookahead(p, p->pos)) {
         p->pos = skip_ws_at(p, p->pos + 1) + 1; /* past '(' and '=' */
         skip_ws(p);
-        if ((rc = parse_alt(p, &la))) return rc;
+        p->in_lookahead = 1;
+        rc = parse_alt(p, &la);
+        p->in_lookahead = 0;
+        if (rc) return rc;
         skip_ws(p);
         if (p->pos >= p->n || p->s[p->pos] != ')')
             return expected(p, p->pos, "')' closing the lookahead assertion");

@@ -85,6 +85,9 @@ typedef struct {
     int32_t repeat_threshold;   /* unroll {m,n} when n (or m if n unbounded) <= this; 0 = default (16) */
     int32_t precompute;         /* 1: compute every mask-cache entry at compile time */
     int32_t max_row_items;      /* 0 = default (100000): parser row size limit per byte */
+    int32_t context_min_uncertain; /* a state whose plain mask entry leaves more uncertain
+                                    * tokens than this uses parent-context entries;
+                                    * 0 = default (256), -1 = always */
 } xgr_compile_options;
 
 typedef struct xgr_compiled xgr_compiled;

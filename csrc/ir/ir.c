@@ -112,6 +112,49 @@ int32_t xgr_ir_repeat(xgr_grammar *g, int32_t child, int32_t min, int32_t max) {
     return push_node(g, n);
 }
 
+int32_t xgr_ir_tag_dispatch(xgr_grammar *g, const uint8_t *const *trig, const size_t *trig_len,
+                            const int32_t *trig_rule, size_t n_trig,
+                            const uint8_t *const *excl, const size_t *excl_len, size_t n_excl,
+                            int loop_after_dispatch) {
+    if (n_trig > (size_t)INT32_MAX / 4 || n_excl > (size_t)INT32_MAX / 4) {
+        xgr_fail(XGR_ERR_LIMIT, "TagDispatch has too many strings");
+        return -1;
+    }
+    for (size_t i = 0; i < n_trig; i++) {
+        if (!trig_len[i] || !trig[i] || trig_rule[i] < 0 || (size_t)trig_rule[i] >= g->rules.len) {
+            xgr_fail(XGR_ERR_INVALID_ARG, "TagDispatch trigger %zu: empty string or bad rule id", i);
+            return -1;
+        }
+    }
+    for (size_t j = 0; j < n_excl; j++) {
+        if (!excl_len[j] || !excl[j]) {
+            xgr_fail(XGR_ERR_INVALID_ARG, "TagDispatch excluded string %zu is empty", j);
+            return -1;
+        }
+    }
+    size_t n = 2 * n_trig + n_excl;
+    int32_t *pay = xgr_malloc((n ? n : 1) * sizeof *pay);
+    if (!pay) return -1;
+    for (size_t i = 0; i < n_trig; i++) {
+        pay[2 * i] = xgr_ir_bytes(g, trig[i], trig_len[i]);
+        pay[2 * i + 1] = trig_rule[i];
+        if (pay[2 * i] < 0) goto fail;
+    }
+    for (size_t j = 0; j < n_excl; j++)
+        if ((pay[2 * n_trig + j] = xgr_ir_bytes(g, excl[j], excl_len[j])) < 0) goto fail;
+    int32_t id = push_list(g, XGR_NODE_TAG_DISPATCH, pay, n);
+    free(pay);
+    if (id < 0) return -1;
+    xgr_node *nd = &g->nodes.data[id];
+    nd->count = (int32_t)n_trig;
+    nd->min = (int32_t)n_excl;
+    nd->a = loop_after_dispatch ? 1 : 0;
+    return id;
+fail:
+    free(pay);
+    return -1;
+}
+
 static uint64_t name_hash(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
@@ -189,6 +232,29 @@ int32_t xgr_ir_fresh_rule(xgr_grammar *g, const char *base) {
     }
 }
 
+static int32_t import_tag_dispatch(xgr_grammar *dst, const xgr_grammar *src,
+                                   const xgr_node *nd, const int32_t *rmap) {
+    size_t nt = (size_t)nd->count, ne = (size_t)nd->min, n = nt + ne;
+    const int32_t *pay = src->kids.data + nd->off;
+    const uint8_t **str = xgr_malloc((n ? n : 1) * sizeof *str);
+    size_t *len = xgr_malloc((n ? n : 1) * sizeof *len);
+    int32_t *rules = xgr_malloc((nt ? nt : 1) * sizeof *rules);
+    int32_t id = -1;
+    if (str && len && rules) {
+        for (size_t k = 0; k < n; k++) {
+            const xgr_node *b = &src->nodes.data[k < nt ? pay[2 * k] : pay[nt + k]];
+            str[k] = src->bytes.data + b->off;
+            len[k] = (size_t)b->count;
+            if (k < nt) rules[k] = rmap[pay[2 * k + 1]];
+        }
+        id = xgr_ir_tag_dispatch(dst, str, len, rules, nt, str + nt, len + nt, ne, nd->a);
+    }
+    free(str);
+    free(len);
+    free(rules);
+    return id;
+}
+
 /* Copies node `n` of src (and its subtree) into dst; rule ids go through rmap. */
 static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
                            const int32_t *rmap, int depth) {
@@ -227,6 +293,7 @@ static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
         free(kids);
         return r;
     }
+    case XGR_NODE_TAG_DISPATCH: return import_tag_dispatch(dst, src, nd, rmap);
     default: xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)nd->kind); return -1;
     }
 }

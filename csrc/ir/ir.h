@@ -27,9 +27,17 @@ typedef enum {
     XGR_NODE_REF = 5,    /* rule `a` */
     XGR_NODE_REPEAT = 6, /* child `a` repeated min..max times; max = -1 means unbounded.
                           * `*` = {0,-1}, `+` = {1,-1}, `?` = {0,1} */
-    XGR_NODE_BYTE_CLASS = 7 /* one raw byte in byte ranges ranges[off .. off+2*count)
-                             * (values 0..255); `negated` complements within 0..255.
-                             * Printed as b[...] (and non-UTF-8 literals as b"..."). */
+    XGR_NODE_BYTE_CLASS = 7, /* one raw byte in byte ranges ranges[off .. off+2*count)
+                              * (values 0..255); `negated` complements within 0..255.
+                              * Printed as b[...] (and non-UTF-8 literals as b"..."). */
+    XGR_NODE_TAG_DISPATCH = 8 /* TagDispatch(...) (upstream xgrammar's macro): free text in
+                               * which triggers dispatch to rules. Only ever a whole rule body
+                               * (never a child, never a lookahead). Payload in kids:
+                               * kids[off + 2i], kids[off + 2i + 1] for i < count are trigger i
+                               * (a BYTES node, count >= 1 bytes) and its rule id; then
+                               * kids[off + 2*count + j] for j < min are the excluded strings
+                               * (BYTES nodes). `a` = 1 when loop_after_dispatch, else 0.
+                               * Semantics: compile/tag_dispatch.c. */
 } xgr_node_kind;
 
 typedef struct {
@@ -75,6 +83,14 @@ int32_t xgr_ir_seq(xgr_grammar *g, const int32_t *kids, size_t n);
 int32_t xgr_ir_alt(xgr_grammar *g, const int32_t *kids, size_t n);
 int32_t xgr_ir_ref(xgr_grammar *g, int32_t rule);
 int32_t xgr_ir_repeat(xgr_grammar *g, int32_t child, int32_t min, int32_t max);
+/* A TAG_DISPATCH node: trigger i is trig[i][0 .. trig_len[i]) and dispatches to rule
+ * trig_rule[i]; excl[j][0 .. excl_len[j]) are the excluded strings. Strings must be
+ * non-empty and rule ids valid (XGR_ERR_INVALID_ARG message otherwise; -1 returned).
+ * Use it only as a rule body. */
+int32_t xgr_ir_tag_dispatch(xgr_grammar *g, const uint8_t *const *trig, const size_t *trig_len,
+                            const int32_t *trig_rule, size_t n_trig,
+                            const uint8_t *const *excl, const size_t *excl_len, size_t n_excl,
+                            int loop_after_dispatch);
 /* Declares (body = -1) or finds a rule by name. */
 int32_t xgr_ir_rule(xgr_grammar *g, const char *name, size_t name_len);
 int32_t xgr_ir_find_rule(const xgr_grammar *g, const char *name, size_t name_len);

@@ -115,6 +115,53 @@ static int print_class(printer *p, const xgr_node *nd) {
     return xgr_sb_puts(&p->out, "]");
 }
 
+/* TagDispatch in upstream xgrammar's printed layout (a whole rule body):
+ *   TagDispatch(
+ *     ("<function=", rule),
+ *     loop_after_dispatch=true,
+ *     excludes=("</tool_call>", "<|im_end|>")
+ *   )
+ * Strings use the same literal syntax as BYTES nodes. */
+static int check_node(const xgr_grammar *g, int32_t id);
+
+/* Prints the BYTES node `s` (a TagDispatch string). */
+static int print_td_string(printer *p, int32_t s) {
+    const xgr_grammar *g = p->g;
+    if (!check_node(g, s) || g->nodes.data[s].kind != XGR_NODE_BYTES)
+        return malformed("TagDispatch string is not a literal");
+    const xgr_node *b = &g->nodes.data[s];
+    if (b->count < 1 || b->off < 0 || (size_t)b->off + (size_t)b->count > g->bytes.len)
+        return malformed("literal out of bounds");
+    return print_bytes(p, g->bytes.data + b->off, (size_t)b->count);
+}
+
+static int print_tag_dispatch(printer *p, const xgr_node *nd) {
+    const xgr_grammar *g = p->g;
+    int rc;
+    if (nd->count < 0 || nd->min < 0 || nd->off < 0 ||
+        (size_t)nd->off + 2 * (size_t)nd->count + (size_t)nd->min > g->kids.len)
+        return malformed("TagDispatch payload out of bounds");
+    const int32_t *pay = g->kids.data + nd->off;
+    if ((rc = xgr_sb_puts(&p->out, "TagDispatch(\n"))) return rc;
+    for (int32_t i = 0; i < nd->count; i++) {
+        int32_t r = pay[2 * i + 1];
+        if (r < 0 || (size_t)r >= g->rules.len) return malformed("rule id out of range");
+        if ((rc = xgr_sb_puts(&p->out, "  (")) || (rc = print_td_string(p, pay[2 * i])) ||
+            (rc = xgr_sb_puts(&p->out, ", ")) ||
+            (rc = xgr_sb_puts(&p->out, xgr_ir_rule_name(g, r))) ||
+            (rc = xgr_sb_puts(&p->out, "),\n")))
+            return rc;
+    }
+    if ((rc = xgr_sb_puts(&p->out, nd->a ? "  loop_after_dispatch=true,\n  excludes=("
+                                         : "  loop_after_dispatch=false,\n  excludes=(")))
+        return rc;
+    for (int32_t j = 0; j < nd->min; j++) {
+        if (j && (rc = xgr_sb_puts(&p->out, ", "))) return rc;
+        if ((rc = print_td_string(p, pay[2 * nd->count + j]))) return rc;
+    }
+    return xgr_sb_puts(&p->out, ")\n)");
+}
+
 static int check_node(const xgr_grammar *g, int32_t id) {
     return id >= 0 && (size_t)id < g->nodes.len;
 }
@@ -160,6 +207,7 @@ static int print_node(printer *p, int32_t id, int need, int depth) {
         break;
     case XGR_NODE_CLASS:
     case XGR_NODE_BYTE_CLASS: rc = print_class(p, nd); break;
+    case XGR_NODE_TAG_DISPATCH: rc = print_tag_dispatch(p, nd); break;
     case XGR_NODE_REF:
         if (nd->a < 0 || (size_t)nd->a >= g->rules.len) return malformed("rule id out of range");
         rc = xgr_sb_puts(&p->out, xgr_ir_rule_name(g, nd->a));

@@ -18,10 +18,14 @@ enum {
     XGR_MASK_ACCEPTED_LIST = 0, /* ids = accepted tokens */
     XGR_MASK_REJECTED_LIST = 1, /* ids = rejected tokens; every other text token that is
                                  * not uncertain is accepted */
-    XGR_MASK_BITSET = 2         /* bits = accepted tokens (row_words words) */
+    XGR_MASK_BITSET = 2,        /* bits = accepted tokens (row_words words) */
+    XGR_MASK_REFINED = 3        /* parent-context entry: `base` (the state's plain entry)
+                                 * decides every token except base's uncertain ones, which
+                                 * this entry re-decides with the caller on the stack:
+                                 * ids = those now accepted, uncertain = still open */
 };
 
-typedef struct {
+typedef struct xgr_mask_entry_s {
     int32_t form;
     int32_t n_ids;
     int32_t n_uncertain;
@@ -30,6 +34,10 @@ typedef struct {
     uint32_t *bits;     /* BITSET */
     int32_t *uncertain; /* tokens whose fate depends on the enclosing rules */
     size_t bytes;       /* memory held by this entry */
+    /* Plain entries only: so many tokens are uncertain that the matcher should use the
+     * parent-context slots of this state instead (each costs a vocabulary pass). */
+    int32_t wants_context;
+    const struct xgr_mask_entry_s *base; /* REFINED only (borrowed: same compiled grammar) */
 } xgr_mask_entry;
 
 struct xgr_compiled {
@@ -52,6 +60,7 @@ struct xgr_compiled {
     int32_t *scan_local;  /* per state: index among its rule's scannable states, or -1 */
     int32_t *slot_state;  /* per pair slot: the child state s */
     int32_t *slot_parent; /* per pair slot: the caller state p */
+    uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     atomic_size_t memory;
 };

@@ -25,14 +25,106 @@ static int pop_continues(xgr_follow *fo, int32_t rule, const uint8_t *pop, int32
     return 0;
 }
 
+/* First sorted index >= i whose token does not start with prefix[0..plen); the tokens
+ * i.. that do are contiguous because the order is lexicographic. */
+static int32_t prefix_range_end(const struct xgr_vocab *v, int32_t i, const uint8_t *prefix,
+                                uint32_t plen) {
+    int32_t lo = i + 1, hi = v->n_sorted; /* token i itself has the prefix */
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        uint32_t ml;
+        const uint8_t *mt = xgr_vocab_token(v, v->sorted[mid], &ml);
+        int has = ml >= plen && memcmp(mt, prefix, plen) == 0;
+        if (has)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Steps token bytes either through the Earley parser or, for a plain slot of a rule
+ * without references (a pure DFA: one item per row), through a dense next-state table,
+ * which is an order of magnitude cheaper per byte. */
+typedef struct {
+    xgr_parser *p;
+    int32_t base;        /* Earley: row index of depth 0 */
+    const xgr_fsm *f;
+    int32_t rule_start;  /* flat: first state of the rule */
+    int32_t *table;      /* flat: (state - rule_start) * 256 + byte -> target, -1 dead */
+    int32_t *dstate;     /* flat: state at each depth */
+} walker;
+
+static int walker_flat_init(walker *w, const xgr_fsm *f, int32_t state, size_t depth_cap) {
+    int32_t r = f->state_rule[state], s0 = f->rule_start[r], s1 = s0;
+    while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
+    w->f = f;
+    w->rule_start = s0;
+    w->table = xgr_malloc((size_t)(s1 - s0) * 256 * sizeof *w->table);
+    w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
+    if (!w->table || !w->dstate) return XGR_ERR_NOMEM;
+    memset(w->table, 0xff, (size_t)(s1 - s0) * 256 * sizeof *w->table);
+    for (int32_t s = s0; s < s1; s++)
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
+            for (int b = f->edges[e].lo; b <= f->edges[e].hi; b++)
+                w->table[(size_t)(s - s0) * 256 + (size_t)b] = f->edges[e].target;
+    w->dstate[0] = state;
+    return XGR_OK;
+}
+
+static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, int *popped) {
+    if (w->table) {
+        int32_t t = w->table[(size_t)(w->dstate[d] - w->rule_start) * 256 + byte];
+        *alive = t >= 0;
+        if (t >= 0) {
+            w->dstate[d + 1] = t;
+            *popped = w->f->final[t];
+        }
+        return XGR_OK;
+    }
+    xgr_parser_truncate(w->p, w->base + d + 1);
+    int rc = xgr_parser_step(w->p, byte, alive);
+    *popped = w->p->popped;
+    return rc;
+}
+
 /* Classifies every sortable token for `slot` into verdict[] (indexed by sorted pos).
  * A pair slot simulates its state with the caller state on the stack (compiled.h). */
+static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b,
+                                     uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    return k;
+}
+
+/* Tokens to classify: all sorted tokens (ids == NULL), or a sorted subset of ids. */
+typedef struct {
+    const struct xgr_vocab *v;
+    const int32_t *ids;
+    int32_t n;
+} token_list;
+
+static inline const uint8_t *tl_token(const token_list *t, int32_t i, uint32_t *len) {
+    return xgr_vocab_token(t->v, t->ids ? t->ids[i] : t->v->sorted[i], len);
+}
+
+/* Common prefix length of list items i-1 and i (0 for i == 0). */
+static inline int32_t tl_lcp(const token_list *t, int32_t i) {
+    if (!t->ids) return t->v->lcp[i];
+    if (i == 0) return 0;
+    uint32_t la, lb;
+    const uint8_t *a = tl_token(t, i - 1, &la), *b = tl_token(t, i, &lb);
+    return (int32_t)common_prefix(a, la, b, lb);
+}
+
 static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
-                    uint8_t *verdict) {
+                    const token_list *tl, uint8_t *verdict) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
     int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
     int32_t pop_rule = c->fsm->state_rule[state];
+    size_t depth_cap = (size_t)v->max_token_len + 2;
+    walker w = {0};
     int rc;
     if (slot >= ns) {
         int32_t caller = c->slot_parent[slot - ns];
@@ -40,36 +132,34 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
         xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
+    } else if (c->rule_flat[pop_rule]) {
+        rc = walker_flat_init(&w, c->fsm, state, depth_cap);
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
         rc = xgr_parser_start(p, init);
     }
-    if (rc) return rc;
-    int32_t base = xgr_parser_rows(p) - 1; /* row index of token depth 0 */
-    size_t depth_cap = (size_t)v->max_token_len + 2;
     uint8_t *pop = xgr_calloc(depth_cap, 1);    /* pop[e]: the rule can end after e bytes */
     int32_t *npop = xgr_calloc(depth_cap, sizeof *npop); /* pops in depths 1..e */
-    if (!pop || !npop) {
-        free(pop);
-        free(npop);
-        return XGR_ERR_NOMEM;
-    }
-    int32_t cur = 0; /* rows 0..cur are valid for the previous token's prefix */
-    for (int32_t i = 0; i < v->n_sorted; i++) {
+    if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
+    if (rc) goto out;
+    w.p = p;
+    w.base = w.table ? 0 : xgr_parser_rows(p) - 1;
+    int32_t cur = 0; /* depths 0..cur are valid for the previous token's prefix */
+    for (int32_t i = 0; i < tl->n; i++) {
         uint32_t len;
-        const uint8_t *tok = xgr_vocab_token(v, v->sorted[i], &len);
-        int32_t d = v->lcp[i] < cur ? v->lcp[i] : cur;
-        xgr_parser_truncate(p, base + d + 1);
+        const uint8_t *tok = tl_token(tl, i, &len);
+        int32_t li = tl_lcp(tl, i);
+        int32_t d = li < cur ? li : cur;
         int dead = 0;
         while ((uint32_t)d < len) {
-            int alive;
-            if ((rc = xgr_parser_step(p, tok[d], &alive))) goto out;
+            int alive, popped = 0;
+            if ((rc = walker_step(&w, d, tok[d], &alive, &popped))) goto out;
             if (!alive) {
                 dead = 1;
                 break;
             }
             d++;
-            pop[d] = p->popped ? 1 : 0;
+            pop[d] = popped ? 1 : 0;
             npop[d] = npop[d - 1] + pop[d];
         }
         cur = d;
@@ -78,16 +168,21 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
             continue;
         }
         /* Byte d has no transition: every following token sharing bytes 0..d dies at the
-         * same place with the same pops; only their bytes after each pop differ. */
+         * same place with the same pops; only their bytes after each pop differ. Without
+         * pops they are all rejected: find the end of that prefix range by binary search
+         * instead of walking it (most states reject most first bytes). */
+        if (npop[d] == 0 && !tl->ids) {
+            int32_t end = prefix_range_end(v, i, tok, (uint32_t)d + 1);
+            memset(verdict + i, V_REJECT, (size_t)(end - i));
+            i = end - 1;
+            continue;
+        }
         for (int32_t j = i;; j++) {
-            if (npop[d] == 0) {
-                verdict[j] = V_REJECT;
-            } else {
-                uint32_t lj;
-                const uint8_t *tj = xgr_vocab_token(v, v->sorted[j], &lj);
-                verdict[j] = pop_continues(fo, pop_rule, pop, d, tj, lj) ? V_UNCERTAIN : V_REJECT;
-            }
-            if (j + 1 >= v->n_sorted || v->lcp[j + 1] <= d) {
+            uint32_t lj;
+            const uint8_t *tj = tl_token(tl, j, &lj);
+            verdict[j] = npop[d] && pop_continues(fo, pop_rule, pop, d, tj, lj) ? V_UNCERTAIN
+                                                                                : V_REJECT;
+            if (j + 1 >= tl->n || tl_lcp(tl, j + 1) <= d) {
                 i = j;
                 break;
             }
@@ -96,26 +191,16 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
 out:
     free(pop);
     free(npop);
+    free(w.table);
+    free(w.dstate);
     return rc;
 }
 
-static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t slot,
-                       xgr_mask_entry **out) {
+/* Builds the plain entry of state `slot` from verdicts over the whole sorted vocabulary,
+ * in the smallest of the three forms. */
+static int make_plain_entry(const xgr_compiled *c, int32_t slot, const uint8_t *verdict,
+                            xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
-    if (!verdict) return XGR_ERR_NOMEM;
-    xgr_follow fo;
-    int rc = xgr_follow_init(&fo, c->fsm);
-    if (rc) {
-        free(verdict);
-        return rc;
-    }
-    rc = classify(c, p, &fo, slot, verdict);
-    xgr_follow_free(&fo);
-    if (rc) {
-        free(verdict);
-        return rc;
-    }
     int32_t n_acc = 0, n_rej = 0, n_unc = 0;
     for (int32_t i = 0; i < v->n_sorted; i++) {
         n_acc += verdict[i] == V_ACCEPT;
@@ -123,10 +208,7 @@ static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t slot,
         n_unc += verdict[i] == V_UNCERTAIN;
     }
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
-    if (!e) {
-        free(verdict);
-        return XGR_ERR_NOMEM;
-    }
+    if (!e) return XGR_ERR_NOMEM;
     size_t list_acc = (size_t)n_acc * 4, list_rej = (size_t)n_rej * 4,
            bitset = (size_t)v->row_words * 4;
     if (list_acc <= list_rej && list_acc <= bitset) {
@@ -140,13 +222,13 @@ static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t slot,
     }
     e->n_uncertain = n_unc;
     e->n_accepted = n_acc;
+    e->wants_context = n_unc > c->opts.context_min_uncertain;
     e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
     if (e->form == XGR_MASK_BITSET)
         e->bits = xgr_calloc((size_t)v->row_words, sizeof *e->bits);
     else
         e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
     if (!e->uncertain || (!e->bits && !e->ids)) {
-        free(verdict);
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
@@ -163,11 +245,67 @@ static int build_entry(const xgr_compiled *c, xgr_parser *p, int32_t slot,
                 e->ids[ki++] = id;
         }
     }
-    free(verdict);
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 4 +
                (e->form == XGR_MASK_BITSET ? bitset : ((size_t)e->n_ids + 1) * 4);
+    (void)slot;
     *out = e;
     return XGR_OK;
+}
+
+/* Builds a REFINED entry from verdicts over base's uncertain tokens. */
+static int make_refined_entry(const xgr_mask_entry *base, const uint8_t *verdict,
+                              xgr_mask_entry **out) {
+    int32_t n_acc = 0, n_unc = 0;
+    for (int32_t i = 0; i < base->n_uncertain; i++) {
+        n_acc += verdict[i] == V_ACCEPT;
+        n_unc += verdict[i] == V_UNCERTAIN;
+    }
+    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    if (!e) return XGR_ERR_NOMEM;
+    e->form = XGR_MASK_REFINED;
+    e->base = base;
+    e->n_ids = n_acc;
+    e->n_accepted = base->n_accepted + n_acc;
+    e->n_uncertain = n_unc;
+    e->ids = xgr_malloc(((size_t)n_acc + 1) * sizeof *e->ids);
+    e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
+    if (!e->ids || !e->uncertain) {
+        xgr_mask_entry_free(e);
+        return XGR_ERR_NOMEM;
+    }
+    int32_t ka = 0, ku = 0;
+    for (int32_t i = 0; i < base->n_uncertain; i++) {
+        if (verdict[i] == V_ACCEPT) e->ids[ka++] = base->uncertain[i];
+        if (verdict[i] == V_UNCERTAIN) e->uncertain[ku++] = base->uncertain[i];
+    }
+    e->bytes = sizeof *e + ((size_t)n_acc + (size_t)n_unc + 2) * 4;
+    *out = e;
+    return XGR_OK;
+}
+
+static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    int32_t ns = c->fsm->n_states;
+    const xgr_mask_entry *base = NULL;
+    token_list tl = {v, NULL, v->n_sorted};
+    if (slot >= ns) {
+        /* Plain verdicts hold in every context; only base's uncertain tokens change. */
+        int rc = xgr_mask_entry_get(c, p, c->slot_state[slot - ns], &base);
+        if (rc) return rc;
+        tl.ids = base->uncertain;
+        tl.n = base->n_uncertain;
+    }
+    uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
+    if (!verdict) return XGR_ERR_NOMEM;
+    xgr_follow fo;
+    int rc = xgr_follow_init(&fo, c->fsm);
+    if (!rc) {
+        rc = classify(c, p, &fo, slot, &tl, verdict);
+        xgr_follow_free(&fo);
+    }
+    if (!rc) rc = base ? make_refined_entry(base, verdict, out) : make_plain_entry(c, slot, verdict, out);
+    free(verdict);
+    return rc;
 }
 
 int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t slot_id,

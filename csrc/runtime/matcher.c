@@ -302,6 +302,24 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32
     return rc;
 }
 
+/* ORs the tokens a plain entry accepts into row. */
+static void apply_accepted(xgr_matcher *m, const xgr_mask_entry *e, uint32_t *row) {
+    const struct xgr_vocab *v = m->c->vocab;
+    size_t rw = (size_t)v->row_words;
+    if (e->form == XGR_MASK_ACCEPTED_LIST) {
+        for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
+    } else if (e->form == XGR_MASK_BITSET) {
+        for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
+    } else {
+        memcpy(m->tmp_bits, v->text_bits, rw * sizeof *m->tmp_bits);
+        for (int32_t i = 0; i < e->n_ids; i++)
+            m->tmp_bits[e->ids[i] >> 5] &= ~(1u << (e->ids[i] & 31));
+        for (int32_t i = 0; i < e->n_uncertain; i++)
+            m->tmp_bits[e->uncertain[i] >> 5] &= ~(1u << (e->uncertain[i] & 31));
+        for (size_t w = 0; w < rw; w++) row[w] |= m->tmp_bits[w];
+    }
+}
+
 static int push_key(xgr_matcher *m, int32_t key) {
     for (size_t j = 0; j < m->states.len; j++)
         if (m->states.data[j] == key) return XGR_OK;
@@ -312,7 +330,7 @@ static int push_key(xgr_matcher *m, int32_t key) {
  * m->states: a parent-context slot per caller when one applies, else the plain slot. */
 static int collect_states(xgr_matcher *m) {
     const xgr_parser *p = &m->parser;
-    const xgr_compiled *c = m->c;
+    xgr_compiled *c = m->c;
     const xgr_fsm *f = c->fsm;
     int64_t max_tok = c->vocab->max_token_len;
     int32_t last = xgr_parser_rows(p) - 1;
@@ -322,6 +340,14 @@ static int collect_states(xgr_matcher *m) {
         if (!c->scannable[it.state]) continue;
         int32_t rule = f->state_rule[it.state];
         int plain = 0, any = 0, rc;
+        /* Parent-context slots cost a vocabulary pass each: use them only for states
+         * whose plain entry leaves many tokens to the exact check. */
+        const xgr_mask_entry *pe;
+        if ((rc = xgr_mask_entry_get(m->c, &m->scratch, it.state, &pe))) return rc;
+        if (!pe->wants_context) {
+            if ((rc = push_key(m, it.state))) return rc;
+            continue;
+        }
         for (int32_t q = p->row_begin.data[it.origin]; q < p->row_begin.data[it.origin + 1];
              q++) {
             xgr_item par = p->items.data[q];
@@ -376,17 +402,15 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
             rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j], &ents[j]);
             if (rc) break;
             const xgr_mask_entry *e = ents[j];
-            if (e->form == XGR_MASK_ACCEPTED_LIST) {
+            if (e->form == XGR_MASK_REFINED) {
                 for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
-            } else if (e->form == XGR_MASK_BITSET) {
-                for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
+                /* several callers of one state share its base: apply it once */
+                int seen = 0;
+                for (size_t k = 0; k < j && !seen; k++)
+                    seen = ents[k] == e->base || ents[k]->base == e->base;
+                if (!seen) apply_accepted(m, e->base, row);
             } else {
-                memcpy(m->tmp_bits, v->text_bits, rw * sizeof *m->tmp_bits);
-                for (int32_t i = 0; i < e->n_ids; i++)
-                    m->tmp_bits[e->ids[i] >> 5] &= ~(1u << (e->ids[i] & 31));
-                for (int32_t i = 0; i < e->n_uncertain; i++)
-                    m->tmp_bits[e->uncertain[i] >> 5] &= ~(1u << (e->uncertain[i] & 31));
-                for (size_t w = 0; w < rw; w++) row[w] |= m->tmp_bits[w];
+                apply_accepted(m, e, row);
             }
         }
         for (size_t j = 0; j < m->states.len && !rc; j++)

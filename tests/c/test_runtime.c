@@ -91,6 +91,8 @@ static int32_t pick_allowed(const int32_t *row, int32_t vocab_size, int32_t avoi
     return -1;
 }
 
+static xgr_compile_options walk_opts;
+
 static void walk(const char *name, const char *ebnf, xgr_vocab *v, int32_t stop, int steps,
                  int walks) {
     xgr_grammar *g = NULL;
@@ -99,7 +101,7 @@ static void walk(const char *name, const char *ebnf, xgr_vocab *v, int32_t stop,
         return;
     }
     xgr_compiled *c = NULL;
-    if (xgr_compile(g, v, NULL, &c)) {
+    if (xgr_compile(g, v, &walk_opts, &c)) {
         CHECK(0, "%s: compile failed: %s", name, xgr_last_error());
         xgr_grammar_release(g);
         return;
@@ -181,6 +183,31 @@ static void walk(const char *name, const char *ebnf, xgr_vocab *v, int32_t stop,
     printf("ok %s\n", name);
 }
 
+/* Compares cache and oracle right after a fixed prefix (states a random walk may miss). */
+static void at_prefix(const char *name, const char *ebnf, const char *prefix, xgr_vocab *v) {
+    xgr_grammar *g = NULL;
+    xgr_compiled *c = NULL;
+    xgr_matcher *m = NULL;
+    if (xgr_grammar_from_ebnf(ebnf, strlen(ebnf), "", 0, &g) ||
+        xgr_compile(g, v, &walk_opts, &c) || xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+        CHECK(0, "%s: setup failed: %s", name, xgr_last_error());
+    } else {
+        int acc = 0;
+        CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)prefix, strlen(prefix), &acc) && acc,
+              "%s: prefix rejected", name);
+        int32_t *a = calloc((size_t)row_words, 4), *b = calloc((size_t)row_words, 4);
+        CHECK(!xgr_matcher_fill_bitmask(m, a, (size_t)row_words, NULL), "fill");
+        CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, b, (size_t)row_words), "oracle");
+        CHECK(rows_equal(a, b), "%s: mask differs from oracle after prefix (token %d)", name,
+              first_diff(a, b));
+        free(a);
+        free(b);
+    }
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+    xgr_grammar_release(g);
+}
+
 static void bad_inputs(xgr_vocab *v) {
     xgr_grammar *g = NULL;
     const char *e = "root ::= \"a\"";
@@ -242,8 +269,22 @@ int main(void) {
          "number ::= \"-\"? ([0-9] | [1-9] [0-9]+) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)?\n"
          "ws ::= [ \\n]*"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        walk(cases[i].name, cases[i].ebnf, v, stop, 40, 6);
+    /* Once with default options, once with parent-context entries everywhere and no
+     * inlining, so both cache paths meet the oracle on every grammar. */
+    for (int pass = 0; pass < 2; pass++) {
+        memset(&walk_opts, 0, sizeof walk_opts);
+        if (pass == 1) {
+            walk_opts.context_min_uncertain = -1;
+            walk_opts.inline_max_states = -1;
+        }
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+            walk(cases[i].name, cases[i].ebnf, v, stop, 40, 6);
+        /* a repetition counter one or two short of its maximum */
+        const char *rep = "root ::= \"<\" [abc]{17,20} \">\"";
+        at_prefix("near_max_19", rep, "<aaaaaaaaaaaaaaaaaa", v);
+        at_prefix("near_max_20", rep, "<aaaaaaaaaaaaaaaaaaa", v);
+        at_prefix("near_max_5", rep, "<aaaaa", v);
+    }
     xgr_grammar *bj = NULL;
     bad_inputs(v);
     if (!xgr_grammar_builtin_json(&bj)) {
