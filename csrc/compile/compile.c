@@ -8,6 +8,7 @@ static void fill_defaults(xgr_compile_options *o) {
     if (o->repeat_threshold <= 0) o->repeat_threshold = 16;
     if (o->max_row_items <= 0) o->max_row_items = 100000;
     if (o->context_min_uncertain == 0) o->context_min_uncertain = 256;
+    if (o->cross_grammar_cache == 0) o->cross_grammar_cache = 1;
 }
 
 /* Every rule must derive some finite string, or a matcher could accept a prefix it can
@@ -107,8 +108,17 @@ static int layout_slots(xgr_compiled *c, int64_t budget) {
 
 static void compiled_free(xgr_compiled *c) {
     if (!c) return;
-    if (c->entries)
-        for (int32_t s = 0; s < c->n_slots; s++) xgr_mask_entry_free(atomic_load(&c->entries[s]));
+    /* Parent-context entries borrow their plain entry: free them first. */
+    if (c->entries && c->fsm)
+        for (int32_t s = c->n_slots - 1; s >= 0; s--)
+            xgr_mask_entry_free(atomic_load(&c->entries[s]));
+    if (c->rule_keys && c->fsm)
+        for (int32_t r = 0; r < c->fsm->n_rules; r++) {
+            xgr_rule_key *k = atomic_load(&c->rule_keys[r]);
+            if (k) free(k->bytes);
+            free(k);
+        }
+    free((void *)c->rule_keys);
     free((void *)c->entries);
     free(c->pair_base);
     free(c->scan_local);
@@ -152,12 +162,15 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     }
     if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
     c->rule_flat = xgr_malloc((size_t)c->fsm->n_rules + 1);
-    if (!c->rule_flat) {
+    c->rule_keys = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_keys);
+    if (!c->rule_flat || !c->rule_keys) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
-    for (int32_t r = 0; r < c->fsm->n_rules; r++)
+    for (int32_t r = 0; r < c->fsm->n_rules; r++) {
         c->rule_flat[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL;
+        atomic_init(&c->rule_keys[r], NULL);
+    }
     for (int32_t e = 0; e < c->fsm->n_edges; e++)
         if (c->fsm->edges[e].ref >= 0) c->rule_flat[c->fsm->state_rule[c->fsm->edges[e].target]] = 0;
     c->entries = xgr_calloc((size_t)c->n_slots + 1, sizeof *c->entries);

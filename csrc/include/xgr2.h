@@ -88,6 +88,7 @@ typedef struct {
     int32_t context_min_uncertain; /* a state whose plain mask entry leaves more uncertain
                                     * tokens than this uses parent-context entries;
                                     * 0 = default (256), -1 = always */
+    int32_t cross_grammar_cache; /* 0 = default (on), 1 = on, -1 = off (private entries) */
 } xgr_compile_options;
 
 typedef struct xgr_compiled xgr_compiled;
@@ -105,6 +106,19 @@ const xgr_grammar *xgr_compiled_grammar(const xgr_compiled *c);
 const xgr_vocab *xgr_compiled_vocab(const xgr_compiled *c);
 void xgr_compiled_retain(xgr_compiled *c);
 void xgr_compiled_release(xgr_compiled *c);
+
+/* ---- cross-grammar cache -------------------------------------------------------------- */
+/* Mask-cache entries of rules that do not depend on their context are shared by every
+ * compiled grammar in the process whose rule has the same canonical structure (over the
+ * same vocabulary). The cache is bounded by a byte budget (default 256 MiB) with LRU
+ * eviction. All three functions are thread-safe. */
+typedef struct {
+    uint64_t hits, misses, inserts, evictions;
+    uint64_t entries, bytes, budget;
+} xgr_cache_stats;
+void xgr_cache_get_stats(xgr_cache_stats *out);
+void xgr_cache_set_budget(uint64_t bytes); /* evicts down to the new budget at once */
+void xgr_cache_clear(void);                /* drops every entry and zeroes the counters */
 
 /* ---- matcher ------------------------------------------------------------------------ */
 typedef struct xgr_matcher xgr_matcher;

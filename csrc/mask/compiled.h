@@ -26,6 +26,7 @@ enum {
 };
 
 typedef struct xgr_mask_entry_s {
+    atomic_int refcount; /* plain-layer entries may be shared across grammars */
     int32_t form;
     int32_t n_ids;
     int32_t n_uncertain;
@@ -37,8 +38,21 @@ typedef struct xgr_mask_entry_s {
     /* Plain entries only: so many tokens are uncertain that the matcher should use the
      * parent-context slots of this state instead (each costs a vocabulary pass). */
     int32_t wants_context;
-    const struct xgr_mask_entry_s *base; /* REFINED only (borrowed: same compiled grammar) */
+    struct xgr_mask_entry_s *base; /* REFINED only */
+    int32_t owns_base;             /* base is a reference-counted context-free entry */
+    /* Context-free entries: for uncertain[i], the token depths where the rule could end
+     * (pop_depth[pop_begin[i] .. pop_begin[i+1])), so each grammar can sharpen them. */
+    int32_t *pop_begin;
+    uint16_t *pop_depth;
 } xgr_mask_entry;
+
+/* A rule's canonical closure serialisation (mask/closure.h), the cross-grammar key. */
+typedef struct {
+    uint8_t *bytes;
+    size_t len;
+    uint64_t hash;
+    int unshareable;
+} xgr_rule_key;
 
 struct xgr_compiled {
     atomic_int refcount;
@@ -61,6 +75,7 @@ struct xgr_compiled {
     int32_t *slot_state;  /* per pair slot: the child state s */
     int32_t *slot_parent; /* per pair slot: the caller state p */
     uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
+    _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     atomic_size_t memory;
 };

@@ -1,13 +1,18 @@
 /* Adaptive token-mask cache: per scannable state, split the vocabulary into accepted,
  * rejected and uncertain tokens by simulating the state's rule alone over the sorted
  * vocabulary, reusing parser rows across shared prefixes and skipping subtrees. */
+#include "closure.h"
 #include "compiled.h"
 #include "follow.h"
+#include "global_cache.h"
 
 enum { V_ACCEPT = 0, V_REJECT = 1, V_UNCERTAIN = 2 };
 
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
+    if (e->owns_base) xgr_mask_entry_release(e->base);
+    free(e->pop_begin);
+    free(e->pop_depth);
     free(e->ids);
     free(e->bits);
     free(e->uncertain);
@@ -117,8 +122,11 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
     return (int32_t)common_prefix(a, la, b, lb);
 }
 
+/* (sorted position, depth) of every pop a context-free classification leaves open */
+typedef XGR_VEC(int32_t) pop_list;
+
 static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
-                    const token_list *tl, uint8_t *verdict) {
+                    const token_list *tl, uint8_t *verdict, pop_list *pops) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
     int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
@@ -180,8 +188,22 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
         for (int32_t j = i;; j++) {
             uint32_t lj;
             const uint8_t *tj = tl_token(tl, j, &lj);
-            verdict[j] = npop[d] && pop_continues(fo, pop_rule, pop, d, tj, lj) ? V_UNCERTAIN
-                                                                                : V_REJECT;
+            if (pops) {
+                /* context-free: keep every pop that leaves bytes for the caller */
+                verdict[j] = V_REJECT;
+                for (int32_t e = 1; e <= d; e++)
+                    if (pop[e] && (uint32_t)e < lj) {
+                        if (XGR_VEC_PUSH(*pops, j) || XGR_VEC_PUSH(*pops, e)) {
+                            rc = XGR_ERR_NOMEM;
+                            goto out;
+                        }
+                        verdict[j] = V_UNCERTAIN;
+                    }
+            } else {
+                verdict[j] = npop[d] && pop_continues(fo, pop_rule, pop, d, tj, lj)
+                                 ? V_UNCERTAIN
+                                 : V_REJECT;
+            }
             if (j + 1 >= tl->n || tl_lcp(tl, j + 1) <= d) {
                 i = j;
                 break;
@@ -196,10 +218,11 @@ out:
     return rc;
 }
 
-/* Builds the plain entry of state `slot` from verdicts over the whole sorted vocabulary,
- * in the smallest of the three forms. */
-static int make_plain_entry(const xgr_compiled *c, int32_t slot, const uint8_t *verdict,
-                            xgr_mask_entry **out) {
+/* Builds the context-free entry of a state from verdicts over the whole sorted
+ * vocabulary, in the smallest of the three forms, with the pop depths of its uncertain
+ * tokens. It may be shared by other grammars, so it holds no grammar-specific data. */
+static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const pop_list *pops,
+                          xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     int32_t n_acc = 0, n_rej = 0, n_unc = 0;
     for (int32_t i = 0; i < v->n_sorted; i++) {
@@ -220,23 +243,31 @@ static int make_plain_entry(const xgr_compiled *c, int32_t slot, const uint8_t *
     } else {
         e->form = XGR_MASK_BITSET;
     }
+    atomic_init(&e->refcount, 1);
     e->n_uncertain = n_unc;
     e->n_accepted = n_acc;
-    e->wants_context = n_unc > c->opts.context_min_uncertain;
     e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
+    e->pop_begin = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->pop_begin);
+    e->pop_depth = xgr_malloc((pops->len / 2 + 1) * sizeof *e->pop_depth);
     if (e->form == XGR_MASK_BITSET)
         e->bits = xgr_calloc((size_t)v->row_words, sizeof *e->bits);
     else
         e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
-    if (!e->uncertain || (!e->bits && !e->ids)) {
+    if (!e->uncertain || !e->pop_begin || !e->pop_depth || (!e->bits && !e->ids)) {
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
     int32_t ki = 0, ku = 0;
+    size_t pk = 0, np = 0;
     uint8_t want = e->form == XGR_MASK_REJECTED_LIST ? V_REJECT : V_ACCEPT;
     for (int32_t i = 0; i < v->n_sorted; i++) {
         int32_t id = v->sorted[i];
         if (verdict[i] == V_UNCERTAIN) {
+            e->pop_begin[ku] = (int32_t)np;
+            while (pk < pops->len && pops->data[pk] == i) {
+                e->pop_depth[np++] = (uint16_t)pops->data[pk + 1];
+                pk += 2;
+            }
             e->uncertain[ku++] = id;
         } else if (verdict[i] == want) {
             if (e->form == XGR_MASK_BITSET)
@@ -245,10 +276,105 @@ static int make_plain_entry(const xgr_compiled *c, int32_t slot, const uint8_t *
                 e->ids[ki++] = id;
         }
     }
-    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 4 +
+    e->pop_begin[ku] = (int32_t)np;
+    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + np * 2 +
                (e->form == XGR_MASK_BITSET ? bitset : ((size_t)e->n_ids + 1) * 4);
-    (void)slot;
     *out = e;
+    return XGR_OK;
+}
+
+/* Small memo of follow checks: tokens that leave a rule at the same bytes (",", "\"}")
+ * share the verdict, and those suffixes repeat across thousands of tokens. */
+typedef struct {
+    const uint8_t *s;
+    uint32_t n;
+    int8_t val; /* -1 empty */
+} memo_slot;
+
+static int follow_memo(xgr_follow *fo, int32_t rule, memo_slot *tab, size_t cap,
+                       const uint8_t *s, uint32_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    for (size_t k = xgr_mix64(h) & (cap - 1);; k = (k + 1) & (cap - 1)) {
+        if (tab[k].val < 0) {
+            tab[k].s = s;
+            tab[k].n = n;
+            tab[k].val = (int8_t)xgr_follow_possible(fo, rule, s, n);
+            return tab[k].val;
+        }
+        if (tab[k].n == n && memcmp(tab[k].s, s, n) == 0) return tab[k].val;
+    }
+}
+
+/* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
+ * pop could follow the rule somewhere in this grammar (stack-free over-approximation);
+ * the rest are rejected. */
+static int sharpen(const xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask_entry *raw,
+                   xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    size_t cap = 64;
+    while (cap < (size_t)raw->pop_begin[raw->n_uncertain] * 2 + 2) cap *= 2;
+    memo_slot *tab = xgr_malloc(cap * sizeof *tab);
+    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
+    if (!tab || !e || !unc) {
+        free(tab);
+        free(e);
+        free(unc);
+        return XGR_ERR_NOMEM;
+    }
+    for (size_t k = 0; k < cap; k++) tab[k].val = -1;
+    int32_t n = 0;
+    for (int32_t i = 0; i < raw->n_uncertain; i++) {
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
+        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1]; k++) {
+            uint32_t d = raw->pop_depth[k];
+            if (follow_memo(fo, rule, tab, cap, tok + d, len - d)) {
+                unc[n++] = raw->uncertain[i];
+                break;
+            }
+        }
+    }
+    free(tab);
+    atomic_init(&e->refcount, 1);
+    e->form = XGR_MASK_REFINED;
+    e->base = raw;
+    e->owns_base = 1;
+    xgr_mask_entry_retain(raw);
+    e->ids = NULL;
+    e->n_ids = 0;
+    e->uncertain = unc;
+    e->n_uncertain = n;
+    e->n_accepted = raw->n_accepted;
+    e->wants_context = n > c->opts.context_min_uncertain;
+    e->bytes = sizeof *e + ((size_t)n + 1) * 4;
+    *out = e;
+    return XGR_OK;
+}
+
+/* The closure key of `rule`, computed once per compiled grammar and published with a
+ * compare-and-swap like the entries. */
+static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
+    xgr_rule_key *k = atomic_load_explicit(&c->rule_keys[rule], memory_order_acquire);
+    if (!k) {
+        k = xgr_calloc(1, sizeof *k);
+        if (!k) return XGR_ERR_NOMEM;
+        int rc = xgr_closure_key(c->fsm, rule, (size_t)16 << 20, &k->bytes, &k->len, &k->hash);
+        if (rc == XGR_ERR_LIMIT) {
+            k->unshareable = 1; /* too big to be worth sharing */
+        } else if (rc) {
+            free(k);
+            return rc;
+        }
+        xgr_rule_key *expected = NULL;
+        if (!atomic_compare_exchange_strong(&c->rule_keys[rule], &expected, k)) {
+            free(k->bytes);
+            free(k);
+            k = expected;
+        }
+    }
+    *out = k;
     return XGR_OK;
 }
 
@@ -262,8 +388,9 @@ static int make_refined_entry(const xgr_mask_entry *base, const uint8_t *verdict
     }
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     if (!e) return XGR_ERR_NOMEM;
+    atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
-    e->base = base;
+    e->base = (xgr_mask_entry *)base;
     e->n_ids = n_acc;
     e->n_accepted = base->n_accepted + n_acc;
     e->n_uncertain = n_unc;
@@ -283,28 +410,70 @@ static int make_refined_entry(const xgr_mask_entry *base, const uint8_t *verdict
     return XGR_OK;
 }
 
+/* The context-free entry of plain slot `state`: from the cross-grammar cache when an
+ * equal rule closure was seen before, else computed (and offered to the cache). */
+static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
+                     xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    int32_t rule = c->fsm->state_rule[state], local = state - c->fsm->rule_start[rule];
+    const xgr_rule_key *key = NULL;
+    int rc;
+    if (c->opts.cross_grammar_cache > 0) {
+        if ((rc = rule_key(c, rule, &key))) return rc;
+        if (key->unshareable) key = NULL;
+    }
+    if (key && (*out = xgr_gcache_lookup(v->fingerprint, key->hash, key->bytes, key->len, local)))
+        return XGR_OK;
+    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
+    pop_list pops = {0};
+    if (!verdict) return XGR_ERR_NOMEM;
+    token_list tl = {v, NULL, v->n_sorted};
+    rc = classify(c, p, fo, state, &tl, verdict, &pops);
+    xgr_mask_entry *e = NULL;
+    if (!rc) rc = make_raw_entry(c, verdict, &pops, &e);
+    free(verdict);
+    XGR_VEC_FREE(pops);
+    if (rc) return rc;
+    if (key) {
+        xgr_mask_entry *shared =
+            xgr_gcache_insert(v->fingerprint, key->hash, key->bytes, key->len, local, e);
+        if (shared) {
+            xgr_mask_entry_release(e); /* ours, or the cache's twin if another won */
+            e = shared;
+        }
+    }
+    *out = e;
+    return XGR_OK;
+}
+
 static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
-    const xgr_mask_entry *base = NULL;
-    token_list tl = {v, NULL, v->n_sorted};
-    if (slot >= ns) {
-        /* Plain verdicts hold in every context; only base's uncertain tokens change. */
-        int rc = xgr_mask_entry_get(c, p, c->slot_state[slot - ns], &base);
-        if (rc) return rc;
-        tl.ids = base->uncertain;
-        tl.n = base->n_uncertain;
-    }
-    uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
-    if (!verdict) return XGR_ERR_NOMEM;
     xgr_follow fo;
     int rc = xgr_follow_init(&fo, c->fsm);
-    if (!rc) {
-        rc = classify(c, p, &fo, slot, &tl, verdict);
+    if (rc) return rc;
+    if (slot < ns) {
+        xgr_mask_entry *raw = NULL;
+        rc = raw_entry(c, p, &fo, slot, &raw);
+        if (!rc) rc = sharpen(c, &fo, c->fsm->state_rule[slot], raw, out);
+        xgr_mask_entry_release(raw);
         xgr_follow_free(&fo);
+        return rc;
     }
-    if (!rc) rc = base ? make_refined_entry(base, verdict, out) : make_plain_entry(c, slot, verdict, out);
+    /* Parent context: plain verdicts hold in every context; only the plain entry's
+     * uncertain tokens are re-decided with the caller on the stack. */
+    const xgr_mask_entry *base = NULL;
+    if ((rc = xgr_mask_entry_get(c, p, c->slot_state[slot - ns], &base))) {
+        xgr_follow_free(&fo);
+        return rc;
+    }
+    token_list tl = {v, base->uncertain, base->n_uncertain};
+    uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
+    if (!verdict) rc = XGR_ERR_NOMEM;
+    if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL);
+    if (!rc) rc = make_refined_entry(base, verdict, out);
     free(verdict);
+    xgr_follow_free(&fo);
     return rc;
 }
 

@@ -116,6 +116,21 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         v->lcp[i] = (int32_t)k;
     }
     v->n_sorted = n;
+    /* Verdicts depend on the matchable tokens' ids and bytes only. */
+    uint64_t h = xgr_mix64((uint64_t)vocab_size * 31 + (uint64_t)n);
+    for (int32_t i = 0; i < n; i++) {
+        h = xgr_hash_combine(h, (uint64_t)refs[i].id << 32 | refs[i].len);
+        uint64_t w = 0;
+        for (uint32_t k = 0; k < refs[i].len; k++) {
+            w = (w << 8) | refs[i].p[k];
+            if ((k & 7) == 7) {
+                h = xgr_hash_combine(h, w);
+                w = 0;
+            }
+        }
+        h = xgr_hash_combine(h, w);
+    }
+    v->fingerprint = h;
     free(refs);
     free(is_stop);
     *out = v;

@@ -27,6 +27,7 @@ struct xgr_vocab {
     int32_t n_sorted;
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
+    uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
 
 static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t id,

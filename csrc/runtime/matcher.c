@@ -393,25 +393,26 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     if (!xgr_matcher_is_terminated(m)) {
         if ((rc = collect_states(m))) return rc;
         memset(m->checked_bits, 0, rw * sizeof *m->checked_bits);
-        const xgr_mask_entry **ents = NULL;
+        const xgr_mask_entry **ents = NULL, **raws = NULL;
         if (m->states.len) {
-            ents = xgr_malloc(m->states.len * sizeof *ents);
+            ents = xgr_malloc(2 * m->states.len * sizeof *ents);
             if (!ents) return XGR_ERR_NOMEM;
+            raws = ents + m->states.len;
         }
         for (size_t j = 0; j < m->states.len && !rc; j++) {
             rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j], &ents[j]);
             if (rc) break;
             const xgr_mask_entry *e = ents[j];
-            if (e->form == XGR_MASK_REFINED) {
+            /* A refined entry adds its own accepted tokens to its base's; the chain ends
+             * at a context-free entry, applied once however many slots share it. */
+            while (e->form == XGR_MASK_REFINED) {
                 for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
-                /* several callers of one state share its base: apply it once */
-                int seen = 0;
-                for (size_t k = 0; k < j && !seen; k++)
-                    seen = ents[k] == e->base || ents[k]->base == e->base;
-                if (!seen) apply_accepted(m, e->base, row);
-            } else {
-                apply_accepted(m, e, row);
+                e = e->base;
             }
+            int seen = 0;
+            for (size_t k = 0; k < j && !seen; k++) seen = raws[k] == e;
+            raws[j] = e;
+            if (!seen) apply_accepted(m, e, row);
         }
         for (size_t j = 0; j < m->states.len && !rc; j++)
             rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);

@@ -12,6 +12,11 @@ from .bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
+from .cache import (
+    clear_cross_grammar_cache,
+    get_cross_grammar_cache_stats,
+    set_cross_grammar_cache_budget,
+)
 from .compiler import CompiledGrammar, GrammarCompiler
 from .exception import (
     DeserializeFormatError,
@@ -71,6 +76,9 @@ __all__ = [
     "bitmask_dtype",
     "get_bitmask_shape",
     "reset_token_bitmask",
+    "get_cross_grammar_cache_stats",
+    "set_cross_grammar_cache_budget",
+    "clear_cross_grammar_cache",
     "XGrammar2Error",
     "InvalidArgumentError",
     "InvalidIndexError",

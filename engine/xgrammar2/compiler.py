@@ -198,6 +198,8 @@ class GrammarCompiler:
         max_rules: Optional[int] = None,
         max_fsm_states: Optional[int] = None,
         max_row_items: Optional[int] = None,
+        cross_grammar_cache: bool = True,
+        context_min_uncertain: Optional[int] = None,
     ) -> None:
         """Constructs the compiler.
 
@@ -224,6 +226,16 @@ class GrammarCompiler:
             ``xgr2.h``); None = the core's default. ``precompute=True`` builds every token
             mask at compile time instead of on first use. The ``max_*`` limits make too-large
             grammars fail with GrammarLimitError.
+
+        cross_grammar_cache : bool, default: True
+            (xgrammar2) Share context-free token-mask cache entries with every other compiled
+            grammar in the process whose rule has the same structure (see
+            :func:`xgrammar2.get_cross_grammar_cache_stats`). False keeps them private.
+
+        context_min_uncertain : Optional[int], default: None
+            (xgrammar2) A parser state whose context-free mask leaves more uncertain tokens
+            than this gets masks computed with its caller on the stack (default 256; -1 =
+            always).
         """
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise ValueError(
@@ -251,6 +263,8 @@ class GrammarCompiler:
         opts.repeat_threshold = _opt_int(repeat_threshold, "repeat_threshold")
         opts.precompute = 1 if precompute else 0
         opts.max_row_items = _opt_int(max_row_items, "max_row_items")
+        opts.cross_grammar_cache = 1 if cross_grammar_cache else -1
+        opts.context_min_uncertain = _opt_int(context_min_uncertain, "context_min_uncertain")
         self._opts = opts
         # Build the vocabulary handle now so that the first compile is not slower.
         tokenizer_info._handle()

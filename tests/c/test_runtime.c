@@ -208,6 +208,30 @@ static void at_prefix(const char *name, const char *ebnf, const char *prefix, xg
     xgr_grammar_release(g);
 }
 
+/* A rule shared by two different grammars is computed once: the second grammar's first
+ * mask in that rule is a cache hit, and its masks still equal the oracle. */
+static void cross_grammar(xgr_vocab *v) {
+    const char *g1 = "root ::= \"A\" item\nitem ::= \"[\" [a-c]* \"]\"";
+    const char *g2 = "root ::= \"xx\" thing \"!\"\nthing ::= \"[\" [a-c]* \"]\"";
+    xgr_cache_clear();
+    xgr_cache_stats st0, st1;
+    walk_opts.inline_max_states = -1; /* keep `item`/`thing` as rules of their own */
+    at_prefix("cross_1", g1, "A[ab", v);
+    xgr_cache_get_stats(&st0);
+    CHECK(st0.inserts > 0 && st0.bytes > 0, "cross-grammar cache got no entries");
+    at_prefix("cross_2", g2, "xx[ab", v);
+    xgr_cache_get_stats(&st1);
+    CHECK(st1.hits > st0.hits, "the shared rule was not reused (hits %llu -> %llu)",
+          (unsigned long long)st0.hits, (unsigned long long)st1.hits);
+    xgr_cache_set_budget(0);
+    xgr_cache_get_stats(&st1);
+    CHECK(st1.bytes == 0 && st1.entries == 0, "budget 0 left %llu bytes",
+          (unsigned long long)st1.bytes);
+    at_prefix("cross_nocache", g2, "xx[ab", v); /* still correct with nothing cached */
+    xgr_cache_set_budget((uint64_t)256 << 20);
+    memset(&walk_opts, 0, sizeof walk_opts);
+}
+
 static void bad_inputs(xgr_vocab *v) {
     xgr_grammar *g = NULL;
     const char *e = "root ::= \"a\"";
@@ -286,6 +310,8 @@ int main(void) {
         at_prefix("near_max_5", rep, "<aaaaa", v);
     }
     xgr_grammar *bj = NULL;
+    memset(&walk_opts, 0, sizeof walk_opts);
+    cross_grammar(v);
     bad_inputs(v);
     if (!xgr_grammar_builtin_json(&bj)) {
         char *txt = NULL;

@@ -1,0 +1,74 @@
+/* Canonical serialisation of rule reference closures (see closure.h). */
+#include "closure.h"
+
+typedef XGR_VEC(uint8_t) bytes_vec;
+
+static int put32(bytes_vec *b, int32_t x) {
+    if (XGR_VEC_RESERVE(*b, b->len + 4)) return XGR_ERR_NOMEM;
+    memcpy(b->data + b->len, &x, 4);
+    b->len += 4;
+    return XGR_OK;
+}
+
+int xgr_closure_key(const xgr_fsm *f, int32_t rule, size_t max_bytes, uint8_t **out,
+                    size_t *out_len, uint64_t *hash) {
+    int32_t *local = xgr_malloc(((size_t)f->n_rules + 1) * sizeof *local);
+    XGR_VEC(int32_t) order = {0};
+    bytes_vec b = {0};
+    int rc = XGR_OK;
+    if (!local) return XGR_ERR_NOMEM;
+    for (int32_t r = 0; r < f->n_rules; r++) local[r] = -1;
+    local[rule] = 0;
+    if (XGR_VEC_PUSH(order, rule)) rc = XGR_ERR_NOMEM;
+    /* Breadth-first over references in edge order gives every reachable rule a number
+     * that depends only on the structure seen from `rule`. */
+    for (size_t q = 0; !rc && q < order.len; q++) {
+        int32_t r = order.data[q], s0 = f->rule_start[r], s1 = s0;
+        while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
+        rc = put32(&b, f->rule_kind[r]);
+        if (!rc) rc = put32(&b, f->repeat_min[r]);
+        if (!rc) rc = put32(&b, f->repeat_max[r]);
+        if (!rc) rc = put32(&b, s1 - s0);
+        for (int32_t s = s0; !rc && s < s1; s++) {
+            rc = put32(&b, f->final[s] | (f->edge_begin[s + 1] - f->edge_begin[s]) << 1);
+            for (int32_t e = f->edge_begin[s]; !rc && e < f->edge_begin[s + 1]; e++) {
+                const xgr_edge *ed = &f->edges[e];
+                int32_t lab;
+                if (ed->ref < 0) {
+                    lab = -1 - (ed->lo | ed->hi << 8);
+                } else {
+                    if (local[ed->ref] < 0) {
+                        local[ed->ref] = (int32_t)order.len;
+                        if (XGR_VEC_PUSH(order, ed->ref)) {
+                            rc = XGR_ERR_NOMEM;
+                            break;
+                        }
+                    }
+                    lab = local[ed->ref];
+                }
+                rc = put32(&b, lab);
+                if (!rc) rc = put32(&b, ed->target - s0);
+            }
+        }
+        if (!rc && b.len > max_bytes)
+            rc = xgr_fail(XGR_ERR_LIMIT, "rule closure larger than %zu bytes", max_bytes);
+    }
+    free(local);
+    XGR_VEC_FREE(order);
+    if (rc) {
+        XGR_VEC_FREE(b);
+        return rc;
+    }
+    uint64_t h = 0x51ed270b27cfc1a5ULL;
+    size_t i = 0;
+    for (; i + 8 <= b.len; i += 8) {
+        uint64_t w;
+        memcpy(&w, b.data + i, 8);
+        h = xgr_hash_combine(h, w);
+    }
+    for (; i < b.len; i++) h = xgr_hash_combine(h, b.data[i]);
+    *hash = h;
+    *out = b.data;
+    *out_len = b.len;
+    return XGR_OK;
+}

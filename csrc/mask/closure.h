@@ -1,0 +1,18 @@
+/* Canonical serialisation of a rule's reference closure: the rule and every rule it can
+ * reach, renumbered in breadth-first order from it, with states relative to each rule's
+ * start. Two rules with byte-identical serialisations (in grammars over the same
+ * vocabulary) have identical context-free mask-cache entries for corresponding states,
+ * which is what lets the cross-grammar cache share them (seed 000 §3.3). The full bytes
+ * are kept as the key, so a hash collision can never share a wrong entry.
+ * Internal header. */
+#ifndef XGR_CLOSURE_H
+#define XGR_CLOSURE_H
+
+#include "../compile/fsm.h"
+
+/* *out (caller frees) receives the serialisation of rule's closure; *hash its 64-bit
+ * hash. Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes. */
+int xgr_closure_key(const xgr_fsm *f, int32_t rule, size_t max_bytes, uint8_t **out,
+                    size_t *out_len, uint64_t *hash);
+
+#endif

@@ -1,0 +1,182 @@
+/* Cross-grammar mask cache: one hash table + LRU list behind a mutex (see the header). */
+#define _POSIX_C_SOURCE 200809L
+#include "global_cache.h"
+
+#include <pthread.h>
+
+typedef struct gnode {
+    uint64_t vocab_fp, hash;
+    int32_t local_state;
+    uint8_t *key;
+    size_t key_len, bytes;
+    xgr_mask_entry *entry;
+    struct gnode *next_in_bucket, *lru_prev, *lru_next;
+} gnode;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static gnode **g_buckets;
+static size_t g_nbuckets, g_count, g_bytes;
+static size_t g_budget = (size_t)256 << 20;
+static gnode *g_lru_head, *g_lru_tail; /* head = most recent */
+static uint64_t g_hits, g_misses, g_inserts, g_evictions;
+
+void xgr_mask_entry_retain(xgr_mask_entry *e) {
+    if (e) atomic_fetch_add(&e->refcount, 1);
+}
+
+void xgr_mask_entry_release(xgr_mask_entry *e) {
+    if (e && atomic_fetch_sub(&e->refcount, 1) == 1) xgr_mask_entry_free(e);
+}
+
+static void lru_unlink(gnode *n) {
+    if (n->lru_prev) n->lru_prev->lru_next = n->lru_next;
+    else g_lru_head = n->lru_next;
+    if (n->lru_next) n->lru_next->lru_prev = n->lru_prev;
+    else g_lru_tail = n->lru_prev;
+    n->lru_prev = n->lru_next = NULL;
+}
+
+static void lru_push_front(gnode *n) {
+    n->lru_prev = NULL;
+    n->lru_next = g_lru_head;
+    if (g_lru_head) g_lru_head->lru_prev = n;
+    g_lru_head = n;
+    if (!g_lru_tail) g_lru_tail = n;
+}
+
+static gnode **find_slot(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len,
+                         int32_t local_state) {
+    gnode **pp = &g_buckets[(hash ^ vocab_fp ^ (uint64_t)local_state * 0x9e3779b97f4a7c15ULL) &
+                            (g_nbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next_in_bucket) {
+        gnode *n = *pp;
+        if (n->hash == hash && n->vocab_fp == vocab_fp && n->local_state == local_state &&
+            n->key_len == key_len && memcmp(n->key, key, key_len) == 0)
+            break;
+    }
+    return pp;
+}
+
+static void remove_node(gnode *n) {
+    gnode **pp = find_slot(n->vocab_fp, n->hash, n->key, n->key_len, n->local_state);
+    if (*pp == n) *pp = n->next_in_bucket;
+    lru_unlink(n);
+    g_count--;
+    g_bytes -= n->bytes;
+    xgr_mask_entry_release(n->entry);
+    free(n->key);
+    free(n);
+}
+
+static void evict_to(size_t budget) {
+    while (g_bytes > budget && g_lru_tail) {
+        remove_node(g_lru_tail);
+        g_evictions++;
+    }
+}
+
+static int grow_table(void) {
+    size_t nb = g_nbuckets ? g_nbuckets * 2 : 1024;
+    gnode **b = calloc(nb, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < g_nbuckets; i++)
+        for (gnode *n = g_buckets[i], *next; n; n = next) {
+            next = n->next_in_bucket;
+            size_t k = (n->hash ^ n->vocab_fp ^
+                        (uint64_t)n->local_state * 0x9e3779b97f4a7c15ULL) & (nb - 1);
+            n->next_in_bucket = b[k];
+            b[k] = n;
+        }
+    free(g_buckets);
+    g_buckets = b;
+    g_nbuckets = nb;
+    return 0;
+}
+
+xgr_mask_entry *xgr_gcache_lookup(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
+                                  size_t key_len, int32_t local_state) {
+    xgr_mask_entry *e = NULL;
+    pthread_mutex_lock(&g_lock);
+    if (g_nbuckets) {
+        gnode *n = *find_slot(vocab_fp, hash, key, key_len, local_state);
+        if (n) {
+            lru_unlink(n);
+            lru_push_front(n);
+            e = n->entry;
+            xgr_mask_entry_retain(e);
+        }
+    }
+    if (e) g_hits++;
+    else g_misses++;
+    pthread_mutex_unlock(&g_lock);
+    return e;
+}
+
+xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
+                                  size_t key_len, int32_t local_state, xgr_mask_entry *e) {
+    xgr_mask_entry *out = NULL;
+    size_t bytes = e->bytes + key_len + sizeof(gnode);
+    pthread_mutex_lock(&g_lock);
+    if (bytes > g_budget) goto done; /* larger than the whole budget: do not cache */
+    if ((g_count + 1) * 2 > g_nbuckets && grow_table()) goto done;
+    gnode **pp = find_slot(vocab_fp, hash, key, key_len, local_state);
+    if (*pp) { /* another grammar computed it first */
+        out = (*pp)->entry;
+        xgr_mask_entry_retain(out);
+        goto done;
+    }
+    gnode *n = calloc(1, sizeof *n);
+    uint8_t *k = malloc(key_len ? key_len : 1);
+    if (!n || !k) {
+        free(n);
+        free(k);
+        goto done;
+    }
+    memcpy(k, key, key_len);
+    n->vocab_fp = vocab_fp;
+    n->hash = hash;
+    n->local_state = local_state;
+    n->key = k;
+    n->key_len = key_len;
+    n->bytes = bytes;
+    n->entry = e;
+    xgr_mask_entry_retain(e); /* the cache's reference */
+    *pp = n;
+    lru_push_front(n);
+    g_count++;
+    g_bytes += bytes;
+    g_inserts++;
+    evict_to(g_budget);
+    out = e;
+    xgr_mask_entry_retain(out);
+done:
+    pthread_mutex_unlock(&g_lock);
+    return out;
+}
+
+void xgr_cache_get_stats(xgr_cache_stats *out) {
+    if (!out) return;
+    pthread_mutex_lock(&g_lock);
+    out->hits = g_hits;
+    out->misses = g_misses;
+    out->inserts = g_inserts;
+    out->evictions = g_evictions;
+    out->entries = g_count;
+    out->bytes = g_bytes;
+    out->budget = g_budget;
+    pthread_mutex_unlock(&g_lock);
+}
+
+void xgr_cache_set_budget(uint64_t bytes) {
+    pthread_mutex_lock(&g_lock);
+    g_budget = (size_t)bytes;
+    evict_to(g_budget);
+    pthread_mutex_unlock(&g_lock);
+}
+
+void xgr_cache_clear(void) {
+    pthread_mutex_lock(&g_lock);
+    evict_to(0);
+    g_hits = g_misses = g_inserts = g_evictions = 0;
+    pthread_mutex_unlock(&g_lock);
+}
