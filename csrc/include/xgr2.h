@@ -99,7 +99,9 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
                 xgr_compiled **out);
 /* Bytes held by the compiled grammar, mask cache included (grows as masks are JIT-built). */
 size_t xgr_compiled_memory(const xgr_compiled *c);
-/* Computes up to `k` not-yet-built mask-cache entries (all when k < 0). Thread-safe. */
+/* Builds the `k` most expensive not-yet-built mask-cache entries, by an estimate of
+ * their vocabulary-pass cost (every entry, caller-context ones included, when k < 0).
+ * Thread-safe: meant to run in the background while the engine prefills. */
 int xgr_compiled_precompute(xgr_compiled *c, int32_t k);
 /* Grammar / vocabulary the compiled grammar was built from (borrowed). */
 const xgr_grammar *xgr_compiled_grammar(const xgr_compiled *c);

@@ -116,6 +116,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         v->lcp[i] = (int32_t)k;
     }
     v->n_sorted = n;
+    for (int32_t i = 0; i < n; i++) v->first_byte_count[refs[i].p[0]]++;
     /* Verdicts depend on the matchable tokens' ids and bytes only. */
     uint64_t h = xgr_mix64((uint64_t)vocab_size * 31 + (uint64_t)n);
     for (int32_t i = 0; i < n; i++) {

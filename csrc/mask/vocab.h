@@ -27,6 +27,7 @@ struct xgr_vocab {
     int32_t n_sorted;
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
+    int32_t first_byte_count[256]; /* sortable tokens per first byte: mask-cost estimates */
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
 

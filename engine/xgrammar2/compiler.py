@@ -1,6 +1,7 @@
 """Compiling grammars against a tokenizer into CompiledGrammar objects, with a thread-safe,
 byte-bounded LRU cache."""
 
+import concurrent.futures
 import json
 import threading
 from collections import OrderedDict
@@ -266,6 +267,8 @@ class GrammarCompiler:
         opts.cross_grammar_cache = 1 if cross_grammar_cache else -1
         opts.context_min_uncertain = _opt_int(context_min_uncertain, "context_min_uncertain")
         self._opts = opts
+        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._pool_lock = threading.Lock()
         # Build the vocabulary handle now so that the first compile is not slower.
         tokenizer_info._handle()
 
@@ -381,6 +384,45 @@ class GrammarCompiler:
         from .structural_tag.converter import ebnf_from_api_args
 
         return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
+
+    _ASYNC_KINDS = {
+        "grammar": "compile_grammar",
+        "json_schema": "compile_json_schema",
+        "builtin_json": "compile_builtin_json_grammar",
+        "regex": "compile_regex",
+        "structural_tag": "compile_structural_tag",
+    }
+
+    def compile_async(
+        self, kind: str, *args: Any, precompute_k: int = 0, **kwargs: Any
+    ) -> "concurrent.futures.Future[CompiledGrammar]":
+        """(xgrammar2) Compiles on the compiler's thread pool (``max_threads`` workers) and
+        returns a future, so an engine can overlap compilation with prefill; the C core
+        releases the GIL throughout. ``kind`` is one of ``grammar``, ``json_schema``,
+        ``builtin_json``, ``regex``, ``structural_tag``; the other arguments are those of
+        the matching ``compile_*`` method. ``precompute_k > 0`` then builds the K most
+        expensive token-mask cache entries in the same background task (seed 000 §3.5), so
+        the first decoding steps hit a warm cache. Errors surface from ``future.result()``.
+        """
+        method = self._ASYNC_KINDS.get(kind)
+        if method is None:
+            raise ValueError(f"unknown compile kind {kind!r}; expected one of {sorted(self._ASYNC_KINDS)}")
+        if isinstance(precompute_k, bool) or not isinstance(precompute_k, int):
+            raise TypeError("precompute_k must be an int")
+        fn = getattr(self, method)
+
+        def task() -> CompiledGrammar:
+            compiled = fn(*args, **kwargs)
+            if precompute_k:
+                compiled.precompute(precompute_k)
+            return compiled
+
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._max_threads, thread_name_prefix="xgrammar2-compile"
+                )
+            return self._pool.submit(task)
 
     def clear_cache(self) -> None:
         """Drops every cached compiled grammar."""

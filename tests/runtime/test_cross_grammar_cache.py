@@ -77,3 +77,19 @@ def test_budget_argument_is_checked() -> None:
         xgr.set_cross_grammar_cache_budget(-5)
     with pytest.raises(TypeError):
         xgr.set_cross_grammar_cache_budget("big")
+
+
+def test_compile_async_with_background_precompute() -> None:
+    tok = tokenizer("llama-3.1")
+    c = xgr.GrammarCompiler(tok, cache_enabled=False, max_threads=2)
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+    fut = c.compile_async("json_schema", schema, precompute_k=4)
+    compiled = fut.result(timeout=60)
+    assert compiled.memory_size_bytes > 0
+    m = xgr.GrammarMatcher(compiled)
+    assert m.accept_string('{"q": "hi"}') and m.is_completed()
+    bad = c.compile_async("grammar", "root ::= (")
+    with pytest.raises(ValueError):
+        bad.result(timeout=60)
+    with pytest.raises(ValueError):
+        c.compile_async("nonsense", "x")
