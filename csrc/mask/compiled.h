@@ -44,6 +44,7 @@ typedef struct xgr_mask_entry_s {
      * (pop_depth[pop_begin[i] .. pop_begin[i+1])), so each grammar can sharpen them. */
     int32_t *pop_begin;
     uint16_t *pop_depth;
+    int32_t *ids_by_len; /* REFINED: ids again, longest token first */
 } xgr_mask_entry;
 
 /* A rule's canonical closure serialisation (mask/closure.h), the cross-grammar key. */

@@ -11,6 +11,7 @@ enum { V_ACCEPT = 0, V_REJECT = 1, V_UNCERTAIN = 2 };
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
     if (e->owns_base) xgr_mask_entry_release(e->base);
+    free(e->ids_by_len);
     free(e->pop_begin);
     free(e->pop_depth);
     free(e->ids);
@@ -379,8 +380,33 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
 }
 
 /* Builds a REFINED entry from verdicts over base's uncertain tokens. */
-static int make_refined_entry(const xgr_mask_entry *base, const uint8_t *verdict,
-                              xgr_mask_entry **out) {
+/* ids sorted by token length, longest first (insertion into buckets by length). */
+static int sort_by_length_desc(const struct xgr_vocab *v, const int32_t *ids, int32_t n,
+                               int32_t *out) {
+    int32_t maxl = v->max_token_len;
+    int32_t *cnt = xgr_calloc((size_t)maxl + 2, sizeof *cnt);
+    if (!cnt) return XGR_ERR_NOMEM;
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t l;
+        xgr_vocab_token(v, ids[i], &l);
+        cnt[maxl - (int32_t)l]++;
+    }
+    for (int32_t k = 0, acc = 0; k <= maxl; k++) {
+        int32_t c0 = cnt[k];
+        cnt[k] = acc;
+        acc += c0;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t l;
+        xgr_vocab_token(v, ids[i], &l);
+        out[cnt[maxl - (int32_t)l]++] = ids[i];
+    }
+    free(cnt);
+    return XGR_OK;
+}
+
+static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *base,
+                              const uint8_t *verdict, xgr_mask_entry **out) {
     int32_t n_acc = 0, n_unc = 0;
     for (int32_t i = 0; i < base->n_uncertain; i++) {
         n_acc += verdict[i] == V_ACCEPT;
@@ -406,6 +432,25 @@ static int make_refined_entry(const xgr_mask_entry *base, const uint8_t *verdict
         if (verdict[i] == V_UNCERTAIN) e->uncertain[ku++] = base->uncertain[i];
     }
     e->bytes = sizeof *e + ((size_t)n_acc + (size_t)n_unc + 2) * 4;
+    /* Large sets are ORed as a bitset; the length order serves REPEAT callers near their
+     * maximum, where the longest accepted tokens must be re-checked (matcher.c). */
+    if ((size_t)n_acc > (size_t)v->row_words) {
+        e->bits = xgr_calloc((size_t)v->row_words, sizeof *e->bits);
+        if (!e->bits) {
+            xgr_mask_entry_free(e);
+            return XGR_ERR_NOMEM;
+        }
+        for (int32_t i = 0; i < n_acc; i++) e->bits[e->ids[i] >> 5] |= 1u << (e->ids[i] & 31);
+        e->bytes += (size_t)v->row_words * 4;
+    }
+    int32_t *by_len = xgr_malloc(((size_t)n_acc + 1) * sizeof *by_len);
+    if (!by_len || sort_by_length_desc(v, e->ids, n_acc, by_len)) {
+        free(by_len);
+        xgr_mask_entry_free(e);
+        return XGR_ERR_NOMEM;
+    }
+    e->ids_by_len = by_len;
+    e->bytes += ((size_t)n_acc + 1) * 4;
     *out = e;
     return XGR_OK;
 }
@@ -471,7 +516,7 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
     if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL);
-    if (!rc) rc = make_refined_entry(base, verdict, out);
+    if (!rc) rc = make_refined_entry(v, base, verdict, out);
     free(verdict);
     xgr_follow_free(&fo);
     return rc;

@@ -20,6 +20,8 @@ struct xgr_matcher {
     uint32_t *tmp_bits;     /* row_words */
     uint32_t *checked_bits; /* row_words */
     XGR_VEC(int32_t) states;
+    XGR_VEC(int32_t) lims;   /* per key: tokens longer than this need an exact check */
+    XGR_VEC(int32_t) extra;  /* tokens a key's length limit sent to the exact check */
 };
 
 #ifdef XGR_STATS
@@ -43,6 +45,8 @@ void xgr_matcher_free(xgr_matcher *m) {
     free(m->checked_bits);
     XGR_VEC_FREE(m->steps);
     XGR_VEC_FREE(m->states);
+    XGR_VEC_FREE(m->lims);
+    XGR_VEC_FREE(m->extra);
     xgr_compiled_release(m->c);
     free(m);
 }
@@ -320,10 +324,14 @@ static void apply_accepted(xgr_matcher *m, const xgr_mask_entry *e, uint32_t *ro
     }
 }
 
-static int push_key(xgr_matcher *m, int32_t key) {
+static int push_key(xgr_matcher *m, int32_t key, int32_t lim) {
     for (size_t j = 0; j < m->states.len; j++)
-        if (m->states.data[j] == key) return XGR_OK;
-    return XGR_VEC_PUSH(m->states, key) ? XGR_ERR_NOMEM : XGR_OK;
+        if (m->states.data[j] == key) {
+            if (lim < m->lims.data[j]) m->lims.data[j] = lim;
+            return XGR_OK;
+        }
+    if (XGR_VEC_PUSH(m->states, key) || XGR_VEC_PUSH(m->lims, lim)) return XGR_ERR_NOMEM;
+    return XGR_OK;
 }
 
 /* Collects the distinct cache slots for the scannable items of the last row into
@@ -332,9 +340,9 @@ static int collect_states(xgr_matcher *m) {
     const xgr_parser *p = &m->parser;
     xgr_compiled *c = m->c;
     const xgr_fsm *f = c->fsm;
-    int64_t max_tok = c->vocab->max_token_len;
     int32_t last = xgr_parser_rows(p) - 1;
     m->states.len = 0;
+    m->lims.len = 0;
     for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
         xgr_item it = p->items.data[k];
         if (!c->scannable[it.state]) continue;
@@ -345,7 +353,7 @@ static int collect_states(xgr_matcher *m) {
         const xgr_mask_entry *pe;
         if ((rc = xgr_mask_entry_get(m->c, &m->scratch, it.state, &pe))) return rc;
         if (!pe->wants_context) {
-            if ((rc = push_key(m, it.state))) return rc;
+            if ((rc = push_key(m, it.state, INT32_MAX))) return rc;
             continue;
         }
         for (int32_t q = p->row_begin.data[it.origin]; q < p->row_begin.data[it.origin + 1];
@@ -354,25 +362,28 @@ static int collect_states(xgr_matcher *m) {
             int32_t pr = f->state_rule[par.state];
             for (int32_t e = f->edge_begin[par.state]; e < f->edge_begin[par.state + 1]; e++) {
                 if (f->edges[e].ref != rule) continue;
+                /* A caller-context entry ignores a REPEAT caller's counter. Each repetition
+                 * a token completes from here consumes at least one of its bytes (one that
+                 * completes with none is already in this row, under a caller with count+1),
+                 * so a token of L <= max - count bytes cannot overrun; longer tokens that
+                 * the entry accepts are checked exactly. */
+                int32_t lim = INT32_MAX;
                 if (f->rule_kind[pr] == XGR_RULE_REPEAT && f->repeat_max[pr] >= 0) {
                     if (par.count >= f->repeat_max[pr]) continue; /* never predicted it */
-                    if ((int64_t)f->repeat_max[pr] - par.count <= max_tok) {
-                        plain = 1;
-                        continue;
-                    }
+                    lim = f->repeat_max[pr] - par.count;
                 }
                 if (c->pair_base[e] < 0) {
                     plain = 1;
                     continue;
                 }
                 int32_t key = f->n_states + c->pair_base[e] + c->scan_local[it.state];
-                if ((rc = push_key(m, key))) return rc;
+                if ((rc = push_key(m, key, lim))) return rc;
                 any = 1;
             }
         }
         /* The root has no caller; an item without a usable caller uses the plain slot. */
         if (plain || !any || rule == f->root) {
-            if ((rc = push_key(m, it.state))) return rc;
+            if ((rc = push_key(m, it.state, INT32_MAX))) return rc;
         }
     }
     return XGR_OK;
@@ -393,6 +404,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     if (!xgr_matcher_is_terminated(m)) {
         if ((rc = collect_states(m))) return rc;
         memset(m->checked_bits, 0, rw * sizeof *m->checked_bits);
+        m->extra.len = 0;
         const xgr_mask_entry **ents = NULL, **raws = NULL;
         if (m->states.len) {
             ents = xgr_malloc(2 * m->states.len * sizeof *ents);
@@ -405,6 +417,33 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
             const xgr_mask_entry *e = ents[j];
             /* A refined entry adds its own accepted tokens to its base's; the chain ends
              * at a context-free entry, applied once however many slots share it. */
+            int32_t lim = m->lims.data[j];
+            if (e->form == XGR_MASK_REFINED) {
+                /* This entry's own tokens, minus those too long for a REPEAT caller's
+                 * remaining count (they go to the exact check). */
+                uint32_t *dst = row;
+                int32_t k = 0;
+                if (lim < v->max_token_len && e->n_ids) {
+                    dst = m->tmp_bits;
+                    memset(dst, 0, rw * sizeof *dst);
+                }
+                if (e->bits)
+                    for (size_t w = 0; w < rw; w++) dst[w] |= e->bits[w];
+                else
+                    for (int32_t i = 0; i < e->n_ids; i++) set_bit(dst, e->ids[i]);
+                if (dst != row) {
+                    for (; k < e->n_ids && !rc; k++) {
+                        uint32_t len;
+                        int32_t id = e->ids_by_len[k];
+                        xgr_vocab_token(v, id, &len);
+                        if (len <= (uint32_t)(lim < 0 ? 0 : lim)) break;
+                        dst[id >> 5] &= ~(1u << (id & 31));
+                        if (XGR_VEC_PUSH(m->extra, id)) rc = XGR_ERR_NOMEM;
+                    }
+                    for (size_t w = 0; w < rw; w++) row[w] |= dst[w];
+                }
+                e = e->base;
+            }
             while (e->form == XGR_MASK_REFINED) {
                 for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
                 e = e->base;
@@ -416,6 +455,8 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         }
         for (size_t j = 0; j < m->states.len && !rc; j++)
             rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);
+        if (!rc && m->extra.len)
+            rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, row);
         free(ents);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
