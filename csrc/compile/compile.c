@@ -125,6 +125,7 @@ static void compiled_free(xgr_compiled *c) {
     free(c->slot_state);
     free(c->slot_parent);
     free(c->rule_flat);
+    free(c->ref_begin);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
     xgr_grammar_release(c->grammar);
@@ -156,9 +157,16 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
+    c->ref_begin = xgr_malloc(((size_t)ns + 1) * sizeof *c->ref_begin);
+    if (!c->ref_begin) {
+        rc = XGR_ERR_NOMEM;
+        goto fail;
+    }
     for (int32_t s = 0; s < ns; s++) {
-        int32_t e = c->fsm->edge_begin[s];
-        c->scannable[s] = e < c->fsm->edge_begin[s + 1] && c->fsm->edges[e].ref < 0;
+        int32_t e = c->fsm->edge_begin[s], end = c->fsm->edge_begin[s + 1];
+        c->scannable[s] = e < end && c->fsm->edges[e].ref < 0;
+        while (e < end && c->fsm->edges[e].ref < 0) e++;
+        c->ref_begin[s] = e;
     }
     if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
     c->rule_flat = xgr_malloc((size_t)c->fsm->n_rules + 1);
@@ -219,6 +227,7 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
     xgr_parser p;
     int rc = xgr_parser_init(&p, c->fsm, c->opts.max_row_items);
     if (rc) return rc;
+    p.ref_begin = c->ref_begin;
     int32_t ns = c->fsm->n_states, n = 0;
     state_cost *order = xgr_malloc(((size_t)ns + 1) * sizeof *order);
     if (!order) {

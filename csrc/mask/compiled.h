@@ -75,6 +75,7 @@ struct xgr_compiled {
     int32_t *scan_local;  /* per state: index among its rule's scannable states, or -1 */
     int32_t *slot_state;  /* per pair slot: the child state s */
     int32_t *slot_parent; /* per pair slot: the caller state p */
+    int32_t *ref_begin;   /* per state: first ref edge (byte edges come first) */
     uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     uint8_t *scannable;                 /* n_states: state has a byte edge */

@@ -109,7 +109,8 @@ static inline int repeat_open(const xgr_fsm *f, int32_t rule, xgr_item it) {
 static int advance_over(xgr_parser *p, size_t row_start, xgr_item y, int32_t rule) {
     const xgr_fsm *f = p->fsm;
     int32_t yr = f->state_rule[y.state];
-    for (int32_t e = f->edge_begin[y.state]; e < f->edge_begin[y.state + 1]; e++) {
+    int32_t e0 = p->ref_begin ? p->ref_begin[y.state] : f->edge_begin[y.state];
+    for (int32_t e = e0; e < f->edge_begin[y.state + 1]; e++) {
         const xgr_edge *ed = &f->edges[e];
         if (ed->ref != rule) continue;
         xgr_item n = {ed->target, y.origin, y.count};
@@ -142,7 +143,8 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                 }
             }
         }
-        for (int32_t e = f->edge_begin[it.state]; e < f->edge_begin[it.state + 1]; e++) {
+        int32_t e0 = p->ref_begin ? p->ref_begin[it.state] : f->edge_begin[it.state];
+        for (int32_t e = e0; e < f->edge_begin[it.state + 1]; e++) {
             const xgr_edge *ed = &f->edges[e];
             if (ed->ref < 0) continue;
             if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;

@@ -30,6 +30,7 @@ typedef struct {
     uint32_t slot_cap; /* power of two */
     uint32_t gen;
     int popped; /* set when an OUTER item completed while building the last row */
+    const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
 } xgr_parser;
 
 int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items);

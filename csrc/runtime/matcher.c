@@ -74,6 +74,8 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
         xgr_matcher_free(m);
         return NULL;
     }
+    m->parser.ref_begin = c->ref_begin;
+    m->scratch.ref_begin = c->ref_begin;
     return m;
 }
 
