@@ -29,6 +29,11 @@
  * a prefix of (or equal to) a trigger, as upstream does; the construction itself copes
  * with any sets (such a trigger is just dead).
  *
+ * One intended difference: a trigger whose rule derives no string at all gets no ref
+ * edge, and states that can then never complete are trimmed (fsm.h: every state reaches
+ * a final state), so such a trigger cannot be written. Upstream lets the text run into
+ * that dead end; xgrammar2 prunes unproductive references everywhere, not only here.
+ *
  * Rows are kept as sorted byte ranges (fsm.h's edge format): row(u) is row(fail(u))
  * overlaid with u's trie children, computed in BFS order, so memory stays proportional
  * to the ranges actually needed rather than 256 entries a state. */
@@ -40,6 +45,11 @@ typedef struct {
 } td_range;
 
 enum { TD_EXCL = 1, TD_DEAD = 2 };
+
+/* Bound on the transition rows kept while building (64 Mi ranges, 512 MiB): only trigger
+ * sets built to defeat the range compression (tens of thousands of strings branching on
+ * every byte) come near it. */
+#define TD_MAX_RANGES ((size_t)1 << 26)
 
 typedef struct {
     const xgr_grammar *g;
@@ -230,7 +240,9 @@ static int build_rows(td_work *w) {
         }
         /* row(u) = row(fail(u)) (all -> root for the root) overlaid with u's children */
         size_t off = w->rows.len;
-        if (off > INT32_MAX) return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large");
+        if (off > TD_MAX_RANGES)
+            return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large (more than %zu "
+                                           "transition ranges)", TD_MAX_RANGES);
         td_range base_root = {0, 255, 0};
         const td_range *base = u ? w->rows.data + w->roff[w->fail[u]] : &base_root;
         int32_t nb = u ? w->rlen[w->fail[u]] : 1;
@@ -280,7 +292,9 @@ static int build_candidates(lw_ctx *c, td_work *w, int nonempty, int analysis) {
     const int32_t *pay = w->g->kids.data + w->nd->off;
     int rc;
     for (int32_t u = 0; u < N; u++) {
-        if (w->cedges.len > INT32_MAX) return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large");
+        if (w->cedges.len > TD_MAX_RANGES)
+            return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large (more than %zu "
+                                           "edges)", TD_MAX_RANGES);
         w->cbeg[u] = (int32_t)w->cedges.len;
         if (w->flag[u] & TD_DEAD) continue;
         if (w->trig_head[u] < 0) {
@@ -320,7 +334,8 @@ static int build_candidates(lw_ctx *c, td_work *w, int nonempty, int analysis) {
         if (XGR_VEC_RESERVE(w->cedges, w->cedges.len + (e1 - e0))) return XGR_ERR_NOMEM;
         for (size_t e = e0; e < e1; e++) w->cedges.data[w->cedges.len++] = w->cedges.data[e];
     }
-    if (w->cedges.len > INT32_MAX) return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large");
+    if (w->cedges.len > INT32_MAX / 2)
+        return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large");
     w->cbeg[w->nc] = (int32_t)w->cedges.len;
     return XGR_OK;
 }

@@ -402,7 +402,8 @@ static void test_ebnf_errors(void) {
     bad("root ::= \"a\"{1", XGR_ERR_SYNTAX, "expected '}'");
     bad("root ::= \"a\"{1,x}", XGR_ERR_SYNTAX, "line 1, column 16");
     bad("root ::= \"a\"{,2}", XGR_ERR_SYNTAX, "expected a number");
-    bad("root ::= TagDispatch((\"a\", b))", XGR_ERR_SYNTAX, "TagDispatch is not supported yet");
+    bad("root ::= TagDispatch((\"a\", b))", XGR_ERR_SEMANTIC,
+        "line 1, column 28: rule 'b' is referenced but not defined");
     bad("root ::= \"abc", XGR_ERR_SYNTAX, "line 1, column 10: unterminated string");
     bad("root ::= \"ab\nc\"", XGR_ERR_SYNTAX, "unterminated string");
     bad("root ::= [abc", XGR_ERR_SYNTAX, "line 1, column 10: unterminated character class");
