@@ -41,7 +41,7 @@ from .tokenizer_info import TokenizerInfo, VocabType
 from .version import __version__
 
 
-_LAZY_STRUCTURAL_TAG = ("StructuralTag", "StructuralTagItem")
+_LAZY_STRUCTURAL_TAG = ("StructuralTag", "StructuralTagItem", "get_model_structural_tag")
 
 
 def __getattr__(name):

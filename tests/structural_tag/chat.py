@@ -9,10 +9,9 @@ import json
 import os
 from datetime import datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from conftest import BFCL, TEMPLATES
+from st_support import BFCL, TEMPLATES
 
 
 @lru_cache(maxsize=None)
@@ -89,9 +88,10 @@ def _first(candidates: Any) -> Any:
 
 
 def bfcl_cases(kind: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
-    """``[{"id", "question", "tools", "calls": [(name, args)]}]`` for one BFCL file. A call
-    whose ground truth does not validate against its converted schema is dropped with its
-    case (reported by the caller through ``skipped``)."""
+    """``[{"id", "question", "tools", "calls": [(name, args)], "valid"}]`` for one BFCL file.
+    Arguments are put in the schema's property order; a case whose ground truth does not
+    validate against its converted schema (or names an undeclared argument) has
+    ``valid=False`` and is not used."""
     import jsonschema
 
     answers = {}
@@ -126,6 +126,13 @@ def bfcl_cases(kind: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
             except (jsonschema.ValidationError, KeyError):
                 ok = False
                 break
+            # The grammars (like upstream's) take tool arguments in strict mode and in the
+            # schema's property order, which is what a constrained model writes.
+            props = list((schemas[name].get("properties") or {}))
+            if any(k not in props for k in args):
+                ok = False
+                break
+            args = {k: args[k] for k in props if k in args}
             calls.append((name, args))
         q = d["question"][0]
         out.append({"id": d["id"], "question": q, "tools": tools, "calls": calls, "valid": ok})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import accepts, fmt_ebnf, requires_engine, upstream_accepts_tag
+from st_support import accepts, accepts_bytes, fmt_ebnf, requires_engine, upstream_accepts_tag
 
 pytestmark = requires_engine
 
@@ -72,6 +72,22 @@ CASES = [
     ("xml_no_properties", {"type": "json_schema", "style": "qwen_xml", "json_schema": True},
      ["", "<parameter=any_name>text</parameter><parameter=x>[1, 2]</parameter>"],
      ["<parameter=>x</parameter>", "text"], True),
+    # Deviation from upstream: the Qwen3-Coder / Qwen3.5 templates write booleans and null
+    # with Jinja's |string (True / False / None).
+    ("qwen_xml_python_scalars", {"type": "json_schema", "style": "qwen_xml", "json_schema": {
+        "type": "object", "properties": {"flag": {"type": "boolean"}, "n": {"type": ["integer", "null"]}},
+        "required": ["flag", "n"]}},
+     ["<parameter=flag>\nTrue\n</parameter>\n<parameter=n>\nNone\n</parameter>\n",
+      "<parameter=flag>false</parameter><parameter=n>3</parameter>"],
+     ["<parameter=flag>yes</parameter><parameter=n>3</parameter>",
+      "<parameter=flag>true</parameter><parameter=n>none</parameter>"], False),
+    ("xml_string_pattern_and_format", {"type": "json_schema", "style": "qwen_xml", "json_schema": {
+        "type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                                         "day": {"type": "string", "format": "date"}},
+        "required": ["code", "day"]}},
+     ["<parameter=code>\nABC\n</parameter><parameter=day>2024-02-29</parameter>"],
+     ["<parameter=code>ABCD</parameter><parameter=day>2024-02-29</parameter>",
+      "<parameter=code>ABC</parameter><parameter=day>2023-02-29</parameter>"], False),
     ("regex", {"type": "regex", "pattern": "[a-z]+\\d{2}"}, ["ab12", "z99"], ["ab1", "AB12", "ab123"], True),
     ("grammar", {"type": "grammar", "grammar": 'root ::= "x" foo\nfoo ::= [0-9]+ | "-"'},
      ["x1", "x123", "x-"], ["x", "y1", "x1-"], True),
@@ -154,11 +170,21 @@ def test_format_language(name, fmt, good, bad, compare):
                 f"{name}: upstream xgrammar disagrees on {s!r}")
 
 
+@pytest.mark.parametrize("name,fmt,good,bad,compare", CASES, ids=[c[0] for c in CASES])
+def test_format_language_token_by_token(name, fmt, good, bad, compare):
+    """The same strings fed as one-byte tokens, ending with a stop token (the mask path)."""
+    text = fmt_ebnf(fmt)
+    for s in good:
+        assert accepts_bytes(text, s), f"{name}: should accept {s!r} byte by byte"
+    for s in bad:
+        assert not accepts_bytes(text, s), f"{name}: should reject {s!r} byte by byte"
+
+
 def test_legacy_structures_form():
     tag = {"type": "structural_tag", "triggers": ["<function="],
            "structures": [{"begin": "<function=f>", "schema": OBJ_A, "end": "</function>"},
                           {"begin": "<function=g>", "schema": json.dumps({"type": "object"}), "end": "</function>"}]}
-    from conftest import to_ebnf
+    from st_support import to_ebnf
 
     text = to_ebnf(tag)
     assert accepts(text, 'hi <function=f>{"a": 1}</function> bye <function=g>{}</function>')
@@ -168,7 +194,7 @@ def test_legacy_structures_form():
 
 def test_legacy_tags_triggers_api():
     from xgrammar2.structural_tag.converter import ebnf_from_api_args
-    from conftest import JSON_BACKEND
+    from st_support import JSON_BACKEND
     from xgrammar2.structural_tag import StructuralTagItem
 
     items = [StructuralTagItem(begin="<function=f>", schema=OBJ_A, end="</function>"),
@@ -182,7 +208,7 @@ def test_legacy_tags_triggers_api():
 def test_pydantic_models_round_trip():
     from xgrammar2.structural_tag import (
         AnyTextFormat, JSONSchemaFormat, StructuralTag, TagFormat, TriggeredTagsFormat)
-    from conftest import to_ebnf
+    from st_support import to_ebnf
 
     st = StructuralTag(format=TriggeredTagsFormat(
         triggers=["<tool_call>"],

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import ENGINE, accepts, engine_module, fmt_ebnf, requires_engine
+from st_support import ENGINE, accepts, engine_module, fmt_ebnf, requires_engine
 from xgrammar2.structural_tag.ebnf import tag_dispatch_body
 
 pytestmark = requires_engine

@@ -15,6 +15,7 @@ the language accepted for a tag is the one upstream accepts (checked in
   with their rules renamed apart (rules common to several schemas are shared).
 """
 
+import json
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -204,9 +205,8 @@ class _Converter:
         if node.excludes:
             opts["excludes"] = list(node.excludes)
         try:
-            import json as _json
-
-            key = (_json.dumps(schema, sort_keys=True, default=repr), tuple(sorted(opts.items(), key=str)))
+            # Property order matters (it is the order the grammar enforces): no sort_keys.
+            key = json.dumps([schema, opts], default=repr)
         except (TypeError, ValueError):
             key = None
         if key is not None and key in self._json_cache:

@@ -4,7 +4,7 @@ Every error names the JSON path of the offending value (``$.format.tags[2].end``
 caller who wrote a large tag (hundreds of tools) can find the culprit without bisecting.
 """
 
-from typing import Any, Iterable, Union
+from typing import Any, Union
 
 from ..exception import InvalidJSONError, InvalidStructuralTagError
 
@@ -61,7 +61,3 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
-
-
-def join_names(names: Iterable[str]) -> str:
-    return ", ".join(repr(n) for n in names)

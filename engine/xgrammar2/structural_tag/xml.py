@@ -189,6 +189,8 @@ class _Ctx:
                 expr = self.conv.rules.add(
                     hint, f"[\\0-\\U0010ffff]{{{lo},{'' if hi is None else int(hi)}}}"
                 )
+            elif "format" in s and _format_regex(s["format"]) is not None:
+                expr = self.conv.rules.add(hint, f"Regex({quote(_format_regex(s['format']))})")
             else:
                 if "format" in s:
                     from .converter import warn_approximation
@@ -306,6 +308,22 @@ _CONSTRAINT_KEYS = {
 
 def _has_constraints(s: Dict[str, Any]) -> bool:
     return any(k in s for k in _CONSTRAINT_KEYS)
+
+
+_RAW_FORMATS = ("date", "time", "date-time", "uuid", "ipv4", "email", "duration")
+
+
+def _format_regex(name: Any) -> Optional[str]:
+    """A whole-string regex for a JSON-schema ``format`` (the JSON-schema front end's
+    table), for the formats whose regexes use plain ASCII classes only."""
+    if name not in _RAW_FORMATS:
+        return None
+    try:
+        from ..json_schema.formats import FORMATS
+    except ImportError:
+        return None
+    rx = FORMATS.get(name)
+    return rx if isinstance(rx, str) and "\\u" not in rx else None
 
 
 def _search_regex(pattern: str) -> str:
