@@ -168,7 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     tokenize = W.Tokenize(tok_json)
-    raw: dict[str, Any] = {}
     try:
         with_invalid = not args.no_invalid
         jsb_items = W.jsonschemabench(n_schemas, args.seed, max_tests, with_invalid)

@@ -69,8 +69,8 @@ fi
 if [ "${XGR2_REINSTALL:-0}" = "1" ] || ! "$PY" -c "import xgrammar2" >/dev/null 2>&1; then
   if [ -f "$REPO_ROOT/pyproject.toml" ] || [ -f "$REPO_ROOT/setup.py" ]; then
     log "installing xgrammar2 from $REPO_ROOT"
-    if ! "$PY" -m pip install --disable-pip-version-check -q -e "$REPO_ROOT" >&2 2>&1; then
-      log "xgrammar2 did not build; the benchmark will run the peers only"
+    if ! "$PY" -m pip install --disable-pip-version-check -q -e "$REPO_ROOT" > "$VENV/xgrammar2-install.log" 2>&1; then
+      log "xgrammar2 did not build (see $VENV/xgrammar2-install.log); the benchmark will run the peers only"
     fi
   else
     log "no pyproject.toml/setup.py yet: xgrammar2 not installed; the benchmark will run the peers only"

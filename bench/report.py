@@ -292,8 +292,8 @@ def markdown(results: dict[str, Any]) -> str:
           f"- Vocabulary: `{_short_path(s.get('tokenizer', ''))}` "
           f"({s.get('vocab_tokens')} tokens), same HF tokenizer.json for every engine; stop ids from the canonical "
           f"vocabulary file; EOS fed at the end of every trace: {s.get('eos_token')}",
-          f"- One thread per engine (`max_threads=1`, `torch.set_num_threads(1)`, OMP/RAYON=1); each engine in its "
-          f"own process; engines interleaved per item (starting engine rotated) so machine drift hits all alike.",
+          "- One thread per engine (`max_threads=1`, `torch.set_num_threads(1)`, OMP/RAYON=1); each engine in its "
+          "own process; engines interleaved per item (starting engine rotated) so machine drift hits all alike.",
           ""]
     L += ["| engine | version | status | vocab via | start s |", "|---|---|---|---|---|"]
     for e, i in results.get("engines", {}).items():
@@ -403,6 +403,11 @@ def markdown(results: dict[str, Any]) -> str:
           "properties beyond those listed unless the schema allows them) and any whitespace; llguidance with "
           "`lenient=False` (unsupported keywords fail the compile) and flexible whitespace. A valid instance one "
           "engine rejects is therefore not always a bug; each such case is listed in `disagreements`.",
+          "- The machine may be shared with other work: when the load average (header) exceeds the core count, "
+          "absolute times are inflated; engines are interleaved item by item, so the ratios are the steadier figure.",
+          "- xgrammar and xgrammar2 default to `strict_mode=True`: instances with properties the schema does not "
+          "list are rejected even where JSON Schema allows them (e.g. `JsonSchemaStore---sponge-mixins`), which "
+          "the dataset counts as valid.",
           "- *mask/accept inconsistencies* counts steps where the filled mask and `accept_token` disagree about the "
           "token that was fed: always an engine bug.",
           "- Compile timeouts and crashes kill that engine's worker process; it restarts (with its warm-up) and "
