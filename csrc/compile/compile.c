@@ -4,7 +4,7 @@
 static void fill_defaults(xgr_compile_options *o) {
     if (o->max_rules <= 0) o->max_rules = 100000;
     if (o->max_fsm_states <= 0) o->max_fsm_states = 2000000;
-    if (o->inline_max_states == 0) o->inline_max_states = 32;
+    if (o->inline_max_states == 0) o->inline_max_states = 64;
     if (o->repeat_threshold <= 0) o->repeat_threshold = 16;
     if (o->max_row_items <= 0) o->max_row_items = 100000;
     if (o->context_min_uncertain == 0) o->context_min_uncertain = 256;
