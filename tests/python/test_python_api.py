@@ -516,3 +516,15 @@ def test_status_codes_map_to_exceptions():
     assert _core.check(0) is None
     assert issubclass(xgr.GrammarLimitError, ValueError)
     assert _core.lib.XGR_ERR_LIMIT == 5 and _core.lib.XGR_ERR_STATE == 7
+
+
+def test_property_order_is_part_of_the_schema_cache_key(compiler):
+    # Two schemas that differ only in property order must give grammars in their own order
+    # (a memo keyed on sorted JSON once handed the second one the first one's order).
+    a = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}},
+         "required": ["x", "y"]}
+    b = {"type": "object", "properties": {"y": {"type": "integer"}, "x": {"type": "integer"}},
+         "required": ["y", "x"]}
+    for schema, text in ((a, '{"x": 1, "y": 2}'), (b, '{"y": 2, "x": 1}')):
+        m = xgr.GrammarMatcher(compiler.compile_json_schema(schema))
+        assert m.accept_string(text) and m.is_completed(), text
