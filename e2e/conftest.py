@@ -17,6 +17,11 @@ from e2e_helpers import HAVE_VLLM, SKIP_REASON, TINY_SERVER_ARGS, start_server
 HERE = Path(__file__).resolve().parent
 
 
+def pytest_configure(config):
+    # Without pytest-asyncio (outside the vLLM venv) the async tests are skipped anyway.
+    config.addinivalue_line("markers", "asyncio: async test (pytest-asyncio)")
+
+
 def pytest_collection_modifyitems(config, items):
     if HAVE_VLLM:
         return

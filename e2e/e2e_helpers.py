@@ -14,7 +14,15 @@ for _p in (HERE, REPO / "plugins" / "vllm"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-HAVE_VLLM = importlib.util.find_spec("vllm") is not None and importlib.util.find_spec("openai") is not None
+def _real_package(name: str) -> bool:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.origin not in (None, "namespace")
+
+
+HAVE_VLLM = _real_package("vllm") and _real_package("openai")
 SKIP_REASON = (
     "vllm / openai are not importable in this interpreter; run the end-to-end tests in the "
     "vLLM venv: bash e2e/run_vllm_tests.sh --e2e"

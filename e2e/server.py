@@ -70,7 +70,8 @@ class VllmServer:
         self.env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         self.env.setdefault("VLLM_CACHE_ROOT", str(CACHE / "vllm-cache"))
         self.env.setdefault("TOKENIZERS_PARALLELISM", "false")
-        self.env.setdefault("VLLM_LOGGING_LEVEL", "INFO")
+        # INFO: the tests read the backend line from the log (the harness sets WARNING).
+        self.env["VLLM_LOGGING_LEVEL"] = os.environ.get("XGR2_VLLM_SERVER_LOG_LEVEL", "INFO")
         self.env.pop("http_proxy", None)
         self.env.pop("HTTP_PROXY", None)
         self.env["NO_PROXY"] = "127.0.0.1,localhost"

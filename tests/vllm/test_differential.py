@@ -22,9 +22,9 @@ import json
 
 import pytest
 
-from vllm_harness import SKIP_REASON, allowed
+from vllm_harness import SKIP_REASON, require_vllm, allowed
 
-pytest.importorskip("vllm", reason=SKIP_REASON)
+require_vllm()
 
 EOS = 2
 

@@ -9,9 +9,9 @@ import threading
 import numpy as np
 import pytest
 
-from vllm_harness import SKIP_REASON, Harness, allowed, make_manager, make_vllm_config
+from vllm_harness import SKIP_REASON, require_vllm, Harness, allowed, make_manager, make_vllm_config
 
-pytest.importorskip("vllm", reason=SKIP_REASON)
+require_vllm()
 
 EOS = 2  # <|im_end|> in the tiny tokenizer
 SPECIAL = (0, 1, 2)  # <|endoftext|>, <|im_start|>, <|im_end|>
@@ -371,3 +371,28 @@ def test_structural_tag_names_control_token(harness):
     ok = allowed(h.bitmask(req)[0], h.vocab_size)
     assert 0 not in ok and len(ok) > 1500  # <|endoftext|> is still a control token
     assert h.manager.backend._views  # a separate vocabulary view was built
+
+
+def test_parallel_fill_path_with_reasoning(model_config, registered):
+    """> 128 requests with a reasoning parser: vLLM's own parallel path (batches of 16 on its
+    thread pool) runs, and each batch is one xgrammar2 batch fill; gated rows stay -1."""
+    h = Harness(make_manager(make_vllm_config(model_config, reasoning_parser="deepseek_r1",
+                                              max_num_seqs=256)), model_config)
+    think_end = h.tokenizer.convert_tokens_to_ids("</think>")
+    reqs = []
+    for i in range(140):
+        req = h.request(regex=f"[0-9]{{{1 + i % 5}}}x" if i % 2 else "[a-z]+", reasoning_ended=(i % 3 != 0) or None)
+        if i % 7 == 0:
+            h.manager.accept_tokens(req, [think_end])
+        reqs.append(req)
+    rows = h.bitmask(*reqs).copy()
+    assert rows.shape == (140, 64)
+    for i, req in enumerate(reqs):
+        g = req.structured_output_request.grammar
+        gated = req.structured_output_request.reasoning_ended is not True
+        if gated:
+            assert (rows[i] == -1).all(), i
+        else:
+            bm = h.manager.backend.allocate_token_bitmask(1)
+            g.fill_bitmask(bm, 0)
+            assert (rows[i] == bm.numpy()[0]).all(), i

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from vllm_harness import REPO, SKIP_REASON
+from vllm_harness import REPO, SKIP_REASON, require_vllm
 
-pytest.importorskip("vllm", reason=SKIP_REASON)
+require_vllm()
 
 
 def test_entry_point_declared():

@@ -180,13 +180,18 @@ def _fast_bitmask(manager: Any, requests: Any, ids: List[str]) -> Any:
     from .backend import Xgrammar2Backend, Xgrammar2Grammar
 
     backend = manager.backend
+    if len(ids) < 2 or not isinstance(backend, Xgrammar2Backend) or not backend.batch_fill:
+        return None
+    cfg = manager.vllm_config
+    num_spec = getattr(cfg, "num_speculative_tokens", None)
+    if num_spec is None:
+        spec = getattr(cfg, "speculative_config", None)
+        num_spec = getattr(spec, "num_speculative_tokens", 0) if spec is not None else 0
+    has_reasoner = (getattr(manager, "reasoner_cls", None) or getattr(manager, "reasoner", None)) is not None
     if (
-        len(ids) < 2
-        or not isinstance(backend, Xgrammar2Backend)
-        or not backend.batch_fill
-        or getattr(manager.vllm_config, "num_speculative_tokens", 0)
-        or (manager.reasoner_cls is not None and not manager.enable_in_reasoning)
-        or getattr(manager.vllm_config.model_config, "is_diffusion", False)
+        num_spec
+        or (has_reasoner and not getattr(manager, "enable_in_reasoning", False))
+        or getattr(cfg.model_config, "is_diffusion", False)
     ):
         return None
     grammars = []

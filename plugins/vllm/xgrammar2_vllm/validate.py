@@ -16,11 +16,40 @@ Lark grammars are rewritten to the EBNF the engine will compile.
 from __future__ import annotations
 
 import json
-from typing import Any
+import threading
+from collections import OrderedDict
+from typing import Any, Hashable
 
 import xgrammar2 as xgr2
 
 __all__ = ["validate_xgrammar2_request"]
+
+# Requests often repeat the same schema / tool set; converting a large JSON schema takes tens
+# of milliseconds on the API server's event loop, so successful validations are remembered.
+_CACHE_SIZE = 512
+_ok: "OrderedDict[Hashable, Any]" = OrderedDict()
+_ok_lock = threading.Lock()
+
+
+def _seen(key: Hashable) -> bool:
+    with _ok_lock:
+        if key in _ok:
+            _ok.move_to_end(key)
+            return True
+    return False
+
+
+def _remember(key: Hashable, value: Any = True) -> None:
+    with _ok_lock:
+        _ok[key] = value
+        _ok.move_to_end(key)
+        while len(_ok) > _CACHE_SIZE:
+            _ok.popitem(last=False)
+
+
+def _cached_value(key: Hashable) -> Any:
+    with _ok_lock:
+        return _ok.get(key)
 
 
 def _fail(message: str, parameter: str, err: BaseException) -> Exception:
@@ -45,10 +74,14 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
         return
 
     if so.regex is not None:
+        key = ("regex", so.regex)
+        if _seen(key):
+            return
         try:
             xgr2.Grammar.from_regex(so.regex)
         except Exception as e:  # noqa: BLE001 - any failure is the request's fault
             raise _fail("invalid regex", "structured_outputs.regex", e) from e
+        _remember(key)
         return
 
     if so.choice is not None:
@@ -61,25 +94,36 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
     if so.json is not None:
         try:
             schema = json.loads(so.json) if isinstance(so.json, str) else so.json
-        except ValueError as e:
+            key = ("json", json.dumps(schema, sort_keys=True))
+        except (TypeError, ValueError) as e:
             raise _fail("the JSON schema is not valid JSON", "response_format.json_schema", e) from e
+        if _seen(key):
+            return
         try:
             xgr2.Grammar.from_json_schema(schema)
         except Exception as e:  # noqa: BLE001
             raise _fail("unsupported or invalid JSON schema", "response_format.json_schema", e) from e
+        _remember(key)
         return
 
     if so.grammar is not None:
-        try:
-            ebnf = grammar_spec_to_ebnf(so.grammar)
-            xgr2.Grammar.from_ebnf(ebnf)
-        except Exception as e:  # noqa: BLE001
-            raise _fail("invalid grammar", "structured_outputs.grammar", e) from e
-        if ebnf is not so.grammar:
+        key = ("grammar", so.grammar)
+        ebnf = _cached_value(key)
+        if ebnf is None:
+            try:
+                ebnf = grammar_spec_to_ebnf(so.grammar)
+                xgr2.Grammar.from_ebnf(ebnf)
+            except Exception as e:  # noqa: BLE001
+                raise _fail("invalid grammar", "structured_outputs.grammar", e) from e
+            _remember(key, ebnf)
+        if ebnf != so.grammar:
             so.grammar = ebnf  # the engine compiles exactly what was validated
         return
 
     if so.structural_tag is not None:
+        key = ("structural_tag", so.structural_tag)
+        if _seen(key):
+            return
         try:
             tag = json.loads(so.structural_tag)
             if isinstance(tag, dict) and "structures" in tag:
@@ -97,5 +141,6 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
             raise _fail("unsupported structural tag", "structural_tag", e) from e
         except Exception as e:  # noqa: BLE001
             raise _fail("invalid structural tag", "structural_tag", e) from e
+        _remember(key)
         return
     # json_object: nothing to validate.
