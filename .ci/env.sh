@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates (once) and activates the cached test virtualenv, then installs xgrammar2 into it.
-# Sourced by .ci/test and .ci/demo. The venv lives outside the clone so CI runs reuse it;
+# Sourced by .ci/test. The venv lives outside the clone so CI runs reuse it;
 # its key is the hash of this file, so changing the pins below rebuilds it.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,7 +17,7 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.complete" ]; then
   # torch 2.13.0 resolves to a local CPU wheel on these machines (see env notes); the
   # peers (xgrammar, llguidance) are needed by differential tests and benchmarks.
   "$VENV/bin/pip" install -q "torch==2.13.0" numpy cffi pydantic pytest pytest-timeout \
-      jsonschema hypothesis jinja2 tokenizers transformers \
+      jsonschema hypothesis jinja2 tokenizers transformers matplotlib \
       "xgrammar==0.2.8" "llguidance==1.9.1"
   touch "$VENV/.complete"
 fi
