@@ -4,7 +4,7 @@ to compare pipelines:
 
     python tests/json_schema/suite_runner.py [--engines ours,upstream,llguidance] [--bench]
 
-Verdict rules: a test instance is "accepted" when every text variant (engine.text_variants)
+Verdict rules: a test instance is "accepted" when every text variant (js_engine.text_variants)
 is accepted; a *wrong-valid* verdict is any variant accepted for an invalid instance.
 A schema that raises UnsupportedSchemaError/InvalidSchemaError is "not compiled"; an
 UnsatisfiableSchemaError counts as compiled with every instance rejected.
@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from engine import DATA, ENGINE, text_variants  # noqa: E402
+from js_engine import DATA, ENGINE, text_variants  # noqa: E402
 
 SUITE_DIR = os.path.join(DATA, "json-schema-test-suite", "draft2020-12")
 BENCH_DIR = os.path.join(DATA, "jsonschemabench")
@@ -38,13 +38,18 @@ def suite_files():
 class OursPipeline:
     name = "xgrammar2-converter"
 
-    def __init__(self, strict_mode=False, any_whitespace=True):
+    def __init__(self, strict_mode=False, any_whitespace=True, indent=None, separators=None):
         from xgrammar2.json_schema import json_schema_to_ebnf
 
         self.conv = json_schema_to_ebnf
         self.strict_mode = strict_mode
         self.any_whitespace = any_whitespace
+        self.indent = indent
+        self.separators = separators
         self.engine = ENGINE
+
+    def variants(self, value):
+        return text_variants(value, self.any_whitespace, self.indent, self.separators)
 
     def compile(self, schema, resolver=None):
         """Returns (compiled or None, status) with status in compiled/unsupported/invalid/unsat."""
@@ -52,7 +57,7 @@ class OursPipeline:
                                            UnsupportedSchemaError)
         try:
             r = self.conv(schema, strict_mode=self.strict_mode, any_whitespace=self.any_whitespace,
-                          ref_resolver=resolver)
+                          indent=self.indent, separators=self.separators, ref_resolver=resolver)
         except UnsatisfiableSchemaError:
             return None, "unsat"
         except UnsupportedSchemaError as e:
@@ -149,9 +154,9 @@ def suite_resolver(uri):
         return json.load(f)
 
 
-def run_suite(pipe, files=None, verbose=False):
+def run_suite(pipe, files=None, verbose=False, verdicts=None):
     """Returns {file: {groups, compiled, tests, right, wrong_valid, wrong_invalid}} and a list of
-    wrong-valid details."""
+    wrong-valid details; ``verdicts`` (a dict) receives (file, group, test) -> accepted."""
     out = {}
     bad = []
     for rel in files or suite_files():
@@ -174,7 +179,10 @@ def run_suite(pipe, files=None, verbose=False):
                 if compiled is None:
                     acc = [False]
                 else:
-                    acc = [pipe.accepts(compiled, x) for x in text_variants(t["data"])]
+                    variants = pipe.variants(t["data"]) if hasattr(pipe, "variants") else text_variants(t["data"])
+                    acc = [pipe.accepts(compiled, x) for x in variants]
+                if verdicts is not None:
+                    verdicts[(rel, g["description"], t["description"])] = all(acc)
                 if t["valid"]:
                     ok = all(acc)
                     if not ok:

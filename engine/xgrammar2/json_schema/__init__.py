@@ -87,7 +87,9 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     opts = (bool(any_whitespace), indent, tuple(separators) if separators else None, bool(strict_mode),
             max_whitespace_cnt, bool(lenient))
     try:
-        key = (json.dumps(s, sort_keys=True, separators=(",", ":")), opts) if ref_resolver is None else None
+        # Property order is part of the grammar (properties are emitted in schema order), so
+        # the key must keep it: never sort_keys here.
+        key = (json.dumps(s, separators=(",", ":")), opts) if ref_resolver is None else None
     except (TypeError, ValueError):
         key = None
     if key is not None:
@@ -97,7 +99,11 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
                 _cache.move_to_end(key)
         if hit is not None:
             return ConversionResult(hit[0], list(hit[1]))
-    cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver)
+    # The $id/$anchor index is only needed when such keywords (or draft-04 "id") occur.
+    text_key = key[0] if key is not None else None
+    need_index = text_key is None or any(k in text_key for k in ('"$id"', '"id"', '"$anchor"', '"$dynamicAnchor"',
+                                                                   '"$dynamicRef"'))
+    cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
     em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
                  max_whitespace_cnt=max_whitespace_cnt)
     try:
@@ -107,6 +113,7 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
         em.g.define("root", None)
         e = em.emit(u, "root", 0)
         em.g.define("root", e)
+        em.drain()
         text = em.g.finalize("root")
     except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
         raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None

@@ -10,6 +10,8 @@ language.
 
 from __future__ import annotations
 
+import bisect
+
 from . import charset as cs
 from .regex import RegexUnsupported
 
@@ -140,13 +142,44 @@ def _split(pairs):
             bounds.add(lo)
             bounds.add(hi + 1)
     pts = sorted(bounds)
+    cover = [None] * (len(pts) - 1)
+    for cset, p in pairs:
+        for lo, hi in cset:
+            i = bisect.bisect_left(pts, lo)
+            j = bisect.bisect_left(pts, hi + 1)
+            for a in range(i, j):
+                if cover[a] is None:
+                    cover[a] = {p}
+                else:
+                    cover[a].add(p)
     groups: dict = {}
-    for i in range(len(pts) - 1):
-        lo, hi = pts[i], pts[i + 1] - 1
-        tgt = frozenset(p for cset, p in pairs if cs.contains(cset, lo))
-        if tgt:
-            groups.setdefault(tgt, []).append((lo, hi))
+    for a, c in enumerate(cover):
+        if c:
+            groups.setdefault(frozenset(c), []).append((pts[a], pts[a + 1] - 1))
     return [(cs.normalize(v), k) for k, v in groups.items()]
+
+
+def compile_nfa(node, limit=DEFAULT_LIMIT):
+    nfa = _NFA(limit * 8)
+    start = nfa.new()
+    final = nfa.build(node, start)
+    return nfa, start, final
+
+
+def nfa_match(compiled, s: str) -> bool:
+    nfa, start, final = compiled
+    cur = _closure(nfa, [start], True, not s)
+    for i, ch in enumerate(s):
+        cp = ord(ch)
+        nxt = set()
+        for st in cur:
+            for cset, t in nfa.edges[st]:
+                if cs.contains(cset, cp):
+                    nxt.add(t)
+        if not nxt:
+            return False
+        cur = _closure(nfa, nxt, False, i == len(s) - 1)
+    return final in cur
 
 
 def from_regex(node, limit=DEFAULT_LIMIT) -> DFA:
@@ -232,49 +265,102 @@ def _merge_row(row):
 
 
 def minimize(d: DFA) -> DFA:
+    """Hopcroft's algorithm over the elementary intervals of all transition labels; the
+    result is trimmed and numbered in BFS order from the start state (canonical)."""
     d = trim(d)
     n = d.n
     if n <= 1:
         if n == 1:
             return DFA([tuple(_merge_row(d.trans[0]))], list(d.accept))
         return d
-    cls = [1 if a else 0 for a in d.accept]
-    while True:
-        sigs: dict = {}
-        new = []
-        for s in range(n):
-            sig = (cls[s], tuple(_merge_row([(c, cls[t]) for c, t in d.trans[s]])))
-            k = sigs.get(sig)
-            if k is None:
-                k = len(sigs)
-                sigs[sig] = k
-            new.append(k)
-        if len(sigs) == len(set(cls)):
-            cls = new
-            break
-        cls = new
-    # Renumber in BFS order from the start state so the output is canonical.
-    order = []
-    seen = {}
-    queue = [cls[0]]
-    seen[cls[0]] = 0
-    rep_of = {}
-    for s in range(n):
-        rep_of.setdefault(cls[s], s)
-    while queue:
-        c = queue.pop(0)
-        order.append(c)
-        s = rep_of[c]
-        for _, t in _merge_row([(cc, cls[t]) for cc, t in d.trans[s]]):
-            if t not in seen:
-                seen[t] = len(seen)
-                queue.append(t)
+    bounds = set()
+    for row in d.trans:
+        for c, _ in row:
+            for lo, hi in c:
+                bounds.add(lo)
+                bounds.add(hi + 1)
+    pts = sorted(bounds)
+    nsym = len(pts) - 1
+    SINK = n
+    # delta[s][a] for elementary interval a (SINK when undefined)
+    delta = [[SINK] * nsym for _ in range(n + 1)]
+    for s_, row in enumerate(d.trans):
+        ds = delta[s_]
+        for c, t in row:
+            for lo, hi in c:
+                i = bisect.bisect_left(pts, lo)
+                j = bisect.bisect_left(pts, hi + 1)
+                for a in range(i, j):
+                    ds[a] = t
+    inv = [dict() for _ in range(nsym)]
+    for s_ in range(n + 1):
+        ds = delta[s_]
+        for a in range(nsym):
+            inv[a].setdefault(ds[a], []).append(s_)
+    acc = frozenset(s_ for s_ in range(n) if d.accept[s_])
+    rej = frozenset(range(n + 1)) - acc
+    parts = [p for p in (acc, rej) if p]
+    block = [0] * (n + 1)
+    for bi, p in enumerate(parts):
+        for s_ in p:
+            block[s_] = bi
+    blocks = [set(p) for p in parts]
+    work = [min(range(len(blocks)), key=lambda b: len(blocks[b]))] if len(blocks) == 2 else []
+    in_work = set(work)
+    while work:
+        bi = work.pop()
+        in_work.discard(bi)
+        A = list(blocks[bi])
+        for a in range(nsym):
+            ia = inv[a]
+            X = set()
+            for t in A:
+                X.update(ia.get(t, ()))
+            if not X:
+                continue
+            touched: dict = {}
+            for s_ in X:
+                touched.setdefault(block[s_], []).append(s_)
+            for yb, members in touched.items():
+                Y = blocks[yb]
+                if len(members) == len(Y):
+                    continue
+                Ynew = set(members)
+                Y.difference_update(Ynew)
+                nb = len(blocks)
+                blocks.append(Ynew)
+                for s_ in Ynew:
+                    block[s_] = nb
+                if yb in in_work:
+                    work.append(nb)
+                    in_work.add(nb)
+                else:
+                    pick = nb if len(Ynew) <= len(Y) else yb
+                    work.append(pick)
+                    in_work.add(pick)
+    # Build the quotient, BFS-numbered from the start state, without the sink block.
+    sink_b = block[SINK]
+    order = {block[0]: 0}
+    queue = [block[0]]
     trans = []
     accept = []
-    for c in order:
-        s = rep_of[c]
-        trans.append(tuple(_merge_row([(cc, seen[cls[t]]) for cc, t in d.trans[s]])))
-        accept.append(d.accept[s])
+    i = 0
+    while i < len(queue):
+        b = queue[i]
+        i += 1
+        rep_s = next(iter(blocks[b]))
+        accept.append(rep_s in acc)
+        row: dict = {}
+        ds = delta[rep_s]
+        for a in range(nsym):
+            tb = block[ds[a]]
+            if tb == sink_b:
+                continue
+            if tb not in order:
+                order[tb] = len(queue)
+                queue.append(tb)
+            row.setdefault(order[tb], []).append((pts[a], pts[a + 1] - 1))
+        trans.append(tuple(sorted(((cs.normalize(v), t) for t, v in row.items()), key=lambda x: x[0][0][0])))
     return DFA(trans, accept)
 
 
@@ -444,7 +530,3 @@ def length_bounds(d: DFA):
     if not visit(0):
         return best, None
     return best, longest[0]
-
-
-def is_subset(a: DFA, b: DFA) -> bool:
-    return difference(a, b).is_empty()

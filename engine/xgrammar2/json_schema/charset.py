@@ -6,6 +6,8 @@ cheaply; every function here returns a normalized tuple.
 
 from __future__ import annotations
 
+import bisect
+
 MAX_CP = 0x10FFFF
 SURR_LO, SURR_HI = 0xD800, 0xDFFF
 
@@ -76,12 +78,15 @@ def difference(a: tuple, b: tuple) -> tuple:
 
 
 def contains(a: tuple, cp: int) -> bool:
-    for lo, hi in a:
-        if cp < lo:
-            return False
-        if cp <= hi:
-            return True
-    return False
+    if len(a) <= 4:
+        for lo, hi in a:
+            if cp < lo:
+                return False
+            if cp <= hi:
+                return True
+        return False
+    i = bisect.bisect_right(a, (cp, MAX_CP + 1)) - 1
+    return i >= 0 and a[i][0] <= cp <= a[i][1]
 
 
 def size(a: tuple) -> int:

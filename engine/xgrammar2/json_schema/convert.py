@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
 from decimal import Decimal
 from urllib.parse import unquote, urldefrag, urljoin
 
@@ -25,6 +27,7 @@ APPLICATOR_KW = frozenset(("allOf", "anyOf", "oneOf", "not", "if", "dependentReq
                            "$dynamicRef"))
 TYPE_NAMES = ("null", "boolean", "object", "array", "number", "string", "integer")
 TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null")
+_SINGLE_TYPE = {t: [t] for t in TYPE_ORDER}
 
 _SEMANTIC = NUM_KW | STR_KW | ARR_KW | OBJ_KW | APPLICATOR_KW | {"type", "additionalItems", "minContains",
                                                                  "maxContains", "then", "else"}
@@ -45,7 +48,10 @@ def uri_join(base: str, ref: str) -> str:
 def ptr_join(ptr: str, *parts) -> str:
     out = ptr
     for p in parts:
-        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
+        p = str(p)
+        if "~" in p or "/" in p:
+            p = p.replace("~", "~0").replace("/", "~1")
+        out += "/" + p
     return out
 
 
@@ -53,16 +59,19 @@ def _is_num(x) -> bool:
     return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
 
 
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+@functools.lru_cache(maxsize=4096)
 def _sanitize(s: str, limit: int = 40) -> str:
-    out = "".join(c if (c.isascii() and (c.isalnum() or c == "_")) else "_" for c in s)
-    out = out.strip("_") or "x"
+    out = _NON_IDENT.sub("_", s).strip("_") or "x"
     if out[0].isdigit():
         out = "n" + out
     return out[:limit]
 
 
 class Converter:
-    def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None):
+    def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None, index=True):
         self.root = root
         self.strict = strict_mode
         self.lenient = lenient
@@ -80,12 +89,14 @@ class Converter:
         self.scope: tuple = ()      # dynamic scope (resource URIs, outermost first) while converting
         self._synth = 0
         self._keep: list = []
+        self._expanding: set = set()
         self.root_base = DEFAULT_BASE
         if isinstance(root, dict):
             rid = root.get("$id")
             if isinstance(rid, str):
                 self.root_base = urldefrag(uri_join(DEFAULT_BASE, rid))[0]
-        self._index(root, DEFAULT_BASE, "#")
+        if index:
+            self._index(root, DEFAULT_BASE, "#")
         self.resources.setdefault(DEFAULT_BASE, (root, "#", DEFAULT_BASE))
 
     # ------------------------------------------------------------ diagnostics
@@ -188,19 +199,32 @@ class Converter:
                 self.invalid("$ref", ptr, f"points to unknown anchor '{ref}'")
             return a
         if frag:
-            for raw in frag[1:].split("/"):
-                part = unquote(raw).replace("~1", "/").replace("~0", "~")
-                if isinstance(node, dict) and part in node:
-                    node = node[part]
-                elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                    node = node[int(part)]
-                else:
-                    self.invalid("$ref", ptr, f"target '{ref}' does not exist")
-                nptr = ptr_join(nptr, part)
-                if isinstance(node, dict):
-                    nbase = self._base_of(node, nbase)
+            hit = self._walk_pointer(node, nptr, nbase, frag)
+            if hit is None and nptr != "#":
+                # Many real-world schemas give sub-schemas relative "$id"s yet keep writing
+                # "#/definitions/..." pointers meant for the document root; the spec makes such
+                # a reference dangling (an invalid schema). Resolve it against the root instead.
+                root = self.resources[DEFAULT_BASE]
+                hit = self._walk_pointer(root[0], root[1], self.root_base, frag)
+            if hit is None:
+                self.invalid("$ref", ptr, f"target '{ref}' does not exist")
+            node, nptr, nbase = hit
         if not isinstance(node, (dict, bool)):
             self.invalid("$ref", ptr, f"target '{ref}' is not a schema")
+        return node, nptr, nbase
+
+    def _walk_pointer(self, node, nptr, nbase, frag):
+        for raw in frag[1:].split("/"):
+            part = unquote(raw).replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+            nptr = ptr_join(nptr, part)
+            if isinstance(node, dict):
+                nbase = self._base_of(node, nbase)
         return node, nptr, nbase
 
     def resolve(self, ref, base, ptr, dynamic=False):
@@ -254,7 +278,11 @@ class Converter:
         try:
             entry = self.refs[name]
             if entry[0] == "and":
-                u = ir.intersect(self, entry[1], (entry[2],))
+                other = entry[2]
+                if other.kind == "ref":
+                    u = ir.intersect(self, self.ref_union(entry[1][0].name), self.ref_union(other.name))
+                else:
+                    u = ir.intersect(self, entry[1], (other,))
             else:
                 node, base, ptr, scope = entry
                 self.scope = scope
@@ -267,6 +295,16 @@ class Converter:
         self.ref_union_memo[name] = u
         return u
 
+    def try_ref_union(self, name):
+        """The union of a reference, or None while it is being converted (or not
+        expressible)."""
+        if self.ref_union_memo.get(name) is _IN_PROGRESS:
+            return None
+        try:
+            return self.ref_union(name)
+        except ir.NotExpressible:
+            return None
+
     def ref_ptr(self, name):
         entry = self.refs.get(name)
         if entry is None or entry[0] == "and":
@@ -274,23 +312,40 @@ class Converter:
         return entry[2]
 
     def intersect_ref(self, x, y):
-        if x.kind == "ref" and y.kind == "ref" and x.name == y.name:
-            return x
-        r, o = (x, y) if x.kind == "ref" else (y, x)
-        if self.ref_union_memo.get(r.name) is _IN_PROGRESS or (o.kind == "ref" and
-                                                               self.ref_union_memo.get(o.name) is _IN_PROGRESS):
-            # Defer: a rule for "ref ∩ node", computed once the reference is complete.
-            key = ("and", r.name, id(o))
+        if x.kind == "ref" and y.kind == "ref":
+            if x.name == y.name:
+                return x
+            # Two references: a deferred rule for the pair, so that intersecting two recursive
+            # definitions terminates (their children pair up again into the same rule).
+            a, b = sorted((x.name, y.name))
+            key = ("and2", a, b)
             name = self.ref_by_key.get(key)
             if name is None:
                 self._synth += 1
-                name = f"{r.name}_and{self._synth}"
+                name = f"{a}_and{self._synth}"
                 self.ref_by_key[key] = name
-                self.refs[name] = ("and", (Ref(r.name),), o)
-                self._keep.append(o)
+                self.refs[name] = ("and", (Ref(a),), Ref(b))
+            return Ref(name)
+        r, o = (x, y) if x.kind == "ref" else (y, x)
+        key = ("and", r.name, id(o))
+        name = self.ref_by_key.get(key)
+        if name is None and (self.ref_union_memo.get(r.name) is _IN_PROGRESS or key in self._expanding):
+            # Defer: a rule for "ref ∩ node", computed once the reference is complete; also
+            # used when the expansion of ref ∩ node meets ref ∩ node again (a definition that
+            # contains itself in place), which makes the recursion a rule.
+            self._synth += 1
+            name = f"{r.name}_and{self._synth}"
+            self.ref_by_key[key] = name
+            self.refs[name] = ("and", (Ref(r.name),), o)
+            self._keep.append(o)
+        if name is not None:
             return Ref(name)
         ru = self.ref_union(r.name)
-        return ir.intersect(self, ru, (o,)) if r is x else ir.intersect(self, (o,), ru)
+        self._expanding.add(key)
+        try:
+            return ir.intersect(self, ru, (o,)) if r is x else ir.intersect(self, (o,), ru)
+        finally:
+            self._expanding.discard(key)
 
     # ------------------------------------------------------------ schema → union
 
@@ -354,6 +409,9 @@ class Converter:
         if t is None:
             return None
         if isinstance(t, str):
+            r = _SINGLE_TYPE.get(t)
+            if r is not None:
+                return r
             ts = [t]
         elif isinstance(t, list) and all(isinstance(x, str) for x in t):
             ts = t
@@ -528,7 +586,7 @@ class Converter:
             if not req:
                 continue
             alt = ir.union((Obj(props=((k, NEVER),)),),
-                           (Obj(required=(k,) + tuple(r for r in req if r != k)),),
+                           (Obj(required=tuple(r for r in req if r != k) + (k,)),),
                            ir._others("object"))
             u = ir.intersect(self, u, alt)
         for k, (sub, sptr) in deps_sch.items():
@@ -776,7 +834,7 @@ class Converter:
         if "pattern" in s:
             full = self._pattern_ast(s["pattern"], "pattern", ptr)
             if full is not None and full != rx.ANY_STAR:
-                pos.append((full, ptr_join(ptr, "pattern")))
+                pos.append((full, ptr))
         if "format" in s:
             f = s["format"]
             if not isinstance(f, str):
@@ -786,7 +844,7 @@ class Converter:
                 why = fmts.REFUSED_FORMATS.get(f, "unknown format")
                 self.unsupported("format", ptr, f"format '{f}': {why}")
             else:
-                pos.append((ast, ptr_join(ptr, "format")))
+                pos.append((ast, ptr))
         return Str(minl, maxl, tuple(pos), (), src=ptr)
 
     def _arr(self, s, ptr, base):
@@ -823,14 +881,14 @@ class Converter:
             if cmax is not None and cmin > cmax:
                 return None
             if cmin > 0 or cmax is not None:
-                contains = ((cu, cmin, cmax, ptr_join(ptr, "contains")),)
+                contains = ((cu, cmin, cmax, ptr),)
         unique = None
         if "uniqueItems" in s:
             uv = s["uniqueItems"]
             if not isinstance(uv, bool):
                 self.invalid("uniqueItems", ptr, "must be a boolean")
             if uv:
-                unique = ptr_join(ptr, "uniqueItems")
+                unique = ptr
         for i in range(min(minn, len(prefix))):
             if not prefix[i]:
                 return None

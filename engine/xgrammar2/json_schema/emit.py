@@ -21,9 +21,10 @@ STATE_LIMIT = 4000
 UNIQUE_MAX_VALUES = 12
 PERMUTE_MAX_KEYS = 4
 Q = ("lit", '"')
+_str_text_cache: dict = {}
 
-# Characters written literally inside generated string literals; everything else gets
-# every JSON spelling via json_char.
+# Characters written literally inside generated string literals; everything else gets the
+# spellings json_char allows.
 _SAFE = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
 
 
@@ -54,6 +55,11 @@ class Emitter:
         self.max_ws = max_whitespace_cnt
         self._shared: set = set()
         self._char_memo: dict = {}
+        self._bodies: dict = {}
+        self._memo: dict = {}
+        self._pending: list = []
+        self._ref_nesting = 0
+        self._layouts: dict = {}
 
     # ------------------------------------------------------------ diagnostics
 
@@ -72,6 +78,8 @@ class Emitter:
             g.define("ws", rep(G.cls(cs.of_chars(" \n\t")), 0, hi))
         elif name == "char":
             g.define("char", G.json_char(cs.SCALARS, full=True))
+        elif name == "key_rest":
+            g.define("key_rest", seq(rep(self.shared("char"), 0, None), Q))
         elif name == "char_u":
             g.define("char_u", G._u_escape(G.U_ELIGIBLE))
         elif name == "string":
@@ -88,21 +96,24 @@ class Emitter:
             raise AssertionError(name)
         return ref(name)
 
-    def char_ref(self, c):
-        """One JSON-string character with decoded code point in ``c`` (constrained spelling,
-        see grammar.U_ELIGIBLE)."""
+    def char_ref(self, c, full=True):
+        """One JSON-string character with decoded code point in ``c``: every spelling when
+        ``full`` (string values), else the key spelling (see grammar.U_ELIGIBLE)."""
+        mk = (c, full)
+        hit = self._char_memo.get(mk)
+        if hit is not None:
+            return hit
+        c0 = mk
         c = cs.intersect(c, cs.SCALARS)
         if not c:
             return None
         if c == cs.SCALARS:
-            return self.shared("char")
-        hit = self._char_memo.get(c)
-        if hit is not None:
-            return hit
-        base, u = G.json_char_parts(c)
+            self._char_memo[c0] = e = self.shared("char")
+            return e
+        base, u = G.json_char_parts(c, full)
         if not u:
             e = base
-        elif u == G.U_ELIGIBLE:
+        elif u == G.U_ELIGIBLE and not full:
             e = alt(base, self.shared("char_u"))
         else:
             ue = G._u_escape(u)
@@ -114,12 +125,12 @@ class Emitter:
                 ue = ref(name)
             e = alt(base, ue)
         if not _small(e):
-            name = "char_" + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
+            name = ("char_" if full else "kchar_") + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
             if name not in self._shared:
                 self._shared.add(name)
                 self.g.define(name, e)
             e = ref(name)
-        self._char_memo[c] = e
+        self._char_memo[c0] = e
         return e
 
     # ------------------------------------------------------------ layout
@@ -129,6 +140,13 @@ class Emitter:
 
     def layout(self, depth):
         """(open_obj, close_obj, open_arr, close_arr, item_sep, kv_sep, empty_obj, empty_arr)."""
+        d = self._d(depth)
+        r = self._layouts.get(d)
+        if r is None:
+            r = self._layouts[d] = self._layout(d)
+        return r
+
+    def _layout(self, depth):
         if self.any_ws:
             ws = self.shared("ws")
             return (seq(lit("{"), ws), seq(ws, lit("}")), seq(lit("["), ws), seq(ws, lit("]")),
@@ -162,7 +180,18 @@ class Emitter:
         if e is None or _small(e) or (e[0] == "ref" and e[1] != name):
             del self.g.rules[name]
             return e
-        self.g.define(name, e)
+        del self.g.rules[name]
+        return self.intern(name, e)
+
+    def intern(self, name, body):
+        """Defines rule ``name`` (which must be free or reserved) unless an identical body was
+        already emitted: then that rule is reused. Children are emitted before their parents,
+        so equal sub-schemas yield equal bodies and one rule (canonical output)."""
+        other = self._bodies.get(body)
+        if other is not None:
+            return ref(other)
+        self._bodies[body] = name
+        self.g.define(name, body)
         return ref(name)
 
     def emit(self, u, name, depth):
@@ -210,7 +239,20 @@ class Emitter:
         name = rname if d == 0 else f"{rname}_d{d}"
         if name in self.g.rules:
             return ref(name)
+        self.g.may_be_empty = True
         self.g.define(name, None)
+        if self._ref_nesting >= 24:
+            # Emitted later by drain(): long chains of definitions must not nest Python calls.
+            self._pending.append((rname, name, depth))
+            return ref(name)
+        self._ref_nesting += 1
+        try:
+            self._emit_ref(rname, name, depth)
+        finally:
+            self._ref_nesting -= 1
+        return ref(name)
+
+    def _emit_ref(self, rname, name, depth):
         try:
             u = self.cx.ref_union(rname)
         except ir.NotExpressible as e:
@@ -218,7 +260,14 @@ class Emitter:
             u = ir.ANY
         e = self.emit(u, name, depth)
         self.g.define(name, e)
-        return ref(name)
+        if e is not None:
+            self._bodies.setdefault(e, name)
+
+    def drain(self):
+        """Emits the bodies of referenced definitions (iteratively, LIFO: deterministic)."""
+        while self._pending:
+            rname, name, depth = self._pending.pop()
+            self._emit_ref(rname, name, depth)
 
     # ------------------------------------------------------------ any JSON value
 
@@ -258,7 +307,20 @@ class Emitter:
 
     # ------------------------------------------------------------ literals
 
-    def str_text(self, s: str):
+    def str_text(self, s: str, key=False):
+        """A JSON string literal decoding to ``s``. Printable ASCII is written raw (a literal
+        with every \\u spelling of every letter would be huge); other characters get every
+        spelling in values, the key spelling (grammar.U_ELIGIBLE) in object keys."""
+        r = _str_text_cache.get((s, key))
+        if r is None:
+            r = self._str_text(s, key)
+            if len(_str_text_cache) > 8192:
+                _str_text_cache.clear()
+            _str_text_cache[(s, key)] = r
+        return r
+
+    @staticmethod
+    def _str_text(s: str, key: bool):
         parts = []
         run = []
         for ch in s:
@@ -268,7 +330,7 @@ class Emitter:
             if run:
                 parts.append(lit("".join(run)))
                 run = []
-            parts.append(G.json_char(cs.single(ord(ch))))
+            parts.append(G.json_char(cs.single(ord(ch)), full=not key))
         if run:
             parts.append(lit("".join(run)))
         return seq(Q, *parts, Q)
@@ -312,7 +374,7 @@ class Emitter:
             return seq(*out)
         if not v:
             return eo
-        pairs = [seq(self.str_text(k), kv, self.value_text(x, depth + 1)) for k, x in v.items()]
+        pairs = [seq(self.str_text(k, key=True), kv, self.value_text(x, depth + 1)) for k, x in v.items()]
         orders = itertools.permutations(pairs) if len(pairs) <= PERMUTE_MAX_KEYS else [pairs]
         alts = []
         for order in orders:
@@ -328,6 +390,8 @@ class Emitter:
     def number(self, n, name):
         if n.is_plain():
             return self.shared("integer" if n.integer else "number")
+        if n.integer and not (n.mults or n.nots or n.nonint or n.notmults):
+            return int_range_expr(n)
         try:
             d = numeric.number_dfa(n)
         except numeric.TooLarge as e:
@@ -335,22 +399,26 @@ class Emitter:
             return self.shared("integer" if n.integer else "number")
         if d.is_empty():
             return None
-        return G.dfa_to_rules(self.g, d, self.g.unique(name + "__num"), EPS, G.cls)
+        key = ("num", n.integer, n.lo, n.lo_x, n.hi, n.hi_x, n.mults, n.nots, n.nonint, n.notmults)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = G.dfa_to_rules(self.g, d, self.g.unique(name + "__num"), EPS, G.cls)
+        return hit
 
     # ------------------------------------------------------------ strings
 
-    def regex_expr(self, n):
+    def regex_expr(self, n, key=False):
         k = n[0]
         if k == "set":
-            return self.char_ref(n[1])
+            return self.char_ref(n[1], not key)
         if k == "eps":
             return EPS
         if k == "cat":
-            return seq(*[self.regex_expr(x) for x in n[1]])
+            return seq(*[self.regex_expr(x, key) for x in n[1]])
         if k == "alt":
-            return alt(*[self.regex_expr(x) for x in n[1]])
+            return alt(*[self.regex_expr(x, key) for x in n[1]])
         if k == "rep":
-            return rep(self.regex_expr(n[1]), n[2], n[3])
+            return rep(self.regex_expr(n[1], key), n[2], n[3])
         raise AssertionError(k)
 
     @staticmethod
@@ -390,6 +458,13 @@ class Emitter:
     def string(self, n, name):
         if n.is_plain():
             return self.shared("string")
+        key = ("str", n.minl, n.maxl, n.pos, n.neg)
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = self._string(n, name)
+        return hit
+
+    def _string(self, n, name):
         if not n.pos and not n.neg:
             return seq(Q, rep(self.shared("char"), n.minl, n.maxl), Q)
         if len(n.pos) == 1 and not n.neg and not rx.has_anchor(n.pos[0][0]):
@@ -405,6 +480,11 @@ class Emitter:
             ptr = n.pos[0][1] if n.pos else n.src
             self.unsupported("pattern", ptr, f"{e}: the combination of pattern/format/length constraints is too "
                                              "large to intersect exactly")
+            # lenient: keep the patterns, drop the lengths (then the extra patterns)
+            if n.minl or n.maxl is not None:
+                return self.string(n.copy(minl=0, maxl=None), name)
+            if len(n.pos) + len(n.neg) > 1:
+                return self.string(n.copy(pos=n.pos[:1], neg=()), name)
             return self.shared("string")
         if d.is_empty():
             return None
@@ -424,6 +504,9 @@ class Emitter:
             return d
         lo, hi = fa.length_bounds(d)
         if lo < n.minl or (n.maxl is not None and (hi is None or hi > n.maxl)):
+            top = n.maxl if n.maxl is not None else n.minl
+            if hi is None and d.n * (top + 1) > 8 * STATE_LIMIT:
+                raise fa.AutomatonTooLarge(f"a {d.n}-state pattern automaton times {top + 1} length counts")
             d = fa.intersect(d, fa.length_dfa(n.minl, n.maxl), STATE_LIMIT)
         return d
 
@@ -518,6 +601,7 @@ class Emitter:
             return exprs[p]
 
         states = {}
+        self.g.may_be_empty = True
 
         def state(i, cnt, first):
             key = (i, cnt, first)
@@ -598,6 +682,7 @@ class Emitter:
         texts = [self.value_text(v, depth + 1) for v in allv]
         pos_bits = [[idx[ir.jkey(v)] for v in vs] for vs in per_pos]
         states = {}
+        self.g.may_be_empty = True
 
         def state(i, used, first):
             key = (min(i, P), used, first) if maxn is None else (i, used, first)
@@ -631,7 +716,7 @@ class Emitter:
 
     def _matches(self, ast, key):
         try:
-            return ir.regex_dfa(ast).run(key)
+            return ir.regex_match(ast, key)
         except rx.RegexUnsupported as e:
             raise ir.NotExpressible(str(e))
 
@@ -665,7 +750,7 @@ class Emitter:
                     if k in req:
                         return None
                     continue
-                entries.append((seq(self.str_text(k), kv, e), k in req))
+                entries.append((seq(self.str_text(k, key=True), kv, e), k in req))
             extras = self.object_extras(n, addl, listed, name, depth, kv)
         except ir.NotExpressible as e:
             self.unsupported("patternProperties" if n.patterns else "properties", n.src, str(e))
@@ -712,8 +797,6 @@ class Emitter:
                 memo[key] = e
                 return e
             rn = f"{name}__{'f' if cc == 0 else 'p'}{i}" + (f"_{cc}" if bounded and cc > 0 else "")
-            memo[key] = ref(rn)
-            self.g.define(rn, None)
             kvx, required = entries[i]
             alts = []
             if pmax is None or cc + 1 <= pmax:
@@ -721,11 +804,10 @@ class Emitter:
             if not required:
                 alts.append(state(i + 1, cc))
             body = alt(*alts)
-            if body is not None and body[0] == "ref" and body[1] != rn:
-                self.g.rules.pop(rn)
+            if body is None or body[0] == "ref" or _small(body):
                 memo[key] = body
                 return body
-            self.g.define(rn, body)
+            memo[key] = self.intern(rn, body)
             return memo[key]
 
         content = state(0, 0)
@@ -771,6 +853,27 @@ class Emitter:
             if v is None:
                 return None
             return seq(key, kv, v)
+        simple = {}
+        if names_dfa is None:
+            # A region "matches exactly pattern p" needs no automaton when no listed key and
+            # no other pattern can match p's strings: emit p structurally. When additionally
+            # the "no pattern" region has no allowed value, no automaton is built at all.
+            for p in pats:
+                if rx.has_anchor(p) or any(self._matches(p, k) for k in listed_set):
+                    continue
+                if len(pats) > 1:
+                    pd = ir.regex_dfa(p)
+                    if not all(q is p or fa.intersect(pd, ir.regex_dfa(q), STATE_LIMIT).is_empty() for q in pats):
+                        continue
+                simple[p] = True
+            if len(simple) == len(pats) and not value_for(()):
+                alts = []
+                for i, p in enumerate(pats):
+                    u = value_for((p,))
+                    v = self.sub(u, f"{name}_addl{i}", depth + 1) if u else None
+                    if v is not None:
+                        alts.append(seq(Q, self.regex_expr(p, key=True), Q, kv, v))
+                return alt(*alts)
         try:
             base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
             if names_dfa is not None:
@@ -791,30 +894,21 @@ class Emitter:
                     raise ir.NotExpressible("too many patternProperties regions")
         except rx.RegexUnsupported as e:
             raise ir.NotExpressible(str(e))
-        simple = {}
-        if names_dfa is None:
-            # A region "matches exactly pattern p" needs no automaton when no listed key
-            # and no other pattern can match p's strings: emit p structurally.
-            for p in pats:
-                if rx.has_anchor(p) or any(self._matches(p, k) for k in listed_set):
-                    continue
-                pd = ir.regex_dfa(p)
-                if all(q is p or fa.intersect(pd, ir.regex_dfa(q), STATE_LIMIT).is_empty() for q in pats):
-                    simple[p] = True
         alts = []
         for i, (m, d) in enumerate(regions):
             u = value_for(m)
             if not u:
                 continue
             if len(m) == 1 and m[0] in simple:
-                key = seq(Q, self.regex_expr(m[0]), Q)
+                key = seq(Q, self.regex_expr(m[0], key=True), Q)
             elif d is None:
                 key = self.shared("string")
             else:
                 d = fa.restrict_alphabet(d)
                 if d.is_empty():
                     continue
-                key = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(f"{name}__key{i}"), Q, self.char_ref))
+                key = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(f"{name}__key{i}"), Q,
+                                            lambda c: self.char_ref(c, False)))
             v = self.sub(u, f"{name}_addl{i}", depth + 1)
             if v is not None:
                 alts.append(seq(key, kv, v))
@@ -850,7 +944,7 @@ class Emitter:
             for ch in w:
                 t = t.setdefault(ch, {})
             t[""] = {}
-        rest = seq(rep(self.shared("char"), 0, None), Q)
+        rest = self.shared("key_rest")
 
         name = "key_" + hashlib.blake2b(json.dumps(words).encode(), digest_size=5).hexdigest()
         counter = [0]
@@ -864,9 +958,9 @@ class Emitter:
             alts = []
             chars = sorted(k for k in t if k)
             for ch in chars:
-                alts.append(seq(self.char_ref(cs.single(ord(ch))), node(t[ch], depth + 1)))
+                alts.append(seq(self.char_ref(cs.single(ord(ch)), False), node(t[ch], depth + 1)))
             other = cs.complement(cs.normalize((ord(c), ord(c)) for c in chars)) if chars else cs.ALL
-            oc = self.char_ref(other)
+            oc = self.char_ref(other, False)
             if oc is not None:
                 alts.append(seq(oc, rest))
             if "" not in t:
@@ -877,3 +971,81 @@ class Emitter:
             self._shared.add(name)
             self.g.define(name, node(trie))
         return seq(Q, ref(name))
+
+
+# ---------------------------------------------------------------- integer ranges
+
+_DIGITS = cs.of_chars("0123456789")
+
+
+def _fixed_width_range(lo: int, hi: int):
+    """Digit strings of exactly len(str(lo)) == len(str(hi)) digits in [lo, hi] (no leading
+    zero unless the number is 0)."""
+    width = len(str(lo))
+    out = []
+    for pat in G._split_range(lo, hi, width, 10):
+        parts = []
+        run = 0
+        for a, b in pat:
+            if (a, b) == (0, 9):
+                run += 1
+                continue
+            if run:
+                parts.append(rep(G.cls(_DIGITS), run, run))
+                run = 0
+            parts.append(G.cls(((48 + a, 48 + b),)))
+        if run:
+            parts.append(rep(G.cls(_DIGITS), run, run))
+        out.append(seq(*parts))
+    return alt(*out)
+
+
+def _nonneg_range(x: int, y):
+    """Canonical decimal texts of the integers in [x, y] (y None: unbounded), x >= 0.
+    Consecutive complete widths ([1-9][0-9]{w-1}) are merged into one repetition."""
+    nz = G.cls(cs.of_chars("123456789"))
+    dig = G.cls(_DIGITS)
+    alts = []
+    full_lo = None  # first width of a pending run of complete widths
+    w0 = len(str(x))
+    w = w0
+    while True:
+        bottom = 10 ** (w - 1) if w > 1 else 0
+        top = 10 ** w - 1
+        if y is not None and bottom > y:
+            break
+        if y is None and w > w0:
+            start = full_lo if full_lo is not None else w
+            alts.append(seq(nz, rep(dig, start - 1, None)))
+            full_lo = None
+            break
+        lo = max(x, bottom)
+        hi = top if y is None else min(y, top)
+        if w > 1 and lo == bottom and hi == top:
+            if full_lo is None:
+                full_lo = w
+        else:
+            if full_lo is not None:
+                alts.append(seq(nz, rep(dig, full_lo - 1, w - 2)))
+                full_lo = None
+            alts.append(_fixed_width_range(lo, hi))
+        w += 1
+    if full_lo is not None:
+        alts.append(seq(nz, rep(dig, full_lo - 1, w - 2)))
+    return alt(*alts)
+
+
+def int_range_expr(n):
+    lo = None if n.lo is None else int(ir._ceil(n.lo)) + (1 if n.lo_x and n.lo == ir._ceil(n.lo) else 0)
+    hi = None if n.hi is None else int(ir._floor(n.hi)) - (1 if n.hi_x and n.hi == ir._floor(n.hi) else 0)
+    if lo is not None and hi is not None and lo > hi:
+        return None
+    alts = []
+    if hi is None or hi >= 0:
+        alts.append(_nonneg_range(max(lo, 0) if lo is not None else 0, hi))
+    if lo is None or lo < 0:
+        # negative part: "-" then magnitudes in [max(1, -hi), -lo]
+        mlo = 1 if hi is None or hi >= 0 else -hi
+        mhi = None if lo is None else -lo
+        alts.append(seq(lit("-"), _nonneg_range(mlo, mhi)))
+    return alt(*alts)

@@ -36,19 +36,27 @@ def ref(name: str):
 
 def seq(*items):
     out = []
+    last_lit = False
     for e in items:
         if e is None:
             return None
-        if e[0] == "seq":
+        k = e[0]
+        if k == "seq":
             for x in e[1]:
-                if out and x[0] == "lit" and out[-1][0] == "lit":
+                if last_lit and x[0] == "lit":
                     out[-1] = ("lit", out[-1][1] + x[1])
                 else:
                     out.append(x)
-        elif e[0] == "lit" and out and out[-1][0] == "lit":
-            out[-1] = ("lit", out[-1][1] + e[1])
+                    last_lit = x[0] == "lit"
+        elif k == "lit":
+            if last_lit:
+                out[-1] = ("lit", out[-1][1] + e[1])
+            else:
+                out.append(e)
+                last_lit = True
         else:
             out.append(e)
+            last_lit = False
     if len(out) == 1:
         return out[0]
     return ("seq", tuple(out))
@@ -56,15 +64,14 @@ def seq(*items):
 
 def alt(*items):
     out = []
+    seen = set()
     for e in items:
         if e is None:
             continue
-        if e[0] == "alt":
-            for x in e[1]:
-                if x not in out:
-                    out.append(x)
-        elif e not in out:
-            out.append(e)
+        for x in (e[1] if e[0] == "alt" else (e,)):
+            if x not in seen:
+                seen.add(x)
+                out.append(x)
     if not out:
         return None
     if len(out) == 1:
@@ -142,45 +149,63 @@ def _print_class_uncached(c) -> str:
     return ("[^" if use_neg else "[") + "".join(parts) + "]"
 
 
+_lit_text: dict = {}
+
+
+def _print_lit(t: str) -> str:
+    r = _lit_text.get(t)
+    if r is None:
+        r = '"' + "".join([_esc_cp(ord(ch), False) for ch in t]) + '"'
+        if len(_lit_text) > 16384:
+            _lit_text.clear()
+        _lit_text[t] = r
+    return r
+
+
 def print_expr(e, prec: int = 0) -> str:
     """prec: 0 = alternatives allowed, 1 = inside a sequence, 2 = operand of a quantifier."""
     k = e[0]
+    if k == "ref":
+        return e[1]
     if k == "lit":
-        return '"' + "".join(_esc_cp(ord(ch), False) for ch in e[1]) + '"'
+        return _print_lit(e[1])
     if k == "cls":
         c = e[1]
         if len(c) == 1 and c[0][0] == c[0][1]:
-            return '"' + _esc_cp(c[0][0], False) + '"'
+            return _print_lit(chr(c[0][0]))
         return _print_class(c)
-    if k == "ref":
-        return e[1]
     if k == "seq":
-        if not e[1]:
+        xs = e[1]
+        if not xs:
             return '""'
-        items = []
-        for x in e[1]:
-            if x[0] == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
+        parts = []
+        pending = None
+        for x in xs:
+            kx = x[0]
+            if kx == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
                 x = ("lit", chr(x[1][0][0]))
-            if x[0] == "lit" and items and items[-1][0] == "lit":
-                items[-1] = ("lit", items[-1][1] + x[1])
-            else:
-                items.append(x)
-        s = " ".join(print_expr(x, 1) for x in items)
-        return "(" + s + ")" if prec >= 2 and len(items) > 1 else s
+                kx = "lit"
+            if kx == "lit":
+                pending = x[1] if pending is None else pending + x[1]
+                continue
+            if pending is not None:
+                parts.append(_print_lit(pending))
+                pending = None
+            parts.append(x[1] if kx == "ref" else print_expr(x, 1))
+        if pending is not None:
+            parts.append(_print_lit(pending))
+        s = " ".join(parts)
+        return "(" + s + ")" if prec >= 2 and len(parts) > 1 else s
     if k == "alt":
-        s = " | ".join(print_expr(x, 1) for x in e[1])
+        s = " | ".join([x[1] if x[0] == "ref" else print_expr(x, 1) for x in e[1]])
         return "(" + s + ")" if prec >= 1 else s
     if k == "rep":
         inner = print_expr(e[1], 2)
         lo, hi = e[2], e[3]
-        if lo == 0 and hi is None:
-            q = "*"
-        elif lo == 1 and hi is None:
-            q = "+"
+        if hi is None:
+            q = "*" if lo == 0 else ("+" if lo == 1 else "{%d,}" % lo)
         elif lo == 0 and hi == 1:
             q = "?"
-        elif hi is None:
-            q = "{%d,}" % lo
         elif lo == hi:
             q = "{%d}" % lo
         else:
@@ -250,6 +275,7 @@ class Grammar:
 
     def __init__(self):
         self.rules: dict = {}
+        self.may_be_empty = False
 
     def has(self, name):
         return name in self.rules
@@ -266,21 +292,34 @@ class Grammar:
         return f"{base}_{i}"
 
     def finalize(self, root: str) -> str | None:
-        """Prunes unproductive parts, drops unreachable rules, merges rules with identical
-        bodies and prints. Returns None when the root derives nothing."""
+        """Prunes unproductive parts, drops unreachable rules and prints (rules with equal
+        bodies are merged by the emitter). Returns None when the root derives nothing."""
         rules = {k: v for k, v in self.rules.items() if v is not None}
         refs = {}
-        rev: dict = {}
+        missing = False
         for name, body in rules.items():
             out: list = []
             walk_refs(body, out)
-            rs = list(dict.fromkeys(out))
-            refs[name] = rs
-            for r in rs:
-                rev.setdefault(r, set()).add(name)
+            refs[name] = out
+            if not missing:
+                for r in out:
+                    if r not in rules:
+                        missing = True
+                        break
         # Productive rules: worklist, re-checking the users of a rule that became productive.
         prod: set = set()
-        work = list(rules)
+        if not self.may_be_empty and not missing and len(rules) == len(self.rules):
+            # Every rule is defined and non-empty by construction; only recursion can make a
+            # rule unproductive, and the emitter flags that case (may_be_empty).
+            prod = set(rules)
+            work = []
+        else:
+            work = list(rules)
+        rev: dict = {}
+        if work:
+            for name, rs in refs.items():
+                for r in rs:
+                    rev.setdefault(r, set()).add(name)
         while work:
             name = work.pop()
             if name in prod:
@@ -290,12 +329,12 @@ class Grammar:
                 work.extend(u for u in rev.get(name, ()) if u not in prod)
         if root not in prod:
             return None
-        if len(prod) != len(rules) or any(r not in rules for r in rev):
+        if len(prod) != len(rules) or missing:
             rules = {k: _prune(v, prod) for k, v in rules.items() if k in prod}
             for name, body in rules.items():
                 out = []
                 walk_refs(body, out)
-                refs[name] = list(dict.fromkeys(out))
+                refs[name] = out
         # Reachable rules in BFS order from the root (the printing order).
         order = [root]
         seen_r = {root}
@@ -306,43 +345,6 @@ class Grammar:
                     seen_r.add(r)
                     order.append(r)
             i += 1
-        rules = {k: rules[k] for k in order}
-        # Merge rules with identical bodies (hash-consing to a fixpoint): when a rule is
-        # merged into another, the rules that use it are rewritten and re-examined.
-        rev = {}
-        for name in order:
-            for r in refs[name]:
-                rev.setdefault(r, set()).add(name)
-        canon: dict = {}
-        work = list(reversed(order))
-        queued = set(work)
-        while work:
-            name = work.pop()
-            queued.discard(name)
-            if name not in rules:
-                continue
-            body = rules[name]
-            other = canon.get(body)
-            if other is None or other == name or other not in rules:
-                canon[body] = name
-                continue
-            if name == root:
-                name, other = other, name
-                body = rules[name]
-            # merge `name` into `other`
-            del rules[name]
-            m = {name: other}
-            for user in rev.pop(name, ()):
-                if user not in rules:
-                    continue
-                old = rules[user]
-                if canon.get(old) == user:
-                    del canon[old]
-                rules[user] = _rename(old, m)
-                rev.setdefault(other, set()).add(user)
-                if user not in queued:
-                    queued.add(user)
-                    work.append(user)
         out = []
         for name in order:
             body = rules.get(name)
@@ -490,11 +492,11 @@ def hex4(ranges):
 
 _SHORT_ESC = {0x22: '"', 0x5C: "\\", 0x2F: "/", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 RAW_OK = cs.difference(cs.SCALARS, cs.normalize([(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]))
-# Code points whose \uXXXX spelling is accepted in *constrained* strings (patterns, formats,
-# literals, key exclusions): control characters and everything outside ASCII -- the
-# characters json.dumps(ensure_ascii=True) escapes. Printable ASCII is accepted in its raw
-# form (and '"', '\\', '/' in their short escapes) only: a subset of the spellings, never
-# a superset, and far smaller grammars. Unconstrained strings accept every spelling.
+# Code points whose \uXXXX spelling is accepted in object *keys* (listed names, excluded
+# names, key patterns): control characters and everything outside ASCII -- the characters
+# json.dumps(ensure_ascii=True) escapes. Printable ASCII is accepted in its raw form (and
+# '"', '\\', '/' in their short escapes) only: a subset of the spellings, never a superset,
+# and much smaller key automata. String values accept every spelling.
 U_ELIGIBLE = cs.difference(cs.SCALARS, ((0x20, 0x7F),))
 _json_char_cache: dict = {}
 

@@ -152,12 +152,13 @@ class Obj(Node):
 
 class Enum(Node):
     """A finite set of JSON values (``keys``: their canonical equality keys)."""
-    __slots__ = ("values", "keys")
+    __slots__ = ("values", "keys", "keyset")
     kind = "enum"
 
     def __init__(self, values, keys=None):
         self.values = tuple(values)
         self.keys = tuple(keys) if keys is not None else tuple(jkey(v) for v in self.values)
+        self.keyset = frozenset(self.keys)
 
 
 class Ref(Node):
@@ -231,6 +232,24 @@ def regex_dfa(ast):
     return d
 
 
+_nfa_cache: dict = {}
+
+
+def regex_match(ast, s: str) -> bool:
+    """Full match of ``s`` against a regex AST: the cached DFA when one exists, else an NFA
+    simulation (no subset construction, cheap for the few literal keys we test)."""
+    d = _dfa_cache.get(ast)
+    if d is not None:
+        return d.run(s)
+    nfa = _nfa_cache.get(ast)
+    if nfa is None:
+        nfa = fa.compile_nfa(ast)
+        if len(_nfa_cache) > 2048:
+            _nfa_cache.clear()
+        _nfa_cache[ast] = nfa
+    return fa.nfa_match(nfa, s)
+
+
 def validate(cx, u, v, depth=0) -> bool:
     if depth > 200:
         raise NotExpressible("validation recursion too deep")
@@ -255,7 +274,7 @@ def validate_node(cx, n, v, depth=0) -> bool:
         return validate(cx, cx.ref_union(n.name), v, depth + 1)
     if k == "enum":
         kv = jkey(v)
-        return kv in n.keys
+        return kv in n.keyset
     t = json_type(v)
     if k != t:
         return False
@@ -291,10 +310,10 @@ def validate_node(cx, n, v, depth=0) -> bool:
         if any(0xD800 <= ord(c) <= 0xDFFF for c in v):
             return False
         for ast, _ in n.pos:
-            if not regex_dfa(ast).run(v):
+            if not regex_match(ast, v):
                 return False
         for ast, _ in n.neg:
-            if regex_dfa(ast).run(v):
+            if regex_match(ast, v):
                 return False
         return True
     if k == "array":
@@ -330,14 +349,14 @@ def validate_node(cx, n, v, depth=0) -> bool:
                 return False
             matched = []
             for ast, su in n.patterns:
-                if regex_dfa(ast).run(key):
+                if regex_match(ast, key):
                     matched.append(ast)
                     if not validate(cx, su, x, depth + 1):
                         return False
             for su, keys, pats in n.addl:
                 if key in keys:
                     continue
-                if any(regex_dfa(p).run(key) for p in pats):
+                if any(regex_match(p, key) for p in pats):
                     continue
                 if not validate(cx, su, x, depth + 1):
                     return False
@@ -400,7 +419,7 @@ def intersect_node(cx, x, y):
         return cx.intersect_ref(x, y)
     if kx == "enum" or ky == "enum":
         if kx == "enum" and ky == "enum":
-            keep = [(v, k) for v, k in zip(x.values, x.keys) if k in y.keys]
+            keep = [(v, k) for v, k in zip(x.values, x.keys) if k in y.keyset]
         else:
             e, o = (x, y) if kx == "enum" else (y, x)
             keep = [(v, k) for v, k in zip(e.values, e.keys) if validate_node(cx, o, v)]
@@ -652,7 +671,8 @@ def definitely_empty(cx, u, depth=0) -> bool:
 def node_definitely_empty(cx, n, depth) -> bool:
     k = n.kind
     if k == "ref":
-        return False
+        u = cx.try_ref_union(n.name)
+        return u is not None and definitely_empty(cx, u, depth + 1)
     if k == "enum":
         return not n.values
     if k == "number":
@@ -698,7 +718,7 @@ def node_definitely_empty(cx, n, depth) -> bool:
                 return True
             for ast, su in n.patterns:
                 try:
-                    if regex_dfa(ast).run(r) and definitely_empty(cx, su, depth + 1):
+                    if regex_match(ast, r) and definitely_empty(cx, su, depth + 1):
                         return True
                 except rx.RegexUnsupported:
                     pass
@@ -706,7 +726,7 @@ def node_definitely_empty(cx, n, depth) -> bool:
                 if su or r in keys:
                     continue
                 try:
-                    if not any(regex_dfa(p).run(r) for p in pats):
+                    if not any(regex_match(p, r) for p in pats):
                         return True
                 except rx.RegexUnsupported:
                     pass

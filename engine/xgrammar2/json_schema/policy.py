@@ -92,11 +92,11 @@ KEYWORD_POLICY: dict = {
     # --- objects
     "properties": (E, "emitted in schema order; optional ones may be skipped"),
     "required": (E, "exact"),
-    "additionalProperties": (E, "bool or schema; extra keys come after the listed ones, exclude "
-                                "the listed names and match no patternProperties"),
+    "additionalProperties": (E, "bool or schema; extra keys come after the listed ones and never spell "
+                                "a listed name; keys matching patternProperties get those schemas"),
     "patternProperties": (E, "exact key regions (pattern combinations × listed names)"),
     "propertyNames": (E, "string constraints on every key"),
-    "minProperties": (E, "exact counting"),
+    "minProperties": (E, "exact counting (see \"duplicate keys\" below)"),
     "maxProperties": (E, "exact counting"),
     "unevaluatedProperties": (E, "keys not evaluated by properties/patternProperties/"
                                  "additionalProperties of the same schema object (after "

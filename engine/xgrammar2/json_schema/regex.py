@@ -61,6 +61,7 @@ def cat(*parts):
 
 def alt(*parts):
     out = []
+    seen = set()
     sets = None
     for p in parts:
         if p[0] == "alt":
@@ -72,7 +73,8 @@ def alt(*parts):
                 continue
             if q[0] == "set":
                 sets = q[1] if sets is None else cs.union(sets, q[1])
-            elif q not in out:
+            elif q not in seen:
+                seen.add(q)
                 out.append(q)
     if sets is not None:
         out.insert(0, ("set", sets))
