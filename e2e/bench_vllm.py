@@ -45,19 +45,8 @@ import sys
 import time
 from pathlib import Path
 
-from e2e_helpers import TINY_SERVER_ARGS, start_server
+from e2e_helpers import PERSON, TINY_SERVER_ARGS, start_server
 
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 10},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "color": {"enum": ["red", "green", "blue"]},
-        "ok": {"type": "boolean"},
-    },
-    "required": ["name", "age", "color", "ok"],
-    "additionalProperties": False,
-}
 MSG = [{"role": "user", "content": "Reply in the requested format, please. " * 4}]
 
 SHARED = Path(os.environ.get("XGR2_SHARED", Path(__file__).resolve().parents[2] / "shared"))

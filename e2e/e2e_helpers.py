@@ -53,3 +53,17 @@ def client(srv, async_=False):
 
     cls = openai.AsyncOpenAI if async_ else openai.OpenAI
     return cls(base_url=srv.base_url, api_key="EMPTY", timeout=300, max_retries=0)
+
+
+# The object schema the tiny-model server tests and the end-to-end benchmark both request.
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 10},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "color": {"enum": ["red", "green", "blue"]},
+        "ok": {"type": "boolean"},
+    },
+    "required": ["name", "age", "color", "ok"],
+    "additionalProperties": False,
+}

@@ -13,23 +13,12 @@ import re
 
 import pytest
 
-from e2e_helpers import HAVE_VLLM, SKIP_REASON, client
+from e2e_helpers import HAVE_VLLM, PERSON, SKIP_REASON, client
 
 pytestmark = pytest.mark.skipif(not HAVE_VLLM, reason=SKIP_REASON)
 
 MSG = [{"role": "user", "content": "Reply in the requested format."}]
 
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 10},
-        "age": {"type": "integer", "minimum": 0, "maximum": 120},
-        "color": {"enum": ["red", "green", "blue"]},
-        "ok": {"type": "boolean"},
-    },
-    "required": ["name", "age", "color", "ok"],
-    "additionalProperties": False,
-}
 
 
 def _oracle(tiny_server):
