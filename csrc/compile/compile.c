@@ -11,39 +11,73 @@ static void fill_defaults(xgr_compile_options *o) {
     if (o->cross_grammar_cache == 0) o->cross_grammar_cache = 1;
 }
 
-/* Every rule must derive some finite string, or a matcher could accept a prefix it can
- * never finish; reject such grammars up front. */
-static int check_productive(const xgr_fsm *f) {
-    uint8_t *prod_rule = xgr_calloc((size_t)f->n_rules + 1, 1);
-    uint8_t *prod_state = xgr_calloc((size_t)f->n_states + 1, 1);
-    if (!prod_rule || !prod_state) {
-        free(prod_rule);
-        free(prod_state);
-        return XGR_ERR_NOMEM;
-    }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (int32_t s = 0; s < f->n_states; s++) {
-            if (prod_state[s]) continue;
-            int32_t r = f->state_rule[s];
-            int ok = f->rule_kind[r] == XGR_RULE_REPEAT ? f->repeat_min[r] == 0 : f->final[s];
-            for (int32_t e = f->edge_begin[s]; !ok && e < f->edge_begin[s + 1]; e++) {
-                const xgr_edge *ed = &f->edges[e];
-                if (ed->ref < 0)
-                    ok = prod_state[ed->target];
-                else if (f->rule_kind[r] == XGR_RULE_REPEAT)
-                    ok = prod_rule[ed->ref]; /* loop until min reached */
-                else
-                    ok = prod_rule[ed->ref] && prod_state[ed->target];
-            }
-            if (ok) {
-                prod_state[s] = 1;
-                if (s == f->rule_start[r] && !prod_rule[r]) prod_rule[r] = 1;
-                changed = 1;
-            }
+/* Can state s derive a finite string, given what is known productive so far? */
+static int state_productive(const xgr_fsm *f, const uint8_t *prod_rule, const uint8_t *prod_state,
+                            int32_t s) {
+    int32_t r = f->state_rule[s];
+    if (f->rule_kind[r] == XGR_RULE_REPEAT ? f->repeat_min[r] == 0 : f->final[s]) return 1;
+    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+        const xgr_edge *ed = &f->edges[e];
+        if (ed->ref < 0) {
+            if (prod_state[ed->target]) return 1;
+        } else if (f->rule_kind[r] == XGR_RULE_REPEAT) {
+            if (prod_rule[ed->ref]) return 1; /* loop until min reached */
+        } else if (prod_rule[ed->ref] && prod_state[ed->target]) {
+            return 1;
         }
     }
+    return 0;
+}
+
+/* Every rule must derive some finite string, or a matcher could accept a prefix it can
+ * never finish; reject such grammars up front. A worklist over reverse dependencies
+ * (edge targets and referenced rules' start states) keeps this linear in the edges. */
+static int check_productive(const xgr_fsm *f) {
+    int32_t ns = f->n_states, ne = f->n_edges;
+    uint8_t *prod_rule = xgr_calloc((size_t)f->n_rules + 1, 1);
+    uint8_t *prod_state = xgr_calloc((size_t)ns + 1, 1);
+    int32_t *dep_begin = xgr_calloc((size_t)ns + 2, sizeof *dep_begin);
+    int32_t *dep = xgr_malloc(((size_t)ne * 2 + 1) * sizeof *dep);
+    int32_t *work = xgr_malloc(((size_t)ns + 1) * sizeof *work);
     int rc = XGR_OK;
+    if (!prod_rule || !prod_state || !dep_begin || !dep || !work) {
+        rc = XGR_ERR_NOMEM;
+        goto out;
+    }
+    /* dep lists, CSR by the state depended on: who must be re-examined when it becomes
+     * productive (a referenced rule is represented by its start state). */
+    for (int32_t s = 0; s < ns; s++)
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            dep_begin[f->edges[e].target + 1]++;
+            if (f->edges[e].ref >= 0) dep_begin[f->rule_start[f->edges[e].ref] + 1]++;
+        }
+    for (int32_t s = 0; s < ns; s++) dep_begin[s + 1] += dep_begin[s];
+    int32_t *fill = work; /* reused as a cursor array before the worklist starts */
+    memcpy(fill, dep_begin, (size_t)ns * sizeof *fill);
+    for (int32_t s = 0; s < ns; s++)
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            dep[fill[f->edges[e].target]++] = s;
+            if (f->edges[e].ref >= 0) dep[fill[f->rule_start[f->edges[e].ref]]++] = s;
+        }
+    int32_t n_work = 0;
+    for (int32_t s = 0; s < ns; s++)
+        if (state_productive(f, prod_rule, prod_state, s)) {
+            prod_state[s] = 1;
+            work[n_work++] = s;
+        }
+    for (int32_t s = 0; s < ns; s++)
+        if (prod_state[s] && s == f->rule_start[f->state_rule[s]]) prod_rule[f->state_rule[s]] = 1;
+    while (n_work > 0) {
+        int32_t t = work[--n_work];
+        if (t == f->rule_start[f->state_rule[t]]) prod_rule[f->state_rule[t]] = 1;
+        for (int32_t k = dep_begin[t]; k < dep_begin[t + 1]; k++) {
+            int32_t s = dep[k];
+            if (prod_state[s] || !state_productive(f, prod_rule, prod_state, s)) continue;
+            prod_state[s] = 1;
+            if (s == f->rule_start[f->state_rule[s]]) prod_rule[f->state_rule[s]] = 1;
+            work[n_work++] = s;
+        }
+    }
     for (int32_t r = 0; r < f->n_rules; r++)
         if (!prod_rule[r]) {
             rc = xgr_fail(XGR_ERR_SEMANTIC,
@@ -51,8 +85,12 @@ static int check_productive(const xgr_fsm *f) {
                           f->rule_name[r] ? f->rule_name[r] : "?");
             break;
         }
+out:
     free(prod_rule);
     free(prod_state);
+    free(dep_begin);
+    free(dep);
+    free(work);
     return rc;
 }
 
@@ -125,6 +163,7 @@ static void compiled_free(xgr_compiled *c) {
     free(c->slot_state);
     free(c->slot_parent);
     free(c->rule_flat);
+    free(c->rule_opaque);
     free(c->ref_begin);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
@@ -170,13 +209,15 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     }
     if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
     c->rule_flat = xgr_malloc((size_t)c->fsm->n_rules + 1);
+    c->rule_opaque = xgr_calloc((size_t)c->fsm->n_rules + 1, 1);
     c->rule_keys = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_keys);
-    if (!c->rule_flat || !c->rule_keys) {
+    if (!c->rule_flat || !c->rule_opaque || !c->rule_keys) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
     for (int32_t r = 0; r < c->fsm->n_rules; r++) {
         c->rule_flat[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL;
+        c->rule_opaque[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL && c->fsm->rule_dispatch[r];
         atomic_init(&c->rule_keys[r], NULL);
     }
     for (int32_t e = 0; e < c->fsm->n_edges; e++)
@@ -219,7 +260,8 @@ static int64_t entry_cost(const xgr_compiled *c, xgr_parser *p, int32_t s) {
     int64_t cost = 1;
     for (int b = 0; b < 256; b++)
         if ((bits[b >> 5] >> (b & 31)) & 1) cost += c->vocab->first_byte_count[b];
-    return c->rule_flat[c->fsm->state_rule[s]] ? cost / 10 + 1 : cost;
+    int32_t r = c->fsm->state_rule[s];
+    return c->rule_flat[r] || c->rule_opaque[r] ? cost / 10 + 1 : cost;
 }
 
 int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {

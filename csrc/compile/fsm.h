@@ -47,6 +47,8 @@ typedef struct xgr_fsm {
     int32_t *rule_lookahead;  /* rule id whose language must follow this rule, or -1.
                                * Used only to sharpen the mask cache; the grammar
                                * author guarantees it is implied by the grammar. */
+    uint8_t *rule_dispatch;   /* 1: a TagDispatch rule (free text watched by triggers); its
+                               * references are entered only after a whole trigger */
 
     int32_t n_states;
     int32_t *state_rule;      /* owning rule of each state */

@@ -72,7 +72,7 @@ static int get_rule(lw_ctx *c, int32_t src, int32_t a, int32_t b, int32_t cc,
         free(name);
         return rc;
     }
-    lw_orule o = {src, a, b, cc, XGR_RULE_NORMAL, 0, 0, -1, name};
+    lw_orule o = {src, a, b, cc, XGR_RULE_NORMAL, 0, 0, -1, name, 0};
     if (src == LW_SRC_RULE) {
         uint8_t f = c->rflags[a];
         o.nullable = (uint8_t)(!b && (f & RF_NULLABLE));
@@ -305,6 +305,7 @@ void xgr_fsm_free(xgr_fsm *f) {
     free(f->repeat_min);
     free(f->repeat_max);
     free(f->rule_lookahead);
+    free(f->rule_dispatch);
     free(f->state_rule);
     free(f->final);
     free(f->edge_begin);
@@ -323,7 +324,8 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
     f->repeat_min = xgr_malloc(nr * sizeof(int32_t));
     f->repeat_max = xgr_malloc(nr * sizeof(int32_t));
     f->rule_lookahead = xgr_malloc(nr * sizeof(int32_t));
-    if (!f->rule_name || !f->rule_kind || !f->rule_nullable || !f->repeat_child ||
+    f->rule_dispatch = xgr_calloc(nr, 1);
+    if (!f->rule_name || !f->rule_kind || !f->rule_nullable || !f->repeat_child || !f->rule_dispatch ||
         !f->repeat_min || !f->repeat_max || !f->rule_lookahead || XGR_VEC_RESERVE(o->edges, 1) || XGR_VEC_RESERVE(o->final, 1) ||
         XGR_VEC_RESERVE(o->state_rule, 1)) {
         xgr_fsm_free(f);
@@ -341,6 +343,7 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
         f->repeat_min[i] = r->kind == XGR_RULE_REPEAT ? r->b : 0;
         f->repeat_max[i] = r->kind == XGR_RULE_REPEAT ? r->c : 0;
         f->rule_lookahead[i] = r->lookahead;
+        f->rule_dispatch[i] = r->dispatch;
     }
     f->rule_start = o->start.data;
     o->start.data = NULL;
@@ -456,8 +459,10 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
         const lw_dfa *d = &tdd;
         int64_t remaining = c.max_states - (int64_t)o.state_rule.len;
         if (r.src == LW_SRC_RULE && g->nodes.data[g->rules.data[r.a].body].kind ==
-                                        XGR_NODE_TAG_DISPATCH)
+                                        XGR_NODE_TAG_DISPATCH) {
+            c.orules.data[i].dispatch = 1;
             rc = lw_td_build(&c, (int32_t)i, remaining, &tdd);
+        }
         else
             rc = build_rule_dfa(&c, ws, (int32_t)i, remaining, &d);
         if (rc || (rc = emit(&c, &o, (int32_t)i, d))) goto done;

@@ -98,6 +98,7 @@ typedef struct {
     uint8_t ne;       /* derives a non-empty string */
     int32_t lookahead; /* output rule id or -1 */
     char *name;
+    uint8_t dispatch;  /* built from a TagDispatch body */
 } lw_orule;
 
 typedef struct lw_ctx {

@@ -10,8 +10,8 @@ static int put32(bytes_vec *b, int32_t x) {
     return XGR_OK;
 }
 
-int xgr_closure_key(const xgr_fsm *f, int32_t rule, size_t max_bytes, uint8_t **out,
-                    size_t *out_len, uint64_t *hash) {
+int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes,
+                    uint8_t **out, size_t *out_len, uint64_t *hash) {
     int32_t *local = xgr_malloc(((size_t)f->n_rules + 1) * sizeof *local);
     XGR_VEC(int32_t) order = {0};
     bytes_vec b = {0};
@@ -20,6 +20,9 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, size_t max_bytes, uint8_t **
     for (int32_t r = 0; r < f->n_rules; r++) local[r] = -1;
     local[rule] = 0;
     if (XGR_VEC_PUSH(order, rule)) rc = XGR_ERR_NOMEM;
+    /* An opaque key stands for entries that never look inside references; the tag word
+     * keeps it apart from every closure key. */
+    if (!rc && opaque) rc = put32(&b, 0x4f504151);
     /* Breadth-first over references in edge order gives every reachable rule a number
      * that depends only on the structure seen from `rule`. */
     for (size_t q = 0; !rc && q < order.len; q++) {
@@ -36,6 +39,8 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, size_t max_bytes, uint8_t **
                 int32_t lab;
                 if (ed->ref < 0) {
                     lab = -1 - (ed->lo | ed->hi << 8);
+                } else if (opaque) {
+                    lab = INT32_MIN;
                 } else {
                     if (local[ed->ref] < 0) {
                         local[ed->ref] = (int32_t)order.len;

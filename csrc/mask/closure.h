@@ -11,8 +11,10 @@
 #include "../compile/fsm.h"
 
 /* *out (caller frees) receives the serialisation of rule's closure; *hash its 64-bit
- * hash. Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes. */
-int xgr_closure_key(const xgr_fsm *f, int32_t rule, size_t max_bytes, uint8_t **out,
-                    size_t *out_len, uint64_t *hash);
+ * hash. With `opaque`, only the rule itself is serialised, every reference standing for
+ * "some rule": the key of entries computed without entering references (mask_cache.c).
+ * Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes. */
+int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes,
+                    uint8_t **out, size_t *out_len, uint64_t *hash);
 
 #endif

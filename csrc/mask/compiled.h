@@ -77,6 +77,11 @@ struct xgr_compiled {
     int32_t *slot_parent; /* per pair slot: the caller state p */
     int32_t *ref_begin;   /* per state: first ref edge (byte edges come first) */
     uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
+    /* per rule: plain entries stop at references (a token that would enter one stays
+     * uncertain), so they depend on the rule alone and are shared by every grammar with
+     * the same rule, whatever it references. Set for TagDispatch rules, whose references
+     * (the tag bodies, different in every request) start only after a whole trigger. */
+    uint8_t *rule_opaque;
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     atomic_size_t memory;

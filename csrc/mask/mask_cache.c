@@ -8,6 +8,12 @@
 
 enum { V_ACCEPT = 0, V_REJECT = 1, V_UNCERTAIN = 2 };
 
+/* pop[] flags: the rule can end here (POP_END), or a reference starts here in an opaque
+ * rule (POP_REF, see compiled.h rule_opaque). A stored pop depth with POP_REF_BIT set
+ * marks the latter: no follow check applies, the token stays uncertain. */
+enum { POP_END = 1, POP_REF = 2 };
+#define POP_REF_BIT 0x8000u
+
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
     if (e->owns_base) xgr_mask_entry_release(e->base);
@@ -59,6 +65,7 @@ typedef struct {
     int32_t rule_start;  /* flat: first state of the rule */
     int32_t *table;      /* flat: (state - rule_start) * 256 + byte -> target, -1 dead */
     int32_t *dstate;     /* flat: state at each depth */
+    uint8_t *pop_at;     /* flat: per local state, POP_END / POP_REF flags */
 } walker;
 
 static int walker_flat_init(walker *w, const xgr_fsm *f, int32_t state, size_t depth_cap) {
@@ -68,12 +75,20 @@ static int walker_flat_init(walker *w, const xgr_fsm *f, int32_t state, size_t d
     w->rule_start = s0;
     w->table = xgr_malloc((size_t)(s1 - s0) * 256 * sizeof *w->table);
     w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
-    if (!w->table || !w->dstate) return XGR_ERR_NOMEM;
+    w->pop_at = xgr_calloc((size_t)(s1 - s0) + 1, 1);
+    if (!w->table || !w->dstate || !w->pop_at) return XGR_ERR_NOMEM;
     memset(w->table, 0xff, (size_t)(s1 - s0) * 256 * sizeof *w->table);
-    for (int32_t s = s0; s < s1; s++)
-        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
+    for (int32_t s = s0; s < s1; s++) {
+        w->pop_at[s - s0] = f->final[s] ? POP_END : 0;
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            if (f->edges[e].ref >= 0) { /* only in opaque rules */
+                w->pop_at[s - s0] |= POP_REF;
+                continue;
+            }
             for (int b = f->edges[e].lo; b <= f->edges[e].hi; b++)
                 w->table[(size_t)(s - s0) * 256 + (size_t)b] = f->edges[e].target;
+        }
+    }
     w->dstate[0] = state;
     return XGR_OK;
 }
@@ -84,7 +99,7 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
         *alive = t >= 0;
         if (t >= 0) {
             w->dstate[d + 1] = t;
-            *popped = w->f->final[t];
+            *popped = w->pop_at[t - w->rule_start];
         }
         return XGR_OK;
     }
@@ -141,7 +156,7 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
         xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
-    } else if (c->rule_flat[pop_rule]) {
+    } else if (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule]) {
         rc = walker_flat_init(&w, c->fsm, state, depth_cap);
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
@@ -168,8 +183,8 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
                 break;
             }
             d++;
-            pop[d] = popped ? 1 : 0;
-            npop[d] = npop[d - 1] + pop[d];
+            pop[d] = (uint8_t)popped;
+            npop[d] = npop[d - 1] + (popped != 0);
         }
         cur = d;
         if (!dead) {
@@ -194,7 +209,11 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
                 verdict[j] = V_REJECT;
                 for (int32_t e = 1; e <= d; e++)
                     if (pop[e] && (uint32_t)e < lj) {
-                        if (XGR_VEC_PUSH(*pops, j) || XGR_VEC_PUSH(*pops, e)) {
+                        /* depths beyond the 15-bit field keep the token uncertain */
+                        int32_t rec = (pop[e] & POP_REF) || e >= (int32_t)POP_REF_BIT
+                                          ? (int32_t)(POP_REF_BIT | (e & 0x7fff))
+                                          : e;
+                        if (XGR_VEC_PUSH(*pops, j) || XGR_VEC_PUSH(*pops, rec)) {
                             rc = XGR_ERR_NOMEM;
                             goto out;
                         }
@@ -216,6 +235,7 @@ out:
     free(npop);
     free(w.table);
     free(w.dstate);
+    free(w.pop_at);
     return rc;
 }
 
@@ -331,7 +351,7 @@ static int sharpen(const xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
         for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1]; k++) {
             uint32_t d = raw->pop_depth[k];
-            if (follow_memo(fo, rule, tab, cap, tok + d, len - d)) {
+            if ((d & POP_REF_BIT) || follow_memo(fo, rule, tab, cap, tok + d, len - d)) {
                 unc[n++] = raw->uncertain[i];
                 break;
             }
@@ -361,7 +381,8 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
     if (!k) {
         k = xgr_calloc(1, sizeof *k);
         if (!k) return XGR_ERR_NOMEM;
-        int rc = xgr_closure_key(c->fsm, rule, (size_t)16 << 20, &k->bytes, &k->len, &k->hash);
+        int rc = xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], (size_t)16 << 20, &k->bytes,
+                                 &k->len, &k->hash);
         if (rc == XGR_ERR_LIMIT) {
             k->unshareable = 1; /* too big to be worth sharing */
         } else if (rc) {

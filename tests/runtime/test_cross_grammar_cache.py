@@ -93,3 +93,34 @@ def test_compile_async_with_background_precompute() -> None:
         bad.result(timeout=60)
     with pytest.raises(ValueError):
         c.compile_async("nonsense", "x")
+
+
+def _dispatch_grammar(tools: list[str]) -> str:
+    bodies = " | ".join(f'("{{\\"name\\": \\"{t}\\", \\"arguments\\": " obj_{t} "}}</tool_call>")'
+                        for t in tools)
+    objs = "\n".join(f'obj_{t} ::= "{{\\"{t}_arg\\": " [0-9]+ "}}"' for t in tools)
+    return (f"root ::= TagDispatch((\"<tool_call>\", group), loop_after_dispatch=true, "
+            f"excludes=(\"</think>\"))\ngroup ::= {bodies}\n{objs}\n")
+
+
+def test_dispatch_free_text_entry_is_shared_across_tool_sets_and_exact() -> None:
+    """The free-text state of a TagDispatch rule does not depend on the tag bodies (they
+    start only after a whole trigger), so a grammar with another tool set reuses its
+    mask entry; masks stay equal to the brute-force oracle before, across and after the
+    trigger."""
+    tok = tokenizer("llama-3.1")
+    m1 = xgr.GrammarMatcher(compile_private(_dispatch_grammar(["get_weather", "search"])))
+    ok, why = masks_equal_oracle(m1, tok.vocab_size)
+    assert ok, why
+    before = xgr.get_cross_grammar_cache_stats()
+    m2 = xgr.GrammarMatcher(compile_private(_dispatch_grammar(["book_flight", "cancel", "lookup"])))
+    ok, why = masks_equal_oracle(m2, tok.vocab_size)
+    assert ok, why
+    after = xgr.get_cross_grammar_cache_stats()
+    assert after["hits"] > before["hits"], (before, after)
+    for text in ["Let me check. <tool", "Let me check. <tool_call>", 'Ok <tool_call>{"name": "lo',
+                 'x<tool_call>{"name": "cancel", "arguments": {"cancel_arg": 12}}</tool_call> then <']:
+        m = xgr.GrammarMatcher(compile_private(_dispatch_grammar(["book_flight", "cancel", "lookup"])))
+        assert m.accept_string(text), text
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, (text, why)
