@@ -1,0 +1,376 @@
+"""``XGrammar2GrammarBackend``: SGLang's grammar backend over xgrammar2, and the factory
+SGLang's ``create_grammar_backend`` calls for ``--grammar-backend xgrammar2``.
+
+Compilation runs on the backend's ``executor`` (SGLang's ``BaseGrammarBackend`` thread
+pool); xgrammar2 compiles with the GIL released and its compiler cache is thread-safe
+(concurrent compiles of one key are coalesced), so several requests compile in parallel
+without blocking the scheduler. Every compile error becomes an ``InvalidGrammarObject``
+carrying xgrammar2's message, which SGLang reports as "Failed to compile ... grammar".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import xgrammar2 as xgr2
+from sglang.srt.constrained.base_grammar_backend import (
+    BaseGrammarBackend,
+    BaseGrammarObject,
+    GrammarStats,
+    InvalidGrammarObject,
+)
+
+from . import masks
+from .grammar import XGrammar2Grammar
+
+logger = logging.getLogger("sglang.xgrammar2_sglang")
+
+__all__ = [
+    "XGrammar2GrammarBackend",
+    "TokenizerNotSupportedError",
+    "create_backend",
+    "legacy_structural_tag_to_format",
+    "tokenizer_info_for",
+]
+
+_MIB = 1024 * 1024
+
+
+class TokenizerNotSupportedError(Exception):
+    """xgrammar2 cannot build a TokenizerInfo for SGLang's tokenizer."""
+
+
+# ---- tokenizer ------------------------------------------------------------------------------
+
+
+def tokenizer_info_for(
+    tokenizer: Any, vocab_size: int, eos_token_ids: Optional[Iterable[int]] = None
+) -> Tuple["xgr2.TokenizerInfo", Optional[List[int]]]:
+    """(TokenizerInfo, override stop tokens) for SGLang's tokenizer.
+
+    Hugging Face tokenizers go through ``TokenizerInfo.from_huggingface`` with the model's
+    EOS ids as the stop tokens (as SGLang's xgrammar backend does). Tokenizers that build
+    their own upstream-xgrammar info (``init_xgrammar()``: tiktoken, Mistral) are converted
+    field by field. Raises TokenizerNotSupportedError otherwise.
+    """
+    eos = sorted({int(t) for t in eos_token_ids if 0 <= int(t) < vocab_size}) if eos_token_ids else None
+    if hasattr(tokenizer, "init_xgrammar"):
+        try:
+            up_info, override = tokenizer.init_xgrammar()
+        except Exception as e:  # noqa: BLE001
+            raise TokenizerNotSupportedError(f"{type(tokenizer).__name__}.init_xgrammar() failed: {e}") from e
+        if up_info is None:
+            raise TokenizerNotSupportedError(f"tokenizer type {type(tokenizer).__name__} is not supported")
+        try:
+            info = xgr2.TokenizerInfo(
+                list(up_info.encoded_vocab),
+                xgr2.VocabType[up_info.vocab_type.name],
+                vocab_size=int(up_info.vocab_size),
+                stop_token_ids=list(up_info.stop_token_ids) or None,
+                add_prefix_space=bool(up_info.add_prefix_space),
+            )
+        except Exception as e:  # noqa: BLE001
+            raise TokenizerNotSupportedError(f"cannot convert the tokenizer's xgrammar info: {e}") from e
+        if override is not None:
+            override = [override] if isinstance(override, int) else list(override)
+        return info, override
+    try:
+        return xgr2.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=eos), None
+    except Exception as e:  # noqa: BLE001
+        raise TokenizerNotSupportedError(f"cannot build an xgrammar2 TokenizerInfo: {e}") from e
+
+
+def _strings_in(obj: Any, out: List[str]) -> List[str]:
+    if isinstance(obj, str):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            out.append(str(k))
+            _strings_in(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _strings_in(v, out)
+    return out
+
+
+def _view_info(info: "xgr2.TokenizerInfo", named: "frozenset[int]") -> "xgr2.TokenizerInfo":
+    """The same vocabulary in which the control tokens ``named`` are literal text (so that a
+    structural tag can spell them, e.g. ``<|python_tag|>``); all other control tokens stay
+    special."""
+    explicit = list(getattr(info, "_explicit_special", None) or info.special_token_ids)
+    return xgr2.TokenizerInfo(
+        info.encoded_vocab,
+        info.vocab_type,
+        vocab_size=info.vocab_size,
+        stop_token_ids=info.stop_token_ids,
+        add_prefix_space=info.add_prefix_space,
+        special_token_ids=[i for i in explicit if i not in named],
+        added_token_ids=sorted(set(getattr(info, "_added_token_ids", []) or []) | set(named)),
+    )
+
+
+# ---- structural tags -------------------------------------------------------------------------
+
+
+def legacy_structural_tag_to_format(tag: Dict[str, Any]) -> Dict[str, Any]:
+    """SGLang's legacy ``{"structures": [{begin, schema, end}], "triggers": [...],
+    "at_least_one": bool}`` as a current structural tag (what upstream's
+    ``StructuralTag.from_legacy_structural_tag`` builds, with ``at_least_one`` kept and a
+    missing schema meaning any JSON object, as SGLang's xgrammar backend does)."""
+    structures = tag.get("structures")
+    triggers = tag.get("triggers")
+    if not isinstance(structures, list) or not isinstance(triggers, list):
+        raise ValueError("a legacy structural tag needs the lists 'structures' and 'triggers'")
+    tags = []
+    for i, s in enumerate(structures):
+        if not isinstance(s, dict) or not isinstance(s.get("begin"), str) or not isinstance(s.get("end"), str):
+            raise ValueError(f"structures[{i}] needs string 'begin' and 'end'")
+        schema = s.get("schema")
+        if schema is None:
+            schema = {}
+        elif isinstance(schema, str):
+            schema = json.loads(schema)
+        tags.append({"type": "tag", "begin": s["begin"], "content": {"type": "json_schema", "json_schema": schema},
+                     "end": s["end"]})
+    return {
+        "type": "structural_tag",
+        "format": {
+            "type": "triggered_tags",
+            "triggers": list(triggers),
+            "tags": tags,
+            "at_least_one": bool(tag.get("at_least_one", False)),
+            "stop_after_first": False,
+        },
+    }
+
+
+def _sanitize_format(fmt: Any) -> None:
+    """Missing ``json_schema`` fields mean any JSON object (SGLang's xgrammar sanitizer)."""
+    if isinstance(fmt, dict):
+        if fmt.get("type") in ("json_schema", "qwen_xml_parameter") and fmt.get("json_schema") is None:
+            fmt["json_schema"] = {}
+        for v in fmt.values():
+            if isinstance(v, (dict, list)):
+                _sanitize_format(v)
+    elif isinstance(fmt, list):
+        for v in fmt:
+            _sanitize_format(v)
+
+
+# ---- the backend -----------------------------------------------------------------------------
+
+
+class XGrammar2GrammarBackend(BaseGrammarBackend):
+    """xgrammar2 behind SGLang's grammar-backend interface."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        vocab_size: int,
+        model_eos_token_ids: Optional[Iterable[int]] = None,
+        any_whitespace: bool = True,
+        max_whitespace_cnt: Optional[int] = None,
+        whitespace_pattern: Optional[str] = None,
+        cache_limit_bytes: Optional[int] = None,
+    ) -> None:
+        super().__init__()
+        self.tokenizer_info, self.override_stop_tokens = tokenizer_info_for(
+            tokenizer, vocab_size, model_eos_token_ids
+        )
+        self.vocab_size = vocab_size
+        self.any_whitespace = bool(any_whitespace)
+        self.max_whitespace_cnt = max_whitespace_cnt if (max_whitespace_cnt or 0) > 0 else None
+        if whitespace_pattern:
+            # xgrammar2 (like SGLang's xgrammar backend) takes a whitespace policy, not a regex.
+            logger.warning(
+                "xgrammar2: --constrained-json-whitespace-pattern %r is not supported (it is an "
+                "outlines / llguidance option); using any_whitespace=%s, max_whitespace_cnt=%s",
+                whitespace_pattern, self.any_whitespace, self.max_whitespace_cnt,
+            )
+        if cache_limit_bytes is None:
+            env = os.environ.get("XGRAMMAR2_SGLANG_CACHE_MB", "")
+            cache_limit_bytes = int(env) * _MIB if env.isdigit() else None
+        self._cache_limit_bytes = cache_limit_bytes
+        self.compiler = xgr2.GrammarCompiler(
+            self.tokenizer_info, cache_enabled=True, cache_limit_bytes=cache_limit_bytes
+        )
+        n_tok = len(self.tokenizer_info.encoded_vocab)
+        explicit = getattr(self.tokenizer_info, "_explicit_special", None) or self.tokenizer_info.special_token_ids
+        self._special_texts = [
+            (i, self.tokenizer_info.encoded_vocab[i]) for i in explicit
+            if i < n_tok and isinstance(self.tokenizer_info.encoded_vocab[i], str)
+            and self.tokenizer_info.encoded_vocab[i]
+        ]
+        self._views: Dict[frozenset, "xgr2.GrammarCompiler"] = {}
+        self._views_lock = threading.Lock()
+        logger.info(
+            "xgrammar2 grammar backend: vocab %d (tokenizer %d tokens), any_whitespace=%s, "
+            "max_whitespace_cnt=%s", vocab_size, n_tok, self.any_whitespace, self.max_whitespace_cnt,
+        )
+
+    # ---- SGLang's backend-level mask helpers (used by the reasoner wrapper) ---------------
+
+    allocate_vocab_mask = staticmethod(masks.allocate_vocab_mask)
+    move_vocab_mask = staticmethod(masks.move_vocab_mask)
+    apply_vocab_mask = staticmethod(masks.apply_vocab_mask)
+    set_token_filter = staticmethod(masks.set_token_filter)
+
+    @property
+    def is_support_token_filter(self) -> bool:
+        return True
+
+    # ---- compilation --------------------------------------------------------------------
+
+    def _grammar(self, ctx: "xgr2.CompiledGrammar", key_string: str, kind: str) -> XGrammar2Grammar:
+        return XGrammar2Grammar.from_compiled(
+            ctx, self.vocab_size, self.override_stop_tokens, key_string, GrammarStats(dispatch_type=kind)
+        )
+
+    def _compile(self, kind: str, key_string: str, fn: Callable[[], "xgr2.CompiledGrammar"]) -> BaseGrammarObject:
+        try:
+            ctx = fn()
+        except (KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except Exception as e:  # noqa: BLE001 - every compile failure rejects the request only
+            msg = str(e) or type(e).__name__
+            logger.warning("xgrammar2: invalid %s grammar: %s", kind, msg)
+            return InvalidGrammarObject(f"xgrammar2: {msg}")
+        return self._grammar(ctx, key_string, kind)
+
+    def json_kwargs(self) -> Dict[str, Any]:
+        """The whitespace options of JSON compiles (SGLang's --constrained-json-* flags)."""
+        kw: Dict[str, Any] = {"any_whitespace": self.any_whitespace}
+        if self.any_whitespace and self.max_whitespace_cnt is not None:
+            kw["max_whitespace_cnt"] = self.max_whitespace_cnt
+        return kw
+
+    def dispatch_json(self, key_string: str) -> BaseGrammarObject:
+        if key_string == "$$ANY$$":
+            return self._compile("json", key_string, self.compiler.compile_builtin_json_grammar)
+        return self._compile(
+            "json", key_string, lambda: self.compiler.compile_json_schema(key_string, **self.json_kwargs())
+        )
+
+    def dispatch_regex(self, key_string: str) -> BaseGrammarObject:
+        return self._compile("regex", key_string, lambda: self.compiler.compile_regex(key_string))
+
+    def dispatch_ebnf(self, key_string: str) -> BaseGrammarObject:
+        """xgrammar's EBNF dialect; also serves ``full_assistant_ebnf`` (GLM-4.7 tool turns)."""
+        return self._compile("ebnf", key_string, lambda: self.compiler.compile_grammar(key_string))
+
+    def dispatch_structural_tag(self, key_string: str) -> BaseGrammarObject:
+        return self._compile("structural_tag", key_string, lambda: self.compile_structural_tag(key_string))
+
+    def compile_structural_tag(self, key_string: str) -> "xgr2.CompiledGrammar":
+        """A legacy (``structures`` / ``triggers``) or current (``format``) structural tag."""
+        tag = json.loads(key_string)
+        if not isinstance(tag, dict):
+            raise ValueError("a structural tag must be a JSON object")
+        if tag.get("structures") is not None:
+            tag = legacy_structural_tag_to_format(tag)
+        elif tag.get("format") is None:
+            raise ValueError("a structural tag needs 'format' (or the legacy 'structures' and 'triggers')")
+        else:
+            _sanitize_format(tag["format"])
+        tag.setdefault("type", "structural_tag")
+        return self.compiler_for_tag(tag).compile_structural_tag(tag)
+
+    def compiler_for_tag(self, tag: Any) -> "xgr2.GrammarCompiler":
+        """The compiler whose vocabulary lets ``tag`` spell the control tokens it names."""
+        text = "\x00".join(_strings_in(tag, []))
+        named = frozenset(i for i, t in self._special_texts if t in text)
+        if not named:
+            return self.compiler
+        c = self._views.get(named)
+        if c is None:
+            with self._views_lock:
+                c = self._views.get(named)
+                if c is None:
+                    if len(self._views) >= 32:  # pathological: many distinct sets; drop them
+                        self._views.clear()
+                    c = xgr2.GrammarCompiler(
+                        _view_info(self.tokenizer_info, named), cache_enabled=True,
+                        cache_limit_bytes=self._cache_limit_bytes,
+                    )
+                    self._views[named] = c
+        return c
+
+    def compile_framed_grammar(self, grammar: BaseGrammarObject, frame: Callable[[dict], dict]) -> Optional[BaseGrammarObject]:
+        """Embeds ``grammar`` in the reasoning detector's answer frame. Frames are structural
+        tags with token-level elements, which xgrammar2's EBNF cannot express yet; then this
+        returns None and SGLang falls back to plain reasoner gating."""
+        if not isinstance(grammar, XGrammar2Grammar):
+            return None
+        try:
+            tag = frame({"type": "grammar", "grammar": str(grammar.ctx.grammar)})
+            key = json.dumps(tag)
+            ctx = self.compile_structural_tag(key)
+        except Exception as e:  # noqa: BLE001
+            logger.info("xgrammar2: answer frame not compiled (%s); using plain reasoner gating", e)
+            return None
+        return self._grammar(ctx, key, "structural_tag")
+
+    def reset(self) -> None:
+        super().reset()
+        self.compiler.clear_cache()
+        with self._views_lock:
+            for c in self._views.values():
+                c.clear_cache()
+            self._views.clear()
+
+
+# ---- the factory ------------------------------------------------------------------------------
+
+
+def create_backend(
+    server_args: Any, tokenizer: Any, vocab_size: int, eos_token_ids: Optional[Sequence[int]] = None
+) -> Optional[BaseGrammarBackend]:
+    """SGLang's ``init_func`` for ``xgrammar2``: the backend with SGLang's JSON whitespace
+    options, wrapped in ``ReasonerGrammarBackend`` when a reasoning parser is configured (the
+    custom-backend path of ``create_grammar_backend`` returns before SGLang would wrap it).
+    Returns None (no grammar backend, like SGLang's xgrammar fallback) when xgrammar2 cannot
+    handle the tokenizer."""
+    from sglang.srt.runtime_context import get_context, get_serving
+
+    serving = get_serving()
+    try:
+        backend: BaseGrammarBackend = XGrammar2GrammarBackend(
+            tokenizer,
+            vocab_size=vocab_size,
+            model_eos_token_ids=list(eos_token_ids) if eos_token_ids else None,
+            any_whitespace=not serving.constrained_json_disable_any_whitespace,
+            max_whitespace_cnt=serving.constrained_json_max_whitespace_cnt,
+            whitespace_pattern=serving.constrained_json_whitespace_pattern,
+        )
+    except TokenizerNotSupportedError as e:
+        if serving.enable_strict_thinking:
+            raise ValueError(
+                f"--enable-strict-thinking needs a grammar backend with token filtering, but "
+                f"xgrammar2 failed to initialize: {e}"
+            ) from e
+        logger.warning(
+            "xgrammar2 grammar backend disabled: %s. Falling back to grammar_backend='none'; "
+            "structured outputs will not be available.", e,
+        )
+        get_context().override("grammar.import_fallback", grammar_backend="none")
+        return None
+
+    if serving.reasoning_parser and tokenizer is not None:
+        from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarBackend
+        from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+        parser = ReasoningParser(model_type=serving.reasoning_parser, stream_reasoning=False, tokenizer=tokenizer)
+        if parser.detector.get_think_end_token_ids(tokenizer):
+            backend = ReasonerGrammarBackend(
+                backend, parser, tokenizer, enable_strict_thinking=serving.enable_strict_thinking
+            )
+        else:
+            logger.warning(
+                "xgrammar2: the reasoning parser's think_end_token %r cannot be encoded; "
+                "grammars apply from the first token", parser.detector.think_end_token,
+            )
+    return backend
