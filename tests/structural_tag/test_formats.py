@@ -69,6 +69,11 @@ CASES = [
       "\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n"],
      ["<arg_key>city</arg_key><arg_value>Paris</arg_value>",
       "<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>days</arg_key><arg_value>x</arg_value>"], True),
+    # A non-object root schema is the bare value (Kimi-K3's per-argument tags use this).
+    ("xml_scalar_string_root", {"type": "json_schema", "style": "qwen_xml", "json_schema": {"type": "string"}},
+     ["hello world", "a < b", ""], ["x</parameter>"], True),
+    ("xml_scalar_integer_root", {"type": "json_schema", "style": "qwen_xml", "json_schema": {"type": "integer"}},
+     ["12", "-3"], ["twelve", '"12"', "1.5"], True),
     ("xml_no_properties", {"type": "json_schema", "style": "qwen_xml", "json_schema": True},
      ["", "<parameter=any_name>text</parameter><parameter=x>[1, 2]</parameter>"],
      ["<parameter=>x</parameter>", "text"], True),

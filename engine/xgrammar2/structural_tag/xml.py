@@ -12,8 +12,9 @@ tool call as its own XML-like element instead of one JSON object, e.g. Qwen3-Cod
 
 The grammar follows upstream xgrammar's converters for these styles:
 
-* the schema must describe an object; its properties come in declared order, required ones
-  must appear, optional ones may be skipped (``any_order`` lifts the order);
+* an object schema's properties come in declared order, required ones must appear,
+  optional ones may be skipped (``any_order`` lifts the order); a root schema of another
+  type is the bare value (a plain string as raw text, else JSON), as upstream does;
 * a plain string value is raw text that cannot contain the closing element; a string with an
   ``enum`` / ``const`` is one of its raw values; other values are JSON (strings inside them
   are quoted), with whitespace allowed around;
@@ -240,12 +241,23 @@ class _Ctx:
             cache["xml_variable_name"] = self.conv.rules.add("xml_variable_name", _NAME_RULE)
         return cache["xml_variable_name"]
 
+    def bare_value(self, s: Dict[str, Any], path: str) -> str:
+        """A root schema of another type than object (e.g. Kimi-K3 tags style each argument
+        on its own): the value alone, as upstream xgrammar writes it -- a plain string is raw
+        text up to the closing element, other types are JSON."""
+        kind, parts = self.value_parts(s, path, "xml_value")
+        if kind == "any":
+            parts = [self.any_value()]
+        return self.conv.as_rule(_seq(parts), "xml_value")
+
     def object_expr(self) -> str:
         node, schema, ws = self.node, self.node.schema, self.ws
         path = path_join(node.path, "json_schema")
         s = self.resolve(schema, path)
         if s is False:
             raise StructuralTagError(path, "the schema is false: no arguments are allowed")
+        if isinstance(s, dict) and isinstance(s.get("type"), str) and s["type"] != "object":
+            return self.bare_value(s, path)
         if s is True or not isinstance(s, dict) or (
             "properties" not in s and s.get("additionalProperties", True) is not False
             and s.get("type", "object") == "object"
