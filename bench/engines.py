@@ -9,6 +9,10 @@ Grammar specs are dicts built by bench/workloads.py:
   {"kind": "grammar", "ebnf": "<xgrammar EBNF>", "lark": "<llguidance lark>", "regex": optional}
   {"kind": "builtin_json"}
   {"kind": "regex", "regex": "..."}
+  {"kind": "tools", "format": "function" | "llama" | "harmony", "tools": [OpenAI function tools]}
+      free text and tool calls: "function" = DESIGN.md's baseline "<function=NAME>{json}</function>" after free
+      text; "llama" = Llama 3.x '{"name": "NAME", "parameters": {json}}'; "harmony" = gpt-oss messages (analysis,
+      then commentary tool calls ending in <|call|>). Built in each engine's native form (bench/tools.py).
 An adapter raises Unsupported for a kind it cannot express (reported as "n/a", not as a failure).
 """
 
@@ -84,6 +88,17 @@ class Engine:
     """The adapter interface. Handles and matchers are opaque to the caller."""
 
     name = "?"
+    #: Per-run options from the driver (Config.options): "stop_ids" (override the canonical stop tokens),
+    #: "compiler" (xgrammar2 compile options, for the ablation), "specials_as_text" (xgrammar2: build the
+    #: vocabulary so that special tokens spell their text, for Harmony).
+    options: dict[str, Any] = {}
+
+    def memory_stats(self, handle: Any = None) -> dict[str, Any]:
+        """Engine-reported memory (bytes) where the engine exposes it; RSS is taken by the worker."""
+        return {}
+
+    def reset_caches(self) -> None:
+        """Forget every cached compile result (start of a tool sequence), where the engine has caches."""
 
     def load_vocab(self, tokenizer_json: str, canonical: dict[str, Any], threads: int) -> dict[str, Any]:
         raise NotImplementedError
@@ -153,14 +168,21 @@ class XGrammarFamily(Engine):
             torch.set_num_threads(threads)
         except ImportError:
             pass
-        stop = list(canonical["eos_ids"])
+        stop = list(self.options.get("stop_ids") or canonical["eos_ids"])
         ti = None
-        try:
-            tok = _hf_tokenizer(tokenizer_json)
-            ti = self.xgr.TokenizerInfo.from_huggingface(tok, stop_token_ids=stop)
-            self.vocab_path = "TokenizerInfo.from_huggingface"
-        except Exception as e:  # noqa: BLE001 - fall back to the raw constructor, and say so
-            self.vocab_path = f"raw TokenizerInfo (from_huggingface failed: {type(e).__name__}: {e})"
+        if self.options.get("specials_as_text"):
+            # Every token spells its text, special ones included (so "<|channel|>" in a grammar matches the
+            # <|channel|> token): the raw constructor over the canonical spelling.
+            ti = self.xgr.TokenizerInfo(canonical["tokens"], vocab_type=self.xgr.VocabType.BYTE_LEVEL,
+                                        vocab_size=canonical["num_tokens"], stop_token_ids=stop)
+            self.vocab_path = "raw TokenizerInfo (special tokens as text)"
+        else:
+            try:
+                tok = _hf_tokenizer(tokenizer_json)
+                ti = self.xgr.TokenizerInfo.from_huggingface(tok, stop_token_ids=stop)
+                self.vocab_path = "TokenizerInfo.from_huggingface"
+            except Exception as e:  # noqa: BLE001 - fall back to the raw constructor, and say so
+                self.vocab_path = f"raw TokenizerInfo (from_huggingface failed: {type(e).__name__}: {e})"
         if ti is None:
             ti = self.xgr.TokenizerInfo(
                 canonical["tokens"],
@@ -169,8 +191,9 @@ class XGrammarFamily(Engine):
                 stop_token_ids=stop,
             )
         self.tokenizer_info = ti
-        self.compiler = self.xgr.GrammarCompiler(ti, max_threads=threads, cache_enabled=True)
-        self.compiler_nocache = self.xgr.GrammarCompiler(ti, max_threads=threads, cache_enabled=False)
+        extra = dict(self.options.get("compiler") or {})
+        self.compiler = self.xgr.GrammarCompiler(ti, max_threads=threads, cache_enabled=True, **extra)
+        self.compiler_nocache = self.xgr.GrammarCompiler(ti, max_threads=threads, cache_enabled=False, **extra)
         return {"vocab_size": int(ti.vocab_size), "vocab_path": self.vocab_path,
                 "stop_token_ids": list(ti.stop_token_ids)}
 
@@ -186,6 +209,8 @@ class XGrammarFamily(Engine):
                 cg = comp.compile_grammar(spec["ebnf"])
             elif kind == "regex":
                 cg = comp.compile_regex(spec["regex"])
+            elif kind == "tools":
+                cg = comp.compile_structural_tag(self.structural_tag(spec))
             else:
                 raise Unsupported(kind)
         except Unsupported:
@@ -193,6 +218,37 @@ class XGrammarFamily(Engine):
         except Exception as e:  # noqa: BLE001 - any engine exception is a compile failure
             raise CompileError(f"{type(e).__name__}: {e}") from e
         return cg
+
+    def structural_tag(self, spec):
+        """The tool format as this engine's structural tag: the model templates of get_model_structural_tag
+        (Llama, Harmony), or a triggered_tags format for "<function=NAME>" (DESIGN.md's baseline format)."""
+        fmt, tools = spec["format"], spec["tools"]
+        if fmt == "function":
+            return json.dumps({"type": "structural_tag", "format": {
+                "type": "triggered_tags", "triggers": ["<function="],
+                "tags": [{"type": "tag", "begin": f"<function={t['function']['name']}>",
+                          "content": {"type": "json_schema", "json_schema": t["function"]["parameters"]},
+                          "end": "</function>"} for t in tools]}})
+        if fmt in ("llama", "harmony"):
+            return self.xgr.get_model_structural_tag(fmt, tools=tools, tool_choice="auto",
+                                                     reasoning=(fmt == "harmony"))
+        raise Unsupported(f"tool format {fmt}")
+
+    def memory_stats(self, handle=None):
+        out: dict[str, Any] = {}
+        try:
+            out["compiler_cache_bytes"] = int(self.compiler.get_cache_size_bytes())
+        except Exception:  # noqa: BLE001
+            pass
+        if handle is not None:
+            try:
+                out["grammar_bytes"] = int(handle.memory_size_bytes)
+            except Exception:  # noqa: BLE001
+                pass
+        return out
+
+    def reset_caches(self):
+        self.compiler.clear_cache()
 
     def new_matcher(self, handle):
         return self.xgr.GrammarMatcher(handle)
@@ -234,6 +290,25 @@ class XGrammar2(XGrammarFamily):
                 sys.path.insert(0, root)
             return importlib.import_module("xgrammar2")
 
+    def memory_stats(self, handle=None):
+        out = super().memory_stats(handle)
+        try:
+            st = self.xgr.get_cross_grammar_cache_stats()
+            out["xgc_bytes"] = st["bytes"]
+            out["xgc_entries"] = st["entries"]
+            out["xgc_hits"] = st["hits"]
+            out["xgc_misses"] = st["misses"]
+        except Exception:  # noqa: BLE001 - an older engine without the cross-grammar cache
+            pass
+        return out
+
+    def reset_caches(self):
+        super().reset_caches()
+        try:
+            self.xgr.clear_cross_grammar_cache()
+        except Exception:  # noqa: BLE001
+            pass
+
     def versions(self):
         v = _version("xgrammar2") or getattr(self.xgr, "__version__", None)
         return {"xgrammar2": v, "xgrammar2_path": getattr(self.xgr, "__file__", None)}
@@ -260,7 +335,8 @@ class LLGuidance(Engine):
 
         self.llg = llguidance
         tok = _hf_tokenizer(tokenizer_json)
-        self.tok = llguidance.hf.from_tokenizer(tok, eos_token=list(canonical["eos_ids"]))
+        self.tok = llguidance.hf.from_tokenizer(tok, eos_token=list(self.options.get("stop_ids")
+                                                                    or canonical["eos_ids"]))
         self.words = (self.tok.vocab_size + 31) // 32
         return {"vocab_size": int(self.tok.vocab_size), "vocab_path": "llguidance.hf.from_tokenizer",
                 "stop_token_ids": list(self.tok.eos_tokens)}
@@ -279,6 +355,10 @@ class LLGuidance(Engine):
             return LLM.grammar_from_lark(spec["lark"])
         if kind == "regex":
             return LLM.grammar_from_regex(spec["regex"])
+        if kind == "tools":
+            from bench.tools import llguidance_tools_grammar
+
+            return llguidance_tools_grammar(self.llg, spec)
         raise Unsupported(kind)
 
     def compile(self, spec, cache=True):
@@ -331,7 +411,7 @@ class OutlinesCore(Engine):
         self.oc = outlines_core
         toks = canonical_token_bytes(canonical)
         added = set(canonical.get("added_ids", []))
-        self.eos = list(canonical["eos_ids"])
+        self.eos = list(self.options.get("stop_ids") or canonical["eos_ids"])
         m: dict[bytes, list[int]] = {}
         for i, b in enumerate(toks):
             if i in added:
@@ -354,6 +434,9 @@ class OutlinesCore(Engine):
                 rx = spec["regex"]
             elif kind == "grammar" and spec.get("regex"):
                 rx = spec["regex"]
+            elif kind == "tools":
+                raise Unsupported("outlines-core has no free-text-then-tag construct (no lazy or triggered "
+                                  "lexemes): a tool format would be one regex over all N argument schemas")
             else:
                 raise Unsupported(kind)
             idx = self.oc.Index(rx, self.vocab)

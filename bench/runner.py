@@ -26,14 +26,22 @@ class Config:
     threads: int = 1
     compile_timeout: float = 30.0
     trace_timeout: float = 120.0
+    #: Per-engine compile timeouts overriding compile_timeout (outlines-core's regex compiles can take minutes).
+    engine_compile_timeout: dict[str, float] | None = None
+
+    def compile_timeout_for(self, engine: str) -> float:
+        return (self.engine_compile_timeout or {}).get(engine, self.compile_timeout)
 
 
 class Worker:
     """One engine in its own process. `generation` changes whenever the process is restarted, which invalidates
     every compiled handle the driver thinks it has there."""
 
-    def __init__(self, name: str, cfg: Config) -> None:
-        self.name = name
+    def __init__(self, name: str, cfg: Config, engine: str | None = None,
+                 options: dict[str, Any] | None = None) -> None:
+        self.name = name  # the label the results use (an engine, or an ablation variant of one)
+        self.engine = engine or name
+        self.options = dict(options or {})
         self.cfg = cfg
         self.proc: Any = None
         self.conn: Any = None
@@ -44,17 +52,27 @@ class Worker:
         self.crashes: list[str] = []
 
     def start(self) -> bool:
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Spawn the process; wait_ready() then waits for its start-up (vocabulary, warm-up). Launching several
+        workers before waiting on any overlaps their start-ups."""
         from bench.worker import serve
 
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self.proc = ctx.Process(target=serve, args=(child, self.name, self.cfg.tokenizer_json,
-                                                    self.cfg.canonical_path, self.cfg.threads, WARMUP_SPEC),
+        self.proc = ctx.Process(target=serve, args=(child, self.engine, self.cfg.tokenizer_json,
+                                                    self.cfg.canonical_path, self.cfg.threads, WARMUP_SPEC,
+                                                    self.options),
                                 daemon=True, name=f"bench-{self.name}")
         self.proc.start()
         child.close()
         self.conn = parent
         self.generation += 1
+
+    def wait_ready(self) -> bool:
+        parent = self.conn
         if not parent.poll(INIT_TIMEOUT_S):
             self.error = f"engine did not start within {INIT_TIMEOUT_S:.0f}s"
             self._kill()
@@ -117,6 +135,17 @@ class Worker:
         self._kill()
 
 
+def start_all(workers: list[Worker], parallel: int = 2) -> list[bool]:
+    """Start workers, `parallel` start-ups at a time (the machine has few cores); results in order."""
+    out: list[bool] = []
+    for i in range(0, len(workers), parallel):
+        batch = workers[i:i + parallel]
+        for w in batch:
+            w.launch()
+        out += [w.wait_ready() for w in batch]
+    return out
+
+
 def _rot(xs: list[str], k: int) -> list[str]:
     if not xs:
         return xs
@@ -161,7 +190,7 @@ def run_items(label: str, items: list[Item], workers: dict[str, Worker], cfg: Co
         # Compile, cold first for every engine, then the no-cache and warm variants (interleaved the same way).
         for e in order:
             w = workers[e]
-            r = w.call(("compile", key, item.spec, "cold"), cfg.compile_timeout)
+            r = w.call(("compile", key, item.spec, "cold"), cfg.compile_timeout_for(w.engine))
             c = run.compile[e]
             er = rec["engines"][e]
             if r.get("ok"):
@@ -245,7 +274,7 @@ def run_items(label: str, items: list[Item], workers: dict[str, Worker], cfg: Co
                     w = workers[e]
                     if e not in gen or w.generation != gen[e] or not (w.info or {}).get("has_cache"):
                         continue
-                    r = w.call(("compile", key, item.spec, mode), cfg.compile_timeout)
+                    r = w.call(("compile", key, item.spec, mode), cfg.compile_timeout_for(w.engine))
                     if r.get("ok"):
                         run.compile[e][mode].append(r["ms"])
                         rec["engines"][e].setdefault(f"{mode}_ms", []).append(r["ms"])

@@ -8,12 +8,17 @@ Messages (tuples) and answers (dicts):
                                  also times the first mask), "nocache" (engine cache disabled), "warm" (cache on, again)
   ("trace", key, tokens)        new matcher, then per token: fill mask, accept (each timed); tokens end with EOS
   ("drop", key)                 forget a compiled handle
+  ("reset",)                    clear the engine's caches (compile cache, xgrammar2's cross-grammar cache)
+  ("stats", key|None)           RSS and engine-reported memory (bytes), of the handle `key` where given
+  ("mem_run", specs, marks)     compile each spec (cold, cache on) and fill its first mask, keeping nothing but
+                                 the engine's own caches; at each count in `marks`, RSS and engine memory
   ("quit",)
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import time
 import traceback
 from typing import Any
@@ -24,12 +29,21 @@ def _err(e: BaseException) -> str:
     return s if len(s) <= 600 else s[:600] + "..."
 
 
+def rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
 def serve(conn, engine_name: str, tokenizer_json: str, canonical_path: str, threads: int,
-          warmup_spec: dict[str, Any] | None) -> None:
+          warmup_spec: dict[str, Any] | None, options: dict[str, Any] | None = None) -> None:
     try:
         from bench.engines import ENGINES, CompileError, Unsupported, load_canonical
 
         eng = ENGINES[engine_name]()
+        eng.options = dict(options or {})
         t0 = time.perf_counter()
         info = eng.load_vocab(tokenizer_json, load_canonical(canonical_path), threads)
         info["load_s"] = time.perf_counter() - t0
@@ -64,6 +78,42 @@ def serve(conn, engine_name: str, tokenizer_json: str, canonical_path: str, thre
         if op == "drop":
             handles.pop(msg[1], None)
             conn.send({"ok": True})
+            continue
+        if op == "reset":
+            try:
+                eng.reset_caches()
+                conn.send({"ok": True})
+            except Exception as e:  # noqa: BLE001
+                conn.send({"ok": False, "error": _err(e)})
+            continue
+        if op == "stats":
+            gc.collect()
+            conn.send({"ok": True, "rss": rss_bytes(), **eng.memory_stats(handles.get(msg[1]))})
+            continue
+        if op == "mem_run":
+            _, specs, marks = msg
+            points = []
+            per_grammar = []
+            err = None
+            gc.collect()
+            rss0 = rss_bytes()
+            base = eng.memory_stats()
+            try:
+                for i, spec in enumerate(specs):
+                    h = eng.compile(spec, cache=True)
+                    m = eng.new_matcher(h)
+                    eng.fill_mask(m, bitmask)
+                    g = eng.memory_stats(h).get("grammar_bytes")
+                    if g is not None:
+                        per_grammar.append(g)
+                    del h, m
+                    if i + 1 in marks:
+                        gc.collect()
+                        points.append({"requests": i + 1, "rss": rss_bytes(), **eng.memory_stats()})
+            except Exception as e:  # noqa: BLE001
+                err = _err(e)
+            conn.send({"ok": err is None, "error": err, "rss0": rss0, "base": base, "points": points,
+                       "grammar_bytes": per_grammar})
             continue
         if op == "compile":
             _, key, spec, mode = msg
