@@ -178,6 +178,8 @@ def classify_difference(tokenizer, ours_only: Set[int], up_only: Set[int], up_gr
         text = tokenizer.decode([t])
         if t in specials:
             kinds.add("CONTROL")
+        elif _never_utf8(token_bytes(tokenizer, t)):
+            kinds.add("INVALID_UTF8")
         elif "\r" in text:  # JSON whitespace: upstream admits \r, xgrammar2 [ \t\n] only
             kinds.add("CR")
         else:
@@ -189,6 +191,38 @@ def classify_difference(tokenizer, ours_only: Set[int], up_only: Set[int], up_gr
         else:
             rest_ours.add(t)
     return kinds, rest_ours, rest_up
+
+
+_BYTE_DECODER = None
+
+
+def token_bytes(tokenizer, token: int) -> bytes:
+    """The raw bytes of a byte-level BPE token (added tokens: their UTF-8 text)."""
+    global _BYTE_DECODER
+    if _BYTE_DECODER is None:
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+        cs = bs[:]
+        n = 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        _BYTE_DECODER = {chr(c): b for b, c in zip(bs, cs)}
+    piece = tokenizer.convert_ids_to_tokens(token)
+    if piece is None:
+        return b""
+    if token in (getattr(tokenizer, "added_tokens_decoder", None) or {}):
+        return piece.encode("utf-8")
+    try:
+        return bytes(_BYTE_DECODER[c] for c in piece)
+    except KeyError:
+        return piece.encode("utf-8")
+
+
+def _never_utf8(data: bytes) -> bool:
+    """Bytes that occur in no well-formed UTF-8 text (C0, C1, F5..FF)."""
+    return any(b in (0xC0, 0xC1) or b >= 0xF5 for b in data)
 
 
 def _upstream_accepts(grammar, token: int) -> bool:

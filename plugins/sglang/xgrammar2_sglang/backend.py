@@ -26,6 +26,7 @@ from sglang.srt.constrained.base_grammar_backend import (
 
 from . import masks
 from .grammar import XGrammar2Grammar
+from .schema_compat import infer_types
 
 logger = logging.getLogger("sglang.xgrammar2_sglang")
 
@@ -134,7 +135,8 @@ def legacy_structural_tag_to_format(tag: Dict[str, Any]) -> Dict[str, Any]:
             schema = {}
         elif isinstance(schema, str):
             schema = json.loads(schema)
-        tags.append({"type": "tag", "begin": s["begin"], "content": {"type": "json_schema", "json_schema": schema},
+        tags.append({"type": "tag", "begin": s["begin"],
+                     "content": {"type": "json_schema", "json_schema": infer_types(schema)},
                      "end": s["end"]})
     return {
         "type": "structural_tag",
@@ -149,11 +151,17 @@ def legacy_structural_tag_to_format(tag: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _sanitize_format(fmt: Any) -> None:
-    """Missing ``json_schema`` fields mean any JSON object (SGLang's xgrammar sanitizer)."""
+    """Missing ``json_schema`` fields mean any JSON object (SGLang's xgrammar sanitizer);
+    schemas get upstream's implied types (:func:`infer_types`)."""
     if isinstance(fmt, dict):
-        if fmt.get("type") in ("json_schema", "qwen_xml_parameter") and fmt.get("json_schema") is None:
-            fmt["json_schema"] = {}
-        for v in fmt.values():
+        if fmt.get("type") in ("json_schema", "qwen_xml_parameter"):
+            if fmt.get("json_schema") is None:
+                fmt["json_schema"] = {}
+            else:
+                fmt["json_schema"] = infer_types(fmt["json_schema"])
+        for k, v in fmt.items():
+            if k == "json_schema":
+                continue
             if isinstance(v, (dict, list)):
                 _sanitize_format(v)
     elif isinstance(fmt, list):
@@ -251,9 +259,15 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
         if key_string == "$$ANY$$":
             return self._compile("json", key_string, self.compiler.compile_builtin_json_grammar)
-        return self._compile(
-            "json", key_string, lambda: self.compiler.compile_json_schema(key_string, **self.json_kwargs())
-        )
+        return self._compile("json", key_string, lambda: self.compile_json(key_string))
+
+    def compile_json(self, key_string: str) -> "xgr2.CompiledGrammar":
+        """A JSON-schema request (text), with upstream's implied object / array types."""
+        try:
+            schema = json.loads(key_string)
+        except ValueError as e:
+            raise ValueError(f"the JSON schema is not valid JSON: {e}") from None
+        return self.compiler.compile_json_schema(infer_types(schema), **self.json_kwargs())
 
     def dispatch_regex(self, key_string: str) -> BaseGrammarObject:
         return self._compile("regex", key_string, lambda: self.compiler.compile_regex(key_string))
