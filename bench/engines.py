@@ -300,6 +300,14 @@ class XGrammar2(XGrammarFamily):
             out["xgc_misses"] = st["misses"]
         except Exception:  # noqa: BLE001 - an older engine without the cross-grammar cache
             pass
+        get_auto = getattr(self.xgr, "get_automaton_cache_stats", None) or getattr(
+            getattr(self.xgr, "cache", None), "get_automaton_cache_stats", None)
+        if get_auto is not None:
+            try:
+                st = get_auto()
+                out.update(automaton_hits=st["hits"], automaton_misses=st["misses"], automaton_bytes=st["bytes"])
+            except Exception:  # noqa: BLE001
+                pass
         return out
 
     def reset_caches(self):

@@ -234,9 +234,11 @@ def tools_markdown(results: dict[str, Any]) -> list[str]:
               "*structure reuse*: requests whose whole tool set appeared in an earlier request; *tool reuse*: tools "
               "of a request that appeared in an earlier request (the substructure a cross-grammar cache can "
               "share); *xgrammar2 cross-grammar cache hits*: hits ÷ (hits + misses) of xgrammar2's shared "
-              "mask-cache entries over the sequence (compiles and traces).", "",
+              "mask-cache entries over the sequence (compiles and traces); *automaton memo hits*: the same for "
+              "xgrammar2's per-rule automaton memo, where the engine has one.", "",
               "| N | structure reuse static | dynamic | tool reuse static | dynamic | xgrammar2 cross-grammar cache "
-              "hits static | dynamic |", "|---|---|---|---|---|---|---|"]
+              "hits static | dynamic | xgrammar2 automaton memo hits static | dynamic |",
+              "|---|---|---|---|---|---|---|---|---|"]
         for n in sorted({x["n"] for x in fseqs}):
             st, dy = _find(fseqs, "function", "static", n), _find(fseqs, "function", "dynamic", n)
 
@@ -244,7 +246,9 @@ def tools_markdown(results: dict[str, Any]) -> list[str]:
                 return "—" if v is None else f"{100 * v:.1f}%"
             L.append(f"| {n} | {pct(_g(st, 'structure_reuse'))} | {pct(_g(dy, 'structure_reuse'))} | "
                      f"{pct(_g(st, 'tool_reuse'))} | {pct(_g(dy, 'tool_reuse'))} | "
-                     f"{pct(_g(st, 'engines', OURS, 'xgc_hit_rate'))} | {pct(_g(dy, 'engines', OURS, 'xgc_hit_rate'))} |")
+                     f"{pct(_g(st, 'engines', OURS, 'xgc_hit_rate'))} | {pct(_g(dy, 'engines', OURS, 'xgc_hit_rate'))} | "
+                     f"{pct(_g(st, 'engines', OURS, 'automaton_hit_rate'))} | "
+                     f"{pct(_g(dy, 'engines', OURS, 'automaton_hit_rate'))} |")
         L.append("")
     if fw:
         L += ["## Tool formats: Llama and Harmony (seed 000 §4.2, Figures 7-8)", "",

@@ -377,6 +377,11 @@ def run_sequence(seq: Sequence, pool: list[Tool], texts: list[str], workers: dic
             er["xgc_hits"], er["xgc_misses"] = h, m
             er["xgc_hit_rate"] = h / (h + m) if h + m else None
             er["xgc_bytes"] = a.get("xgc_bytes")
+        if "automaton_hits" in a and "automaton_hits" in b:
+            h = a["automaton_hits"] - b["automaton_hits"]
+            m = a["automaton_misses"] - b["automaton_misses"]
+            er["automaton_hits"], er["automaton_misses"] = h, m
+            er["automaton_hit_rate"] = h / (h + m) if h + m else None
         if a.get("compiler_cache_bytes") is not None:
             er["compiler_cache_bytes"] = a["compiler_cache_bytes"]
         if a.get("rss"):
