@@ -493,6 +493,7 @@ def make_plots(results: dict[str, Any], out: str) -> list[str]:
 
 
 def write_all(results: dict[str, Any], out: str, plots: bool = True) -> None:
+    results["targets"] = evaluate_targets(results)  # current rules, also on --report-only
     if plots:
         results["plots"] = make_plots(results, out)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8") as f:
