@@ -435,6 +435,7 @@ def markdown(results: dict[str, Any]) -> str:
             L += [f"**Biggest remaining gap:** {gap['workload']}, {gap['metric']}: xgrammar2 "
                   f"{fmt(gap['values'].get(OURS))} vs {gap['best_peer']} {fmt(gap['values'].get(gap['best_peer']))} "
                   f"({gap['ratio']:.1f}× slower).", ""]
+            L += RT.gap_cause(results, gap)
         missed = [t["target"] for t in (results.get("targets") or []) if t.get("met") is False]
         if missed:
             L += [f"Targets not met ({len(missed)}): " + "; ".join(missed) + ".", ""]
