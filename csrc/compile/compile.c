@@ -1,4 +1,5 @@
 /* xgr_compile: lower a grammar to automata and set up its (lazy) mask cache. */
+#include "../common/token_marker.h"
 #include "../mask/compiled.h"
 
 static void fill_defaults(xgr_compile_options *o) {
@@ -7,6 +8,7 @@ static void fill_defaults(xgr_compile_options *o) {
     if (o->inline_max_states == 0) o->inline_max_states = 64;
     if (o->repeat_threshold <= 0) o->repeat_threshold = 16;
     if (o->max_row_items <= 0) o->max_row_items = 100000;
+    if (o->max_step_work <= 0) o->max_step_work = 500000;
     if (o->context_min_uncertain == 0) o->context_min_uncertain = 256;
     if (o->cross_grammar_cache == 0) o->cross_grammar_cache = 1;
 }
@@ -94,6 +96,46 @@ out:
     return rc;
 }
 
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Collects the token ids of every marker in the grammar's literals (TagDispatch strings
+ * included) and, if there is one, the vocabulary's text tokens that contain byte 0xFF. */
+static int collect_token_terms(xgr_compiled *c) {
+    const xgr_grammar *g = c->grammar;
+    XGR_VEC(int32_t) ids = {0};
+    for (size_t i = 0; i < g->nodes.len; i++) {
+        const xgr_node *nd = &g->nodes.data[i];
+        if (nd->kind != XGR_NODE_BYTES || nd->count < XGR_TOKEN_MARKER_LEN) continue;
+        const uint8_t *s = g->bytes.data + nd->off;
+        for (int32_t k = 0; k + XGR_TOKEN_MARKER_LEN <= nd->count; k++) {
+            int32_t id = xgr_token_marker_id(s + k, (size_t)(nd->count - k));
+            if (id >= 0 && XGR_VEC_PUSH(ids, id)) {
+                XGR_VEC_FREE(ids);
+                return XGR_ERR_NOMEM;
+            }
+        }
+    }
+    if (!ids.len) return XGR_OK;
+    qsort(ids.data, ids.len, sizeof *ids.data, cmp_i32);
+    size_t n = 0;
+    for (size_t i = 0; i < ids.len; i++)
+        if (n == 0 || ids.data[n - 1] != ids.data[i]) ids.data[n++] = ids.data[i];
+    c->token_ids = ids.data;
+    c->n_token_ids = (int32_t)n;
+    const struct xgr_vocab *v = c->vocab;
+    c->ff_bits = xgr_calloc((size_t)v->row_words + 1, sizeof *c->ff_bits);
+    if (!c->ff_bits) return XGR_ERR_NOMEM;
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        uint32_t len;
+        const uint8_t *t = xgr_vocab_token(v, id, &len);
+        if (len && memchr(t, XGR_TOKEN_MARKER_LEAD, len)) c->ff_bits[id >> 5] |= 1u << (id & 31);
+    }
+    return XGR_OK;
+}
+
 /* Lays out the parent-context slots (see compiled.h). Above `budget` pair slots the
  * grammar falls back to plain entries only, which keeps memory bounded. */
 static int layout_slots(xgr_compiled *c, int64_t budget) {
@@ -164,6 +206,8 @@ static void compiled_free(xgr_compiled *c) {
     free(c->slot_parent);
     free(c->rule_flat);
     free(c->rule_opaque);
+    free(c->token_ids);
+    free(c->ff_bits);
     free(c->ref_begin);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
@@ -190,6 +234,7 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     c->vocab = (xgr_vocab *)v;
     if ((rc = xgr_fsm_build(g, &c->opts, &c->fsm))) goto fail;
     if ((rc = check_productive(c->fsm))) goto fail;
+    if ((rc = collect_token_terms(c))) goto fail;
     int32_t ns = c->fsm->n_states;
     c->scannable = xgr_calloc((size_t)ns + 1, 1);
     if (!c->scannable) {
@@ -270,6 +315,7 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
     int rc = xgr_parser_init(&p, c->fsm, c->opts.max_row_items);
     if (rc) return rc;
     p.ref_begin = c->ref_begin;
+    p.max_work = c->opts.max_step_work;
     int32_t ns = c->fsm->n_states, n = 0;
     state_cost *order = xgr_malloc(((size_t)ns + 1) * sizeof *order);
     if (!order) {

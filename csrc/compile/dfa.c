@@ -541,7 +541,7 @@ static int compute_sig(lw_dfa_ws *w, const lw_dfa *d, int32_t s) {
     w->sig.len = k;
     w->sig_off.data[s] = (int32_t)start;
     w->sig_len.data[s] = (int32_t)(k - start);
-    w->sig_hash.data[s] = hash_words(o + start, k - start);
+    w->sig_hash.data[s] = k > start ? hash_words(o + start, k - start) : hash_words(NULL, 0);
     return XGR_OK;
 }
 
@@ -774,6 +774,8 @@ static int minimize(lw_dfa_ws *w, const lw_dfa *d) {
     o->ebeg.data[cnt] = (int32_t)o->edges.len;
     return XGR_OK;
 }
+
+int32_t lw_dfa_ws_raw_states(const lw_dfa_ws *w) { return w->raw.n; }
 
 int lw_nfa_to_dfa(lw_dfa_ws *w, const lw_nfa *nfa, int64_t budget, const lw_dfa **out) {
     int rc;

@@ -388,13 +388,18 @@ static int64_t rule_budget(const lw_ctx *c, int64_t remaining) {
  * mode (see lw_ctx.safe), which keeps regex-like rules such as (a|b)* a (a|b){20}
  * small by moving the counting into a REPEAT rule; if that blows up too it is an
  * error. */
+static int determinise(lw_ctx *c, lw_dfa_ws *ws, int64_t budget, const lw_dfa **d) {
+    return c->memo ? lw_dfa_memo(ws, &c->nfa, budget, &c->memo_out, d)
+                   : lw_nfa_to_dfa(ws, &c->nfa, budget, d);
+}
+
 static int build_rule_dfa(lw_ctx *c, lw_dfa_ws *ws, int32_t id, int64_t remaining,
                           const lw_dfa **d) {
     size_t keep = c->orules.len;
     int rc = lw_build_nfa(c, id);
     if (rc) return rc;
     int64_t budget = rule_budget(c, remaining);
-    rc = lw_nfa_to_dfa(ws, &c->nfa, budget, d);
+    rc = determinise(c, ws, budget, d);
     if (rc == XGR_ERR_LIMIT && c->safe_differs) {
         rollback_rules(c, keep);
         c->safe = 1;
@@ -402,7 +407,7 @@ static int build_rule_dfa(lw_ctx *c, lw_dfa_ws *ws, int32_t id, int64_t remainin
         c->safe = 0;
         if (rc) return rc;
         budget = rule_budget(c, remaining);
-        rc = lw_nfa_to_dfa(ws, &c->nfa, budget, d);
+        rc = determinise(c, ws, budget, d);
     }
     if (rc == XGR_ERR_LIMIT) {
         char why[256];
@@ -425,6 +430,7 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     c.max_states = opts->max_fsm_states > 0 ? opts->max_fsm_states : 2000000;
     c.inline_max = opts->inline_max_states;
     c.rthresh = opts->repeat_threshold > 0 ? opts->repeat_threshold : 16;
+    c.memo = opts->cross_grammar_cache != -1;
     c.nfa_limit = 4 * c.max_states + 4096;
     if (c.nfa_limit > INT32_MAX / 2) c.nfa_limit = INT32_MAX / 2;
     lw_out o;
@@ -476,6 +482,7 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
 done:
     lw_dfa_ws_free(ws);
     lw_td_dfa_free(&tdd);
+    lw_td_dfa_free(&c.memo_out);
     out_free(&o);
     ctx_free(&c);
     return rc;

@@ -73,6 +73,17 @@ void lw_dfa_ws_free(lw_dfa_ws *w);
  * w, valid until the next call). A rule with an empty language yields one non-final
  * state without edges. More than `budget` DFA states -> XGR_ERR_LIMIT. */
 int lw_nfa_to_dfa(lw_dfa_ws *w, const lw_nfa *nfa, int64_t budget, const lw_dfa **out);
+/* Subset states of w's last determinisation (before trimming and minimisation). */
+int32_t lw_dfa_ws_raw_states(const lw_dfa_ws *w);
+
+/* dfa_memo.c: lw_nfa_to_dfa through a process-wide memo keyed by the NFA with its
+ * references renumbered by first appearance (so equal rules of different grammars hit);
+ * the result, with output rule ids restored, is written to *scratch (caller-owned,
+ * reused) and returned in *out. `nfa` is left as it was. Thread-safe. */
+int lw_dfa_memo(lw_dfa_ws *ws, lw_nfa *nfa, int64_t budget, lw_dfa *scratch,
+                const lw_dfa **out);
+void lw_dfa_memo_set_budget(size_t bytes);
+void lw_dfa_memo_clear(void);
 
 /* ---- lowering context ----------------------------------------------------------- */
 enum { /* per IR rule flags */
@@ -104,6 +115,8 @@ typedef struct {
 typedef struct lw_ctx {
     const xgr_grammar *g;
     int32_t max_rules, inline_max, rthresh;
+    int memo;          /* determinise through the process-wide memo (dfa_memo.c) */
+    lw_dfa memo_out;   /* its result for the current rule */
     int64_t max_states, nfa_limit;
     int status; /* first error of a pass that cannot return one directly */
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "front.h"
+#include "../common/token_marker.h"
 
 #if defined(__GNUC__)
 #define XGR_NOINLINE __attribute__((noinline))
@@ -417,12 +418,68 @@ static void td_args_free(td_args *a) {
     XGR_VEC_FREE(a->data);
 }
 
-/* A non-empty string argument ("..." or b"...") at p->pos, appended to a->data. */
+/* `Token(` at p->pos (the name): the token ids inside, as markers in p->buf, one after
+ * another (XGR_TOKEN_MARKER_LEN bytes each); *count gets how many. Ids are decimal
+ * integers separated by commas; `ExcludeToken(...)` is refused with a hint. */
+static int lex_token_ids(ebnf *p, int32_t *count) {
+    size_t start = p->pos;
+    p->pos = skip_ws_at(p, p->pos + 5);
+    if (p->pos >= p->n || p->s[p->pos] != '(') return expected(p, p->pos, "'(' after Token");
+    p->pos = skip_ws_at(p, p->pos + 1);
+    p->buf.len = 0;
+    *count = 0;
+    for (;;) {
+        size_t at = p->pos;
+        long id = 0;
+        if (at >= p->n || p->s[at] < '0' || p->s[at] > '9')
+            return expected(p, at, "a token id (a non-negative integer) in Token(...)");
+        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+            id = id * 10 + (p->s[p->pos] - '0');
+            if (id > XGR_TOKEN_ID_MAX)
+                return perr(p, XGR_ERR_SEMANTIC, at, "token id in Token(...) is larger than %d",
+                            (int)XGR_TOKEN_ID_MAX);
+            p->pos++;
+        }
+        if (XGR_VEC_RESERVE(p->buf, p->buf.len + XGR_TOKEN_MARKER_LEN)) return XGR_ERR_NOMEM;
+        xgr_token_marker((int32_t)id, p->buf.data + p->buf.len);
+        p->buf.len += XGR_TOKEN_MARKER_LEN;
+        (*count)++;
+        p->pos = skip_ws_at(p, p->pos);
+        if (p->pos < p->n && p->s[p->pos] == ',') {
+            p->pos = skip_ws_at(p, p->pos + 1);
+            continue;
+        }
+        if (p->pos < p->n && p->s[p->pos] == ')') {
+            p->pos++;
+            return XGR_OK;
+        }
+        if (p->pos >= p->n) return perr(p, XGR_ERR_SYNTAX, start, "unclosed 'Token('");
+        return expected(p, p->pos, "',' or ')' in Token(...)");
+    }
+}
+
+static int at_token_macro(const ebnf *p, size_t at) {
+    return at + 5 <= p->n && memcmp(p->s + at, "Token", 5) == 0 &&
+           (at + 5 == p->n || !is_name_char(p->s[at + 5])) &&
+           skip_ws_at(p, at + 5) < p->n && p->s[skip_ws_at(p, at + 5)] == '(';
+}
+
+/* A non-empty string argument ("..." or b"..." or Token(k)) at p->pos, appended to
+ * a->data. */
 static int td_string(ebnf *p, td_args *a, const char *what, td_str *out) {
     size_t at = p->pos;
     int rc, bytes = at + 1 < p->n && p->s[at] == 'b' && p->s[at + 1] == '"';
-    if (!bytes && (at >= p->n || p->s[at] != '"')) return expected(p, at, what);
-    if ((rc = lex_string(p, bytes))) return rc;
+    if (at_token_macro(p, at)) {
+        int32_t k;
+        if ((rc = lex_token_ids(p, &k))) return rc;
+        if (k != 1)
+            return perr(p, XGR_ERR_SEMANTIC, at, "TagDispatch: Token(...) as %s takes one id",
+                        what);
+    } else if (!bytes && (at >= p->n || p->s[at] != '"')) {
+        return expected(p, at, what);
+    } else if ((rc = lex_string(p, bytes))) {
+        return rc;
+    }
     if (!p->buf.len)
         return perr(p, XGR_ERR_SEMANTIC, at, "TagDispatch: %s must not be empty", what);
     out->off = a->data.len;
@@ -709,6 +766,27 @@ static int parse_primary(ebnf *p, int32_t *node) {
                 return parse_regex_macro(p, node);
             }
         }
+        if (len == 5 && at_token_macro(p, start)) {
+            int32_t k;
+            p->pos = start;
+            if ((rc = lex_token_ids(p, &k))) return rc;
+            int32_t alts[64];
+            if (k > 64)
+                return perr(p, XGR_ERR_SEMANTIC, start,
+                            "Token(...) takes at most 64 ids; write an alternation");
+            for (int32_t i = 0; i < k; i++) {
+                alts[i] = xgr_ir_bytes(p->g, p->buf.data + (size_t)i * XGR_TOKEN_MARKER_LEN,
+                                       XGR_TOKEN_MARKER_LEN);
+                if (alts[i] < 0) return ir_fail();
+            }
+            *node = k == 1 ? alts[0] : xgr_ir_alt(p->g, alts, (size_t)k);
+            return *node < 0 ? ir_fail() : XGR_OK;
+        }
+        if (len == 12 && memcmp(p->s + start, "ExcludeToken", 12) == 0 && e < p->n &&
+            skip_ws_at(p, e) < p->n && p->s[skip_ws_at(p, e)] == '(')
+            return perr(p, XGR_ERR_SYNTAX, start,
+                        "ExcludeToken(...) (any one token but these) is not supported by "
+                        "xgrammar2; only Token(id, ...) terminals are");
         if (len == 11 && memcmp(p->s + start, "TagDispatch", 11) == 0) {
             size_t q = skip_ws_at(p, e);
             if (q < p->n && p->s[q] == '(') {

@@ -88,7 +88,11 @@ typedef struct {
     int32_t context_min_uncertain; /* a state whose plain mask entry leaves more uncertain
                                     * tokens than this uses parent-context entries;
                                     * 0 = default (256), -1 = always */
-    int32_t cross_grammar_cache; /* 0 = default (on), 1 = on, -1 = off (private entries) */
+    int32_t cross_grammar_cache; /* 0 = default (on), 1 = on, -1 = off (private entries, and
+                                  * no process-wide memo of per-rule automata) */
+    int32_t max_step_work;      /* 0 = default (500000): parser work units (items visited,
+                                 * completions tried) allowed for one byte; bounds the time
+                                 * one token costs on highly ambiguous grammars */
 } xgr_compile_options;
 
 typedef struct xgr_compiled xgr_compiled;
@@ -121,6 +125,15 @@ typedef struct {
 void xgr_cache_get_stats(xgr_cache_stats *out);
 void xgr_cache_set_budget(uint64_t bytes); /* evicts down to the new budget at once */
 void xgr_cache_clear(void);                /* drops every entry and zeroes the counters */
+/* A second, smaller cache memoises per-rule automata (determinised and minimised) across
+ * grammars, keyed by the rule's NFA with its references renumbered, so a tool schema seen
+ * in an earlier request does not pay for its subset construction again. Its budget is an
+ * eighth of the mask budget, at most 32 MiB (set by xgr_cache_set_budget); it is
+ * emptied by xgr_cache_clear. Thread-safe. */
+typedef struct {
+    uint64_t hits, misses, entries, bytes;
+} xgr_automaton_cache_stats;
+void xgr_automaton_cache_get_stats(xgr_automaton_cache_stats *out);
 
 /* ---- matcher ------------------------------------------------------------------------ */
 typedef struct xgr_matcher xgr_matcher;

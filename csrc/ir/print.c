@@ -8,6 +8,7 @@
  *   name ::= body
  *   name ::= body (= lookahead) */
 #include "../front/front.h"
+#include "../common/token_marker.h"
 
 enum { P_ALT = 0, P_SEQ = 1, P_REP = 2, P_ATOM = 3 };
 
@@ -77,6 +78,8 @@ static int put_raw_byte(xgr_strbuf *b, uint32_t v, int in_class) {
 
 static int print_bytes(printer *p, const uint8_t *s, size_t n) {
     int rc;
+    int32_t token = xgr_token_marker_id(s, n);
+    if (n == XGR_TOKEN_MARKER_LEN && token >= 0) return xgr_sb_printf(&p->out, "Token(%d)", (int)token);
     if (xgr_utf8_valid(s, n)) {
         if ((rc = xgr_sb_puts(&p->out, "\""))) return rc;
         for (size_t i = 0; i < n;) {

@@ -84,6 +84,12 @@ struct xgr_compiled {
     uint8_t *rule_opaque;
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     uint8_t *scannable;                 /* n_states: state has a byte edge */
+    /* Token-level terminals (common/token_marker.h): the ids whose markers occur in the
+     * grammar, sorted and unique, and (when there are any) the text tokens containing
+     * byte 0xFF, which such a grammar never accepts as text. */
+    int32_t *token_ids;
+    int32_t n_token_ids;
+    uint32_t *ff_bits; /* row_words */
     atomic_size_t memory;
 };
 

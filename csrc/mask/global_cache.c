@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "global_cache.h"
 
+#include "../compile/lower_internal.h"
+
 #include <pthread.h>
 
 typedef struct gnode {
@@ -172,6 +174,10 @@ void xgr_cache_set_budget(uint64_t bytes) {
     g_budget = (size_t)bytes;
     evict_to(g_budget);
     pthread_mutex_unlock(&g_lock);
+    /* The determinisation memo (compile/dfa_memo.c) gets an eighth of the budget, at
+     * most 32 MiB: it only saves compile time, masks are the expensive part. */
+    size_t memo = (size_t)(bytes / 8);
+    lw_dfa_memo_set_budget(memo < ((size_t)32 << 20) ? memo : ((size_t)32 << 20));
 }
 
 void xgr_cache_clear(void) {
@@ -179,4 +185,5 @@ void xgr_cache_clear(void) {
     evict_to(0);
     g_hits = g_misses = g_inserts = g_evictions = 0;
     pthread_mutex_unlock(&g_lock);
+    lw_dfa_memo_clear();
 }

@@ -1,10 +1,17 @@
 /* Earley row construction: scan one byte, then predict/complete to a fixpoint. */
 #include "earley.h"
 
+#if defined(__GNUC__)
+#define XGR_NOINLINE_WORK __attribute__((noinline, cold))
+#else
+#define XGR_NOINLINE_WORK
+#endif
+
 int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items) {
     memset(p, 0, sizeof *p);
     p->fsm = fsm;
     p->max_row_items = max_row_items > 0 ? max_row_items : 100000;
+    p->max_work = 500000; /* callers with compile options set it to max_step_work */
     p->slot_cap = 64;
     p->slot_item = xgr_malloc(p->slot_cap * sizeof *p->slot_item);
     p->slot_stamp = xgr_calloc(p->slot_cap, sizeof *p->slot_stamp);
@@ -124,11 +131,21 @@ static int advance_over(xgr_parser *p, size_t row_start, xgr_item y, int32_t rul
     return XGR_OK;
 }
 
-/* Closes the row starting at row_start under prediction and completion. */
+static XGR_NOINLINE_WORK int work_limit(const xgr_parser *p) {
+    return xgr_fail(XGR_ERR_LIMIT,
+                    "parsing one byte needs more than %lld work units (max_step_work); the "
+                    "grammar is too ambiguous for this input",
+                    (long long)p->max_work);
+}
+
+/* Closes the row starting at row_start under prediction and completion. Work (items
+ * visited plus completions tried) is bounded by p->max_work per row. */
 static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
     const xgr_fsm *f = p->fsm;
+    int64_t work = 0;
     for (size_t j = row_start; j < p->items.len; j++) {
         xgr_item it = p->items.data[j];
+        if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
         if (xgr_item_complete(f, it)) {
             if (it.origin == XGR_ORIGIN_OUTER) {
@@ -137,6 +154,7 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                 /* Same-row completions are empty derivations, already covered by the
                  * nullable advance at prediction time. */
                 int32_t ob = p->row_begin.data[it.origin], oe = p->row_begin.data[it.origin + 1];
+                if ((work += oe - ob) > p->max_work) return work_limit(p);
                 for (int32_t k = ob; k < oe; k++) {
                     int rc = advance_over(p, row_start, p->items.data[k], r);
                     if (rc) return rc;

@@ -24,6 +24,7 @@ typedef struct {
     XGR_VEC(xgr_item) items;
     XGR_VEC(int32_t) row_begin; /* n_rows + 1 entries */
     int32_t max_row_items;
+    int64_t max_work; /* work units per row built (max_step_work) */
     /* Dedup table for the row under construction; slots are valid when stamp == gen. */
     xgr_item *slot_item;
     uint32_t *slot_stamp;

@@ -1,6 +1,7 @@
 /* GrammarMatcher: parser state per request, token acceptance, rollback and bitmask
  * filling from the mask cache plus exact checks of uncertain tokens. */
 #include "../mask/compiled.h"
+#include "../common/token_marker.h"
 
 typedef struct {
     int32_t rows_before; /* parser rows before this step */
@@ -29,6 +30,17 @@ long xgr_stat_checks = 0;
 #endif
 static inline void set_bit(uint32_t *w, int32_t id) { w[id >> 5] |= 1u << (id & 31); }
 static inline int get_bit(const uint32_t *w, int32_t id) { return (w[id >> 5] >> (id & 31)) & 1; }
+
+/* Is `id` one of the grammar's token-level terminals (common/token_marker.h)? */
+static int is_token_term(const xgr_compiled *c, int32_t id) {
+    int32_t lo = 0, hi = c->n_token_ids;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (c->token_ids[mid] < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->n_token_ids && c->token_ids[lo] == id;
+}
 
 static int is_stop(const xgr_matcher *m, int32_t id) {
     for (int32_t i = 0; i < m->n_stop; i++)
@@ -76,6 +88,7 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
     }
     m->parser.ref_begin = c->ref_begin;
     m->scratch.ref_begin = c->ref_begin;
+    m->parser.max_work = m->scratch.max_work = c->opts.max_step_work;
     return m;
 }
 
@@ -172,6 +185,22 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
                         (int)v->vocab_size);
     if (xgr_matcher_is_terminated(m)) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
+    if (m->c->n_token_ids && is_token_term(m->c, token)) {
+        /* As a token-level terminal first (a stop token too: the grammar names it); as
+         * text or a stop only where its marker is not admitted. */
+        uint8_t mk[XGR_TOKEN_MARKER_LEN];
+        int ok0, rc0;
+        xgr_token_marker(token, mk);
+        if ((rc0 = feed(m, mk, sizeof mk, &ok0))) return rc0;
+        if (ok0) {
+            if ((rc0 = push_step(m, rows, 0))) {
+                xgr_parser_truncate(&m->parser, rows);
+                return rc0;
+            }
+            *accepted = 1;
+            return XGR_OK;
+        }
+    }
     if (is_stop(m, token)) {
         if (!xgr_parser_can_end(&m->parser)) return XGR_OK;
         m->terminated = 1;
@@ -180,11 +209,13 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
         else *accepted = 1;
         return rc;
     }
+    int ok, rc;
     if (token >= v->n_tokens || v->is_special[token]) return XGR_OK;
+    if (m->c->ff_bits && get_bit(m->c->ff_bits, token)) return XGR_OK;
     uint32_t len;
     const uint8_t *s = xgr_vocab_token(v, token, &len);
     if (len == 0) return XGR_OK;
-    int ok, rc = feed(m, s, len, &ok);
+    rc = feed(m, s, len, &ok);
     if (rc || !ok) return rc;
     if ((rc = push_step(m, rows, 0))) {
         xgr_parser_truncate(&m->parser, rows);
@@ -248,6 +279,26 @@ int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
     return rc ? rc : rc2;
 }
 
+
+/* Token-level terminals: text tokens containing 0xFF are never text in such a grammar;
+ * each terminal id whose marker the parser admits is allowed (special or not). */
+static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
+    const xgr_compiled *c = m->c;
+    if (!c->n_token_ids) return XGR_OK;
+    for (int32_t w = 0; w < c->vocab->row_words; w++) row[w] &= ~c->ff_bits[w];
+    int32_t rows = xgr_parser_rows(&m->parser);
+    for (int32_t i = 0; i < c->n_token_ids; i++) {
+        int32_t id = c->token_ids[i];
+        if (id >= c->vocab->vocab_size) break;
+        uint8_t mk[XGR_TOKEN_MARKER_LEN];
+        xgr_token_marker(id, mk);
+        int ok, rc = feed(m, mk, sizeof mk, &ok);
+        xgr_parser_truncate(&m->parser, rows);
+        if (rc) return rc;
+        if (ok) set_bit(row, id);
+    }
+    return XGR_OK;
+}
 
 /* Exact check: would `token` be accepted from the current parser state? */
 static int check_token(xgr_matcher *m, int32_t token, int *ok) {
@@ -465,6 +516,14 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
             return rc;
         }
     }
+    /* A stop id (override_stop may name an ordinary token) is never accepted as text:
+     * only where the grammar can end, as below. */
+    for (int32_t i = 0; i < m->n_stop; i++)
+        row[m->stop_ids[i] >> 5] &= ~(1u << (m->stop_ids[i] & 31));
+    if (!xgr_matcher_is_terminated(m) && (rc = apply_token_terms(m, row))) {
+        memset(row, 0, row_words * sizeof *row);
+        return rc;
+    }
     /* After termination nothing more is accepted, so the row stays empty. */
     if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
@@ -495,6 +554,8 @@ int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len) {
                 }
             if (count != 1) break;
             int alive;
+            /* never into a token-level terminal's marker: it is not text */
+            if (only == XGR_TOKEN_MARKER_LEAD) break;
             if ((rc = xgr_parser_step(&m->parser, (uint8_t)only, &alive)) || !alive) break;
             if (XGR_VEC_PUSH(buf, (char)only)) {
                 rc = XGR_ERR_NOMEM;
@@ -545,6 +606,22 @@ int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row_out, size_t
             if (rc) return rc;
             if (ok) set_bit(row, id);
         }
+    if (!xgr_matcher_is_terminated(m) && m->c->n_token_ids) {
+        /* With token-level terminals, the definition itself: accept_token on each id. */
+        memset(row, 0, row_words * sizeof *row);
+        int32_t saved = m->max_rollback;
+        m->max_rollback = -1;
+        for (int32_t id = 0; id < v->vocab_size; id++) {
+            int acc, rc = xgr_matcher_accept_token(m, id, &acc);
+            if (!rc && acc) rc = xgr_matcher_rollback(m, 1);
+            if (rc) {
+                m->max_rollback = saved;
+                return rc;
+            }
+            if (acc) set_bit(row, id);
+        }
+        m->max_rollback = saved;
+    }
     if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
     return XGR_OK;

@@ -5,7 +5,7 @@ Importing the package does not import torch: torch is loaded only by the functio
 take or make tensors.
 """
 
-from . import exception, testing
+from . import exception, limits, testing
 from .bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
@@ -14,6 +14,7 @@ from .bitmask import (
 )
 from .cache import (
     clear_cross_grammar_cache,
+    get_automaton_cache_stats,
     get_cross_grammar_cache_stats,
     set_cross_grammar_cache_budget,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "get_bitmask_shape",
     "reset_token_bitmask",
     "get_cross_grammar_cache_stats",
+    "get_automaton_cache_stats",
     "set_cross_grammar_cache_budget",
     "clear_cross_grammar_cache",
     "XGrammar2Error",

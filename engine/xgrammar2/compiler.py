@@ -168,6 +168,26 @@ class _CompileCache:
         return len(self._entries)
 
 
+class _LazyResolver:
+    """Builds the tokenizer's token resolver (an O(vocabulary) table) only when a structural
+    tag actually names a token."""
+
+    def __init__(self, tokenizer_info: TokenizerInfo) -> None:
+        self._info = tokenizer_info
+        self.vocab_size = tokenizer_info.vocab_size
+
+    def _get(self):
+        from .structural_tag.tokens import resolver_for
+
+        return resolver_for(self._info)
+
+    def token_id(self, token: str):
+        return self._get().token_id(token)
+
+    def text(self, token_id: int):
+        return self._get().text(token_id)
+
+
 def _opt_int(value: Optional[int], name: str, default: int = 0) -> int:
     if value is None:
         return default
@@ -199,6 +219,7 @@ class GrammarCompiler:
         max_rules: Optional[int] = None,
         max_fsm_states: Optional[int] = None,
         max_row_items: Optional[int] = None,
+        max_step_work: Optional[int] = None,
         cross_grammar_cache: bool = True,
         context_min_uncertain: Optional[int] = None,
     ) -> None:
@@ -222,11 +243,13 @@ class GrammarCompiler:
             first; the budget may be exceeded slightly while masks are being built.
 
         inline_max_states, repeat_threshold, precompute, max_rules, max_fsm_states,
-        max_row_items
+        max_row_items, max_step_work
             (xgrammar2) Compile options of the core (see ``xgr_compile_options`` in
             ``xgr2.h``); None = the core's default. ``precompute=True`` builds every token
-            mask at compile time instead of on first use. The ``max_*`` limits make too-large
-            grammars fail with GrammarLimitError.
+            mask at compile time instead of on first use. The ``max_*`` limits (defaults in
+            ``docs/limits.md``) make too-large grammars fail with GrammarLimitError, and
+            too-ambiguous ones fail at the token that would need more parser work than
+            ``max_step_work`` per byte.
 
         cross_grammar_cache : bool, default: True
             (xgrammar2) Share context-free token-mask cache entries with every other compiled
@@ -264,6 +287,7 @@ class GrammarCompiler:
         opts.repeat_threshold = _opt_int(repeat_threshold, "repeat_threshold")
         opts.precompute = 1 if precompute else 0
         opts.max_row_items = _opt_int(max_row_items, "max_row_items")
+        opts.max_step_work = _opt_int(max_step_work, "max_step_work")
         opts.cross_grammar_cache = 1 if cross_grammar_cache else -1
         opts.context_min_uncertain = _opt_int(context_min_uncertain, "context_min_uncertain")
         self._opts = opts
@@ -381,8 +405,11 @@ class GrammarCompiler:
         """Compiles a structural tag (upstream xgrammar's format): one tag (JSON text, dict
         or ``xgrammar2.structural_tag.StructuralTag``), or the legacy ``(tags, triggers)``
         pair. Errors as :meth:`Grammar.from_structural_tag`."""
+        from .limits import check_structural_tag_args
         from .structural_tag.converter import ebnf_from_api_args
 
+        check_structural_tag_args(args, kwargs)
+        kwargs.setdefault("token_resolver", _LazyResolver(self._tokenizer_info))
         return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
 
     _ASYNC_KINDS = {

@@ -343,6 +343,13 @@ static void test_ebnf_valid(void) {
     ok("root ::= \"<\" Regex( \"\\\\d{2,3}\" ) \">\"", "root ::= \"<\" [0-9]{2,3} \">\"\n");
     ok("root ::= Regex (\"x\")\nRegex ::= \"r\"", "root ::= Regex \"x\"\nRegex ::= \"r\"\n");
     ok("root ::= Regex(\"a+\" , json_string = false)", "root ::= \"a\"+\n");
+    /* token-level terminals: Token(id) is one marker literal, printed back as Token(id) */
+    ok("root ::= \"a\" Token(128010) \"b\"", "root ::= \"a\" Token(128010) \"b\"\n");
+    ok("root ::= Token( 0 , 1073741823 )", "root ::= Token(0) | Token(1073741823)\n");
+    ok("root ::= Token (7)\nToken ::= \"t\"", "root ::= Token(7)\nToken ::= \"t\"\n");
+    ok("root ::= Token \"x\"\nToken ::= \"t\"", "root ::= Token \"x\"\nToken ::= \"t\"\n");
+    ok("root ::= TagDispatch((Token(5), x), excludes=(Token(6), \"e\"))\nx ::= \"y\"",
+       "root ::= TagDispatch(\n  (Token(5), x),\n  loop_after_dispatch=true,\n  excludes=(Token(6), \"e\")\n)\nx ::= \"y\"\n");
     /* upstream xgrammar's printed forms */
     ok("root ::= ((x{0, -1} x{2, 3})) (=([ \\n]* \"a\"))\nx ::= (([^\\\"\\\\\\0-\\x1f]) | (\"\\xe9\"))",
        "root ::= x* x{2,3} (= [ \\n]* \"a\")\nx ::= [^\"\\\\\\x00-\\x1f] | \"\xc3\xa9\"\n");
@@ -443,6 +450,14 @@ static void test_ebnf_errors(void) {
     bad("root ::= Regex(x)", XGR_ERR_SYNTAX, "a string literal");
     bad("root ::= Regex(\"a\", json_string=true)", XGR_ERR_SYNTAX, "json_string=true) is not supported");
     bad("root ::= Regex(\"a\", flags=1)", XGR_ERR_SYNTAX, "the Regex option 'json_string'");
+    bad("root ::= Token()", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
+    bad("root ::= Token(x)", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
+    bad("root ::= Token(-1)", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
+    bad("root ::= Token(1073741824)", XGR_ERR_SEMANTIC, "larger than 1073741823");
+    bad("root ::= Token(1 2)", XGR_ERR_SYNTAX, "',' or ')' in Token(...)");
+    bad("root ::= Token(1", XGR_ERR_SYNTAX, "unclosed 'Token('");
+    bad("root ::= ExcludeToken(1)", XGR_ERR_SYNTAX, "ExcludeToken(...) (any one token but these) is not supported");
+    bad("root ::= TagDispatch((Token(1, 2), x))\nx ::= \"y\"", XGR_ERR_SEMANTIC, "takes one id");
     bad("root ::= \"a\"{1,-2}", XGR_ERR_SYNTAX, "expected a number");
     bad("root ::= x\nx ::= y\ny ::= z", XGR_ERR_SEMANTIC, "line 3, column 7: rule 'z'");
     bad_n("root ::= \"a\"\0", 13, XGR_ERR_SYNTAX, "line 1, column 13: expected a string, character class, rule name or '(', found byte 0x00");

@@ -124,3 +124,36 @@ def test_dispatch_free_text_entry_is_shared_across_tool_sets_and_exact() -> None
         assert m.accept_string(text), text
         ok, why = masks_equal_oracle(m, tok.vocab_size)
         assert ok, (text, why)
+
+
+def test_tool_automata_are_memoised_across_grammars_and_equal_to_fresh_ones() -> None:
+    """A tool schema's rules, compiled in one grammar, are not determinised again in a
+    grammar that combines it with other tools (the automaton memo's counters prove it),
+    and the memoised automata give the same masks as a compile that bypasses every
+    process-wide cache."""
+    tok = tokenizer("llama-3.1")
+    weather = ('weather ::= "{\\"city\\": " str ", \\"days\\": " [1-9] [0-9]? ", \\"unit\\": " '
+               '("\\"C\\"" | "\\"F\\"") "}"\nstr ::= "\\"" [a-zA-Z ]* "\\""\n')
+    g1 = 'root ::= "call weather " weather\n' + weather
+    g2 = 'root ::= ("call weather " weather | "call other {" [0-9]+ "}")\n' + weather
+    compile_private(g1)
+    before = xgr.get_automaton_cache_stats()
+    shared = compile_private(g2)
+    after = xgr.get_automaton_cache_stats()
+    assert after["hits"] > before["hits"], (before, after)
+    assert after["entries"] > 0 and after["bytes"] > 0
+    fresh = compile_private(g2, cross_grammar_cache=False)
+    assert xgr.get_automaton_cache_stats()["hits"] == after["hits"]  # bypassed
+    text = 'call weather {"city": "Oslo", "days": 1'
+    ms, mf = xgr.GrammarMatcher(shared), xgr.GrammarMatcher(fresh)
+    for i in range(len(text) + 1):
+        a, b = xgr.allocate_token_bitmask(1, tok.vocab_size), xgr.allocate_token_bitmask(1, tok.vocab_size)
+        ms.fill_next_token_bitmask(a)
+        mf.fill_next_token_bitmask(b)
+        assert (a.numpy() == b.numpy()).all(), f"masks differ after {text[:i]!r}"
+        if i < len(text):
+            assert ms.accept_string(text[i]) and mf.accept_string(text[i])
+    ok, why = masks_equal_oracle(ms, tok.vocab_size)
+    assert ok, why
+    xgr.clear_cross_grammar_cache()
+    assert xgr.get_automaton_cache_stats()["entries"] == 0

@@ -115,18 +115,8 @@ def test_errors_from_json_schema_converter_name_the_path():
 
 
 TOKEN_FORMATS = [
-    ({"type": "token", "token": 5}, "$.format", "'token'"),
     ({"type": "exclude_token", "exclude_tokens": [1, "<x>"]}, "$.format", "'exclude_token'"),
     ({"type": "any_tokens", "exclude_tokens": [1]}, "$.format", "'any_tokens'"),
-    ({"type": "token_triggered_tags", "trigger_tokens": [7], "tags": [
-        {"begin": {"type": "token", "token": 7}, "content": cs("x"), "end": "."}]}, "$.format", "'token_triggered_tags'"),
-    ({"type": "token_dispatch", "rules": [[7, cs("x")]]}, "$.format", "'token_dispatch'"),
-    ({"type": "sequence", "elements": [cs("a"), {"type": "tag", "begin": {"type": "token", "token": 3},
-                                                 "content": cs("x"), "end": "."}]},
-     "$.format.elements[1].begin", "token as a tag's begin"),
-    ({"type": "tag", "begin": "<a>", "content": cs("x"), "end": {"type": "token", "token": "</s>"}},
-     "$.format.end", "token as a tag's end"),
-    ({"type": "any_text", "excludes": ["a", {"type": "token", "token": 2}]}, "$.format.excludes[1]", "token"),
     ({"type": "any_text", "max_tokens": 10}, "$.format.max_tokens", "token budget"),
 ]
 
@@ -138,6 +128,37 @@ def test_token_level_formats_not_implemented(fmt, path, words):
     msg = str(ei.value)
     assert msg.startswith(path), msg
     assert words in msg, msg
+
+
+TOKEN_TERMINALS = [
+    ({"type": "token", "token": 5}, ["Token(5)"]),
+    ({"type": "token_triggered_tags", "trigger_tokens": [7], "tags": [
+        {"begin": {"type": "token", "token": 7}, "content": cs("x"), "end": "."}]}, ["(Token(7), "]),
+    ({"type": "token_dispatch", "rules": [[7, cs("x")]]}, ["(Token(7), "]),
+    ({"type": "sequence", "elements": [cs("a"), {"type": "tag", "begin": {"type": "token", "token": 3},
+                                                 "content": cs("x"), "end": "."}]}, ["Token(3) \"x\" \".\""]),
+    ({"type": "tag", "begin": "<a>", "content": cs("x"), "end": {"type": "token", "token": 9}},
+     ["\"<a>\" \"x\" Token(9)"]),
+]
+
+
+@pytest.mark.parametrize("fmt,needles", TOKEN_TERMINALS, ids=[f["type"] for f, _ in TOKEN_TERMINALS])
+def test_token_formats_become_token_terminals(fmt, needles):
+    text = structural_tag_to_ebnf(F(fmt))
+    for needle in needles:
+        assert needle in text, text
+
+
+@pytest.mark.parametrize("fmt,path", [
+    ({"type": "tag", "begin": "<a>", "content": cs("x"), "end": {"type": "token", "token": "</s>"}},
+     "$.format.end.token"),
+    ({"type": "any_text", "excludes": ["a", {"type": "token", "token": 2}]}, "$.format.excludes[1]"),
+])
+def test_token_references_that_need_a_tokenizer_name_their_path(fmt, path):
+    with pytest.raises(StructuralTagError) as ei:
+        structural_tag_to_ebnf(F(fmt))
+    assert ei.value.path == path, str(ei.value)
+    assert "tokenizer" in str(ei.value)
 
 
 def test_unimplemented_xml_styles():

@@ -16,11 +16,14 @@ the language accepted for a tag is the one upstream accepts (checked in
 """
 
 import json
+import threading
 import warnings
+from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import nodes as N
-from .ebnf import RuleSet, quote, tag_dispatch_body
+from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body
+from .tokens import TOKEN_ID_MAX, TokenResolver
 from .errors import StructuralTagError, path_join
 
 __all__ = ["structural_tag_to_ebnf", "format_to_ebnf", "JsonSchemaToEbnf"]
@@ -37,8 +40,32 @@ def _default_json_schema_to_ebnf(schema: Any, **options: Any) -> str:
     return json_schema_to_ebnf(schema, **options)
 
 
+# Process-wide memo of the default converter's results, keyed by the canonical JSON of
+# (schema, options): a tool seen in an earlier request skips the JSON-schema front end
+# (and its own key serialisation) entirely. Bounded LRU; errors are not memoised.
+_SCHEMA_MEMO_SIZE = 4096
+_schema_memo: "OrderedDict[str, str]" = OrderedDict()
+_schema_memo_lock = threading.Lock()
+
+
+def _memo_get(key: str) -> Optional[str]:
+    with _schema_memo_lock:
+        hit = _schema_memo.get(key)
+        if hit is not None:
+            _schema_memo.move_to_end(key)
+        return hit
+
+
+def _memo_put(key: str, text: str) -> None:
+    with _schema_memo_lock:
+        _schema_memo[key] = text
+        if len(_schema_memo) > _SCHEMA_MEMO_SIZE:
+            _schema_memo.popitem(last=False)
+
+
 def structural_tag_to_ebnf(
-    tag: Any, *, json_schema_to_ebnf: Optional[JsonSchemaToEbnf] = None
+    tag: Any, *, json_schema_to_ebnf: Optional[JsonSchemaToEbnf] = None,
+    token_resolver: Optional[TokenResolver] = None,
 ) -> str:
     """Converts a structural tag to EBNF text whose start rule is ``root``.
 
@@ -58,16 +85,22 @@ def structural_tag_to_ebnf(
     StructuralTagError
         The tag is malformed; the message starts with the JSON path (a ValueError).
     NotImplementedError
-        A token-level format, or a feature xgrammar2 cannot express in EBNF yet; the message
-        names it and its JSON path.
+        A feature xgrammar2 cannot express yet (``exclude_token``, ``any_tokens``, token
+        budgets); the message names it and its JSON path.
+
+    Token-level formats become ``Token(id)`` terminals. Token strings (rather than ids) and
+    ``exclude_tokens`` need ``token_resolver`` (:class:`.tokens.TokenResolver`), which
+    :meth:`GrammarCompiler.compile_structural_tag` supplies.
     """
     node = N.read_structural_tag(tag)
-    return format_to_ebnf(node, json_schema_to_ebnf=json_schema_to_ebnf)
+    return format_to_ebnf(node, json_schema_to_ebnf=json_schema_to_ebnf,
+                          token_resolver=token_resolver)
 
 
-def format_to_ebnf(node: N.Node, *, json_schema_to_ebnf: Optional[JsonSchemaToEbnf] = None) -> str:
+def format_to_ebnf(node: N.Node, *, json_schema_to_ebnf: Optional[JsonSchemaToEbnf] = None,
+                   token_resolver: Optional[TokenResolver] = None) -> str:
     """EBNF text (start rule ``root``) for an already-read format tree."""
-    conv = _Converter(json_schema_to_ebnf or _default_json_schema_to_ebnf)
+    conv = _Converter(json_schema_to_ebnf or _default_json_schema_to_ebnf, token_resolver)
     expr = conv.convert(node)
     conv.rules.define("root", expr)
     return conv.rules.to_ebnf(root="root")
@@ -119,9 +152,11 @@ def _is_excluded(node: N.Node) -> bool:
 
 
 class _Converter:
-    def __init__(self, json_schema_to_ebnf: JsonSchemaToEbnf):
+    def __init__(self, json_schema_to_ebnf: JsonSchemaToEbnf,
+                 token_resolver: Optional[TokenResolver] = None):
         self.rules = RuleSet(reserved=["root"])
         self.json_schema_to_ebnf = json_schema_to_ebnf
+        self.tokens = token_resolver
         # End strings of the enclosing tags, innermost last: free text stops before them.
         self.ends: List[List[str]] = []
         self._any_text_rule: Optional[str] = None
@@ -139,10 +174,54 @@ class _Converter:
         return [e for e in self.ends[-1] if e] if self.ends else []
 
     def unsupported(self, node: N.Node, what: str) -> NotImplementedError:
-        return NotImplementedError(
-            f"{node.path}: {what} is not supported by xgrammar2: its EBNF has no token-id "
-            "terminals yet"
-        )
+        return NotImplementedError(f"{node.path}: {what} is not supported by xgrammar2")
+
+    # -- tokens -------------------------------------------------------------------------
+
+    def token(self, value: Any, path: str) -> TokenTerm:
+        """The terminal for a token reference (an id, or a token string resolved with the
+        tokenizer)."""
+        if isinstance(value, N.TokenLevel):
+            path, value = path_join(value.path, "token"), value.data["token"]
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise StructuralTagError(path, f"a token must be an id or a token string, got {value!r}")
+        if isinstance(value, str):
+            if self.tokens is None:
+                raise StructuralTagError(
+                    path, f"the token string {value!r} needs a tokenizer to resolve: compile with "
+                    "GrammarCompiler.compile_structural_tag, or give the token id")
+            tid = self.tokens.token_id(value)
+            if tid is None:
+                raise StructuralTagError(path, f"{value!r} is not a token of this tokenizer")
+            value = tid
+        if value > TOKEN_ID_MAX or (self.tokens is not None and value >= self.tokens.vocab_size):
+            limit = self.tokens.vocab_size if self.tokens is not None else TOKEN_ID_MAX + 1
+            raise StructuralTagError(path, f"token id {value} is outside the vocabulary [0, {limit})")
+        return TokenTerm(value)
+
+    def token_excludes(self, tokens: Sequence[Any], path: str,
+                       paths: Optional[Sequence[str]] = None) -> List[str]:
+        """String excludes standing for ``exclude_tokens`` in free text. A special token can
+        never be free text (only a ``Token(...)`` terminal admits it), so it needs nothing;
+        a text token is excluded by its text, which also forbids that text spelled by other
+        tokens (stricter than a token-id exclusion, never looser)."""
+        out: List[str] = []
+        for i, t in enumerate(tokens):
+            p = paths[i] if paths is not None else path_join(path, i)
+            if isinstance(t, int) and self.tokens is None:
+                raise StructuralTagError(
+                    p, "exclude_tokens need a tokenizer (to tell special tokens from text): "
+                    "compile with GrammarCompiler.compile_structural_tag")
+            term = self.token(t, p)
+            text = self.tokens.text(term.id) if self.tokens is not None else None
+            if text is not None:
+                try:
+                    out.append(text.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise StructuralTagError(
+                        p, f"token {term.id} is a partial UTF-8 sequence; it cannot be excluded "
+                        "from free text") from None
+        return out
 
     def free_text(self, excludes: Sequence[str], hint: str = "any_text") -> str:
         if excludes:
@@ -153,22 +232,29 @@ class _Converter:
 
     def end_expr(self, tag: N.Tag) -> str:
         ends = tag.end
+        if isinstance(ends, N.TokenLevel):
+            return self.token(ends, ends.path).ebnf()
         if len(ends) == 1:
             return _lit(ends[0])
         return self.as_rule(_alt([_lit(e) for e in ends]), "tag_end")
 
-    def tag_content(self, tag: N.Tag) -> str:
+    def begin_expr(self, tag: N.Tag) -> str:
         if isinstance(tag.begin, N.TokenLevel):
-            raise self.unsupported(tag.begin, "a token as a tag's begin")
-        if isinstance(tag.end, N.TokenLevel):
-            raise self.unsupported(tag.end, "a token as a tag's end")
-        if _is_unlimited(tag.content) and not any(tag.end) and not _is_excluded(tag.content):
+            return self.token(tag.begin, tag.begin.path).ebnf()
+        return _lit(tag.begin)
+
+    def tag_content(self, tag: N.Tag) -> str:
+        token_end = isinstance(tag.end, N.TokenLevel)
+        # A token end needs no exclude in the content: free text never produces a token
+        # terminal, so the end token always closes the tag.
+        if (_is_unlimited(tag.content) and not token_end and not any(tag.end)
+                and not _is_excluded(tag.content)):
             raise StructuralTagError(
                 path_join(tag.path, "end"),
                 "the tag's content is free text (any_text, triggered_tags, tags_with_separator) "
                 "that only an end string can stop, so at least one end string must be non-empty",
             )
-        self.ends.append(list(tag.end))
+        self.ends.append([] if token_end else list(tag.end))
         try:
             return self.convert(tag.content)
         finally:
@@ -211,10 +297,15 @@ class _Converter:
             key = None
         if key is not None and key in self._json_cache:
             return self._json_cache[key]
+        memo = key is not None and self.json_schema_to_ebnf is _default_json_schema_to_ebnf
+        text = _memo_get(key) if memo else None
         try:
-            text = self.json_schema_to_ebnf(schema, **opts)
-            if not isinstance(text, str):
-                text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
+            if text is None:
+                text = self.json_schema_to_ebnf(schema, **opts)
+                if not isinstance(text, str):
+                    text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
+                if memo:
+                    _memo_put(key, text)
         except TypeError as e:
             extra = [k for k in ("any_order", "excludes") if k in opts]
             if extra:
@@ -233,14 +324,15 @@ class _Converter:
         return root
 
     def visit_any_text(self, node: N.AnyText) -> str:
-        if node.token_excludes:
-            raise self.unsupported(node.token_excludes[0], "a token in any_text's excludes")
+        token_ex = self.token_excludes(
+            [t.data["token"] for t in node.token_excludes], path_join(node.path, "excludes"),
+            [t.path for t in node.token_excludes]) if node.token_excludes else []
         if node.max_tokens is not None:
             raise NotImplementedError(
                 f"{node.path}.max_tokens: a token budget on free text is not supported by "
                 "xgrammar2's EBNF yet"
             )
-        excludes = _dedupe(node.excludes + self.detected_ends())
+        excludes = _dedupe(node.excludes + token_ex + self.detected_ends())
         if node.max_chars is not None:
             if excludes:
                 raise NotImplementedError(
@@ -267,14 +359,16 @@ class _Converter:
 
     def visit_tag(self, node: N.Tag) -> str:
         content = self.tag_content(node)
-        return self.as_rule(_seq([_lit(node.begin), content, self.end_expr(node)]), "tag")
+        return self.as_rule(_seq([self.begin_expr(node), content, self.end_expr(node)]), "tag")
 
     def visit_triggered_tags(self, node: N.TriggeredTags) -> str:
         excludes = _dedupe(node.excludes + self.detected_ends())
         per_trigger: List[List[int]] = [[] for _ in node.triggers]
         for i, tag in enumerate(node.tags):
             if isinstance(tag.begin, N.TokenLevel):
-                raise self.unsupported(tag.begin, "a token as a tag's begin in triggered_tags")
+                raise self.unsupported(
+                    tag.begin, "a token as a tag's begin in triggered_tags (string triggers); "
+                    "use token_triggered_tags")
             hits = [k for k, t in enumerate(node.triggers) if tag.begin.startswith(t)]
             if not hits:
                 raise StructuralTagError(
@@ -346,7 +440,62 @@ class _Converter:
         return self.rules.add("tag_dispatch", tag_dispatch_body(pairs, node.loop, _dedupe(node.excludes)))
 
     def visit_token_level(self, node: N.TokenLevel) -> str:
-        raise self.unsupported(node, f"the token-level format '{node.type}'")
+        if node.type == "token":
+            return self.token(node.data["token"], path_join(node.path, "token")).ebnf()
+        if node.type == "token_triggered_tags":
+            return self.token_triggered_tags(node)
+        if node.type == "token_dispatch":
+            pairs = []
+            for i, (tok, fmt) in enumerate(node.data["rules"]):
+                term = self.token(tok, path_join(node.path, "rules", i, 0))
+                pairs.append((term, self.as_rule(self.convert(fmt), "dispatch_case")))
+            excludes = self.token_excludes(node.data["exclude_tokens"],
+                                           path_join(node.path, "exclude_tokens"))
+            excludes = _dedupe(excludes + self.detected_ends())
+            return self.rules.add("tag_dispatch",
+                                  tag_dispatch_body(pairs, node.data.get("loop", True), excludes))
+        raise self.unsupported(
+            node, f"the token-level format '{node.type}' (any one token / any tokens except a "
+            "set cannot be spelled over bytes; only Token terminals and token triggers are)")
+
+    def token_triggered_tags(self, node: N.TokenLevel) -> str:
+        """As triggered_tags, with token triggers: a tag's begin is its trigger token."""
+        d = node.data
+        triggers = [self.token(t, path_join(node.path, "trigger_tokens", i))
+                    for i, t in enumerate(d["trigger_tokens"])]
+        tags: List[N.Tag] = d["tags"]
+        per_trigger: List[List[int]] = [[] for _ in triggers]
+        for i, tag in enumerate(tags):
+            if not isinstance(tag.begin, N.TokenLevel):
+                raise StructuralTagError(path_join(tag.path, "begin"),
+                                         "in token_triggered_tags a tag's begin must be a token "
+                                         "format equal to one of trigger_tokens")
+            term = self.token(tag.begin, tag.begin.path)
+            if term not in triggers:
+                raise StructuralTagError(path_join(tag.path, "begin"),
+                                         f"the begin {term!r} is not one of trigger_tokens")
+            per_trigger[triggers.index(term)].append(i)
+        for k, ids in enumerate(per_trigger):
+            if not ids:
+                raise StructuralTagError(path_join(node.path, "trigger_tokens", k),
+                                         f"the trigger {triggers[k]!r} starts no tag")
+        excludes = self.token_excludes(d["exclude_tokens"], path_join(node.path, "exclude_tokens"))
+        excludes = _dedupe(excludes + self.detected_ends())
+        contents = [self.tag_content(tag) for tag in tags]
+        ends = [self.end_expr(tag) for tag in tags]
+        full = [_seq([self.begin_expr(t), c, e]) for t, c, e in zip(tags, contents, ends)]
+        at_least_one, stop_after_first = d.get("at_least_one", False), d.get("stop_after_first", False)
+        if at_least_one and stop_after_first:
+            return self.as_rule(_alt(full), "token_triggered_tags")
+        pairs = [(triggers[k], self.rules.add("token_triggered_tags_group",
+                                              _alt([_seq([contents[i], ends[i]]) for i in ids])))
+                 for k, ids in enumerate(per_trigger)]
+        loop = not stop_after_first
+        if at_least_one:
+            first = self.rules.add("token_triggered_tags_first", _alt(full))
+            rest = self.rules.add("token_triggered_tags_sub", tag_dispatch_body(pairs, loop, excludes))
+            return self.rules.add("token_triggered_tags", f"{first} {rest}")
+        return self.rules.add("token_triggered_tags", tag_dispatch_body(pairs, loop, excludes))
 
 
 def warn_approximation(path: str, message: str) -> None:
@@ -359,6 +508,7 @@ def ebnf_from_api_args(*args: Any, **kwargs: Any) -> str:
     model), or upstream's legacy ``(tags, triggers)`` with ``tags`` a list of
     ``StructuralTagItem`` (or dicts with ``begin`` / ``schema`` / ``end``)."""
     conv = kwargs.pop("json_schema_to_ebnf", None)
+    resolver = kwargs.pop("token_resolver", None)
     if "structural_tag" in kwargs:
         args = (kwargs.pop("structural_tag"),) + args
     if "tags" in kwargs or "triggers" in kwargs:
@@ -367,7 +517,7 @@ def ebnf_from_api_args(*args: Any, **kwargs: Any) -> str:
     if kwargs:
         raise TypeError(f"unexpected keyword arguments: {', '.join(kwargs)}")
     if len(args) == 1:
-        return structural_tag_to_ebnf(args[0], json_schema_to_ebnf=conv)
+        return structural_tag_to_ebnf(args[0], json_schema_to_ebnf=conv, token_resolver=resolver)
     if len(args) == 2:
         tags, triggers = args
         structures = []
@@ -380,7 +530,7 @@ def ebnf_from_api_args(*args: Any, **kwargs: Any) -> str:
                 schema = getattr(t, "schema_", schema)
             structures.append({"begin": t.begin, "schema": schema, "end": t.end})
         legacy = {"type": "structural_tag", "structures": structures, "triggers": list(triggers)}
-        return structural_tag_to_ebnf(legacy, json_schema_to_ebnf=conv)
+        return structural_tag_to_ebnf(legacy, json_schema_to_ebnf=conv, token_resolver=resolver)
     raise TypeError(
         "expected one structural tag, or the legacy (tags, triggers) pair; "
         f"got {len(args)} positional arguments"

@@ -14,7 +14,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
 
 __all__ = [
     "quote",
@@ -44,8 +44,34 @@ def quote(s: str) -> str:
     return '"' + s.translate(_ESCAPE_TABLE) + '"'
 
 
+class TokenTerm:
+    """A token-level terminal: matches exactly token ``id`` (printed ``Token(id)``)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, token_id: int):
+        self.id = int(token_id)
+
+    def ebnf(self) -> str:
+        return f"Token({self.id})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenTerm) and other.id == self.id
+
+    def __hash__(self) -> int:
+        return hash(("TokenTerm", self.id))
+
+    def __repr__(self) -> str:
+        return f"Token({self.id})"
+
+
+def _term(x: Union[str, TokenTerm]) -> str:
+    return x.ebnf() if isinstance(x, TokenTerm) else quote(x)
+
+
 def tag_dispatch_body(
-    pairs: Sequence[Tuple[str, str]], loop_after_dispatch: bool, excludes: Sequence[str]
+    pairs: Sequence[Tuple[Union[str, TokenTerm], str]], loop_after_dispatch: bool,
+    excludes: Sequence[Union[str, TokenTerm]]
 ) -> str:
     """The body of a ``TagDispatch`` rule exactly as upstream xgrammar prints it::
 
@@ -57,9 +83,9 @@ def tag_dispatch_body(
     """
     lines = ["TagDispatch("]
     for trigger, rule in pairs:
-        lines.append(f"  ({quote(trigger)}, {rule}),")
+        lines.append(f"  ({_term(trigger)}, {rule}),")
     lines.append(f"  loop_after_dispatch={'true' if loop_after_dispatch else 'false'},")
-    lines.append("  excludes=(" + ", ".join(quote(e) for e in excludes) + ")")
+    lines.append("  excludes=(" + ", ".join(_term(e) for e in excludes) + ")")
     lines.append(")")
     return "\n".join(lines)
 

@@ -475,9 +475,9 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
             "tags": [_read_tag_item(x, path_join(path, "tags", i), d)
                      for i, x in enumerate(_list(value, "tags", path, non_empty=True))],
             "exclude_tokens": _token_list(value, "exclude_tokens", path),
+            "at_least_one": _bool(value, "at_least_one", path, False),
+            "stop_after_first": _bool(value, "stop_after_first", path, False),
         }
-        _bool(value, "at_least_one", path, False)
-        _bool(value, "stop_after_first", path, False)
         return TokenLevel(path, t, data)
     if t == "token_dispatch":
         rules = []
@@ -487,8 +487,7 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
             if not isinstance(r, (list, tuple)) or len(r) != 2:
                 raise _err(rp, "must be a [token, format] pair")
             rules.append((_token_value(r[0], path_join(rp, 0)), sub(r[1], path_join(rp, 1))))
-        _bool(value, "loop", path, True)
-        return TokenLevel(path, t, {"rules": rules,
+        return TokenLevel(path, t, {"rules": rules, "loop": _bool(value, "loop", path, True),
                                     "exclude_tokens": _token_list(value, "exclude_tokens", path)})
     raise _err(path_join(path, "type"),
                f"unknown format type {t!r}; expected one of: " + ", ".join(FORMAT_TYPES))

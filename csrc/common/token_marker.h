@@ -1,0 +1,36 @@
+/* Token-level terminals (`Token(k)` in EBNF, token formats in structural tags) as bytes.
+ *
+ * The parser is byte-level, so a terminal that must match one specific token id k is
+ * spelled as a marker: 0xFF followed by five UTF-8 continuation bytes carrying k in
+ * base 64 (most significant first). 0xFF never occurs in UTF-8, so grammar text cannot
+ * produce it; a grammar that contains markers rejects every text token whose bytes
+ * contain 0xFF, and the matcher feeds token k as its marker where the grammar admits
+ * that marker (runtime/matcher.c). Ids up to 2^30 - 1.
+ * Internal header. */
+#ifndef XGR_TOKEN_MARKER_H
+#define XGR_TOKEN_MARKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define XGR_TOKEN_MARKER_LEN 6
+#define XGR_TOKEN_MARKER_LEAD 0xFF
+#define XGR_TOKEN_ID_MAX ((int32_t)((1 << 30) - 1))
+
+static inline void xgr_token_marker(int32_t id, uint8_t out[XGR_TOKEN_MARKER_LEN]) {
+    out[0] = XGR_TOKEN_MARKER_LEAD;
+    for (int i = 0; i < 5; i++) out[1 + i] = (uint8_t)(0x80 | ((uint32_t)id >> (6 * (4 - i)) & 0x3F));
+}
+
+/* The id of the marker at s (n >= 6 bytes available), or -1 when s is not a marker. */
+static inline int32_t xgr_token_marker_id(const uint8_t *s, size_t n) {
+    if (n < XGR_TOKEN_MARKER_LEN || s[0] != XGR_TOKEN_MARKER_LEAD) return -1;
+    int32_t id = 0;
+    for (int i = 1; i < XGR_TOKEN_MARKER_LEN; i++) {
+        if ((s[i] & 0xC0) != 0x80) return -1;
+        id = id << 6 | (s[i] & 0x3F);
+    }
+    return id;
+}
+
+#endif

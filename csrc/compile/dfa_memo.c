@@ -1,0 +1,296 @@
+/* Process-wide memo of per-rule determinisations (see lower_internal.h, lw_dfa_memo).
+ *
+ * A request's tool set changes, but each tool's argument schema lowers to the same rule
+ * NFAs every time, up to the ids of the rules they reference. The memo keys a rule by
+ * its NFA with references renumbered in order of first appearance, so the subset
+ * construction and minimisation run once per distinct rule, not once per request. The
+ * full key bytes are compared, so a hash collision can never return a wrong automaton.
+ * One hash table + LRU list under a mutex, bounded by a byte budget. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+
+#include "lower_internal.h"
+
+typedef struct mnode {
+    uint64_t hash;
+    uint8_t *key;
+    size_t key_len, bytes;
+    int32_t raw_states; /* subset states before minimisation: the budget check on a hit */
+    lw_dfa dfa;         /* references as local ids */
+    struct mnode *next_in_bucket, *lru_prev, *lru_next;
+} mnode;
+
+static pthread_mutex_t m_lock = PTHREAD_MUTEX_INITIALIZER;
+static mnode **m_buckets;
+static size_t m_nbuckets, m_count, m_bytes;
+static size_t m_budget = (size_t)32 << 20;
+static mnode *m_head, *m_tail; /* head = most recent */
+static uint64_t m_hits, m_misses;
+
+static void dfa_free_parts(lw_dfa *d) {
+    XGR_VEC_FREE(d->final);
+    XGR_VEC_FREE(d->ebeg);
+    XGR_VEC_FREE(d->edges);
+}
+
+static int dfa_copy(lw_dfa *dst, const lw_dfa *src) {
+    dst->n = src->n;
+    dst->final.len = dst->ebeg.len = dst->edges.len = 0;
+    if (XGR_VEC_RESERVE(dst->final, (size_t)src->n + 1) ||
+        XGR_VEC_RESERVE(dst->ebeg, (size_t)src->n + 1) ||
+        XGR_VEC_RESERVE(dst->edges, src->edges.len + 1))
+        return XGR_ERR_NOMEM;
+    /* (an empty part may have a NULL buffer, which memcpy must not see) */
+    if (src->n) memcpy(dst->final.data, src->final.data, (size_t)src->n);
+    memcpy(dst->ebeg.data, src->ebeg.data, ((size_t)src->n + 1) * sizeof(int32_t));
+    if (src->edges.len) memcpy(dst->edges.data, src->edges.data, src->edges.len * sizeof(xgr_edge));
+    dst->final.len = (size_t)src->n;
+    dst->ebeg.len = (size_t)src->n + 1;
+    dst->edges.len = src->edges.len;
+    return XGR_OK;
+}
+
+static void lru_unlink(mnode *n) {
+    if (n->lru_prev) n->lru_prev->lru_next = n->lru_next;
+    else m_head = n->lru_next;
+    if (n->lru_next) n->lru_next->lru_prev = n->lru_prev;
+    else m_tail = n->lru_prev;
+    n->lru_prev = n->lru_next = NULL;
+}
+
+static void lru_push_front(mnode *n) {
+    n->lru_prev = NULL;
+    n->lru_next = m_head;
+    if (m_head) m_head->lru_prev = n;
+    m_head = n;
+    if (!m_tail) m_tail = n;
+}
+
+static mnode **find_slot(uint64_t hash, const uint8_t *key, size_t key_len) {
+    mnode **pp = &m_buckets[hash & (m_nbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next_in_bucket) {
+        mnode *n = *pp;
+        if (n->hash == hash && n->key_len == key_len && memcmp(n->key, key, key_len) == 0) break;
+    }
+    return pp;
+}
+
+static void remove_node(mnode *n) {
+    mnode **pp = find_slot(n->hash, n->key, n->key_len);
+    if (*pp == n) *pp = n->next_in_bucket;
+    lru_unlink(n);
+    m_count--;
+    m_bytes -= n->bytes;
+    dfa_free_parts(&n->dfa);
+    free(n->key);
+    free(n);
+}
+
+static void evict_to(size_t budget) {
+    while (m_bytes > budget && m_tail) remove_node(m_tail);
+}
+
+static int grow_table(void) {
+    size_t nb = m_nbuckets ? m_nbuckets * 2 : 1024;
+    mnode **b = calloc(nb, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < m_nbuckets; i++)
+        for (mnode *n = m_buckets[i], *next; n; n = next) {
+            next = n->next_in_bucket;
+            n->next_in_bucket = b[n->hash & (nb - 1)];
+            b[n->hash & (nb - 1)] = n;
+        }
+    free(m_buckets);
+    m_buckets = b;
+    m_nbuckets = nb;
+    return 0;
+}
+
+/* Copies the memoised DFA of `key` into *out; 1 if found (and within budget). */
+static int memo_get(uint64_t hash, const uint8_t *key, size_t key_len, int64_t budget,
+                    lw_dfa *out, int *rc) {
+    int found = 0;
+    *rc = XGR_OK;
+    pthread_mutex_lock(&m_lock);
+    if (m_nbuckets) {
+        mnode *n = *find_slot(hash, key, key_len);
+        if (n && n->raw_states <= budget) {
+            lru_unlink(n);
+            lru_push_front(n);
+            *rc = dfa_copy(out, &n->dfa);
+            found = *rc == XGR_OK;
+        }
+    }
+    if (found) m_hits++;
+    else m_misses++;
+    pthread_mutex_unlock(&m_lock);
+    return found;
+}
+
+/* Offers a determinisation to the memo; failures to allocate only skip caching. */
+static void memo_put(uint64_t hash, const uint8_t *key, size_t key_len, int32_t raw_states,
+                     const lw_dfa *d) {
+    size_t bytes = sizeof(mnode) + key_len + (size_t)d->n * 5 + 4 + d->edges.len * sizeof(xgr_edge);
+    mnode *n = calloc(1, sizeof *n);
+    uint8_t *k = malloc(key_len ? key_len : 1);
+    if (!n || !k || dfa_copy(&n->dfa, d)) {
+        if (n) dfa_free_parts(&n->dfa);
+        free(n);
+        free(k);
+        return;
+    }
+    memcpy(k, key, key_len);
+    n->hash = hash;
+    n->key = k;
+    n->key_len = key_len;
+    n->bytes = bytes;
+    n->raw_states = raw_states;
+    pthread_mutex_lock(&m_lock);
+    mnode **pp = NULL;
+    if (bytes <= m_budget && ((m_count + 1) * 2 <= m_nbuckets || !grow_table()))
+        pp = find_slot(hash, key, key_len);
+    if (!pp || *pp) { /* too big, no memory, or another thread inserted it first */
+        pthread_mutex_unlock(&m_lock);
+        dfa_free_parts(&n->dfa);
+        free(n->key);
+        free(n);
+        return;
+    }
+    *pp = n;
+    lru_push_front(n);
+    m_count++;
+    m_bytes += bytes;
+    evict_to(m_budget);
+    pthread_mutex_unlock(&m_lock);
+}
+
+void lw_dfa_memo_set_budget(size_t bytes) {
+    pthread_mutex_lock(&m_lock);
+    m_budget = bytes;
+    evict_to(m_budget);
+    pthread_mutex_unlock(&m_lock);
+}
+
+void lw_dfa_memo_clear(void) {
+    pthread_mutex_lock(&m_lock);
+    evict_to(0);
+    m_hits = m_misses = 0;
+    pthread_mutex_unlock(&m_lock);
+}
+
+void xgr_automaton_cache_get_stats(xgr_automaton_cache_stats *out) {
+    if (!out) return;
+    pthread_mutex_lock(&m_lock);
+    out->hits = m_hits;
+    out->misses = m_misses;
+    out->entries = m_count;
+    out->bytes = m_bytes;
+    pthread_mutex_unlock(&m_lock);
+}
+
+typedef XGR_VEC(uint8_t) bytes_vec;
+
+static int put32(bytes_vec *b, uint32_t x) {
+    if (XGR_VEC_RESERVE(*b, b->len + 4)) return XGR_ERR_NOMEM;
+    memcpy(b->data + b->len, &x, 4);
+    b->len += 4;
+    return XGR_OK;
+}
+
+/* Sorts each state's ref edges (they follow its byte edges) by rule id. */
+static void sort_refs(lw_dfa *d) {
+    for (int32_t s = 0; s < d->n; s++) {
+        int32_t e0 = d->ebeg.data[s], e1 = d->ebeg.data[s + 1];
+        while (e0 < e1 && d->edges.data[e0].ref < 0) e0++;
+        for (int32_t i = e0 + 1; i < e1; i++) { /* few refs per state: insertion sort */
+            xgr_edge x = d->edges.data[i];
+            int32_t j = i - 1;
+            while (j >= e0 && d->edges.data[j].ref > x.ref) {
+                d->edges.data[j + 1] = d->edges.data[j];
+                j--;
+            }
+            d->edges.data[j + 1] = x;
+        }
+    }
+}
+
+int lw_dfa_memo(lw_dfa_ws *ws, lw_nfa *nfa, int64_t budget, lw_dfa *scratch,
+                const lw_dfa **out) {
+    size_t m = nfa->edges.len, cap = 16;
+    while (cap < m * 2 + 2) cap *= 2;
+    int32_t *slot_key = xgr_malloc(cap * sizeof *slot_key), *slot_val = xgr_malloc(cap * sizeof *slot_val);
+    XGR_VEC(int32_t) global = {0}; /* local ref id -> output rule id */
+    bytes_vec key = {0};
+    size_t renumbered = 0; /* edges [0, renumbered) carry local ids */
+    int rc = XGR_OK;
+    if (!slot_key || !slot_val) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < cap; i++) slot_key[i] = -1;
+    /* Renumber references in order of first appearance (edge order is deterministic). */
+    for (size_t i = 0; i < m; i++) {
+        lw_nedge *e = &nfa->edges.data[i];
+        if (e->label < 0) continue;
+        size_t k = xgr_mix64((uint64_t)e->label) & (cap - 1);
+        while (slot_key[k] >= 0 && slot_key[k] != e->label) k = (k + 1) & (cap - 1);
+        if (slot_key[k] < 0) {
+            slot_key[k] = e->label;
+            slot_val[k] = (int32_t)global.len;
+            if (XGR_VEC_PUSH(global, e->label)) {
+                rc = XGR_ERR_NOMEM;
+                goto done;
+            }
+        }
+        e->label = slot_val[k];
+        renumbered = i + 1;
+    }
+    renumbered = m;
+    if ((rc = put32(&key, (uint32_t)nfa->n_states)) || (rc = put32(&key, (uint32_t)nfa->start)) ||
+        (rc = put32(&key, (uint32_t)nfa->final)) || (rc = put32(&key, (uint32_t)nfa->may_dead)))
+        goto done;
+    for (size_t i = 0; i < m && !rc; i++) {
+        const lw_nedge *e = &nfa->edges.data[i];
+        if (!(rc = put32(&key, (uint32_t)e->from)) && !(rc = put32(&key, (uint32_t)e->to)) &&
+            !(rc = put32(&key, (uint32_t)e->label)))
+            rc = put32(&key, (uint32_t)e->lo | (uint32_t)e->hi << 8);
+    }
+    if (rc) goto done;
+    /* Four independent multiply lanes: the key is compared in full on a hit, so the
+     * hash only has to spread keys, and it must not cost more than the lookup saves. */
+    uint64_t lane[4] = {0x6a09e667f3bcc909ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL,
+                        0xa54ff53a5f1d36f1ULL};
+    size_t i = 0;
+    for (; i + 32 <= key.len; i += 32)
+        for (int l = 0; l < 4; l++) {
+            uint64_t w;
+            memcpy(&w, key.data + i + 8 * l, 8);
+            lane[l] = (lane[l] ^ w) * 0x9e3779b97f4a7c15ULL;
+            lane[l] ^= lane[l] >> 31;
+        }
+    uint64_t h = xgr_hash_combine(xgr_hash_combine(lane[0], lane[1]),
+                                  xgr_hash_combine(lane[2], lane[3]));
+    for (; i < key.len; i++) h = xgr_hash_combine(h, key.data[i]);
+    if (!memo_get(h, key.data, key.len, budget, scratch, &rc)) {
+        if (rc) goto done;
+        const lw_dfa *d;
+        if ((rc = lw_nfa_to_dfa(ws, nfa, budget, &d))) goto done;
+        memo_put(h, key.data, key.len, lw_dfa_ws_raw_states(ws), d);
+        if ((rc = dfa_copy(scratch, d))) goto done;
+    }
+    for (size_t e = 0; e < scratch->edges.len; e++)
+        if (scratch->edges.data[e].ref >= 0)
+            scratch->edges.data[e].ref = global.data[scratch->edges.data[e].ref];
+    sort_refs(scratch);
+    *out = scratch;
+done:
+    /* The NFA goes back to output rule ids for any later use (a retry in safe mode). */
+    for (size_t k = 0; k < renumbered; k++)
+        if (nfa->edges.data[k].label >= 0)
+            nfa->edges.data[k].label = global.data[nfa->edges.data[k].label];
+    free(slot_key);
+    free(slot_val);
+    XGR_VEC_FREE(global);
+    XGR_VEC_FREE(key);
+    return rc;
+}
