@@ -97,7 +97,7 @@ def test_constraint_compiles_and_matches_builtin(backend, upstream, tokenizer, p
                 f"{[tokenizer.decode([t]) for t in sorted(rest_ours)[:8]]} upstream-only "
                 f"{[tokenizer.decode([t]) for t in sorted(rest_up)[:8]]}"
             )
-        both = sorted((a & b) - {EOS})
+        both = sorted((a & b) - set(QWEN3_EOS))
         if not both:
             break
         t = rng.choice(both)

@@ -258,8 +258,18 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
         if key_string == "$$ANY$$":
-            return self._compile("json", key_string, self.compiler.compile_builtin_json_grammar)
+            return self._compile("json", key_string, self.compile_any_json)
         return self._compile("json", key_string, lambda: self.compile_json(key_string))
+
+    def compile_any_json(self) -> "xgr2.CompiledGrammar":
+        """``$$ANY$$``: any JSON object or array, as SGLang's xgrammar backend serves it
+        (upstream's builtin JSON grammar has an object or an array at the root; xgrammar2's
+        builtin grammar admits any value, so its root is narrowed here)."""
+        text = str(xgr2.Grammar.builtin_json_grammar())
+        lines = text.splitlines()
+        if lines and lines[0].replace(" ", "") == "root::=value":
+            return self.compiler.compile_grammar("\n".join(["root ::= object | array"] + lines[1:]))
+        return self.compiler.compile_builtin_json_grammar()
 
     def compile_json(self, key_string: str) -> "xgr2.CompiledGrammar":
         """A JSON-schema request (text), with upstream's implied object / array types."""
