@@ -517,6 +517,8 @@ int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_
     p.n = len;
     p.g = g;
     p.at_start = 1;
+    /* a non-NULL stack even for "" (stack.data + base must never be NULL + 0) */
+    if (XGR_VEC_RESERVE(p.stack, 16)) return xgr_fail(XGR_ERR_NOMEM, "out of memory");
     int d, rc = parse_alt(&p, out_node, &d);
     if (!rc && p.pos < p.n) rc = rerr(&p, XGR_ERR_SYNTAX, p.pos, "unmatched ')'");
     XGR_VEC_FREE(p.stack);

@@ -8,6 +8,13 @@ xgr_grammar *xgr_ir_new(void) {
     if (!g) return NULL;
     atomic_init(&g->refcount, 1);
     g->root = -1;
+    /* Pools never NULL: `pool.data + off` with an empty pool (an empty class or literal)
+     * would be NULL + 0, undefined behaviour in C. */
+    if (XGR_VEC_RESERVE(g->kids, 4) || XGR_VEC_RESERVE(g->bytes, 4) ||
+        XGR_VEC_RESERVE(g->ranges, 4)) {
+        xgr_ir_free(g);
+        return NULL;
+    }
     return g;
 }
 

@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional, Tuple, Type, Union
 
 from . import _core
 from .exception import InvalidJSONError
+from .limits import check_input_size, check_json_nesting, check_structural_tag_args, too_deep_error
 
 __all__ = ["Grammar"]
 
@@ -15,11 +16,17 @@ def _schema_to_obj(schema: Any) -> Any:
     """A JSON schema given as str / bytes / dict / bool / pydantic model class -> a Python
     object (dict or bool). Invalid JSON text raises InvalidJSONError (a ValueError)."""
     if isinstance(schema, (str, bytes, bytearray)):
+        check_input_size(len(schema), "the JSON schema")
         try:
-            return json.loads(schema)
+            obj = json.loads(schema)
+        except RecursionError:  # deeper than Python's recursion limit
+            raise too_deep_error("the JSON schema") from None
         except ValueError as e:
             raise InvalidJSONError(f"the JSON schema is not valid JSON: {e}") from e
+        check_json_nesting(obj, "the JSON schema")
+        return obj
     if isinstance(schema, (dict, bool)):
+        check_json_nesting(schema, "the JSON schema")
         return schema
     if isinstance(schema, type):
         to_schema = getattr(schema, "model_json_schema", None)  # pydantic v2
@@ -150,6 +157,7 @@ class Grammar:
         """
         ffi, lib = _core.ffi, _core.lib
         src = _core.to_bytes(ebnf_string, "ebnf_string")
+        check_input_size(len(src), "the EBNF grammar")
         root = _core.to_bytes(root_rule_name, "root_rule_name")
         if not root:
             raise ValueError("root_rule_name must not be empty")
@@ -171,6 +179,7 @@ class Grammar:
         """
         ffi, lib = _core.ffi, _core.lib
         src = _core.to_bytes(regex_string, "regex_string")
+        check_input_size(len(src), "the regex")
         out = ffi.new("xgr_grammar **")
         _core.check(lib.xgr_grammar_from_regex(src, len(src), out), "parsing the regex")
         g = Grammar._from_out(out)
@@ -263,6 +272,7 @@ class Grammar:
         """
         from .structural_tag.converter import ebnf_from_api_args
 
+        check_structural_tag_args(args, kwargs)
         return Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs))
 
     # ---- combinators --------------------------------------------------------------------
