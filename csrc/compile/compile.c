@@ -265,6 +265,15 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         c->rule_opaque[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL && c->fsm->rule_dispatch[r];
         atomic_init(&c->rule_keys[r], NULL);
     }
+    /* The rules a trigger hands over to (a tag group: the rest of each begin, then refs to
+     * the tag contents) are unique to their request too, and their references start after
+     * a literal: the same reasoning applies. */
+    for (int32_t e = 0; e < c->fsm->n_edges; e++) {
+        int32_t ref = c->fsm->edges[e].ref;
+        if (ref >= 0 && c->fsm->rule_dispatch[c->fsm->state_rule[c->fsm->edges[e].target]] &&
+            c->fsm->rule_kind[ref] == XGR_RULE_NORMAL)
+            c->rule_opaque[ref] = 1;
+    }
     for (int32_t e = 0; e < c->fsm->n_edges; e++)
         if (c->fsm->edges[e].ref >= 0) c->rule_flat[c->fsm->state_rule[c->fsm->edges[e].target]] = 0;
     c->entries = xgr_calloc((size_t)c->n_slots + 1, sizeof *c->entries);

@@ -56,50 +56,74 @@ static int32_t prefix_range_end(const struct xgr_vocab *v, int32_t i, const uint
 }
 
 /* Steps token bytes either through the Earley parser or, for a plain slot of a rule
- * without references (a pure DFA: one item per row), through a dense next-state table,
- * which is an order of magnitude cheaper per byte. */
+ * without references (a pure DFA: one item per row), through the rule's automaton alone,
+ * which is an order of magnitude cheaper per byte: a dense next-state table for small
+ * rules, else the state's sorted byte edges (building a table for a large rule would cost
+ * more than a whole pass, and entries are built one state at a time). */
+#define FLAT_TABLE_MAX_STATES 64
+
 typedef struct {
     xgr_parser *p;
     int32_t base;        /* Earley: row index of depth 0 */
     const xgr_fsm *f;
+    int flat;
     int32_t rule_start;  /* flat: first state of the rule */
-    int32_t *table;      /* flat: (state - rule_start) * 256 + byte -> target, -1 dead */
+    int32_t *table;      /* small flat rules: (state - rule_start) * 256 + byte -> target */
     int32_t *dstate;     /* flat: state at each depth */
-    uint8_t *pop_at;     /* flat: per local state, POP_END / POP_REF flags */
 } walker;
+
+/* POP_END / POP_REF flags of state t (ref edges occur here only in opaque rules). */
+static inline int flat_pops(const xgr_fsm *f, int32_t t) {
+    int32_t e1 = f->edge_begin[t + 1];
+    return (f->final[t] ? POP_END : 0) | (e1 > f->edge_begin[t] && f->edges[e1 - 1].ref >= 0 ? POP_REF : 0);
+}
 
 static int walker_flat_init(walker *w, const xgr_fsm *f, int32_t state, size_t depth_cap) {
     int32_t r = f->state_rule[state], s0 = f->rule_start[r], s1 = s0;
     while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
     w->f = f;
+    w->flat = 1;
     w->rule_start = s0;
-    w->table = xgr_malloc((size_t)(s1 - s0) * 256 * sizeof *w->table);
     w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
-    w->pop_at = xgr_calloc((size_t)(s1 - s0) + 1, 1);
-    if (!w->table || !w->dstate || !w->pop_at) return XGR_ERR_NOMEM;
+    if (!w->dstate) return XGR_ERR_NOMEM;
+    w->dstate[0] = state;
+    if (s1 - s0 > FLAT_TABLE_MAX_STATES) return XGR_OK;
+    w->table = xgr_malloc((size_t)(s1 - s0) * 256 * sizeof *w->table);
+    if (!w->table) return XGR_ERR_NOMEM;
     memset(w->table, 0xff, (size_t)(s1 - s0) * 256 * sizeof *w->table);
-    for (int32_t s = s0; s < s1; s++) {
-        w->pop_at[s - s0] = f->final[s] ? POP_END : 0;
+    for (int32_t s = s0; s < s1; s++)
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
-            if (f->edges[e].ref >= 0) { /* only in opaque rules */
-                w->pop_at[s - s0] |= POP_REF;
-                continue;
-            }
+            if (f->edges[e].ref >= 0) break; /* byte edges come first */
             for (int b = f->edges[e].lo; b <= f->edges[e].hi; b++)
                 w->table[(size_t)(s - s0) * 256 + (size_t)b] = f->edges[e].target;
         }
-    }
-    w->dstate[0] = state;
     return XGR_OK;
 }
 
+/* Target of `byte` from state s over its sorted, disjoint byte edges; -1 if none. */
+static inline int32_t flat_edge(const xgr_fsm *f, int32_t s, uint8_t byte) {
+    int32_t lo = f->edge_begin[s], hi = f->edge_begin[s + 1];
+    while (hi > lo && f->edges[hi - 1].ref >= 0) hi--;
+    while (lo < hi) { /* first edge with hi >= byte */
+        int32_t mid = lo + (hi - lo) / 2;
+        if (f->edges[mid].hi < byte) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < f->edge_begin[s + 1] && f->edges[lo].ref < 0 && f->edges[lo].lo <= byte &&
+                   byte <= f->edges[lo].hi
+               ? f->edges[lo].target
+               : -1;
+}
+
 static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, int *popped) {
-    if (w->table) {
-        int32_t t = w->table[(size_t)(w->dstate[d] - w->rule_start) * 256 + byte];
+    if (w->flat) {
+        int32_t s = w->dstate[d];
+        int32_t t = w->table ? w->table[(size_t)(s - w->rule_start) * 256 + byte]
+                             : flat_edge(w->f, s, byte);
         *alive = t >= 0;
         if (t >= 0) {
             w->dstate[d + 1] = t;
-            *popped = w->pop_at[t - w->rule_start];
+            *popped = flat_pops(w->f, t);
         }
         return XGR_OK;
     }
@@ -142,7 +166,7 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
 typedef XGR_VEC(int32_t) pop_list;
 
 static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
-                    const token_list *tl, uint8_t *verdict, pop_list *pops) {
+                    const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
     int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
@@ -167,7 +191,7 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
     if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
-    w.base = w.table ? 0 : xgr_parser_rows(p) - 1;
+    w.base = w.flat ? 0 : xgr_parser_rows(p) - 1;
     int32_t cur = 0; /* depths 0..cur are valid for the previous token's prefix */
     for (int32_t i = 0; i < tl->n; i++) {
         uint32_t len;
@@ -189,6 +213,10 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
         cur = d;
         if (!dead) {
             verdict[i] = V_ACCEPT;
+            if (acc && XGR_VEC_PUSH(*acc, i)) {
+                rc = XGR_ERR_NOMEM;
+                goto out;
+            }
             continue;
         }
         /* Byte d has no transition: every following token sharing bytes 0..d dies at the
@@ -235,22 +263,22 @@ out:
     free(npop);
     free(w.table);
     free(w.dstate);
-    free(w.pop_at);
     return rc;
 }
 
-/* Builds the context-free entry of a state from verdicts over the whole sorted
- * vocabulary, in the smallest of the three forms, with the pop depths of its uncertain
- * tokens. It may be shared by other grammars, so it holds no grammar-specific data. */
+/* Builds the context-free entry of a state from its classification (accepted sorted
+ * positions, the (position, pop depth) pairs of the uncertain ones, verdicts for the
+ * rest), in the smallest of the three forms. Only a rejected-list entry needs a scan of
+ * the whole vocabulary: most states reject most tokens, and a pass over 128k verdicts
+ * would cost more than the classification did. The entry may be shared by other
+ * grammars, so it holds no grammar-specific data. */
 static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const pop_list *pops,
-                          xgr_mask_entry **out) {
+                          const pop_list *acc, xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    int32_t n_acc = 0, n_rej = 0, n_unc = 0;
-    for (int32_t i = 0; i < v->n_sorted; i++) {
-        n_acc += verdict[i] == V_ACCEPT;
-        n_rej += verdict[i] == V_REJECT;
-        n_unc += verdict[i] == V_UNCERTAIN;
-    }
+    int32_t n_acc = (int32_t)acc->len, n_unc = 0;
+    for (size_t k = 0; k < pops->len; k += 2)
+        n_unc += k == 0 || pops->data[k] != pops->data[k - 2];
+    int32_t n_rej = v->n_sorted - n_acc - n_unc;
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     if (!e) return XGR_ERR_NOMEM;
     size_t list_acc = (size_t)n_acc * 4, list_rej = (size_t)n_rej * 4,
@@ -278,26 +306,28 @@ static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const p
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
-    int32_t ki = 0, ku = 0;
-    size_t pk = 0, np = 0;
-    uint8_t want = e->form == XGR_MASK_REJECTED_LIST ? V_REJECT : V_ACCEPT;
-    for (int32_t i = 0; i < v->n_sorted; i++) {
-        int32_t id = v->sorted[i];
-        if (verdict[i] == V_UNCERTAIN) {
+    int32_t ku = 0;
+    size_t np = 0;
+    for (size_t k = 0; k < pops->len; k += 2) {
+        if (k == 0 || pops->data[k] != pops->data[k - 2]) {
             e->pop_begin[ku] = (int32_t)np;
-            while (pk < pops->len && pops->data[pk] == i) {
-                e->pop_depth[np++] = (uint16_t)pops->data[pk + 1];
-                pk += 2;
-            }
-            e->uncertain[ku++] = id;
-        } else if (verdict[i] == want) {
-            if (e->form == XGR_MASK_BITSET)
-                e->bits[id >> 5] |= 1u << (id & 31);
-            else
-                e->ids[ki++] = id;
+            e->uncertain[ku++] = v->sorted[pops->data[k]];
         }
+        e->pop_depth[np++] = (uint16_t)pops->data[k + 1];
     }
     e->pop_begin[ku] = (int32_t)np;
+    if (e->form == XGR_MASK_ACCEPTED_LIST) {
+        for (int32_t k = 0; k < n_acc; k++) e->ids[k] = v->sorted[acc->data[k]];
+    } else if (e->form == XGR_MASK_BITSET) {
+        for (int32_t k = 0; k < n_acc; k++) {
+            int32_t id = v->sorted[acc->data[k]];
+            e->bits[id >> 5] |= 1u << (id & 31);
+        }
+    } else {
+        int32_t ki = 0;
+        for (int32_t i = 0; i < v->n_sorted; i++)
+            if (verdict[i] == V_REJECT) e->ids[ki++] = v->sorted[i];
+    }
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + np * 2 +
                (e->form == XGR_MASK_BITSET ? bitset : ((size_t)e->n_ids + 1) * 4);
     *out = e;
@@ -494,9 +524,11 @@ static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sta
     pop_list pops = {0};
     if (!verdict) return XGR_ERR_NOMEM;
     token_list tl = {v, NULL, v->n_sorted};
-    rc = classify(c, p, fo, state, &tl, verdict, &pops);
+    pop_list acc = {0};
+    rc = classify(c, p, fo, state, &tl, verdict, &pops, &acc);
     xgr_mask_entry *e = NULL;
-    if (!rc) rc = make_raw_entry(c, verdict, &pops, &e);
+    if (!rc) rc = make_raw_entry(c, verdict, &pops, &acc, &e);
+    XGR_VEC_FREE(acc);
     free(verdict);
     XGR_VEC_FREE(pops);
     if (rc) return rc;
@@ -536,7 +568,7 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     token_list tl = {v, base->uncertain, base->n_uncertain};
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
-    if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL);
+    if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL, NULL);
     if (!rc) rc = make_refined_entry(v, base, verdict, out);
     free(verdict);
     xgr_follow_free(&fo);
