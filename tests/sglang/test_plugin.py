@@ -170,3 +170,25 @@ def test_sglang_plugins_whitelist_excluding_us(model_path, tmp_path):
         capture_output=True, text=True, timeout=300, env=env, cwd=str(REPO),
     )
     assert r.returncode != 0 and "invalid choice: 'xgrammar2'" in r.stderr, r.stderr[-2000:]
+
+
+def test_template_turn_grammar_hook():
+    """SGLang enables the whole-turn response-template grammar only for "xgrammar"; after
+    load_plugins() the AROUND hook also enables it for "xgrammar2" (same other conditions)."""
+    from types import SimpleNamespace
+
+    from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+
+    def fake(backend, parser):
+        return SimpleNamespace(
+            tokenizer_manager=SimpleNamespace(config_value=lambda name: backend if name == "grammar_backend" else None),
+            tool_call_parser=parser,
+        )
+
+    assert OpenAIServingChat._template_turn_grammar(fake("xgrammar", "beam")) is True
+    assert OpenAIServingChat._template_turn_grammar(fake("xgrammar2", "beam")) is True
+    assert OpenAIServingChat._template_turn_grammar(fake("xgrammar2", "qwen")) is False
+    assert OpenAIServingChat._template_turn_grammar(fake("llguidance", "beam")) is False

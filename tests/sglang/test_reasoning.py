@@ -91,7 +91,10 @@ def test_batched_fill_with_wrapped_grammars(reasoner, tokenizer):
     gs[1].accept_token(encode(tokenizer, "[")[0])
     entries = [GrammarRow(i, g) for i, g in enumerate(gs)]
     batched = gs[0].allocate_vocab_mask(vocab_size=V, batch_size=3, device="cpu")
-    XGrammar2Grammar.fill_vocab_mask_batched(entries, batched)
+    # As SGLang calls it: on the batch's first grammar, here the reasoner wrapper, which the
+    # factory gave our native batched fill.
+    assert ReasonerGrammarObject.fill_vocab_mask_batched is XGrammar2Grammar.fill_vocab_mask_batched
+    gs[0].fill_vocab_mask_batched(entries, batched)
     single = gs[0].allocate_vocab_mask(vocab_size=V, batch_size=3, device="cpu")
     for e in entries:
         e.grammar.fill_vocab_mask(single, e.row)

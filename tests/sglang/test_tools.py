@@ -166,3 +166,36 @@ def test_parallel_tool_calls_false_limits_to_one(backend, tokenizer):
     walk(_dispatch(backend, key), tokenizer, one, V)
     with pytest.raises(AssertionError, match="masked"):
         walk(_dispatch(backend, key), tokenizer, two, V)
+
+
+@pytest.mark.parametrize("tool_choice", ["auto", "none"])
+@pytest.mark.parametrize("with_tools", [True, False])
+def test_template_turn_grammar_tags(backend, upstream, tokenizer, tool_choice, with_tools):
+    """The whole-turn tag OpenAIServingChat builds for response-template parsers that
+    constrain every turn (Beam in SGLang 0.5.23), which the plugin's AROUND hook enables for
+    xgrammar2: it compiles and its rows match the built-in backend on random walks."""
+    tools = [Tool(**t) for t in FNS] if with_tools else []
+    parser = FunctionCallParser(tools, "beam", tokenizer=tokenizer)
+    assert parser.detector.constrains_every_turn
+    tag = parser.detector.get_structural_tag(
+        tools=parser.structural_tag_tools(), tool_choice=tool_choice, thinking_mode=False, parallel_tool_calls=True,
+    )
+    assert tag is not None
+    key = ("structural_tag", json.dumps(tag if isinstance(tag, dict) else tag.model_dump(by_alias=True)))
+    ours, up = _dispatch(backend, key), _dispatch(upstream, key)
+    assert isinstance(ours, XGrammar2Grammar), getattr(ours, "error_message", ours)
+    rng = random.Random(f"beam/{tool_choice}/{with_tools}")
+    mask = ours.allocate_vocab_mask(vocab_size=V, batch_size=2, device="cpu")
+    for step in range(24):
+        ours.fill_vocab_mask(mask, 0)
+        up.fill_vocab_mask(mask, 1)
+        a, b = allowed(mask[0].numpy(), V), allowed(mask[1].numpy(), V)
+        if a != b:
+            kinds, rest_ours, rest_up = classify_difference(tokenizer, a - b, b - a, up)
+            assert not rest_ours and not rest_up, (step, sorted(rest_ours)[:8], sorted(rest_up)[:8])
+        both = sorted((a & b) - set(QWEN3_EOS))
+        if not both:
+            break
+        t = rng.choice(both)
+        ours.accept_token(t)
+        up.accept_token(t)

@@ -392,9 +392,28 @@ def create_backend(
             backend = ReasonerGrammarBackend(
                 backend, parser, tokenizer, enable_strict_thinking=serving.enable_strict_thinking
             )
+            enable_native_batch_fill_for_reasoner()
         else:
             logger.warning(
                 "xgrammar2: the reasoning parser's think_end_token %r cannot be encoded; "
                 "grammars apply from the first token", parser.detector.think_end_token,
             )
     return backend
+
+
+def enable_native_batch_fill_for_reasoner() -> bool:
+    """SGLang calls ``fill_vocab_mask_batched`` on the batch's first grammar; with a reasoning
+    parser that is a ``ReasonerGrammarObject``, which inherits the base per-row loop. Give it
+    ours: rows of xgrammar2 grammars whose reasoning is over are filled in one native call;
+    every other row is filled by its own ``fill_vocab_mask`` exactly as the base loop does.
+    Only done when SGLang's class does not define its own; returns whether it is in place."""
+    from sglang.srt.constrained.reasoner_grammar_backend import ReasonerGrammarObject
+
+    current = ReasonerGrammarObject.__dict__.get("fill_vocab_mask_batched")
+    ours = XGrammar2Grammar.__dict__["fill_vocab_mask_batched"]
+    if current is ours:
+        return True
+    if current is not None:
+        return False
+    ReasonerGrammarObject.fill_vocab_mask_batched = ours
+    return True
