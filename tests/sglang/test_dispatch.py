@@ -259,3 +259,53 @@ def test_concurrent_compiles_on_the_executor(backend, tokenizer):
     for i, f in enumerate(futures):
         g = f.result(timeout=120)
         walk(g, tokenizer, json.dumps({f"k{i}": i}), V)
+
+
+def test_tokenizer_with_init_xgrammar(tokenizer, published):
+    """SGLang's tiktoken / Mistral tokenizers build their own upstream TokenizerInfo
+    (``init_xgrammar()``, raw byte pieces); the backend converts it (same bytes, same special
+    ids, so the same vocabulary semantics as upstream) and honours the override stop tokens.
+    Rows equal SGLang's xgrammar backend built from the same tokenizer object."""
+    import xgrammar
+    from sglang.srt.constrained.xgrammar_backend import XGrammarGrammarBackend
+
+    from sglang_harness import classify_difference
+    from xgrammar2_sglang.backend import XGrammar2GrammarBackend
+
+    class WithInit:
+        def init_xgrammar(self):
+            info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=V, stop_token_ids=QWEN3_EOS)
+            return info, list(QWEN3_EOS)
+
+    ours_b = XGrammar2GrammarBackend(WithInit(), V, None)
+    up_b = XGrammarGrammarBackend(WithInit(), vocab_size=V)
+    assert ours_b.override_stop_tokens == QWEN3_EOS
+    assert ours_b.tokenizer_info.vocab_size == V
+    for kind, spec, text in [("regex", "(yes|no) sir", "yes sir"),
+                             ("json", json.dumps(PERSON), '{"name": "Zoë <|im_start|>", "age": 3}')]:
+        ours = getattr(ours_b, f"dispatch_{kind}")(spec)
+        up = getattr(up_b, f"dispatch_{kind}")(spec)
+        mask = ours.allocate_vocab_mask(vocab_size=V, batch_size=2, device="cpu")
+        for t in encode(tokenizer, text) + [EOS]:
+            ours.fill_vocab_mask(mask, 0)
+            up.fill_vocab_mask(mask, 1)
+            a, b = allowed(mask[0].numpy(), V), allowed(mask[1].numpy(), V)
+            kinds, rest_ours, rest_up = classify_difference(tokenizer, a - b, b - a, up)
+            assert not rest_ours and not rest_up and kinds <= {"CR", "INVALID_UTF8"}, (kind, kinds)
+            assert t in a
+            ours.accept_token(t)
+            up.accept_token(t)
+        assert ours.is_terminated() and up.is_terminated()
+
+
+def test_unsupported_tokenizer_falls_back_to_no_backend(published):
+    """Like SGLang's xgrammar path: no grammar backend (and a logged warning), not a crash."""
+    from xgrammar2_sglang.backend import TokenizerNotSupportedError, XGrammar2GrammarBackend, create_backend
+
+    class Unsupported:
+        def init_xgrammar(self):
+            return None, None
+
+    with pytest.raises(TokenizerNotSupportedError):
+        XGrammar2GrammarBackend(Unsupported(), V, None)
+    assert create_backend(published, Unsupported(), V, None) is None

@@ -67,12 +67,14 @@ def tokenizer_info_for(
         if up_info is None:
             raise TokenizerNotSupportedError(f"tokenizer type {type(tokenizer).__name__} is not supported")
         try:
+            # Upstream keeps the decoded vocabulary (raw bytes per token) and its own list of
+            # special tokens; the same vocabulary as RAW bytes is exactly equivalent.
             info = xgr2.TokenizerInfo(
-                list(up_info.encoded_vocab),
-                xgr2.VocabType[up_info.vocab_type.name],
+                list(up_info.decoded_vocab),
+                xgr2.VocabType.RAW,
                 vocab_size=int(up_info.vocab_size),
                 stop_token_ids=list(up_info.stop_token_ids) or None,
-                add_prefix_space=bool(up_info.add_prefix_space),
+                special_token_ids=list(up_info.special_token_ids),
             )
         except Exception as e:  # noqa: BLE001
             raise TokenizerNotSupportedError(f"cannot convert the tokenizer's xgrammar info: {e}") from e
