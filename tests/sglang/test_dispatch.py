@@ -5,7 +5,6 @@ rollback / terminate / copy / masks on CPU tensors / batched fill)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest

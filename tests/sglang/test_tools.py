@@ -17,7 +17,6 @@ from sglang_harness import (
     allowed,
     bfcl_functions,
     classify_difference,
-    encode,
     require_sglang,
     walk,
 )
