@@ -346,7 +346,14 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32
         dead_len = -1;
         for (; d < len; d++) {
             int alive;
-            if ((rc = xgr_parser_step(p, tok[d], &alive))) break;
+            if ((rc = xgr_parser_step(p, tok[d], &alive))) {
+                /* Too much parser work (max_step_work / max_row_items): the token is not
+                 * allowed, as accepting it would fail with the same limit. A mask is always
+                 * produced, so an ambiguous grammar cannot stop the engine's batch. */
+                if (rc != XGR_ERR_LIMIT) break;
+                rc = XGR_OK;
+                alive = 0;
+            }
             if (!alive) {
                 dead_len = (int64_t)d + 1;
                 break;
@@ -603,6 +610,7 @@ int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row_out, size_t
             xgr_vocab_token(v, id, &len);
             if (!len) continue;
             int ok, rc = check_token(m, id, &ok);
+            if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0; /* as check_uncertain */
             if (rc) return rc;
             if (ok) set_bit(row, id);
         }

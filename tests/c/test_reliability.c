@@ -142,6 +142,14 @@ static void step_work_limit(xgr_vocab *v) {
     CHECK(strstr(xgr_last_error(), "max_step_work") != NULL, "message: %s", xgr_last_error());
     CHECK(xgr_matcher_num_steps(m) == i - 1, "a failed token must not be kept (%d steps, %d tried)",
           (int)xgr_matcher_num_steps(m), i);
+    /* filling never fails on work limits: a token too expensive to parse is not allowed */
+    int32_t row[WORDS];
+    CHECK(xgr_matcher_fill_bitmask(m, row, WORDS, NULL) == XGR_OK, "fill at the limit: %s",
+          xgr_last_error());
+    /* (the cached mask may still allow a token whose acceptance hits the limit: context-free
+     * entries never parse; accepting it then fails cleanly, as above) */
+    CHECK(xgr_matcher_fill_bitmask_bruteforce(m, row, WORDS) == XGR_OK, "oracle at the limit: %s",
+          xgr_last_error());
     CHECK(!xgr_matcher_rollback(m, 3), "rollback after a limit error");
     CHECK(!xgr_matcher_accept_token(m, 'b', &acc) && acc, "usable after a limit error");
     xgr_matcher_free(m);
