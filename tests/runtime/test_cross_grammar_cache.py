@@ -157,3 +157,31 @@ def test_tool_automata_are_memoised_across_grammars_and_equal_to_fresh_ones() ->
     assert ok, why
     xgr.clear_cross_grammar_cache()
     assert xgr.get_automaton_cache_stats()["entries"] == 0
+
+
+def test_caller_context_entries_are_shared_across_grammars_and_exact() -> None:
+    """A caller-context (pair) entry depends only on the caller rule's closure and, for
+    tokens that leave the caller, on what follows it in each grammar: the second grammar
+    with the same caller rule reuses it (stats) and still gets the oracle's masks, though
+    what follows the caller differs between the two grammars."""
+    tok = tokenizer("llama-3.1")
+    obj = ('obj ::= "{\\"city\\": " str ", \\"n\\": " [0-9]+ "}"\n'
+           'str ::= "\\"" [a-zA-Z ,]* "\\""\n')
+    g1 = compile_private('root ::= "call " obj\n' + obj, context_min_uncertain=-1)
+    g2 = compile_private('root ::= "[" obj ("," obj)* "]" [a-z]*\n' + obj, context_min_uncertain=-1)
+    m1 = xgr.GrammarMatcher(g1)
+    assert m1.accept_string('call {"city": "Par')
+    ok, why = masks_equal_oracle(m1, tok.vocab_size)
+    assert ok, why
+    before = xgr.get_cross_grammar_cache_stats()
+    m2 = xgr.GrammarMatcher(g2)
+    assert m2.accept_string('[{"city": "Par')
+    ok, why = masks_equal_oracle(m2, tok.vocab_size)
+    assert ok, why
+    after = xgr.get_cross_grammar_cache_stats()
+    assert after["hits"] > before["hits"], (before, after)
+    for text in ['is", "n": 12},{"city": "', 'is", "n": 12}]', 'is", "n": 12}]ab']:
+        m = xgr.GrammarMatcher(g2)
+        assert m.accept_string('[{"city": "Par' + text), text
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, (text, why)
