@@ -95,7 +95,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="compile timeout for outlines-core, whose regex compiles can take minutes (default 3 s, quick 2 s)")
     p.add_argument("--tool-sizes", default=None, help="tool counts N (default 5,20,50,100; quick 5,20)")
     p.add_argument("--tool-requests", type=int, default=None,
-                   help="dynamic requests per tool sequence (default 30, quick 3); static: a third, at least 2")
+                   help="dynamic requests per tool sequence (default 24, quick 3); static and seen-before: a third")
     p.add_argument("--memory-requests", default=None, help="memory checkpoints (default 10,100,1000; quick 5,20)")
     p.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
     p.add_argument("--tokenizer", default=None,
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = Config(tok_json, canon_path, eos, threads=args.threads, compile_timeout=compile_timeout,
                  trace_timeout=trace_timeout, engine_compile_timeout={"outlines-core": oc_timeout})
     tool_sizes = [int(x) for x in (args.tool_sizes or ("5,20" if q else "5,20,50,100")).split(",")]
-    n_dyn = args.tool_requests if args.tool_requests is not None else (3 if q else 30)
+    n_dyn = args.tool_requests if args.tool_requests is not None else (3 if q else 24)
     n_static = max(2, n_dyn // 3)
     n_seen = max(1, n_dyn // 3)
     n_fmt = max(2, n_dyn // 3)

@@ -188,6 +188,10 @@ def _acceptance(seqs: list[dict[str, Any]], engines: list[str]) -> list[str]:
         if not d:
             continue
         L.append(f"| {fmt} | {e} | {', '.join(f'{k} {v}' for k, v in sorted(d.items()))} | {incons[(fmt, e)]} |")
+    ra = [d for s in seqs for d in s.get("rejected_by_all", [])]
+    if ra:
+        L += ["", f"{len(ra)} trace(s) rejected by every engine (a trace problem, not an engine one; "
+              "`rejected_by_all` in `results.json`)."]
     ds = [d for s in seqs for d in s.get("disagreements", [])]
     L += ["", f"{len(ds)} tool-call trace(s) not accepted by every engine (`disagreements` of each sequence in "
           "`results.json`)" + (":" if ds else ".")]

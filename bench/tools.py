@@ -78,6 +78,22 @@ def _first(c: Any) -> Any:
     return c
 
 
+def _coerce(v: Any, schema: Any) -> Any:
+    """BFCL answers write integers as 10.0; JSON Schema validation accepts that for "integer", the grammars (rightly,
+    text-wise) do not, and a model would write 10. Integral floats become ints where the schema says integer."""
+    if not isinstance(schema, dict):
+        return v
+    t = schema.get("type")
+    if isinstance(v, float) and v.is_integer() and (t == "integer" or (isinstance(t, list) and "integer" in t)):
+        return int(v)
+    if isinstance(v, dict):
+        props = schema.get("properties") or {}
+        return {k: _coerce(x, props.get(k)) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_coerce(x, schema.get("items")) for x in v]
+    return v
+
+
 @dataclass
 class Tool:
     name: str
@@ -117,6 +133,7 @@ def load_pool(seed: int = 0, size: int = POOL_SIZE) -> list[Tool]:
                             continue
                         args[k] = v
                     schema = t.tool["function"]["parameters"]
+                    args = _coerce(args, schema)
                     props = list(schema.get("properties") or {})
                     if any(k not in props for k in args):
                         continue
@@ -282,6 +299,7 @@ def run_sequence(seq: Sequence, pool: list[Tool], texts: list[str], workers: dic
     outcomes: dict[str, dict[str, int]] = {e: {} for e in engines}
     violations: dict[str, list[dict[str, Any]]] = {e: [] for e in engines}
     disagreements: list[dict[str, Any]] = []
+    rejected_by_all: list[dict[str, Any]] = []
     grammar_bytes: dict[str, Any] = {}
     t0 = time.time()
     phases = [("main", seq.requests), ("seen", seq.seen)]
@@ -334,8 +352,11 @@ def run_sequence(seq: Sequence, pool: list[Tool], texts: list[str], workers: dic
                     for v in r["violations"]:
                         violations[e].append({"request": key, **v})
                 if any(o != "accepted" for o in outs.values()):
-                    disagreements.append({"item": key, "tool": t.name, "text": text, "n_tokens": len(tokens),
-                                          "outcomes": outs})
+                    rec = {"item": key, "tool": t.name, "text": text, "n_tokens": len(tokens), "outcomes": outs}
+                    if any(o == "accepted" for o in outs.values()):
+                        disagreements.append(rec)
+                    else:
+                        rejected_by_all.append(rec)  # the trace, not an engine, is at fault
                 if ri < warm_traces:
                     # The same call again on the same compiled grammar: masks an engine builds lazily are warm
                     # now, which separates steady-state cost from first-use cost.
@@ -359,6 +380,7 @@ def run_sequence(seq: Sequence, pool: list[Tool], texts: list[str], workers: dic
     out: dict[str, Any] = {"format": seq.fmt, "n": seq.n, "setting": seq.setting,
                            "requests": len(seq.requests), "seen_requests": len(seq.seen),
                            **reuse_rates(seq), "engines": {}, "disagreements": disagreements,
+                           "rejected_by_all": rejected_by_all,
                            "duration_s": round(time.time() - t0, 1)}
     for e in engines:
         c = comp[e]
