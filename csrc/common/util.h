@@ -36,6 +36,16 @@ int xgr_vec_grow_(void **data, size_t *cap, size_t need, size_t elem);
     (XGR_VEC_RESERVE((v), (v).len + 1) ? -1 : ((v).data[(v).len++] = (x), 0))
 #define XGR_VEC_FREE(v) (free((v).data), (v).data = NULL, (v).len = (v).cap = 0)
 
+/* A byte buffer for serialised keys, and appending a 32-bit word to it (host order: keys
+ * are only compared within one process). */
+typedef XGR_VEC(uint8_t) xgr_keybuf;
+static inline int xgr_keybuf_put32(xgr_keybuf *b, uint32_t x) {
+    if (XGR_VEC_RESERVE(*b, b->len + 4)) return XGR_ERR_NOMEM;
+    memcpy(b->data + b->len, &x, 4);
+    b->len += 4;
+    return XGR_OK;
+}
+
 /* 64-bit mixing used by every hash in the core (splitmix64 finaliser). */
 static inline uint64_t xgr_mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;

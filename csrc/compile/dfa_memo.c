@@ -188,14 +188,6 @@ void xgr_automaton_cache_get_stats(xgr_automaton_cache_stats *out) {
     pthread_mutex_unlock(&m_lock);
 }
 
-typedef XGR_VEC(uint8_t) bytes_vec;
-
-static int put32(bytes_vec *b, uint32_t x) {
-    if (XGR_VEC_RESERVE(*b, b->len + 4)) return XGR_ERR_NOMEM;
-    memcpy(b->data + b->len, &x, 4);
-    b->len += 4;
-    return XGR_OK;
-}
 
 /* Sorts each state's ref edges (they follow its byte edges) by rule id. */
 static void sort_refs(lw_dfa *d) {
@@ -220,7 +212,7 @@ int lw_dfa_memo(lw_dfa_ws *ws, lw_nfa *nfa, int64_t budget, lw_dfa *scratch,
     while (cap < m * 2 + 2) cap *= 2;
     int32_t *slot_key = xgr_malloc(cap * sizeof *slot_key), *slot_val = xgr_malloc(cap * sizeof *slot_val);
     XGR_VEC(int32_t) global = {0}; /* local ref id -> output rule id */
-    bytes_vec key = {0};
+    xgr_keybuf key = {0};
     size_t renumbered = 0; /* edges [0, renumbered) carry local ids */
     int rc = XGR_OK;
     if (!slot_key || !slot_val) {
@@ -246,14 +238,14 @@ int lw_dfa_memo(lw_dfa_ws *ws, lw_nfa *nfa, int64_t budget, lw_dfa *scratch,
         renumbered = i + 1;
     }
     renumbered = m;
-    if ((rc = put32(&key, (uint32_t)nfa->n_states)) || (rc = put32(&key, (uint32_t)nfa->start)) ||
-        (rc = put32(&key, (uint32_t)nfa->final)) || (rc = put32(&key, (uint32_t)nfa->may_dead)))
+    if ((rc = xgr_keybuf_put32(&key, (uint32_t)nfa->n_states)) || (rc = xgr_keybuf_put32(&key, (uint32_t)nfa->start)) ||
+        (rc = xgr_keybuf_put32(&key, (uint32_t)nfa->final)) || (rc = xgr_keybuf_put32(&key, (uint32_t)nfa->may_dead)))
         goto done;
     for (size_t i = 0; i < m && !rc; i++) {
         const lw_nedge *e = &nfa->edges.data[i];
-        if (!(rc = put32(&key, (uint32_t)e->from)) && !(rc = put32(&key, (uint32_t)e->to)) &&
-            !(rc = put32(&key, (uint32_t)e->label)))
-            rc = put32(&key, (uint32_t)e->lo | (uint32_t)e->hi << 8);
+        if (!(rc = xgr_keybuf_put32(&key, (uint32_t)e->from)) && !(rc = xgr_keybuf_put32(&key, (uint32_t)e->to)) &&
+            !(rc = xgr_keybuf_put32(&key, (uint32_t)e->label)))
+            rc = xgr_keybuf_put32(&key, (uint32_t)e->lo | (uint32_t)e->hi << 8);
     }
     if (rc) goto done;
     /* Four independent multiply lanes: the key is compared in full on a hit, so the

@@ -1,20 +1,12 @@
 /* Canonical serialisation of rule reference closures (see closure.h). */
 #include "closure.h"
 
-typedef XGR_VEC(uint8_t) bytes_vec;
-
-static int put32(bytes_vec *b, int32_t x) {
-    if (XGR_VEC_RESERVE(*b, b->len + 4)) return XGR_ERR_NOMEM;
-    memcpy(b->data + b->len, &x, 4);
-    b->len += 4;
-    return XGR_OK;
-}
 
 int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes,
                     uint8_t **out, size_t *out_len, uint64_t *hash) {
     int32_t *local = xgr_malloc(((size_t)f->n_rules + 1) * sizeof *local);
     XGR_VEC(int32_t) order = {0};
-    bytes_vec b = {0};
+    xgr_keybuf b = {0};
     int rc = XGR_OK;
     if (!local) return XGR_ERR_NOMEM;
     for (int32_t r = 0; r < f->n_rules; r++) local[r] = -1;
@@ -22,18 +14,18 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes
     if (XGR_VEC_PUSH(order, rule)) rc = XGR_ERR_NOMEM;
     /* An opaque key stands for entries that never look inside references; the tag word
      * keeps it apart from every closure key. */
-    if (!rc && opaque) rc = put32(&b, 0x4f504151);
+    if (!rc && opaque) rc = xgr_keybuf_put32(&b, 0x4f504151);
     /* Breadth-first over references in edge order gives every reachable rule a number
      * that depends only on the structure seen from `rule`. */
     for (size_t q = 0; !rc && q < order.len; q++) {
         int32_t r = order.data[q], s0 = f->rule_start[r], s1 = s0;
         while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
-        rc = put32(&b, f->rule_kind[r]);
-        if (!rc) rc = put32(&b, f->repeat_min[r]);
-        if (!rc) rc = put32(&b, f->repeat_max[r]);
-        if (!rc) rc = put32(&b, s1 - s0);
+        rc = xgr_keybuf_put32(&b, f->rule_kind[r]);
+        if (!rc) rc = xgr_keybuf_put32(&b, f->repeat_min[r]);
+        if (!rc) rc = xgr_keybuf_put32(&b, f->repeat_max[r]);
+        if (!rc) rc = xgr_keybuf_put32(&b, s1 - s0);
         for (int32_t s = s0; !rc && s < s1; s++) {
-            rc = put32(&b, f->final[s] | (f->edge_begin[s + 1] - f->edge_begin[s]) << 1);
+            rc = xgr_keybuf_put32(&b, f->final[s] | (f->edge_begin[s + 1] - f->edge_begin[s]) << 1);
             for (int32_t e = f->edge_begin[s]; !rc && e < f->edge_begin[s + 1]; e++) {
                 const xgr_edge *ed = &f->edges[e];
                 int32_t lab;
@@ -51,8 +43,8 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes
                     }
                     lab = local[ed->ref];
                 }
-                rc = put32(&b, lab);
-                if (!rc) rc = put32(&b, ed->target - s0);
+                rc = xgr_keybuf_put32(&b, lab);
+                if (!rc) rc = xgr_keybuf_put32(&b, ed->target - s0);
             }
         }
         if (!rc && b.len > max_bytes)

@@ -266,6 +266,36 @@ out:
     return rc;
 }
 
+/* Number of distinct tokens in a (position, depth) pop list (positions ascending). */
+static int32_t pop_tokens(const pop_list *pops) {
+    int32_t n = 0;
+    for (size_t k = 0; k < pops->len; k += 2) n += k == 0 || pops->data[k] != pops->data[k - 2];
+    return n;
+}
+
+/* Allocates and fills e's uncertain tokens and their pop depths from a pop list; ids maps
+ * a list position to its token id. Returns the number of depths, or -1 when out of
+ * memory (e keeps what was allocated, for xgr_mask_entry_free). */
+static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, const int32_t *ids) {
+    int32_t n = pop_tokens(pops);
+    e->n_uncertain = n;
+    e->uncertain = xgr_malloc(((size_t)n + 1) * sizeof *e->uncertain);
+    e->pop_begin = xgr_malloc(((size_t)n + 1) * sizeof *e->pop_begin);
+    e->pop_depth = xgr_malloc((pops->len / 2 + 1) * sizeof *e->pop_depth);
+    if (!e->uncertain || !e->pop_begin || !e->pop_depth) return -1;
+    int32_t ku = 0;
+    size_t np = 0;
+    for (size_t k = 0; k < pops->len; k += 2) {
+        if (k == 0 || pops->data[k] != pops->data[k - 2]) {
+            e->pop_begin[ku] = (int32_t)np;
+            e->uncertain[ku++] = ids[pops->data[k]];
+        }
+        e->pop_depth[np++] = (uint16_t)pops->data[k + 1];
+    }
+    e->pop_begin[ku] = (int32_t)np;
+    return (int64_t)np;
+}
+
 /* Builds the context-free entry of a state from its classification (accepted sorted
  * positions, the (position, pop depth) pairs of the uncertain ones, verdicts for the
  * rest), in the smallest of the three forms. Only a rejected-list entry needs a scan of
@@ -275,9 +305,7 @@ out:
 static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const pop_list *pops,
                           const pop_list *acc, xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    int32_t n_acc = (int32_t)acc->len, n_unc = 0;
-    for (size_t k = 0; k < pops->len; k += 2)
-        n_unc += k == 0 || pops->data[k] != pops->data[k - 2];
+    int32_t n_acc = (int32_t)acc->len, n_unc = pop_tokens(pops);
     int32_t n_rej = v->n_sorted - n_acc - n_unc;
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     if (!e) return XGR_ERR_NOMEM;
@@ -293,29 +321,16 @@ static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const p
         e->form = XGR_MASK_BITSET;
     }
     atomic_init(&e->refcount, 1);
-    e->n_uncertain = n_unc;
     e->n_accepted = n_acc;
-    e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
-    e->pop_begin = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->pop_begin);
-    e->pop_depth = xgr_malloc((pops->len / 2 + 1) * sizeof *e->pop_depth);
     if (e->form == XGR_MASK_BITSET)
         e->bits = xgr_calloc((size_t)v->row_words, sizeof *e->bits);
     else
         e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
-    if (!e->uncertain || !e->pop_begin || !e->pop_depth || (!e->bits && !e->ids)) {
+    int64_t np = set_uncertain(e, pops, v->sorted);
+    if (np < 0 || (!e->bits && !e->ids)) {
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
-    int32_t ku = 0;
-    size_t np = 0;
-    for (size_t k = 0; k < pops->len; k += 2) {
-        if (k == 0 || pops->data[k] != pops->data[k - 2]) {
-            e->pop_begin[ku] = (int32_t)np;
-            e->uncertain[ku++] = v->sorted[pops->data[k]];
-        }
-        e->pop_depth[np++] = (uint16_t)pops->data[k + 1];
-    }
-    e->pop_begin[ku] = (int32_t)np;
     if (e->form == XGR_MASK_ACCEPTED_LIST) {
         for (int32_t k = 0; k < n_acc; k++) e->ids[k] = v->sorted[acc->data[k]];
     } else if (e->form == XGR_MASK_BITSET) {
@@ -328,7 +343,7 @@ static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const p
         for (int32_t i = 0; i < v->n_sorted; i++)
             if (verdict[i] == V_REJECT) e->ids[ki++] = v->sorted[i];
     }
-    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + np * 2 +
+    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
                (e->form == XGR_MASK_BITSET ? bitset : ((size_t)e->n_ids + 1) * 4);
     *out = e;
     return XGR_OK;
@@ -557,34 +572,19 @@ static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sta
  * rejected. */
 static int make_pair_entry(const token_list *tl, const pop_list *pops, const pop_list *acc,
                            xgr_mask_entry **out) {
-    int32_t n_unc = 0;
-    for (size_t k = 0; k < pops->len; k += 2) n_unc += k == 0 || pops->data[k] != pops->data[k - 2];
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     if (!e) return XGR_ERR_NOMEM;
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_ACCEPTED_LIST;
     e->n_ids = e->n_accepted = (int32_t)acc->len;
-    e->n_uncertain = n_unc;
     e->ids = xgr_malloc((acc->len + 1) * sizeof *e->ids);
-    e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
-    e->pop_begin = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->pop_begin);
-    e->pop_depth = xgr_malloc((pops->len / 2 + 1) * sizeof *e->pop_depth);
-    if (!e->ids || !e->uncertain || !e->pop_begin || !e->pop_depth) {
+    int64_t np = set_uncertain(e, pops, tl->ids);
+    if (!e->ids || np < 0) {
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
     for (size_t k = 0; k < acc->len; k++) e->ids[k] = tl->ids[acc->data[k]];
-    int32_t ku = 0;
-    size_t np = 0;
-    for (size_t k = 0; k < pops->len; k += 2) {
-        if (k == 0 || pops->data[k] != pops->data[k - 2]) {
-            e->pop_begin[ku] = (int32_t)np;
-            e->uncertain[ku++] = tl->ids[pops->data[k]];
-        }
-        e->pop_depth[np++] = (uint16_t)pops->data[k + 1];
-    }
-    e->pop_begin[ku] = (int32_t)np;
-    e->bytes = sizeof *e + (acc->len + 1) * 4 + ((size_t)n_unc + 1) * 8 + np * 2;
+    e->bytes = sizeof *e + (acc->len + 1) * 4 + ((size_t)e->n_uncertain + 1) * 8 + (size_t)np * 2;
     *out = e;
     return XGR_OK;
 }

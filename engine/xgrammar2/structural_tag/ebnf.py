@@ -11,6 +11,7 @@ process, so a tool seen before costs a cache lookup.
 """
 
 import itertools
+import functools
 import re
 import threading
 from collections import OrderedDict
@@ -33,6 +34,7 @@ _ESCAPE_TABLE = str.maketrans(_ESCAPES)
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f"\\]')
 
 
+@functools.lru_cache(maxsize=8192)
 def quote(s: str) -> str:
     """An EBNF string literal matching exactly ``s`` (UTF-8 text).
 
