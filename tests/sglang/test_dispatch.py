@@ -297,8 +297,12 @@ def test_tokenizer_with_init_xgrammar(tokenizer, published):
         assert ours.is_terminated() and up.is_terminated()
 
 
-def test_unsupported_tokenizer_falls_back_to_no_backend(published):
-    """Like SGLang's xgrammar path: no grammar backend (and a logged warning), not a crash."""
+def test_unsupported_tokenizer_falls_back_to_no_backend(published, model_path):
+    """Like SGLang's xgrammar path: no grammar backend (the runtime config says 'none', and a
+    warning is logged), not a crash."""
+    from sglang.srt.runtime_context import get_exec
+
+    from sglang_harness import publish_server_args
     from xgrammar2_sglang.backend import TokenizerNotSupportedError, XGrammar2GrammarBackend, create_backend
 
     class Unsupported:
@@ -307,4 +311,9 @@ def test_unsupported_tokenizer_falls_back_to_no_backend(published):
 
     with pytest.raises(TokenizerNotSupportedError):
         XGrammar2GrammarBackend(Unsupported(), V, None)
-    assert create_backend(published, Unsupported(), V, None) is None
+    try:
+        assert create_backend(published, Unsupported(), V, None) is None
+        assert get_exec().kernel.grammar_backend == "none"
+    finally:
+        publish_server_args(model_path, "--grammar-backend", "xgrammar2")  # undo the override
+    assert get_exec().kernel.grammar_backend == "xgrammar2"
