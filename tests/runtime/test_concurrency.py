@@ -104,3 +104,84 @@ def test_compile_from_many_threads() -> None:
     for t in threads:
         t.join()
     assert not errors and all(out.values()) and len(out) == 32
+
+
+SIXTEEN_SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "age": {"type": "integer"}},
+     "required": ["name", "age"]},
+    {"type": "array", "items": {"enum": ["red", "green", "blue", 7, None]}, "maxItems": 5},
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date"},
+                                      "tags": {"type": "array", "items": {"type": "string"}}}},
+    {"anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "pattern": "^[a-z]+$"}]},
+]
+SIXTEEN_TAG = {"type": "structural_tag", "format": {
+    "type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
+        {"begin": "<tool_call>", "content": {"type": "json_schema", "json_schema": SIXTEEN_SCHEMAS[0]},
+         "end": "</tool_call>"}]}}
+
+
+def _walk_digest(compiled: xgr.CompiledGrammar, seed: int, vocab_size: int, steps: int = 16) -> list:
+    """Seeded walk: fill, pick an allowed token, accept (rolling back and re-accepting every
+    fifth step); the masks and the chosen tokens."""
+    import random
+
+    rng = random.Random(seed)
+    m = xgr.GrammarMatcher(compiled)
+    bm = new_bitmask(vocab_size)
+    out = []
+    for s in range(steps):
+        if m.is_terminated():
+            break
+        m.fill_next_token_bitmask(bm)
+        out.append(bm.tobytes())
+        ids = np.flatnonzero(np.unpackbits(bm.reshape(-1).view(np.uint8), bitorder="little")[:vocab_size])
+        if len(ids) == 0:
+            break
+        t = int(ids[rng.randrange(len(ids))])
+        out.append(t)
+        assert m.accept_token(t)
+        if s % 5 == 4:
+            m.rollback(1)
+            assert m.accept_token(t)
+    return out
+
+
+def test_sixteen_threads_compile_fill_accept_like_serial() -> None:
+    """16 threads at once on one shared compiler: each compiles (schemas shared by 4
+    threads, so concurrent compiles of one key coalesce), then walks the shared compiled
+    grammars with its own matchers while the mask caches fill just in time. Results equal a
+    serial run on a separate compiler without caches."""
+    tok = tokenizer("llama-3-instruct")
+    n = tok.vocab_size
+    shared = xgr.GrammarCompiler(tok)
+    jobs = [("schema", i % 4) for i in range(16)]
+    results: list = [None] * 16
+    errors: list = []
+    start = threading.Barrier(16)
+
+    def compile_one(c: xgr.GrammarCompiler, kind: str, k: int) -> xgr.CompiledGrammar:
+        return c.compile_json_schema(SIXTEEN_SCHEMAS[k]) if kind == "schema" else c.compile_structural_tag(SIXTEEN_TAG)
+
+    def work(i: int) -> None:
+        try:
+            start.wait()
+            kind, k = jobs[i]
+            a = compile_one(shared, kind, k)
+            b = compile_one(shared, "tag", 0) if i % 2 else shared.compile_builtin_json_grammar()
+            results[i] = (_walk_digest(a, i, n), _walk_digest(b, 100 + i, n))
+        except Exception as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    serial = xgr.GrammarCompiler(tok, cache_enabled=False, cross_grammar_cache=False)
+    for i in range(16):
+        kind, k = jobs[i]
+        a = compile_one(serial, kind, k)
+        b = compile_one(serial, "tag", 0) if i % 2 else serial.compile_builtin_json_grammar()
+        assert results[i][0] == _walk_digest(a, i, n), f"thread {i}: first grammar differs from serial"
+        assert results[i][1] == _walk_digest(b, 100 + i, n), f"thread {i}: second grammar differs from serial"
