@@ -767,8 +767,13 @@ class Emitter:
         cap = max(pmin, 1) if pmax is None else pmax
         nent = len(entries)
         if (nent + 1) * (cap + 1) > STATE_LIMIT:
-            self.unsupported("maxProperties" if pmax is not None else "minProperties", n.src,
-                             "the property-counting automaton is too large")
+            if bounded:
+                self.unsupported("maxProperties" if pmax is not None else "minProperties", n.src,
+                                 "the property-counting automaton is too large")
+            else:  # no count bound in the schema: the object is simply too wide
+                self.unsupported("properties", n.src,
+                                 f"{nent} properties need a larger automaton than the "
+                                 f"{STATE_LIMIT}-state limit")
             pmin, pmax, cap = 0, None, 1
         memo = {}
 
