@@ -198,6 +198,13 @@ static void compiled_free(xgr_compiled *c) {
             if (k) free(k->bytes);
             free(k);
         }
+    if (c->flat_tables && c->fsm)
+        for (int32_t r = 0; r < c->fsm->n_rules; r++) {
+            xgr_flat_table *t = atomic_load(&c->flat_tables[r]);
+            if (t) free(t->next);
+            free(t);
+        }
+    free((void *)c->flat_tables);
     free((void *)c->rule_keys);
     free((void *)c->entries);
     free(c->pair_base);
@@ -208,6 +215,8 @@ static void compiled_free(xgr_compiled *c) {
     free(c->rule_opaque);
     free(c->token_ids);
     free(c->ff_bits);
+    free(c->fmemo);
+    pthread_mutex_destroy(&c->fmemo_lock);
     free(c->ref_begin);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
@@ -226,6 +235,10 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     if (!c) return XGR_ERR_NOMEM;
     atomic_init(&c->refcount, 1);
     atomic_init(&c->memory, sizeof *c);
+    if (pthread_mutex_init(&c->fmemo_lock, NULL)) {
+        free(c);
+        return xgr_fail(XGR_ERR_NOMEM, "xgr_compile: cannot create a mutex");
+    }
     if (opts) c->opts = *opts;
     fill_defaults(&c->opts);
     xgr_grammar_retain((xgr_grammar *)g);
@@ -256,7 +269,8 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     c->rule_flat = xgr_malloc((size_t)c->fsm->n_rules + 1);
     c->rule_opaque = xgr_calloc((size_t)c->fsm->n_rules + 1, 1);
     c->rule_keys = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_keys);
-    if (!c->rule_flat || !c->rule_opaque || !c->rule_keys) {
+    c->flat_tables = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->flat_tables);
+    if (!c->rule_flat || !c->rule_opaque || !c->rule_keys || !c->flat_tables) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
@@ -264,6 +278,7 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         c->rule_flat[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL;
         c->rule_opaque[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL && c->fsm->rule_dispatch[r];
         atomic_init(&c->rule_keys[r], NULL);
+        atomic_init(&c->flat_tables[r], NULL);
     }
     /* The rules a trigger hands over to (a tag group: the rest of each begin, then refs to
      * the tag contents) are unique to their request too, and their references start after

@@ -8,6 +8,7 @@
 #ifndef XGR_COMPILED_H
 #define XGR_COMPILED_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "../compile/fsm.h"
@@ -47,6 +48,23 @@ typedef struct xgr_mask_entry_s {
     int32_t *ids_by_len; /* REFINED: ids again, longest token first */
 } xgr_mask_entry;
 
+/* Next-state table of a reference-free (or opaque) rule over its byte classes. */
+typedef struct {
+    uint8_t cls[256]; /* byte -> class */
+    int32_t n_cls;
+    int32_t *next;    /* (state - rule_start) * n_cls + class -> target, -1: dead */
+} xgr_flat_table;
+
+/* Follow-check memo slot (mask_cache.c): could `s[0..n)` follow a completion of `rule`? */
+typedef struct {
+    const uint8_t *s; /* into the vocabulary's token bytes */
+    uint32_t n;
+    int32_t rule;
+    uint64_t hash;
+    int8_t val; /* -1: empty slot */
+} xgr_follow_memo_slot;
+#define XGR_FOLLOW_MEMO_MAX ((size_t)1 << 17) /* slots per grammar (~4 MiB) */
+
 /* A rule's canonical closure serialisation (mask/closure.h), the cross-grammar key. */
 typedef struct {
     uint8_t *bytes;
@@ -83,6 +101,7 @@ struct xgr_compiled {
      * (the tag bodies, different in every request) start only after a whole trigger. */
     uint8_t *rule_opaque;
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
+    _Atomic(xgr_flat_table *) *flat_tables; /* per rule, built on first use */
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     /* Token-level terminals (common/token_marker.h): the ids whose markers occur in the
      * grammar, sorted and unique, and (when there are any) the text tokens containing
@@ -90,6 +109,10 @@ struct xgr_compiled {
     int32_t *token_ids;
     int32_t n_token_ids;
     uint32_t *ff_bits; /* row_words */
+    /* Follow-check memo shared by every entry build of this grammar (under the lock). */
+    pthread_mutex_t fmemo_lock;
+    xgr_follow_memo_slot *fmemo;
+    size_t fmemo_cap, fmemo_len;
     atomic_size_t memory;
 };
 

@@ -12,6 +12,9 @@ enum { V_ACCEPT = 0, V_REJECT = 1, V_UNCERTAIN = 2 };
  * rule (POP_REF, see compiled.h rule_opaque). A stored pop depth with POP_REF_BIT set
  * marks the latter: no follow check applies, the token stays uncertain. */
 enum { POP_END = 1, POP_REF = 2 };
+
+/* Raw entries leaving more tokens open than this skip sharpening (see sharpen). */
+#define XGR_SHARPEN_MAX 4096
 #define POP_REF_BIT 0x8000u
 
 void xgr_mask_entry_free(xgr_mask_entry *e) {
@@ -28,11 +31,13 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
 
 /* Is some pop at depth e in [1, d] (pop[e] set) followed by bytes tok[e..len) that the
  * stack-free follow automaton of `rule` admits? Then the token is uncertain. */
-static int pop_continues(xgr_follow *fo, int32_t rule, const uint8_t *pop, int32_t d,
-                         const uint8_t *tok, uint32_t len) {
+static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint8_t *s,
+                       uint32_t n);
+
+static int pop_continues(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint8_t *pop,
+                         int32_t d, const uint8_t *tok, uint32_t len) {
     for (int32_t e = 1; e <= d; e++)
-        if (pop[e] && (uint32_t)e < len &&
-            xgr_follow_possible(fo, rule, tok + e, (size_t)(len - (uint32_t)e)))
+        if (pop[e] && (uint32_t)e < len && follow_memo(c, fo, rule, tok + e, len - (uint32_t)e))
             return 1;
     return 0;
 }
@@ -56,19 +61,15 @@ static int32_t prefix_range_end(const struct xgr_vocab *v, int32_t i, const uint
 }
 
 /* Steps token bytes either through the Earley parser or, for a plain slot of a rule
- * without references (a pure DFA: one item per row), through the rule's automaton alone,
- * which is an order of magnitude cheaper per byte: a dense next-state table for small
- * rules, else the state's sorted byte edges (building a table for a large rule would cost
- * more than a whole pass, and entries are built one state at a time). */
-#define FLAT_TABLE_MAX_STATES 64
-
+ * without references (a pure DFA: one item per row) or an opaque rule, through the rule's
+ * automaton alone, which is an order of magnitude cheaper per byte: a next-state table
+ * over the rule's byte classes, built once per rule and grammar (flat_table). */
 typedef struct {
     xgr_parser *p;
     int32_t base;        /* Earley: row index of depth 0 */
     const xgr_fsm *f;
-    int flat;
     int32_t rule_start;  /* flat: first state of the rule */
-    int32_t *table;      /* small flat rules: (state - rule_start) * 256 + byte -> target */
+    const xgr_flat_table *ft; /* flat: the rule's table, NULL for Earley */
     int32_t *dstate;     /* flat: state at each depth */
 } walker;
 
@@ -78,48 +79,72 @@ static inline int flat_pops(const xgr_fsm *f, int32_t t) {
     return (f->final[t] ? POP_END : 0) | (e1 > f->edge_begin[t] && f->edges[e1 - 1].ref >= 0 ? POP_REF : 0);
 }
 
-static int walker_flat_init(walker *w, const xgr_fsm *f, int32_t state, size_t depth_cap) {
-    int32_t r = f->state_rule[state], s0 = f->rule_start[r], s1 = s0;
+/* The byte-class next-state table of rule r: bytes are split into the classes no edge of
+ * the rule tells apart (a few dozen in practice), so the table stays small for large
+ * rules. Built on first use and published like the entries. */
+static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
+    xgr_flat_table *t = atomic_load_explicit(&c->flat_tables[r], memory_order_acquire);
+    if (t) {
+        *out = t;
+        return XGR_OK;
+    }
+    const xgr_fsm *f = c->fsm;
+    int32_t s0 = f->rule_start[r], s1 = s0;
     while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
-    w->f = f;
-    w->flat = 1;
-    w->rule_start = s0;
-    w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
-    if (!w->dstate) return XGR_ERR_NOMEM;
-    w->dstate[0] = state;
-    if (s1 - s0 > FLAT_TABLE_MAX_STATES) return XGR_OK;
-    w->table = xgr_malloc((size_t)(s1 - s0) * 256 * sizeof *w->table);
-    if (!w->table) return XGR_ERR_NOMEM;
-    memset(w->table, 0xff, (size_t)(s1 - s0) * 256 * sizeof *w->table);
+    t = xgr_calloc(1, sizeof *t);
+    if (!t) return XGR_ERR_NOMEM;
+    uint8_t cut[257] = {0};
+    cut[0] = 1;
+    for (int32_t e = f->edge_begin[s0]; e < f->edge_begin[s1]; e++)
+        if (f->edges[e].ref < 0) {
+            cut[f->edges[e].lo] = 1;
+            cut[f->edges[e].hi + 1] = 1;
+        }
+    int32_t k = -1;
+    for (int b = 0; b < 256; b++) {
+        k += cut[b];
+        t->cls[b] = (uint8_t)k;
+    }
+    t->n_cls = k + 1;
+    size_t cells = (size_t)(s1 - s0) * (size_t)t->n_cls;
+    t->next = xgr_malloc((cells + 1) * sizeof *t->next);
+    if (!t->next) {
+        free(t);
+        return XGR_ERR_NOMEM;
+    }
+    memset(t->next, 0xff, cells * sizeof *t->next);
     for (int32_t s = s0; s < s1; s++)
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
             if (f->edges[e].ref >= 0) break; /* byte edges come first */
-            for (int b = f->edges[e].lo; b <= f->edges[e].hi; b++)
-                w->table[(size_t)(s - s0) * 256 + (size_t)b] = f->edges[e].target;
+            for (int32_t q = t->cls[f->edges[e].lo]; q <= t->cls[f->edges[e].hi]; q++)
+                t->next[(size_t)(s - s0) * (size_t)t->n_cls + (size_t)q] = f->edges[e].target;
         }
+    xgr_flat_table *expected = NULL;
+    if (atomic_compare_exchange_strong(&c->flat_tables[r], &expected, t)) {
+        atomic_fetch_add(&c->memory, sizeof *t + cells * sizeof *t->next);
+    } else {
+        free(t->next);
+        free(t);
+        t = expected;
+    }
+    *out = t;
     return XGR_OK;
 }
 
-/* Target of `byte` from state s over its sorted, disjoint byte edges; -1 if none. */
-static inline int32_t flat_edge(const xgr_fsm *f, int32_t s, uint8_t byte) {
-    int32_t lo = f->edge_begin[s], hi = f->edge_begin[s + 1];
-    while (hi > lo && f->edges[hi - 1].ref >= 0) hi--;
-    while (lo < hi) { /* first edge with hi >= byte */
-        int32_t mid = lo + (hi - lo) / 2;
-        if (f->edges[mid].hi < byte) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < f->edge_begin[s + 1] && f->edges[lo].ref < 0 && f->edges[lo].lo <= byte &&
-                   byte <= f->edges[lo].hi
-               ? f->edges[lo].target
-               : -1;
+static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t depth_cap) {
+    int32_t r = c->fsm->state_rule[state];
+    w->f = c->fsm;
+    w->rule_start = c->fsm->rule_start[r];
+    w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
+    if (!w->dstate) return XGR_ERR_NOMEM;
+    w->dstate[0] = state;
+    return flat_table(c, r, &w->ft);
 }
 
 static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, int *popped) {
-    if (w->flat) {
-        int32_t s = w->dstate[d];
-        int32_t t = w->table ? w->table[(size_t)(s - w->rule_start) * 256 + byte]
-                             : flat_edge(w->f, s, byte);
+    if (w->ft) {
+        const xgr_flat_table *ft = w->ft;
+        int32_t t = ft->next[(size_t)(w->dstate[d] - w->rule_start) * (size_t)ft->n_cls + ft->cls[byte]];
         *alive = t >= 0;
         if (t >= 0) {
             w->dstate[d + 1] = t;
@@ -165,7 +190,7 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
 /* (sorted position, depth) of every pop a context-free classification leaves open */
 typedef XGR_VEC(int32_t) pop_list;
 
-static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
+static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
                     const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
@@ -181,7 +206,7 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
         xgr_item child = {state, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
     } else if (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule]) {
-        rc = walker_flat_init(&w, c->fsm, state, depth_cap);
+        rc = walker_flat_init(c, &w, state, depth_cap);
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
         rc = xgr_parser_start(p, init);
@@ -191,7 +216,7 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
     if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
-    w.base = w.flat ? 0 : xgr_parser_rows(p) - 1;
+    w.base = w.ft ? 0 : xgr_parser_rows(p) - 1;
     int32_t cur = 0; /* depths 0..cur are valid for the previous token's prefix */
     for (int32_t i = 0; i < tl->n; i++) {
         uint32_t len;
@@ -248,7 +273,7 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
                         verdict[j] = V_UNCERTAIN;
                     }
             } else {
-                verdict[j] = npop[d] && pop_continues(fo, pop_rule, pop, d, tj, lj)
+                verdict[j] = npop[d] && pop_continues(c, fo, pop_rule, pop, d, tj, lj)
                                  ? V_UNCERTAIN
                                  : V_REJECT;
             }
@@ -261,7 +286,6 @@ static int classify(const xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
 out:
     free(pop);
     free(npop);
-    free(w.table);
     free(w.dstate);
     return rc;
 }
@@ -349,60 +373,101 @@ static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const p
     return XGR_OK;
 }
 
-/* Small memo of follow checks: tokens that leave a rule at the same bytes (",", "\"}")
- * share the verdict, and those suffixes repeat across thousands of tokens. */
-typedef struct {
-    const uint8_t *s;
-    uint32_t n;
-    int8_t val; /* -1 empty */
-} memo_slot;
+/* Memo of follow checks, per compiled grammar (compiled.h): tokens that leave a rule at
+ * the same bytes (",", "\"}") share the verdict, those suffixes repeat across thousands of
+ * tokens, and across every state of the rule, whose entries are built one at a time. The
+ * suffixes point into the vocabulary, which the grammar keeps alive. */
+static size_t fmemo_find(const xgr_follow_memo_slot *tab, size_t cap, uint64_t h, int32_t rule,
+                         const uint8_t *s, uint32_t n) {
+    for (size_t k = h & (cap - 1);; k = (k + 1) & (cap - 1))
+        if (tab[k].val < 0 ||
+            (tab[k].rule == rule && tab[k].n == n && memcmp(tab[k].s, s, n) == 0))
+            return k;
+}
 
-static int follow_memo(xgr_follow *fo, int32_t rule, memo_slot *tab, size_t cap,
-                       const uint8_t *s, uint32_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
-    for (size_t k = xgr_mix64(h) & (cap - 1);; k = (k + 1) & (cap - 1)) {
-        if (tab[k].val < 0) {
-            tab[k].s = s;
-            tab[k].n = n;
-            tab[k].val = (int8_t)xgr_follow_possible(fo, rule, s, n);
-            return tab[k].val;
-        }
-        if (tab[k].n == n && memcmp(tab[k].s, s, n) == 0) return tab[k].val;
+static int fmemo_grow(xgr_compiled *c) {
+    size_t cap = c->fmemo_cap ? c->fmemo_cap * 2 : 1024;
+    xgr_follow_memo_slot *tab = xgr_malloc(cap * sizeof *tab);
+    if (!tab) return -1;
+    for (size_t k = 0; k < cap; k++) tab[k].val = -1;
+    for (size_t k = 0; k < c->fmemo_cap; k++) {
+        const xgr_follow_memo_slot *o = &c->fmemo[k];
+        if (o->val >= 0) tab[fmemo_find(tab, cap, o->hash, o->rule, o->s, o->n)] = *o;
     }
+    free(c->fmemo);
+    atomic_fetch_add(&c->memory, (cap - c->fmemo_cap) * sizeof *tab);
+    c->fmemo = tab;
+    c->fmemo_cap = cap;
+    return 0;
+}
+
+static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint8_t *s,
+                       uint32_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)rule;
+    for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
+    h = xgr_mix64(h);
+    int val = -1;
+    pthread_mutex_lock(&c->fmemo_lock);
+    if (c->fmemo_cap) {
+        const xgr_follow_memo_slot *sl = &c->fmemo[fmemo_find(c->fmemo, c->fmemo_cap, h, rule, s, n)];
+        val = sl->val;
+    }
+    pthread_mutex_unlock(&c->fmemo_lock);
+    if (val >= 0) return val;
+    val = xgr_follow_possible(fo, rule, s, n);
+    pthread_mutex_lock(&c->fmemo_lock);
+    /* Bounded: past XGR_FOLLOW_MEMO_MAX slots a grammar just stops memoising. */
+    if ((c->fmemo_len + 1) * 10 <= c->fmemo_cap * 7 ||
+        (c->fmemo_cap < XGR_FOLLOW_MEMO_MAX && !fmemo_grow(c))) {
+        xgr_follow_memo_slot *sl = &c->fmemo[fmemo_find(c->fmemo, c->fmemo_cap, h, rule, s, n)];
+        if (sl->val < 0) {
+            sl->s = s;
+            sl->n = n;
+            sl->rule = rule;
+            sl->hash = h;
+            sl->val = (int8_t)val;
+            c->fmemo_len++;
+        }
+    }
+    pthread_mutex_unlock(&c->fmemo_lock);
+    return val;
 }
 
 /* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
  * pop could follow the rule somewhere in this grammar (stack-free over-approximation);
  * the rest are rejected. */
-static int sharpen(const xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask_entry *raw,
+static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask_entry *raw,
                    xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    size_t cap = 64;
-    while (cap < (size_t)raw->pop_begin[raw->n_uncertain] * 2 + 2) cap *= 2;
-    memo_slot *tab = xgr_malloc(cap * sizeof *tab);
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
-    if (!tab || !e || !unc) {
-        free(tab);
+    if (!e || !unc) {
         free(e);
         free(unc);
         return XGR_ERR_NOMEM;
     }
-    for (size_t k = 0; k < cap; k++) tab[k].val = -1;
     int32_t n = 0;
-    for (int32_t i = 0; i < raw->n_uncertain; i++) {
+    /* A state that leaves most of the vocabulary open (the one-character body of a
+     * compressed repetition) is always served through its callers' context entries, which
+     * re-decide the raw list anyway: sharpening it would cost a follow check per token for
+     * nothing. Not for the root, which has no caller, nor without caller-context slots. */
+    int unsharpened = raw->n_uncertain > XGR_SHARPEN_MAX && rule != c->fsm->root &&
+                      c->n_slots > c->fsm->n_states;
+    if (unsharpened) {
+        memcpy(unc, raw->uncertain, (size_t)raw->n_uncertain * sizeof *unc);
+        n = raw->n_uncertain;
+    }
+    for (int32_t i = 0; i < raw->n_uncertain && !unsharpened; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
         for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1]; k++) {
             uint32_t d = raw->pop_depth[k];
-            if ((d & POP_REF_BIT) || follow_memo(fo, rule, tab, cap, tok + d, len - d)) {
+            if ((d & POP_REF_BIT) || follow_memo(c, fo, rule, tok + d, len - d)) {
                 unc[n++] = raw->uncertain[i];
                 break;
             }
         }
     }
-    free(tab);
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
     e->base = raw;
@@ -413,7 +478,7 @@ static int sharpen(const xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask
     e->uncertain = unc;
     e->n_uncertain = n;
     e->n_accepted = raw->n_accepted;
-    e->wants_context = n > c->opts.context_min_uncertain;
+    e->wants_context = unsharpened || n > c->opts.context_min_uncertain;
     e->bytes = sizeof *e + ((size_t)n + 1) * 4;
     *out = e;
     return XGR_OK;
@@ -641,28 +706,25 @@ static int shared_pair_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int
 static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *base,
                               const uint8_t *verdict, xgr_mask_entry **out);
 
-static int refine_from_pair(const xgr_compiled *c, xgr_follow *fo, int32_t caller_rule,
+static int refine_from_pair(xgr_compiled *c, xgr_follow *fo, int32_t caller_rule,
                             const xgr_mask_entry *base, const xgr_mask_entry *pair,
                             xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    size_t rw = (size_t)v->row_words, cap = 64;
-    while (cap < (size_t)pair->pop_begin[pair->n_uncertain] * 2 + 2) cap *= 2;
+    size_t rw = (size_t)v->row_words;
     uint32_t *acc_bits = xgr_calloc(2 * rw + 1, sizeof *acc_bits), *unc_bits = acc_bits + rw;
-    memo_slot *tab = xgr_malloc(cap * sizeof *tab);
     uint8_t *verdict = xgr_malloc((size_t)base->n_uncertain + 1);
     int rc = XGR_OK;
-    if (!acc_bits || !tab || !verdict) {
+    if (!acc_bits || !verdict) {
         rc = XGR_ERR_NOMEM;
         goto out;
     }
-    for (size_t k = 0; k < cap; k++) tab[k].val = -1;
     for (int32_t i = 0; i < pair->n_ids; i++) acc_bits[pair->ids[i] >> 5] |= 1u << (pair->ids[i] & 31);
     for (int32_t i = 0; i < pair->n_uncertain; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, pair->uncertain[i], &len);
         for (int32_t k = pair->pop_begin[i]; k < pair->pop_begin[i + 1]; k++) {
             uint32_t d = pair->pop_depth[k];
-            if ((d & POP_REF_BIT) || follow_memo(fo, caller_rule, tab, cap, tok + d, len - d)) {
+            if ((d & POP_REF_BIT) || follow_memo(c, fo, caller_rule, tok + d, len - d)) {
                 unc_bits[pair->uncertain[i] >> 5] |= 1u << (pair->uncertain[i] & 31);
                 break;
             }
@@ -677,7 +739,6 @@ static int refine_from_pair(const xgr_compiled *c, xgr_follow *fo, int32_t calle
     rc = make_refined_entry(v, base, verdict, out);
 out:
     free(acc_bits);
-    free(tab);
     free(verdict);
     return rc;
 }
@@ -690,8 +751,9 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     if (rc) return rc;
     if (slot < ns) {
         xgr_mask_entry *raw = NULL;
+        int32_t rule = c->fsm->state_rule[slot];
         rc = raw_entry(c, p, &fo, slot, &raw);
-        if (!rc) rc = sharpen(c, &fo, c->fsm->state_rule[slot], raw, out);
+        if (!rc) rc = sharpen(c, &fo, rule, raw, out);
         xgr_mask_entry_release(raw);
         xgr_follow_free(&fo);
         return rc;
