@@ -266,7 +266,13 @@ def _merge_row(row):
 
 def minimize(d: DFA) -> DFA:
     """Hopcroft's algorithm over the elementary intervals of all transition labels; the
-    result is trimmed and numbered in BFS order from the start state (canonical)."""
+    result is trimmed and numbered in BFS order from the start state (canonical).
+
+    Symbols are alphabet classes (elementary intervals grouped by the labels that contain
+    them). Costs stay proportional to the transitions, not states x symbols: a splitter visits
+    only the predecessors of its states, and the implicit dead state is a block of its own
+    from the start (every state of a trimmed DFA is live, so it is never equivalent to
+    one), never used as a splitter, so missing transitions are never enumerated."""
     d = trim(d)
     n = d.n
     if n <= 1:
@@ -280,66 +286,78 @@ def minimize(d: DFA) -> DFA:
                 bounds.add(lo)
                 bounds.add(hi + 1)
     pts = sorted(bounds)
-    nsym = len(pts) - 1
-    SINK = n
-    # delta[s][a] for elementary interval a (SINK when undefined)
-    delta = [[SINK] * nsym for _ in range(n + 1)]
+    # Symbols: elementary intervals that lie in exactly the same labels behave alike in
+    # every state, so they form one alphabet class (a few dozen, however many intervals).
+    label_id: dict = {}
+    for row in d.trans:
+        for c, _ in row:
+            if c not in label_id:
+                label_id[c] = len(label_id)
+    member: list = [[] for _ in range(len(pts) - 1)]
+    for c, li in label_id.items():
+        for lo, hi in c:
+            for a in range(bisect.bisect_left(pts, lo), bisect.bisect_left(pts, hi + 1)):
+                member[a].append(li)
+    cls_of: dict = {}
+    label_classes: list = [set() for _ in range(len(label_id))]
+    for m in member:
+        if not m:
+            continue
+        k = cls_of.setdefault(tuple(m), len(cls_of))
+        for li in m:
+            label_classes[li].add(k)
+    # pred[t][k]: the states whose transition on alphabet class k goes to t
+    pred: list = [dict() for _ in range(n)]
     for s_, row in enumerate(d.trans):
-        ds = delta[s_]
         for c, t in row:
-            for lo, hi in c:
-                i = bisect.bisect_left(pts, lo)
-                j = bisect.bisect_left(pts, hi + 1)
-                for a in range(i, j):
-                    ds[a] = t
-    inv = [dict() for _ in range(nsym)]
-    for s_ in range(n + 1):
-        ds = delta[s_]
-        for a in range(nsym):
-            inv[a].setdefault(ds[a], []).append(s_)
-    acc = frozenset(s_ for s_ in range(n) if d.accept[s_])
-    rej = frozenset(range(n + 1)) - acc
-    parts = [p for p in (acc, rej) if p]
-    block = [0] * (n + 1)
-    for bi, p in enumerate(parts):
+            pt = pred[t]
+            for k in label_classes[label_id[c]]:
+                lst = pt.get(k)
+                if lst is None:
+                    pt[k] = [s_]
+                else:
+                    lst.append(s_)
+    acc = [s_ for s_ in range(n) if d.accept[s_]]
+    rej = [s_ for s_ in range(n) if not d.accept[s_]]
+    blocks = [set(p) for p in (acc, rej) if p]
+    block = [0] * n
+    for bi, p in enumerate(blocks):
         for s_ in p:
             block[s_] = bi
-    blocks = [set(p) for p in parts]
-    work = [min(range(len(blocks)), key=lambda b: len(blocks[b]))] if len(blocks) == 2 else []
+    work = list(range(len(blocks)))
     in_work = set(work)
     while work:
         bi = work.pop()
         in_work.discard(bi)
-        A = list(blocks[bi])
-        for a in range(nsym):
-            ia = inv[a]
-            X = set()
-            for t in A:
-                X.update(ia.get(t, ()))
-            if not X:
-                continue
+        by_sym: dict = {}
+        for t in list(blocks[bi]):
+            for a, srcs in pred[t].items():
+                lst = by_sym.get(a)
+                if lst is None:
+                    by_sym[a] = list(srcs)
+                else:
+                    lst.extend(srcs)
+        for a in sorted(by_sym):
             touched: dict = {}
-            for s_ in X:
-                touched.setdefault(block[s_], []).append(s_)
+            for s_ in by_sym[a]:
+                touched.setdefault(block[s_], set()).add(s_)
             for yb, members in touched.items():
                 Y = blocks[yb]
                 if len(members) == len(Y):
                     continue
-                Ynew = set(members)
-                Y.difference_update(Ynew)
+                Y.difference_update(members)
                 nb = len(blocks)
-                blocks.append(Ynew)
-                for s_ in Ynew:
+                blocks.append(members)
+                for s_ in members:
                     block[s_] = nb
                 if yb in in_work:
                     work.append(nb)
                     in_work.add(nb)
                 else:
-                    pick = nb if len(Ynew) <= len(Y) else yb
+                    pick = nb if len(members) <= len(Y) else yb
                     work.append(pick)
                     in_work.add(pick)
-    # Build the quotient, BFS-numbered from the start state, without the sink block.
-    sink_b = block[SINK]
+    # Build the quotient, BFS-numbered from the start state.
     order = {block[0]: 0}
     queue = [block[0]]
     trans = []
@@ -349,18 +367,19 @@ def minimize(d: DFA) -> DFA:
         b = queue[i]
         i += 1
         rep_s = next(iter(blocks[b]))
-        accept.append(rep_s in acc)
-        row: dict = {}
-        ds = delta[rep_s]
-        for a in range(nsym):
-            tb = block[ds[a]]
-            if tb == sink_b:
-                continue
+        accept.append(bool(d.accept[rep_s]))
+        by_block: dict = {}
+        for c, t in d.trans[rep_s]:
+            tb = block[t]
+            by_block[tb] = by_block[tb] + list(c) if tb in by_block else list(c)
+        merged = sorted(((cs.normalize(v), tb) for tb, v in by_block.items()), key=lambda x: x[0][0][0])
+        row = []
+        for c, tb in merged:
             if tb not in order:
                 order[tb] = len(queue)
                 queue.append(tb)
-            row.setdefault(order[tb], []).append((pts[a], pts[a + 1] - 1))
-        trans.append(tuple(sorted(((cs.normalize(v), t) for t, v in row.items()), key=lambda x: x[0][0][0])))
+            row.append((c, order[tb]))
+        trans.append(tuple(row))
     return DFA(trans, accept)
 
 
