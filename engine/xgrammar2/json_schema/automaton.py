@@ -396,6 +396,7 @@ def _product(a: DFA, b: DFA, acc, limit, complete_a=False, complete_b=False) -> 
     order = [(0, 0)]
     trans = []
     accept = []
+    meets: dict = {}  # the same label pairs meet in many state pairs
     i = 0
     while i < len(order):
         x, y = order[i]
@@ -404,7 +405,9 @@ def _product(a: DFA, b: DFA, acc, limit, complete_a=False, complete_b=False) -> 
         row = []
         for c1, t1 in a.trans[x]:
             for c2, t2 in b.trans[y]:
-                c = cs.intersect(c1, c2)
+                c = meets.get((c1, c2))
+                if c is None:
+                    c = meets[(c1, c2)] = cs.intersect(c1, c2)
                 if not c:
                     continue
                 k = keys.get((t1, t2))
