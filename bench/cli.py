@@ -102,9 +102,57 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="HF tokenizer.json (default shared/data/tokenizers/original/llama-3-instruct/tokenizer.json)")
     p.add_argument("--canonical", default=None,
                    help="canonical vocab json for stop ids and checks (default .../canonical/llama-3-instruct.json)")
+    p.add_argument("--no-engine-snapshot", action="store_true",
+                   help="import xgrammar2 from where it is installed in every worker; by default the workers import "
+                        "a copy of the package taken at start, so a rebuild during the run cannot mix two builds")
     p.add_argument("--report-only", action="store_true", help="rewrite README.md and plots from OUT/results.json")
     p.add_argument("--no-plots", action="store_true")
     return p.parse_args(argv)
+
+
+def _snapshot_engine() -> dict[str, Any] | None:
+    """Copy the xgrammar2 package (Python files and the compiled core) to a temporary folder put first on the
+    workers' PYTHONPATH: every worker of the run, whenever it starts, then runs the same build."""
+    import hashlib
+    import importlib.util
+    import shutil
+    import tempfile
+
+    try:
+        spec = importlib.util.find_spec("xgrammar2")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        root = os.path.join(REPO_ROOT, "engine", "xgrammar2")
+        if not os.path.isdir(root):
+            return None
+    else:
+        root = os.path.dirname(spec.origin)
+    dst = tempfile.mkdtemp(prefix="xgr2-bench-engine-")
+    import atexit
+
+    atexit.register(shutil.rmtree, dst, True)
+    shutil.copytree(root, os.path.join(dst, "xgrammar2"), ignore=shutil.ignore_patterns("__pycache__"))
+    # Spawned workers start from the driver's sys.path (multiprocessing passes it on), and grandchildren from the
+    # environment: set both.
+    sys.path.insert(0, dst)
+    os.environ["PYTHONPATH"] = dst + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+    sos = sorted(f for f in os.listdir(root) if f.endswith(".so"))
+    digest = None
+    if sos:
+        with open(os.path.join(root, sos[0]), "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()[:16]
+    try:
+        import subprocess
+
+        head = subprocess.run(["git", "-C", REPO_ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "-C", REPO_ROOT, "status", "--porcelain", "--", "csrc", "engine"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        head, dirty = None, None
+    return {"source": root, "snapshot": dst, "core": sos[0] if sos else None, "core_sha256_16": digest,
+            "git_head": head, "engine_tree_modified": dirty}
 
 
 def run_tool_formats(T, pool, texts, workers, cfg, tokenize, eos, args, sizes, n_req, results, log):
@@ -283,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     _single_thread_env()
+    snapshot = None if args.no_engine_snapshot else _snapshot_engine()
     from bench import workloads as W
     from bench.runner import Config, Worker, log, run_items, summarize_run
 
@@ -334,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                      "tokenizer": tok_json, "canonical": canon_path, "eos_token": eos,
                      "vocab_tokens": canon["num_tokens"]},
         "machine": machine_info(),
+        "xgrammar2_build": snapshot,
         "engines": {},
         "workloads": {},
     }

@@ -295,6 +295,10 @@ def markdown(results: dict[str, Any]) -> str:
           f"- Vocabulary: `{_short_path(s.get('tokenizer', ''))}` "
           f"({s.get('vocab_tokens')} tokens), same HF tokenizer.json for every engine; stop ids from the canonical "
           f"vocabulary file; EOS fed at the end of every trace: {s.get('eos_token')}",
+          *([f"- xgrammar2 build: `{b.get('core')}` sha256 {b.get('core_sha256_16')}… from the checkout at "
+             f"{b.get('git_head')}" + (" with uncommitted changes under csrc/ or engine/" if b.get(
+                 "engine_tree_modified") else "") + "; every worker imported one copy of it taken at the start"]
+            if (b := results.get("xgrammar2_build")) else []),
           "- One thread per engine (`max_threads=1`, `torch.set_num_threads(1)`, OMP/RAYON=1); each engine in its "
           "own process; engines interleaved per item (starting engine rotated) so machine drift hits all alike.",
           ""]
