@@ -3,7 +3,7 @@
 # tests/fuzz/regressions/<target>/ (each one a crash found and fixed), then fuzzes each
 # target for SECONDS seconds (default 25) from tests/fuzz/corpus/<target> (copied to a
 # scratch dir, so the committed corpus is not modified). Any crash, sanitizer report,
-# leak, per-input timeout (10 s) or cached/brute-force mask mismatch fails the run; the
+# leak, per-input timeout (30 s) or cached/brute-force mask mismatch fails the run; the
 # reproducer is left in $WORK/artifacts.
 #   bash tests/fuzz/run.sh [SECONDS] [TARGET...]
 # KEEP_GOING=1 restarts a target after a crash until its time is used (long runs); the
@@ -48,7 +48,7 @@ for t in "${TARGETS[@]}"; do
     [ "$left" -gt 0 ] || break
     run=$((run + 1))
     log="$WORK/logs/$t.$run.log"
-    if "$bin" -max_total_time="$left" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    if "$bin" -max_total_time="$left" -max_len=4096 -timeout=30 -rss_limit_mb=2048 \
          -print_final_stats=1 -artifact_prefix="$WORK/artifacts/$t-" "$corpus" > "$log" 2>&1; then
       :
     else
