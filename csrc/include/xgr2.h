@@ -56,6 +56,13 @@ int xgr_grammar_builtin_json(xgr_grammar **out);
  * Rules are renamed to stay distinct. Thread-safe. */
 int xgr_grammar_union(xgr_grammar *const *gs, size_t n, xgr_grammar **out);
 int xgr_grammar_concat(xgr_grammar *const *gs, size_t n, xgr_grammar **out);
+/* A copy of g in which every literal that spells one of the given texts (special tokens'
+ * text: spelling i is data[offsets[i] .. offsets[i+1]) for token ids[i]) also admits that
+ * token as a token-level terminal, and TagDispatch triggers that spell one get a variant
+ * with the token. *out = NULL (and XGR_OK) when no literal spells any of them: use g.
+ * The caller owns *out. Thread-safe. */
+int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const uint32_t *offsets,
+                             const int32_t *ids, size_t n, xgr_grammar **out);
 /* Prints the grammar as canonical EBNF (parseable by xgr_grammar_from_ebnf).
  * *out is NUL-terminated; free with xgr_free. Thread-safe. */
 int xgr_grammar_to_ebnf(const xgr_grammar *g, char **out, size_t *out_len);

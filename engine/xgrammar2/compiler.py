@@ -188,6 +188,26 @@ class _LazyResolver:
         return self._get().text(token_id)
 
 
+def _structural_tag_key(args: tuple, kwargs: dict) -> Optional[str]:
+    """A canonical text of one structural tag (JSON text, dict or pydantic model) for the
+    compile cache, or None when the call is not a single plain tag (the legacy pair, a
+    custom JSON-schema converter): those are keyed by their EBNF instead."""
+    if len(args) != 1 or set(kwargs) - {"token_resolver"}:
+        return None
+    tag = args[0]
+    try:
+        if isinstance(tag, (str, bytes, bytearray)):
+            return "s:" + (tag.decode("utf-8") if not isinstance(tag, str) else tag)
+        if isinstance(tag, dict):
+            return "d:" + json.dumps(tag, separators=(",", ":"))
+        dump = getattr(tag, "model_dump_json", None)
+        if dump is not None:
+            return "m:" + type(tag).__name__ + dump(by_alias=True)
+    except (TypeError, ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def _opt_int(value: Optional[int], name: str, default: int = 0) -> int:
     if value is None:
         return default
@@ -320,8 +340,20 @@ class GrammarCompiler:
     def _compile(self, grammar: Grammar) -> CompiledGrammar:
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_compiled **")
+        gptr = grammar._ptr
+        # Literals that spell a special token's text (gpt-oss's "<|channel|>", Kimi's
+        # section markers) also admit that token: models emit the token, not its letters.
+        spelled = None
+        sp = self._tokenizer_info._special_spellings()
+        if sp is not None:
+            sout = ffi.new("xgr_grammar **")
+            _core.check(lib.xgr_grammar_spell_tokens(gptr, sp[0], sp[1], sp[2], sp[3], sout),
+                        "admitting special tokens where the grammar spells them")
+            if sout[0] != ffi.NULL:
+                spelled = ffi.gc(sout[0], lib.xgr_grammar_release)
+                gptr = spelled
         _core.check(
-            lib.xgr_compile(grammar._ptr, self._tokenizer_info._handle(), self._opts, out),
+            lib.xgr_compile(gptr, self._tokenizer_info._handle(), self._opts, out),
             "compiling the grammar",
         )
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
@@ -410,7 +442,13 @@ class GrammarCompiler:
 
         check_structural_tag_args(args, kwargs)
         kwargs.setdefault("token_resolver", _LazyResolver(self._tokenizer_info))
-        return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
+        key = _structural_tag_key(args, kwargs) if self._cache_enabled else None
+        if key is None:
+            return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
+        # Keyed by the tag itself, so a repeated tag (a static tool set) skips the
+        # conversion to EBNF as well as the compile.
+        return self._cached(("structural_tag", key),
+                            lambda: Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs)))
 
     _ASYNC_KINDS = {
         "grammar": "compile_grammar",

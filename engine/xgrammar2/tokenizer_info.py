@@ -752,6 +752,42 @@ class TokenizerInfo:
                 self._vocab_handle = self._build_handle()
             return self._vocab_handle
 
+    def _special_spellings(self) -> Any:
+        """(data, offsets, ids, n) cffi buffers of the special tokens that have a text (their
+        entry in the encoded vocabulary), for ``xgr_grammar_spell_tokens``; None if none.
+        Built once."""
+        sp = getattr(self, "_spellings_cache", None)
+        if sp is not None:
+            return sp or None
+        import numpy as np
+
+        ffi = _core.ffi
+        texts, ids = [], []
+        enc = self._encoded_vocab
+        for i in sorted(set(self._special_token_ids)):
+            if i >= len(enc):  # stop tokens too: a format may spell its end token
+                continue
+            t = enc[i]
+            b = t.encode("utf-8") if isinstance(t, str) else bytes(t)
+            if len(b) >= 2:  # one-byte "specials" would shadow ordinary text
+                texts.append(b)
+                ids.append(i)
+        if not texts:
+            self._spellings_cache = ()
+            return None
+        offsets = np.zeros(len(texts) + 1, dtype=np.uint32)
+        np.cumsum([len(b) for b in texts], out=offsets[1:])
+        data = b"".join(texts)
+        keep = (data, offsets, np.asarray(ids, dtype=np.int32))
+        self._spellings_cache = (
+            ffi.from_buffer("uint8_t[]", keep[0]),
+            ffi.from_buffer("uint32_t[]", keep[1]),
+            ffi.from_buffer("int32_t[]", keep[2]),
+            len(texts),
+            keep,
+        )
+        return self._spellings_cache
+
     def _build_handle(self) -> Any:
         import numpy as np
 

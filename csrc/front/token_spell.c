@@ -1,0 +1,274 @@
+/* xgr_grammar_spell_tokens: literals that spell a special token's text also admit that
+ * token (as a token-level terminal, common/token_marker.h).
+ *
+ * Tokenizers mark delimiters such as gpt-oss's `<|channel|>` or Kimi's
+ * `<|tool_calls_section_begin|>` as special: they never match grammar text, yet tool-call
+ * formats (structural tags, EBNF) spell them as text, and a model emits the special
+ * token, not its letters. A copy of the grammar in which every literal occurrence of such
+ * a text becomes ("text" | Token(id)) admits exactly what the format means, and nowhere
+ * else: free text and JSON strings still never contain special tokens. TagDispatch
+ * triggers get one extra trigger per spelling variant. */
+#include "../common/token_marker.h"
+#include "front.h"
+
+typedef struct {
+    const uint8_t *s;
+    size_t n;
+    int32_t id;
+} spelling;
+
+typedef struct {
+    const spelling *sp; /* sorted by first byte */
+    size_t n_sp;
+    size_t first[257];  /* CSR by first byte into sp */
+    int changed;
+} spell_ctx;
+
+/* The earliest occurrence of a spelling in s[from..n) (the longest one there): its
+ * position and index, or 0 when none. */
+static int find_spelling(const spell_ctx *cx, const uint8_t *s, size_t n, size_t from,
+                         size_t *pos, size_t *which) {
+    for (size_t i = from; i < n; i++) {
+        size_t best = SIZE_MAX, best_len = 0;
+        for (size_t k = cx->first[s[i]]; k < cx->first[s[i] + 1]; k++) {
+            const spelling *p = &cx->sp[k];
+            if (p->n <= n - i && p->n > best_len && memcmp(s + i, p->s, p->n) == 0) {
+                best = k;
+                best_len = p->n;
+            }
+        }
+        if (best != SIZE_MAX) {
+            *pos = i;
+            *which = best;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* s as a node: literal runs between spellings, each spelling as ("text" | Token(id)). */
+static int32_t spell_bytes(xgr_grammar *dst, spell_ctx *cx, const uint8_t *s, size_t n) {
+    XGR_VEC(int32_t) parts = {0};
+    size_t at = 0, pos, which;
+    int32_t r = -1;
+    while (find_spelling(cx, s, n, at, &pos, &which)) {
+        const spelling *p = &cx->sp[which];
+        uint8_t mk[XGR_TOKEN_MARKER_LEN];
+        xgr_token_marker(p->id, mk);
+        int32_t alt[2] = {xgr_ir_bytes(dst, p->s, p->n), xgr_ir_bytes(dst, mk, sizeof mk)};
+        int32_t pre = pos > at ? xgr_ir_bytes(dst, s + at, pos - at) : -2;
+        int32_t both = alt[0] >= 0 && alt[1] >= 0 ? xgr_ir_alt(dst, alt, 2) : -1;
+        if (pre == -1 || both < 0 || (pre >= 0 && XGR_VEC_PUSH(parts, pre)) ||
+            XGR_VEC_PUSH(parts, both))
+            goto out;
+        at = pos + p->n;
+        cx->changed = 1;
+    }
+    if (!parts.len) {
+        r = xgr_ir_bytes(dst, s, n);
+        goto out;
+    }
+    if (at < n) {
+        int32_t suf = xgr_ir_bytes(dst, s + at, n - at);
+        if (suf < 0 || XGR_VEC_PUSH(parts, suf)) goto out;
+    }
+    r = parts.len == 1 ? parts.data[0] : xgr_ir_seq(dst, parts.data, parts.len);
+out:
+    XGR_VEC_FREE(parts);
+    return r;
+}
+
+/* Every spelling variant of a trigger (each occurrence as text or as its marker), at most
+ * 2^4 of them; appended to out as (offset, length) pairs into buf. */
+#define MAX_VARIANT_OCC 4
+typedef XGR_VEC(uint8_t) byte_vec;
+typedef XGR_VEC(size_t) size_vec;
+
+static int trigger_variants(spell_ctx *cx, const uint8_t *s, size_t n, byte_vec *buf,
+                            size_vec *spans) {
+    size_t occ_pos[MAX_VARIANT_OCC], occ_which[MAX_VARIANT_OCC], k = 0, at = 0, pos, which;
+    while (k < MAX_VARIANT_OCC && find_spelling(cx, s, n, at, &pos, &which)) {
+        occ_pos[k] = pos;
+        occ_which[k++] = which;
+        at = pos + cx->sp[which].n;
+    }
+    for (size_t mask = 0; mask < ((size_t)1 << k); mask++) {
+        size_t start = buf->len, prev = 0;
+        for (size_t j = 0; j <= k; j++) {
+            size_t end = j < k ? occ_pos[j] : n;
+            if (XGR_VEC_RESERVE(*buf, buf->len + (end - prev) + XGR_TOKEN_MARKER_LEN))
+                return XGR_ERR_NOMEM;
+            memcpy(buf->data + buf->len, s + prev, end - prev);
+            buf->len += end - prev;
+            if (j == k) break;
+            const spelling *p = &cx->sp[occ_which[j]];
+            if (mask >> j & 1) {
+                xgr_token_marker(p->id, buf->data + buf->len);
+                buf->len += XGR_TOKEN_MARKER_LEN;
+            } else {
+                if (XGR_VEC_RESERVE(*buf, buf->len + p->n)) return XGR_ERR_NOMEM;
+                memcpy(buf->data + buf->len, p->s, p->n);
+                buf->len += p->n;
+            }
+            prev = end + p->n;
+        }
+        if (XGR_VEC_PUSH(*spans, start) || XGR_VEC_PUSH(*spans, buf->len - start))
+            return XGR_ERR_NOMEM;
+    }
+    if (k) cx->changed = 1;
+    return XGR_OK;
+}
+
+static int32_t spell_tag_dispatch(xgr_grammar *dst, spell_ctx *cx, const xgr_grammar *src,
+                                  const xgr_node *nd) {
+    byte_vec buf = {0};
+    size_vec spans = {0};
+    XGR_VEC(int32_t) rules = {0};
+    const uint8_t **ts = NULL, **es = NULL;
+    size_t *tl = NULL, *el = NULL;
+    int32_t r = -1;
+    for (int32_t i = 0; i < nd->count; i++) {
+        const xgr_node *t = &src->nodes.data[src->kids.data[nd->off + 2 * i]];
+        size_t before = spans.len;
+        if (trigger_variants(cx, src->bytes.data + t->off, (size_t)t->count, &buf, &spans))
+            goto out;
+        for (size_t v = before; v < spans.len; v += 2)
+            if (XGR_VEC_PUSH(rules, src->kids.data[nd->off + 2 * i + 1])) goto out;
+    }
+    size_t n_trig = spans.len / 2, n_excl = (size_t)nd->min;
+    ts = xgr_malloc((n_trig + 1) * sizeof *ts);
+    tl = xgr_malloc((n_trig + 1) * sizeof *tl);
+    es = xgr_malloc((n_excl + 1) * sizeof *es);
+    el = xgr_malloc((n_excl + 1) * sizeof *el);
+    if (!ts || !tl || !es || !el) goto out;
+    for (size_t i = 0; i < n_trig; i++) {
+        ts[i] = buf.data + spans.data[2 * i];
+        tl[i] = spans.data[2 * i + 1];
+    }
+    for (size_t j = 0; j < n_excl; j++) {
+        const xgr_node *e = &src->nodes.data[src->kids.data[nd->off + 2 * nd->count + (int32_t)j]];
+        es[j] = src->bytes.data + e->off;
+        el[j] = (size_t)e->count;
+    }
+    /* rule ids are kept: the copy declares src's rules in src's order */
+    r = xgr_ir_tag_dispatch(dst, ts, tl, rules.data, n_trig, es, el, n_excl, nd->a);
+out:
+    XGR_VEC_FREE(buf);
+    XGR_VEC_FREE(spans);
+    XGR_VEC_FREE(rules);
+    free(ts);
+    free(tl);
+    free(es);
+    free(el);
+    return r;
+}
+
+static int32_t spell_node(xgr_grammar *dst, spell_ctx *cx, const xgr_grammar *src, int32_t n,
+                          int depth) {
+    if (depth > 10000) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar expression nesting too deep");
+        return -1;
+    }
+    const xgr_node *nd = &src->nodes.data[n];
+    switch (nd->kind) {
+    case XGR_NODE_EMPTY: return xgr_ir_empty(dst);
+    case XGR_NODE_BYTES: return spell_bytes(dst, cx, src->bytes.data + nd->off, (size_t)nd->count);
+    case XGR_NODE_CLASS:
+        return xgr_ir_class(dst, src->ranges.data + nd->off, (size_t)nd->count, nd->negated);
+    case XGR_NODE_BYTE_CLASS:
+        return xgr_ir_byte_class(dst, src->ranges.data + nd->off, (size_t)nd->count,
+                                 nd->negated);
+    case XGR_NODE_REF: return xgr_ir_ref(dst, nd->a);
+    case XGR_NODE_REPEAT: {
+        int32_t c = spell_node(dst, cx, src, nd->a, depth + 1);
+        return c < 0 ? -1 : xgr_ir_repeat(dst, c, nd->min, nd->max);
+    }
+    case XGR_NODE_SEQ:
+    case XGR_NODE_ALT: {
+        int32_t *kids = xgr_malloc(((size_t)nd->count + 1) * sizeof *kids);
+        if (!kids) return -1;
+        for (int32_t i = 0; i < nd->count; i++)
+            if ((kids[i] = spell_node(dst, cx, src, src->kids.data[nd->off + i], depth + 1)) < 0) {
+                free(kids);
+                return -1;
+            }
+        int32_t r = nd->kind == XGR_NODE_SEQ ? xgr_ir_seq(dst, kids, (size_t)nd->count)
+                                             : xgr_ir_alt(dst, kids, (size_t)nd->count);
+        free(kids);
+        return r;
+    }
+    case XGR_NODE_TAG_DISPATCH: return spell_tag_dispatch(dst, cx, src, nd);
+    default: xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)nd->kind); return -1;
+    }
+}
+
+static int cmp_first_byte(const void *a, const void *b) {
+    const spelling *x = a, *y = b;
+    return (int)x->s[0] - (int)y->s[0];
+}
+
+int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const uint32_t *offsets,
+                             const int32_t *ids, size_t n, xgr_grammar **out) {
+    if (!g || !out || (n && (!data || !offsets || !ids)))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_grammar_spell_tokens: NULL argument");
+    *out = NULL;
+    spell_ctx cx;
+    memset(&cx, 0, sizeof cx);
+    spelling *sp = xgr_malloc((n + 1) * sizeof *sp);
+    if (!sp) return XGR_ERR_NOMEM;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (offsets[i + 1] <= offsets[i]) continue; /* no text */
+        if (ids[i] < 0 || ids[i] > XGR_TOKEN_ID_MAX) {
+            free(sp);
+            return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_grammar_spell_tokens: token id %d out of range",
+                            (int)ids[i]);
+        }
+        sp[m++] = (spelling){data + offsets[i], offsets[i + 1] - offsets[i], ids[i]};
+    }
+    qsort(sp, m, sizeof *sp, cmp_first_byte);
+    for (size_t i = 0; i < m; i++) cx.first[sp[i].s[0] + 1]++;
+    for (int b = 0; b < 256; b++) cx.first[b + 1] += cx.first[b];
+    cx.sp = sp;
+    cx.n_sp = m;
+    /* Quick exit (the common case): no literal of the grammar contains a spelling. */
+    size_t pos, which;
+    int any = 0;
+    for (size_t i = 0; i < g->nodes.len && !any; i++) {
+        const xgr_node *nd = &g->nodes.data[i];
+        if (nd->kind == XGR_NODE_BYTES)
+            any = find_spelling(&cx, g->bytes.data + nd->off, (size_t)nd->count, 0, &pos, &which);
+    }
+    if (!any) {
+        free(sp);
+        return XGR_OK;
+    }
+    xgr_grammar *dst = xgr_ir_new();
+    int rc = dst ? XGR_OK : XGR_ERR_NOMEM;
+    for (size_t r = 0; !rc && r < g->rules.len; r++) {
+        const char *name = xgr_ir_rule_name(g, (int32_t)r);
+        if (xgr_ir_rule(dst, name, strlen(name)) != (int32_t)r) rc = xgr_front_ir_status();
+    }
+    for (size_t r = 0; !rc && r < g->rules.len; r++) {
+        const xgr_rule *sr = &g->rules.data[r];
+        int32_t body = -1, la = -1;
+        if (sr->body >= 0 && (body = spell_node(dst, &cx, g, sr->body, 0)) < 0) rc = xgr_front_ir_status();
+        if (!rc && sr->lookahead >= 0 && (la = spell_node(dst, &cx, g, sr->lookahead, 0)) < 0)
+            rc = xgr_front_ir_status();
+        if (!rc) {
+            dst->rules.data[r].body = body;
+            dst->rules.data[r].lookahead = la;
+        }
+    }
+    if (!rc) {
+        dst->root = g->root;
+        rc = xgr_ir_validate(dst);
+    }
+    free(sp);
+    if (rc) {
+        xgr_ir_free(dst);
+        return rc;
+    }
+    *out = dst;
+    return XGR_OK;
+}
