@@ -169,12 +169,9 @@ def run_tool_formats(T, pool, texts, workers, cfg, tokenize, eos, args, sizes, n
     for e in workers:
         if e == "outlines-core":
             continue  # cannot express tool formats (see the tools workload); not started on a second vocabulary
+        # Every engine on its standard HF vocabulary. (xgrammar2 admits a special token where a grammar spells
+        # its text, e.g. <|channel|>; the probe below still checks that a real Harmony sequence is accepted.)
         opts: dict[str, Any] = {"stop_ids": [T.HARMONY_STOP]}
-        if e == "xgrammar2":
-            # xgrammar2's TokenizerInfo.from_huggingface makes gpt-oss's special tokens control tokens that never
-            # match grammar text, so a real Harmony token sequence is rejected at <|channel|> (probed below).
-            # Measured with the special tokens spelling their text, as upstream xgrammar treats them.
-            opts["specials_as_text"] = True
         h_workers[e] = Worker(e, h_cfg, options=opts)
     for (e, w), ok in zip(list(h_workers.items()), start_all(list(h_workers.values()))):
         if ok:

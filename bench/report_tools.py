@@ -274,9 +274,8 @@ def tools_markdown(results: dict[str, Any]) -> list[str]:
             L += [f"**Correctness gap (xgrammar2):** with its native `TokenizerInfo.from_huggingface` vocabulary, "
                   f"xgrammar2 {probe['outcome']} a real Harmony token sequence at step {probe.get('reject_step')} "
                   f"(token {probe.get('rejected_token')}, `<|channel|>`): gpt-oss's special tokens are control "
-                  "tokens there and never match grammar text, so the Harmony template cannot be followed by a "
-                  "gpt-oss model. Upstream xgrammar accepts them. The Harmony numbers below run xgrammar2 on a "
-                  "`TokenizerInfo` built from the vocabulary with the special tokens spelling their text.", ""]
+                  "tokens there and the grammar did not admit them, so the Harmony template cannot be followed "
+                  "by a gpt-oss model. Upstream xgrammar accepts them.", ""]
         L += ["### Compile time to first mask (ms)", ""]
         L += _compile_rows([x for x in seqs if x["setting"] == "dynamic"], engines) + [""]
         L += ["Every tool seen before:", ""]
