@@ -7,11 +7,16 @@ lstrip_blocks, loopcontrols, ``tojson`` with ensure_ascii=False, ``raise_excepti
 
 import json
 import os
+import sys
 from datetime import datetime
 from functools import lru_cache
 from typing import Any, Dict, List, Optional
 
 from st_support import BFCL, TEMPLATES
+
+# BFCL's schemas and answers are read the way the benchmarks read them (one copy of that code).
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+from bench.tools import _first, bfcl_schema  # noqa: E402,F401
 
 
 @lru_cache(maxsize=None)
@@ -45,46 +50,8 @@ def render(name: str, messages: List[Dict[str, Any]], tools, add_generation_prom
 
 # ---- BFCL ---------------------------------------------------------------------------------
 
-_TYPE = {"dict": "object", "float": "number", "tuple": "array", "int": "integer", "bool": "boolean",
-         "list": "array", "str": "string"}
-
-
-def bfcl_schema(s: Any) -> Any:
-    """BFCL's parameter schemas -> JSON Schema (``dict`` -> object, ``float`` -> number,
-    ``tuple`` -> array, ``any`` -> no type), as BFCL's OpenAI handler does."""
-    if isinstance(s, list):
-        return [bfcl_schema(x) for x in s]
-    if not isinstance(s, dict):
-        return s
-    out = {}
-    for k, v in s.items():
-        if k == "type" and isinstance(v, str):
-            if v == "any":
-                continue
-            out[k] = _TYPE.get(v, v)
-        elif k in ("properties",) and isinstance(v, dict):
-            out[k] = {pk: bfcl_schema(pv) for pk, pv in v.items()}
-        elif k in ("items", "additionalProperties"):
-            out[k] = bfcl_schema(v)
-        elif k in ("optional", "default"):
-            continue
-        else:
-            out[k] = v
-    return out
-
-
 def tool_name(name: str) -> str:
     return name.replace(".", "_")
-
-
-def _first(candidates: Any) -> Any:
-    """BFCL lists the acceptable values of a parameter; "" means "may be left out"."""
-    if isinstance(candidates, dict):
-        return {k: _first(v) for k, v in candidates.items()}
-    if isinstance(candidates, list) and candidates:
-        v = candidates[0]
-        return {k: _first(x) for k, x in v.items()} if isinstance(v, dict) else v
-    return candidates
 
 
 def bfcl_cases(kind: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
