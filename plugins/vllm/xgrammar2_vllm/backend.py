@@ -162,34 +162,6 @@ def _tokenizer_info(tokenizer: Any, vocab_size: int) -> "tuple[xgr2.TokenizerInf
     return info, vocab_size
 
 
-def _strings_in(obj: Any, out: List[str]) -> List[str]:
-    if isinstance(obj, str):
-        out.append(obj)
-    elif isinstance(obj, dict):
-        for k, v in obj.items():
-            out.append(str(k))
-            _strings_in(v, out)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _strings_in(v, out)
-    return out
-
-
-def _view_info(info: "xgr2.TokenizerInfo", named: "frozenset[int]") -> "xgr2.TokenizerInfo":
-    """The same vocabulary in which the control tokens ``named`` are literal text (so that a
-    structural tag can spell them); every other control token stays special."""
-    explicit = list(getattr(info, "_explicit_special", None) or info.special_token_ids)
-    return xgr2.TokenizerInfo(
-        info.encoded_vocab,
-        info.vocab_type,
-        vocab_size=info.vocab_size,
-        stop_token_ids=info.stop_token_ids,
-        add_prefix_space=info.add_prefix_space,
-        special_token_ids=[i for i in explicit if i not in named],
-        added_token_ids=sorted(set(getattr(info, "_added_token_ids", []) or []) | set(named)),
-    )
-
-
 @dataclass
 class Xgrammar2Backend(StructuredOutputBackend):
     """One per engine; created lazily by the first ``xgrammar2`` request."""
@@ -220,18 +192,6 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self.compiler = xgr2.GrammarCompiler(
             self.tokenizer_info, cache_enabled=True, cache_limit_bytes=self._cache_limit_bytes
         )
-        # Structural tags may spell control tokens (e.g. "<|python_tag|>"): such a tag
-        # compiles against a vocabulary view in which exactly the control tokens it names are
-        # text. Views are few (one per tool format), built on first use and kept.
-        n_tok = len(self.tokenizer_info.encoded_vocab)
-        explicit = getattr(self.tokenizer_info, "_explicit_special", None) or self.tokenizer_info.special_token_ids
-        self._special_texts = [
-            (i, self.tokenizer_info.encoded_vocab[i]) for i in explicit
-            if i < n_tok and isinstance(self.tokenizer_info.encoded_vocab[i], str)
-            and self.tokenizer_info.encoded_vocab[i]
-        ]
-        self._views: Dict[frozenset, xgr2.GrammarCompiler] = {}
-        self._views_lock = threading.Lock()
 
         spec = getattr(cfg, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0
@@ -256,25 +216,10 @@ class Xgrammar2Backend(StructuredOutputBackend):
         return kw
 
     def compiler_for_tag(self, tag: Any) -> "xgr2.GrammarCompiler":
-        """The compiler whose vocabulary lets ``tag`` spell the control tokens it names."""
-        text = "\x00".join(_strings_in(tag, []))
-        named = frozenset(i for i, t in self._special_texts if t in text)
-        if not named:
-            return self.compiler
-        c = self._views.get(named)
-        if c is None:
-            with self._views_lock:
-                c = self._views.get(named)
-                if c is None:
-                    if len(self._views) >= 32:  # pathological: many distinct sets; drop them
-                        self._views.clear()
-                    c = xgr2.GrammarCompiler(
-                        _view_info(self.tokenizer_info, named),
-                        cache_enabled=True,
-                        cache_limit_bytes=self._cache_limit_bytes,
-                    )
-                    self._views[named] = c
-        return c
+        """The compiler for a structural tag: the engine's own. Control tokens a tag spells
+        (e.g. "<|python_tag|>", gpt-oss's "<|channel|>") are admitted where it spells them
+        by xgrammar2 itself (special-token spellings), so no vocabulary view is needed."""
+        return self.compiler
 
     def compile(self, request_type: StructuredOutputOptions, grammar_spec: str) -> "xgr2.CompiledGrammar":
         """The CompiledGrammar of one request (cached by the compiler). Raises ValueError
@@ -351,10 +296,6 @@ class Xgrammar2Backend(StructuredOutputBackend):
 
     def destroy(self) -> None:
         self.compiler.clear_cache()
-        with self._views_lock:
-            for c in self._views.values():
-                c.clear_cache()
-            self._views.clear()
 
 
 class Xgrammar2Grammar(StructuredOutputGrammar):
