@@ -275,9 +275,10 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
         return self.compiler
 
     def compile_framed_grammar(self, grammar: BaseGrammarObject, frame: Callable[[dict], dict]) -> Optional[BaseGrammarObject]:
-        """Embeds ``grammar`` in the reasoning detector's answer frame. Frames are structural
-        tags with token-level elements, which xgrammar2's EBNF cannot express yet; then this
-        returns None and SGLang falls back to plain reasoner gating."""
+        """Embeds ``grammar`` in the reasoning detector's answer frame (a structural tag,
+        token-level elements included). A frame xgrammar2 cannot compile (e.g. one using
+        ``exclude_token`` / ``any_tokens``) returns None, and SGLang falls back to plain
+        reasoner gating."""
         if not isinstance(grammar, XGrammar2Grammar):
             return None
         try:
