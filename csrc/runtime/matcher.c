@@ -286,18 +286,26 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
     const xgr_compiled *c = m->c;
     if (!c->n_token_ids) return XGR_OK;
     for (int32_t w = 0; w < c->vocab->row_words; w++) row[w] &= ~c->ff_bits[w];
+    /* Every marker starts with the same lead byte: step it once; most states refuse it. */
     int32_t rows = xgr_parser_rows(&m->parser);
-    for (int32_t i = 0; i < c->n_token_ids; i++) {
+    int alive, rc = xgr_parser_step(&m->parser, XGR_TOKEN_MARKER_LEAD, &alive);
+    if (rc || !alive) { /* a work limit leaves the terminals out, as check_uncertain does */
+        xgr_parser_truncate(&m->parser, rows);
+        return rc == XGR_ERR_LIMIT ? XGR_OK : rc;
+    }
+    for (int32_t i = 0; i < c->n_token_ids && !rc; i++) {
         int32_t id = c->token_ids[i];
         if (id >= c->vocab->vocab_size) break;
         uint8_t mk[XGR_TOKEN_MARKER_LEN];
         xgr_token_marker(id, mk);
-        int ok, rc = feed(m, mk, sizeof mk, &ok);
-        xgr_parser_truncate(&m->parser, rows);
-        if (rc) return rc;
-        if (ok) set_bit(row, id);
+        int ok;
+        rc = feed(m, mk + 1, sizeof mk - 1, &ok);
+        xgr_parser_truncate(&m->parser, rows + 1);
+        if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0;
+        if (!rc && ok) set_bit(row, id);
     }
-    return XGR_OK;
+    xgr_parser_truncate(&m->parser, rows);
+    return rc;
 }
 
 /* Exact check: would `token` be accepted from the current parser state? */
