@@ -39,6 +39,7 @@ int xgr_vec_grow_(void **data, size_t *cap, size_t need, size_t elem);
 /* A byte buffer for serialised keys, and appending a 32-bit word to it (host order: keys
  * are only compared within one process). */
 typedef XGR_VEC(uint8_t) xgr_keybuf;
+typedef XGR_VEC(size_t) xgr_spanvec; /* (offset, length) pairs into an xgr_keybuf */
 static inline int xgr_keybuf_put32(xgr_keybuf *b, uint32_t x) {
     if (XGR_VEC_RESERVE(*b, b->len + 4)) return XGR_ERR_NOMEM;
     memcpy(b->data + b->len, &x, 4);

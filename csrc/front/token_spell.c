@@ -47,7 +47,8 @@ static int find_spelling(const spell_ctx *cx, const uint8_t *s, size_t n, size_t
 }
 
 /* s as a node: literal runs between spellings, each spelling as ("text" | Token(id)). */
-static int32_t spell_bytes(xgr_grammar *dst, spell_ctx *cx, const uint8_t *s, size_t n) {
+static int32_t spell_bytes(void *ctx, xgr_grammar *dst, const uint8_t *s, size_t n) {
+    spell_ctx *cx = ctx;
     XGR_VEC(int32_t) parts = {0};
     size_t at = 0, pos, which;
     int32_t r = -1;
@@ -81,11 +82,10 @@ out:
 /* Every spelling variant of a trigger (each occurrence as text or as its marker), at most
  * 2^4 of them; appended to out as (offset, length) pairs into buf. */
 #define MAX_VARIANT_OCC 4
-typedef XGR_VEC(uint8_t) byte_vec;
-typedef XGR_VEC(size_t) size_vec;
 
-static int trigger_variants(spell_ctx *cx, const uint8_t *s, size_t n, byte_vec *buf,
-                            size_vec *spans) {
+static int trigger_variants(void *ctx, const uint8_t *s, size_t n, xgr_keybuf *buf,
+                            xgr_spanvec *spans) {
+    spell_ctx *cx = ctx;
     size_t occ_pos[MAX_VARIANT_OCC], occ_which[MAX_VARIANT_OCC], k = 0, at = 0, pos, which;
     while (k < MAX_VARIANT_OCC && find_spelling(cx, s, n, at, &pos, &which)) {
         occ_pos[k] = pos;
@@ -117,89 +117,6 @@ static int trigger_variants(spell_ctx *cx, const uint8_t *s, size_t n, byte_vec 
     }
     if (k) cx->changed = 1;
     return XGR_OK;
-}
-
-static int32_t spell_tag_dispatch(xgr_grammar *dst, spell_ctx *cx, const xgr_grammar *src,
-                                  const xgr_node *nd) {
-    byte_vec buf = {0};
-    size_vec spans = {0};
-    XGR_VEC(int32_t) rules = {0};
-    const uint8_t **ts = NULL, **es = NULL;
-    size_t *tl = NULL, *el = NULL;
-    int32_t r = -1;
-    for (int32_t i = 0; i < nd->count; i++) {
-        const xgr_node *t = &src->nodes.data[src->kids.data[nd->off + 2 * i]];
-        size_t before = spans.len;
-        if (trigger_variants(cx, src->bytes.data + t->off, (size_t)t->count, &buf, &spans))
-            goto out;
-        for (size_t v = before; v < spans.len; v += 2)
-            if (XGR_VEC_PUSH(rules, src->kids.data[nd->off + 2 * i + 1])) goto out;
-    }
-    size_t n_trig = spans.len / 2, n_excl = (size_t)nd->min;
-    ts = xgr_malloc((n_trig + 1) * sizeof *ts);
-    tl = xgr_malloc((n_trig + 1) * sizeof *tl);
-    es = xgr_malloc((n_excl + 1) * sizeof *es);
-    el = xgr_malloc((n_excl + 1) * sizeof *el);
-    if (!ts || !tl || !es || !el) goto out;
-    for (size_t i = 0; i < n_trig; i++) {
-        ts[i] = buf.data + spans.data[2 * i];
-        tl[i] = spans.data[2 * i + 1];
-    }
-    for (size_t j = 0; j < n_excl; j++) {
-        const xgr_node *e = &src->nodes.data[src->kids.data[nd->off + 2 * nd->count + (int32_t)j]];
-        es[j] = src->bytes.data + e->off;
-        el[j] = (size_t)e->count;
-    }
-    /* rule ids are kept: the copy declares src's rules in src's order */
-    r = xgr_ir_tag_dispatch(dst, ts, tl, rules.data, n_trig, es, el, n_excl, nd->a);
-out:
-    XGR_VEC_FREE(buf);
-    XGR_VEC_FREE(spans);
-    XGR_VEC_FREE(rules);
-    free(ts);
-    free(tl);
-    free(es);
-    free(el);
-    return r;
-}
-
-static int32_t spell_node(xgr_grammar *dst, spell_ctx *cx, const xgr_grammar *src, int32_t n,
-                          int depth) {
-    if (depth > 10000) {
-        xgr_fail(XGR_ERR_LIMIT, "grammar expression nesting too deep");
-        return -1;
-    }
-    const xgr_node *nd = &src->nodes.data[n];
-    switch (nd->kind) {
-    case XGR_NODE_EMPTY: return xgr_ir_empty(dst);
-    case XGR_NODE_BYTES: return spell_bytes(dst, cx, src->bytes.data + nd->off, (size_t)nd->count);
-    case XGR_NODE_CLASS:
-        return xgr_ir_class(dst, src->ranges.data + nd->off, (size_t)nd->count, nd->negated);
-    case XGR_NODE_BYTE_CLASS:
-        return xgr_ir_byte_class(dst, src->ranges.data + nd->off, (size_t)nd->count,
-                                 nd->negated);
-    case XGR_NODE_REF: return xgr_ir_ref(dst, nd->a);
-    case XGR_NODE_REPEAT: {
-        int32_t c = spell_node(dst, cx, src, nd->a, depth + 1);
-        return c < 0 ? -1 : xgr_ir_repeat(dst, c, nd->min, nd->max);
-    }
-    case XGR_NODE_SEQ:
-    case XGR_NODE_ALT: {
-        int32_t *kids = xgr_malloc(((size_t)nd->count + 1) * sizeof *kids);
-        if (!kids) return -1;
-        for (int32_t i = 0; i < nd->count; i++)
-            if ((kids[i] = spell_node(dst, cx, src, src->kids.data[nd->off + i], depth + 1)) < 0) {
-                free(kids);
-                return -1;
-            }
-        int32_t r = nd->kind == XGR_NODE_SEQ ? xgr_ir_seq(dst, kids, (size_t)nd->count)
-                                             : xgr_ir_alt(dst, kids, (size_t)nd->count);
-        free(kids);
-        return r;
-    }
-    case XGR_NODE_TAG_DISPATCH: return spell_tag_dispatch(dst, cx, src, nd);
-    default: xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)nd->kind); return -1;
-    }
 }
 
 static int cmp_first_byte(const void *a, const void *b) {
@@ -244,16 +161,21 @@ int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const ui
         return XGR_OK;
     }
     xgr_grammar *dst = xgr_ir_new();
-    int rc = dst ? XGR_OK : XGR_ERR_NOMEM;
+    int32_t *rmap = xgr_malloc((g->rules.len + 1) * sizeof *rmap); /* rule ids are kept */
+    int rc = dst && rmap ? XGR_OK : XGR_ERR_NOMEM;
+    xgr_ir_rewrite rw = {&cx, spell_bytes, trigger_variants};
     for (size_t r = 0; !rc && r < g->rules.len; r++) {
         const char *name = xgr_ir_rule_name(g, (int32_t)r);
         if (xgr_ir_rule(dst, name, strlen(name)) != (int32_t)r) rc = xgr_front_ir_status();
+        rmap[r] = (int32_t)r;
     }
     for (size_t r = 0; !rc && r < g->rules.len; r++) {
         const xgr_rule *sr = &g->rules.data[r];
         int32_t body = -1, la = -1;
-        if (sr->body >= 0 && (body = spell_node(dst, &cx, g, sr->body, 0)) < 0) rc = xgr_front_ir_status();
-        if (!rc && sr->lookahead >= 0 && (la = spell_node(dst, &cx, g, sr->lookahead, 0)) < 0)
+        if (sr->body >= 0 && (body = xgr_ir_copy_node(dst, g, sr->body, rmap, &rw, 0)) < 0)
+            rc = xgr_front_ir_status();
+        if (!rc && sr->lookahead >= 0 &&
+            (la = xgr_ir_copy_node(dst, g, sr->lookahead, rmap, &rw, 0)) < 0)
             rc = xgr_front_ir_status();
         if (!rc) {
             dst->rules.data[r].body = body;
@@ -265,6 +187,7 @@ int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const ui
         rc = xgr_ir_validate(dst);
     }
     free(sp);
+    free(rmap);
     if (rc) {
         xgr_ir_free(dst);
         return rc;

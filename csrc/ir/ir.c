@@ -239,32 +239,62 @@ int32_t xgr_ir_fresh_rule(xgr_grammar *g, const char *base) {
     }
 }
 
-static int32_t import_tag_dispatch(xgr_grammar *dst, const xgr_grammar *src,
-                                   const xgr_node *nd, const int32_t *rmap) {
-    size_t nt = (size_t)nd->count, ne = (size_t)nd->min, n = nt + ne;
+static int32_t copy_tag_dispatch(xgr_grammar *dst, const xgr_grammar *src, const xgr_node *nd,
+                                 const int32_t *rmap, const xgr_ir_rewrite *rw) {
+    size_t nt = (size_t)nd->count, ne = (size_t)nd->min;
     const int32_t *pay = src->kids.data + nd->off;
-    const uint8_t **str = xgr_malloc((n ? n : 1) * sizeof *str);
-    size_t *len = xgr_malloc((n ? n : 1) * sizeof *len);
-    int32_t *rules = xgr_malloc((nt ? nt : 1) * sizeof *rules);
+    xgr_keybuf buf = {0};
+    xgr_spanvec spans = {0};
+    XGR_VEC(int32_t) rules = {0};
+    const uint8_t **str = NULL;
+    size_t *len = NULL;
     int32_t id = -1;
-    if (str && len && rules) {
-        for (size_t k = 0; k < n; k++) {
-            const xgr_node *b = &src->nodes.data[k < nt ? pay[2 * k] : pay[nt + k]];
-            str[k] = src->bytes.data + b->off;
-            len[k] = (size_t)b->count;
-            if (k < nt) rules[k] = rmap[pay[2 * k + 1]];
+    int rc = XGR_OK;
+    for (size_t k = 0; k < nt && !rc; k++) {
+        const xgr_node *b = &src->nodes.data[pay[2 * k]];
+        const uint8_t *s = src->bytes.data + b->off;
+        size_t before = spans.len;
+        if (rw && rw->trigger) {
+            rc = rw->trigger(rw->ctx, s, (size_t)b->count, &buf, &spans);
+        } else if (XGR_VEC_RESERVE(buf, buf.len + (size_t)b->count) ||
+                   XGR_VEC_PUSH(spans, buf.len) || XGR_VEC_PUSH(spans, (size_t)b->count)) {
+            rc = XGR_ERR_NOMEM;
+        } else {
+            memcpy(buf.data + buf.len, s, (size_t)b->count);
+            buf.len += (size_t)b->count;
         }
-        id = xgr_ir_tag_dispatch(dst, str, len, rules, nt, str + nt, len + nt, ne, nd->a);
+        for (size_t v = before; !rc && v < spans.len; v += 2)
+            if (XGR_VEC_PUSH(rules, rmap[pay[2 * k + 1]])) rc = XGR_ERR_NOMEM;
     }
+    size_t nv = spans.len / 2, n = nv + ne;
+    if (!rc) {
+        str = xgr_malloc((n + 1) * sizeof *str);
+        len = xgr_malloc((n + 1) * sizeof *len);
+    }
+    if (!rc && str && len) {
+        for (size_t k = 0; k < nv; k++) { /* buf is final now: pointers stay valid */
+            str[k] = buf.data + spans.data[2 * k];
+            len[k] = spans.data[2 * k + 1];
+        }
+        for (size_t j = 0; j < ne; j++) {
+            const xgr_node *e = &src->nodes.data[pay[2 * nt + j]];
+            str[nv + j] = src->bytes.data + e->off;
+            len[nv + j] = (size_t)e->count;
+        }
+        id = xgr_ir_tag_dispatch(dst, str, len, rules.data, nv, str + nv, len + nv, ne, nd->a);
+    } else {
+        xgr_fail(rc ? rc : XGR_ERR_NOMEM, "cannot copy a TagDispatch (out of memory)");
+    }
+    XGR_VEC_FREE(buf);
+    XGR_VEC_FREE(spans);
+    XGR_VEC_FREE(rules);
     free(str);
     free(len);
-    free(rules);
     return id;
 }
 
-/* Copies node `n` of src (and its subtree) into dst; rule ids go through rmap. */
-static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
-                           const int32_t *rmap, int depth) {
+int32_t xgr_ir_copy_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n, const int32_t *rmap,
+                         const xgr_ir_rewrite *rw, int depth) {
     if (depth > 10000) {
         xgr_fail(XGR_ERR_LIMIT, "grammar expression nesting too deep");
         return -1;
@@ -273,6 +303,8 @@ static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
     switch (nd->kind) {
     case XGR_NODE_EMPTY: return xgr_ir_empty(dst);
     case XGR_NODE_BYTES:
+        if (rw && rw->literal)
+            return rw->literal(rw->ctx, dst, src->bytes.data + nd->off, (size_t)nd->count);
         return xgr_ir_bytes(dst, src->bytes.data + nd->off, (size_t)nd->count);
     case XGR_NODE_CLASS:
         return xgr_ir_class(dst, src->ranges.data + nd->off, (size_t)nd->count, nd->negated);
@@ -281,16 +313,16 @@ static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
                                  nd->negated);
     case XGR_NODE_REF: return xgr_ir_ref(dst, rmap[nd->a]);
     case XGR_NODE_REPEAT: {
-        int32_t c = import_node(dst, src, nd->a, rmap, depth + 1);
+        int32_t c = xgr_ir_copy_node(dst, src, nd->a, rmap, rw, depth + 1);
         if (c < 0) return -1;
         return xgr_ir_repeat(dst, c, nd->min, nd->max);
     }
     case XGR_NODE_SEQ:
     case XGR_NODE_ALT: {
-        int32_t *kids = xgr_malloc((size_t)nd->count * sizeof *kids);
+        int32_t *kids = xgr_malloc(((size_t)nd->count + 1) * sizeof *kids);
         if (!kids) return -1;
         for (int32_t i = 0; i < nd->count; i++) {
-            kids[i] = import_node(dst, src, src->kids.data[nd->off + i], rmap, depth + 1);
+            kids[i] = xgr_ir_copy_node(dst, src, src->kids.data[nd->off + i], rmap, rw, depth + 1);
             if (kids[i] < 0) {
                 free(kids);
                 return -1;
@@ -300,7 +332,7 @@ static int32_t import_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n,
         free(kids);
         return r;
     }
-    case XGR_NODE_TAG_DISPATCH: return import_tag_dispatch(dst, src, nd, rmap);
+    case XGR_NODE_TAG_DISPATCH: return copy_tag_dispatch(dst, src, nd, rmap, rw);
     default: xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)nd->kind); return -1;
     }
 }
@@ -316,8 +348,8 @@ int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src) {
     for (size_t r = 0; r < nr; r++) {
         const xgr_rule *sr = &src->rules.data[r];
         int32_t body = -1, la = -1;
-        if (sr->body >= 0 && (body = import_node(dst, src, sr->body, rmap, 0)) < 0) goto fail;
-        if (sr->lookahead >= 0 && (la = import_node(dst, src, sr->lookahead, rmap, 0)) < 0)
+        if (sr->body >= 0 && (body = xgr_ir_copy_node(dst, src, sr->body, rmap, NULL, 0)) < 0) goto fail;
+        if (sr->lookahead >= 0 && (la = xgr_ir_copy_node(dst, src, sr->lookahead, rmap, NULL, 0)) < 0)
             goto fail;
         dst->rules.data[rmap[r]].body = body;
         dst->rules.data[rmap[r]].lookahead = la;

@@ -102,6 +102,20 @@ static inline const char *xgr_ir_rule_name(const xgr_grammar *g, int32_t r) {
 /* Copies every rule of `src` into `dst`, renaming to avoid clashes; returns the id in
  * dst of src's root, or -1 on OOM. */
 int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src);
+
+/* Rewrites applied while copying (xgr_ir_copy_node); a NULL hook copies as is. */
+typedef struct {
+    void *ctx;
+    /* The node for literal s[0..n) in dst (-1 on failure, message set). */
+    int32_t (*literal)(void *ctx, xgr_grammar *dst, const uint8_t *s, size_t n);
+    /* Appends to (buf, spans) every string TagDispatch trigger s[0..n) stands for
+     * (each triggers the same rule); XGR_OK or an error code. */
+    int (*trigger)(void *ctx, const uint8_t *s, size_t n, xgr_keybuf *buf, xgr_spanvec *spans);
+} xgr_ir_rewrite;
+/* Copies node n of src (and its subtree) into dst; rule ids go through rmap; rw may be
+ * NULL. Returns the new node id, or -1 (message set). */
+int32_t xgr_ir_copy_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n, const int32_t *rmap,
+                         const xgr_ir_rewrite *rw, int depth);
 /* Checks that every rule has a body and root is set; XGR_ERR_SEMANTIC otherwise. */
 int xgr_ir_validate(const xgr_grammar *g);
 

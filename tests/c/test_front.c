@@ -611,6 +611,48 @@ static void test_json(void) {
     xgr_grammar_release(g);
 }
 
+/* Special-token spellings: literals and TagDispatch triggers that spell a given text also
+ * admit that token (Token(id)); grammars that spell none come back as NULL; bad
+ * arguments are refused. */
+static void test_spell_tokens(void) {
+    const uint8_t data[] = "<|c|><|e|>";
+    const uint32_t offs[] = {0, 5, 10};
+    const int32_t ids[] = {7, 9};
+    xgr_grammar *g = ebnf("root ::= \"a<|c|>b\" t\nt ::= TagDispatch((\"<|c|>x\", u), "
+                          "excludes=(\"<|e|>\"))\nu ::= \"<|e|>\"");
+    xgr_grammar *plain = ebnf("root ::= \"abc\"");
+    if (!g || !plain) return;
+    xgr_grammar *out = NULL;
+    int rc = xgr_grammar_spell_tokens(g, data, offs, ids, 2, &out);
+    CHECK(rc == XGR_OK && out, "spell: %s", xgr_last_error());
+    char *p = out ? print_g(out) : NULL;
+    CHECK(p && strcmp(p, "root ::= (\"a\" (\"<|c|>\" | Token(7)) \"b\") t\n"
+                         "t ::= TagDispatch(\n  (\"<|c|>x\", u),\n  (b\"\\xff\\x80\\x80\\x80\\x80\\x87x\", u),\n"
+                         "  loop_after_dispatch=true,\n  excludes=(\"<|e|>\")\n)\n"
+                         "u ::= \"<|e|>\" | Token(9)\n") == 0, "spelled print:\n%s", p);
+    /* the printed form parses back to a grammar that prints the same */
+    xgr_grammar *again = p ? ebnf(p) : NULL;
+    char *p2 = again ? print_g(again) : NULL;
+    CHECK(p && p2 && strcmp(p, p2) == 0, "spelled reprint:\n%s", p2);
+    xgr_free(p2);
+    xgr_grammar_release(again);
+    xgr_free(p);
+    xgr_grammar_release(out);
+    out = (xgr_grammar *)1;
+    CHECK(xgr_grammar_spell_tokens(plain, data, offs, ids, 2, &out) == XGR_OK && out == NULL,
+          "a grammar without spellings is returned as NULL");
+    const int32_t bad_ids[] = {-1, 9};
+    CHECK(xgr_grammar_spell_tokens(g, data, offs, bad_ids, 2, &out) == XGR_ERR_INVALID_ARG &&
+              strstr(xgr_last_error(), "token id -1 out of range"),
+          "negative token id: %s", xgr_last_error());
+    CHECK(xgr_grammar_spell_tokens(NULL, data, offs, ids, 2, &out) == XGR_ERR_INVALID_ARG,
+          "NULL grammar");
+    CHECK(xgr_grammar_spell_tokens(g, NULL, offs, ids, 2, &out) == XGR_ERR_INVALID_ARG,
+          "NULL spellings");
+    xgr_grammar_release(g);
+    xgr_grammar_release(plain);
+}
+
 static void test_ops(void) {
     xgr_grammar *a = ebnf("root ::= \"a\" x\nx ::= \"x\"");
     xgr_grammar *b = ebnf("root ::= \"b\" x (= \"y\")\nx ::= \"y\"");
@@ -877,6 +919,7 @@ int main(int argc, char **argv) {
     test_regex();
     test_json();
     test_ops();
+    test_spell_tokens();
     test_handmade_ir();
     test_random_grammars(iters / 3);
     test_fuzz(iters);

@@ -34,7 +34,7 @@ class ConversionResult:
     warnings: list = field(default_factory=list)
 
 
-_CACHE_SIZE = 512
+_CACHE_SIZE = 4096  # conversions; tool schemas recur across requests
 _cache: "OrderedDict[tuple, tuple]" = OrderedDict()
 _lock = threading.Lock()
 
@@ -72,7 +72,7 @@ def _check_options(any_whitespace, indent, separators, max_whitespace_cnt):
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, separators=None,
                         strict_mode: bool = True, max_whitespace_cnt=None, lenient: bool = False,
-                        ref_resolver=None) -> ConversionResult:
+                        ref_resolver=None, _schema_text=None) -> ConversionResult:
     """Converts a JSON Schema to EBNF (root rule ``root``).
 
     Raises UnsupportedSchemaError (a keyword or value that cannot be enforced exactly; with
@@ -81,7 +81,10 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
 
     ``ref_resolver`` (xgrammar2 extension): a callable mapping an absolute document URI to a
     schema (dict/bool) or None; used for ``$ref`` to other documents, which are refused
-    otherwise. Results are not cached when it is given."""
+    otherwise. Results are not cached when it is given.
+
+    ``_schema_text`` (internal): ``json.dumps(schema, separators=(",", ":"))`` when the caller
+    has it already (the structural-tag converter keys its own lookups by it)."""
     _check_options(any_whitespace, indent, separators, max_whitespace_cnt)
     s = _load(schema)
     opts = (bool(any_whitespace), indent, tuple(separators) if separators else None, bool(strict_mode),
@@ -89,7 +92,8 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     try:
         # Property order is part of the grammar (properties are emitted in schema order), so
         # the key must keep it: never sort_keys here.
-        key = (json.dumps(s, separators=(",", ":")), opts) if ref_resolver is None else None
+        text = _schema_text if _schema_text is not None else json.dumps(s, separators=(",", ":"))
+        key = (text, opts) if ref_resolver is None else None
     except (TypeError, ValueError):
         key = None
     if key is not None:

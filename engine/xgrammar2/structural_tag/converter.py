@@ -16,9 +16,7 @@ the language accepted for a tag is the one upstream accepts (checked in
 """
 
 import json
-import threading
 import warnings
-from collections import OrderedDict
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import nodes as N
@@ -38,29 +36,6 @@ def _default_json_schema_to_ebnf(schema: Any, **options: Any) -> str:
     from ..json_schema import json_schema_to_ebnf  # the package's JSON-schema front end
 
     return json_schema_to_ebnf(schema, **options)
-
-
-# Process-wide memo of the default converter's results, keyed by the canonical JSON of
-# (schema, options): a tool seen in an earlier request skips the JSON-schema front end
-# (and its own key serialisation) entirely. Bounded LRU; errors are not memoised.
-_SCHEMA_MEMO_SIZE = 4096
-_schema_memo: "OrderedDict[str, str]" = OrderedDict()
-_schema_memo_lock = threading.Lock()
-
-
-def _memo_get(key: str) -> Optional[str]:
-    with _schema_memo_lock:
-        hit = _schema_memo.get(key)
-        if hit is not None:
-            _schema_memo.move_to_end(key)
-        return hit
-
-
-def _memo_put(key: str, text: str) -> None:
-    with _schema_memo_lock:
-        _schema_memo[key] = text
-        if len(_schema_memo) > _SCHEMA_MEMO_SIZE:
-            _schema_memo.popitem(last=False)
 
 
 def structural_tag_to_ebnf(
@@ -290,22 +265,24 @@ class _Converter:
             opts["any_order"] = True
         if node.excludes:
             opts["excludes"] = list(node.excludes)
+        default = self.json_schema_to_ebnf is _default_json_schema_to_ebnf
         try:
-            # Property order matters (it is the order the grammar enforces): no sort_keys.
-            key = json.dumps([schema, opts], default=repr)
+            # Property order matters (it is the order the grammar enforces): no sort_keys. The
+            # default converter's process-wide cache is keyed by the same schema text, so a
+            # tool seen in an earlier request is serialised once and converted never.
+            schema_text = json.dumps(schema, separators=(",", ":")) if default else None
+            key = (schema_text, repr(sorted(opts.items()))) if default else json.dumps([schema, opts], default=repr)
         except (TypeError, ValueError):
-            key = None
+            schema_text = key = None
         if key is not None and key in self._json_cache:
             return self._json_cache[key]
-        memo = key is not None and self.json_schema_to_ebnf is _default_json_schema_to_ebnf
-        text = _memo_get(key) if memo else None
         try:
-            if text is None:
+            if schema_text is not None:
+                text = self.json_schema_to_ebnf(schema, _schema_text=schema_text, **opts)
+            else:
                 text = self.json_schema_to_ebnf(schema, **opts)
-                if not isinstance(text, str):
-                    text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
-                if memo:
-                    _memo_put(key, text)
+            if not isinstance(text, str):
+                text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
         except TypeError as e:
             extra = [k for k in ("any_order", "excludes") if k in opts]
             if extra:

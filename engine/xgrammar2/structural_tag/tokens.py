@@ -8,7 +8,7 @@ resolved to ids first, which needs the tokenizer: :meth:`GrammarCompiler.compile
 passes one; :meth:`Grammar.from_structural_tag` has none and accepts ids only.
 """
 
-from typing import Dict, List, Optional, Union
+from typing import Dict, List, Optional
 
 #: Largest id a ``Token(id)`` terminal can carry.
 TOKEN_ID_MAX = (1 << 30) - 1
@@ -39,10 +39,6 @@ class TokenResolver:
             return None
         raw = self._decoded[token_id]
         return raw or None
-
-
-def describe_token(token: Union[int, str]) -> str:
-    return f"token {token}" if isinstance(token, int) else f"token {token!r}"
 
 
 def resolver_for(tokenizer_info) -> TokenResolver:

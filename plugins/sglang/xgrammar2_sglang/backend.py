@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import xgrammar2 as xgr2

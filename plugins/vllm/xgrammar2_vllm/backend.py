@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from typing import Any, Callable, List
 
 logger = logging.getLogger("vllm.xgrammar2_vllm")
