@@ -436,7 +436,7 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     lw_out o;
     memset(&o, 0, sizeof o);
     lw_dfa_ws *ws = lw_dfa_ws_new();
-    lw_dfa tdd; /* TagDispatch rules' automata */
+    lw_dfa tdd; /* automata built directly: TagDispatch rules, literal-led alternations */
     memset(&tdd, 0, sizeof tdd);
     int rc = ws ? XGR_OK : XGR_ERR_NOMEM;
     int32_t root;
@@ -468,9 +468,11 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
                                         XGR_NODE_TAG_DISPATCH) {
             c.orules.data[i].dispatch = 1;
             rc = lw_td_build(&c, (int32_t)i, remaining, &tdd);
+        } else {
+            int built = 0;
+            rc = lw_trie_build(&c, (int32_t)i, remaining, &tdd, &built);
+            if (!rc && !built) rc = build_rule_dfa(&c, ws, (int32_t)i, remaining, &d);
         }
-        else
-            rc = build_rule_dfa(&c, ws, (int32_t)i, remaining, &d);
         if (rc || (rc = emit(&c, &o, (int32_t)i, d))) goto done;
     }
     if (XGR_VEC_PUSH(o.ebeg, (int32_t)o.edges.len)) {

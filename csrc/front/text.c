@@ -94,3 +94,25 @@ int xgr_sb_printf(xgr_strbuf *b, const char *fmt, ...) {
         return xgr_fail(XGR_ERR_INTERNAL, "formatted text too long");
     return xgr_sb_put(b, tmp, (size_t)w);
 }
+
+int xgr_json_nesting_depth(const char *text, size_t len, int32_t limit, int32_t *depth) {
+    if ((!text && len) || !depth || limit < 0)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_nesting_depth: bad argument");
+    int32_t d = 0, best = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = text[i];
+        if (in_string) {
+            if (ch == '\\') i++; /* the escaped character cannot end the string */
+            else if (ch == '"') in_string = 0;
+        } else if (ch == '"') {
+            in_string = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++d > best && (best = d) > limit) break;
+        } else if ((ch == ']' || ch == '}') && d > 0) {
+            d--;
+        }
+    }
+    *depth = best;
+    return XGR_OK;
+}

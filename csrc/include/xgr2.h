@@ -68,6 +68,11 @@ int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const ui
 int xgr_grammar_to_ebnf(const xgr_grammar *g, char **out, size_t *out_len);
 void xgr_grammar_retain(xgr_grammar *g);
 void xgr_grammar_release(xgr_grammar *g); /* NULL is a no-op */
+/* The deepest nesting of arrays and objects in JSON text (brackets inside strings are not
+ * counted; the text need not be valid JSON, it is only scanned). Stops early and reports
+ * limit + 1 once the depth exceeds `limit`, so a deep document costs at most its length.
+ * Thread-safe; allocates nothing. */
+int xgr_json_nesting_depth(const char *text, size_t len, int32_t limit, int32_t *depth);
 
 /* ---- vocabulary ---------------------------------------------------------------- */
 typedef struct xgr_vocab xgr_vocab;

@@ -15,10 +15,10 @@ Exceeding one raises :class:`GrammarLimitError` (a ValueError) naming the limit.
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any, Dict
 
+from . import _core
 from .exception import GrammarLimitError
 
 __all__ = ["get_limits", "set_limits", "check_input_size", "check_json_nesting",
@@ -78,15 +78,13 @@ def check_json_nesting(doc: Any, what: str) -> None:
     limit = _limits["max_json_nesting"]
     if isinstance(doc, (bytes, bytearray, str)):
         check_input_size(len(doc), what)
-        if doc.count("[" if isinstance(doc, str) else b"[") + \
-                doc.count("{" if isinstance(doc, str) else b"{") <= limit:
-            return
-        try:
-            doc = json.loads(doc)
-        except RecursionError:
-            raise _too_deep(what, limit) from None
-        except ValueError:
-            return  # not JSON: the caller's parser reports it
+        raw = doc.encode("utf-8", "surrogatepass") if isinstance(doc, str) else bytes(doc)
+        depth = _core.ffi.new("int32_t *")
+        _core.check(_core.lib.xgr_json_nesting_depth(raw, len(raw), limit, depth),
+                    "measuring JSON nesting")
+        if depth[0] > limit:
+            raise _too_deep(what, limit)
+        return
     if not isinstance(doc, (dict, list, tuple)):
         return
     stack = [(doc, 1)]

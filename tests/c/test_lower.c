@@ -1002,6 +1002,110 @@ static void test_inlining_and_recursion(void) {
     xgr_ir_free(G);
 }
 
+static int32_t rule_by_name(const xgr_fsm *f, const char *name) {
+    for (int32_t r = 0; r < f->n_rules; r++)
+        if (strcmp(f->rule_name[r], name) == 0) return r;
+    return -1;
+}
+
+/* Literal-led alternations of 8+ sequences (tool-call groups, enums) are built directly
+ * (trie_alt.c): minimal, references kept as references, the same language as the IR. */
+static void test_literal_led_alternations(void) {
+    static const char *names[10] = {"get_weather>", "get_time>",  "geo_lookup>", "search>",
+                                    "send_mail>",   "sum>",       "a>",          "ab_test>",
+                                    "zeta>",        "get_date>"};
+    NEWG();
+    DEF("args", S(3, L("{"), REP(C(0, 1, 'a', 'z'), 0, 3), L("}")));
+    DEF("big", S(3, L("["), REP(C(0, 1, '0', '9'), 1, -1), L("]")));
+    DEF("nothing", E());
+    int32_t kids[10];
+    for (int i = 0; i < 10; i++)
+        kids[i] = i % 3 == 0 ? S(4, L(names[i]), R("args"), R("nothing"), L("</f>"))
+                  : i % 3 == 1 ? S(3, L(names[i]), R("big"), L("</f>"))
+                               : S(2, L(names[i]), L("</f>"));
+    DEF("root", ok(xgr_ir_alt(G, kids, 10)));
+    ROOT("root");
+    check_all_opts("trie group", 300);
+    xgr_compile_options o = OPTS(100000, 16);
+    xgr_fsm *f = build(&o);
+    if (f) {
+        int32_t g = f->root, args = rule_by_name(f, "args");
+        CHECK(g >= 0 && args >= 0); /* even a rule small enough to inline stays a reference */
+        if (g >= 0) {
+            /* Minimal: the alternatives with <args> share one tail, and so do those
+             * with <big>: two reference edges in the whole rule. */
+            int32_t refs = 0;
+            for (int32_t s = f->rule_start[g]; s < f->rule_start[g] + rule_states(f, g); s++)
+                for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
+                    refs += f->edges[e].ref >= 0;
+            CHECK(refs == 2);
+            char buf[64];
+            for (int i = 0; i < 10; i++) {
+                snprintf(buf, sizeof buf, "%s%s</f>", names[i],
+                         i % 3 == 0 ? "{ab}" : i % 3 == 1 ? "[42]" : "");
+                CHECK(fsm_accepts_str(f, buf) == 1);
+                snprintf(buf, sizeof buf, "%s</f>", names[i]);
+                CHECK(fsm_accepts_str(f, buf) == (i % 3 == 2));
+            }
+            CHECK(fsm_accepts_str(f, "get_>{}</f>") == 0);
+            CHECK(fsm_accepts_str(f, "a>{}</f>") == 1 && fsm_accepts_str(f, "a></f>") == 0);
+            CHECK(fsm_accepts_str(f, "ab></f>") == 0);
+        }
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+
+    /* Shapes the direct builder refuses (one literal a prefix of another, a nested
+     * alternation, a leading reference) fall back to the general path, same language. */
+    NEWG();
+    DEF("x", L("x"));
+    int32_t k2[9];
+    for (int i = 0; i < 8; i++) {
+        char lit[16];
+        snprintf(lit, sizeof lit, "k%d", i);
+        k2[i] = S(2, L(lit), R("x"));
+    }
+    k2[8] = S(2, L("k1"), L("0")); /* "k1" is a prefix of "k10" */
+    DEF("root", ok(xgr_ir_alt(G, k2, 9)));
+    ROOT("root");
+    check_all_opts("trie fallback prefix", 200);
+    xgr_ir_free(G);
+
+    NEWG();
+    DEF("x", L("x"));
+    int32_t k3[8];
+    for (int i = 0; i < 8; i++) {
+        char lit[16];
+        snprintf(lit, sizeof lit, "m%d", i);
+        k3[i] = i == 7 ? S(2, R("x"), L(lit)) : i == 6 ? S(2, L(lit), A(2, L("p"), L("q"))) : L(lit);
+    }
+    DEF("root", ok(xgr_ir_alt(G, k3, 8)));
+    ROOT("root");
+    check_all_opts("trie fallback shapes", 200);
+    xgr_ir_free(G);
+
+    /* An enum of 300 quoted words: one state per distinct prefix, one shared final. */
+    NEWG();
+    int32_t k4[300];
+    for (int i = 0; i < 300; i++) {
+        char lit[16];
+        snprintf(lit, sizeof lit, "\"w%03d\"", i);
+        k4[i] = L(lit);
+    }
+    DEF("root", ok(xgr_ir_alt(G, k4, 300)));
+    ROOT("root");
+    check_all_opts("trie enum", 200);
+    f = build(&o);
+    if (f) {
+        /* minimal: start, after '"', after 'w', then one state per digit position
+         * (every hundreds / tens prefix has the same futures), before '"', final */
+        CHECK(rule_states(f, f->root) == 7);
+        CHECK(fsm_accepts_str(f, "\"w299\"") == 1 && fsm_accepts_str(f, "\"w300\"") == 0);
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+}
+
 static void test_lookahead(void) {
     NEWG();
     DEF("key", REP(C(0, 1, 'a', 'z'), 1, -1));
@@ -1315,6 +1419,7 @@ int main(void) {
     RUN(test_nullable_repeat_children());
     RUN(test_inlining_and_recursion());
     RUN(test_lookahead());
+    RUN(test_literal_led_alternations());
     RUN(test_limits());
     RUN(test_big_grammar());
     RUN(test_random_grammars(nrand ? atoi(nrand) : 400));

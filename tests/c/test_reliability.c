@@ -260,6 +260,35 @@ static void bad_ids(xgr_vocab *v) {
     xgr_compiled_release(c);
 }
 
+/* xgr_json_nesting_depth: the depth of arrays and objects, brackets in strings (and
+ * escaped quotes in them) ignored, stopping once past the limit. */
+static void json_nesting_depth(void) {
+    struct {
+        const char *text;
+        int32_t limit, depth;
+    } cases[] = {
+        {"", 10, 0},
+        {"1", 10, 0},
+        {"[[]]", 10, 2},
+        {"{\"a\": [1, {\"b\": []}], \"c\": {}}", 10, 4},
+        {"[\"[[[\"]", 10, 1},
+        {"[\"\\\"[[\"]", 10, 1},   /* ["\"[["] : the escaped quote does not end the string */
+        {"[[[[[", 3, 4},               /* stops at limit + 1 */
+        {"]]][[", 10, 2},              /* not JSON: only scanned */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t d = -1;
+        int rc = xgr_json_nesting_depth(cases[i].text, strlen(cases[i].text), cases[i].limit, &d);
+        CHECK(rc == XGR_OK && d == cases[i].depth, "depth of %s: rc %d, got %d, want %d",
+              cases[i].text, rc, (int)d, (int)cases[i].depth);
+    }
+    int32_t d;
+    CHECK(xgr_json_nesting_depth(NULL, 3, 10, &d) == XGR_ERR_INVALID_ARG && *xgr_last_error(),
+          "NULL text with a length");
+    CHECK(xgr_json_nesting_depth("[]", 2, 10, NULL) == XGR_ERR_INVALID_ARG, "NULL output");
+    CHECK(xgr_json_nesting_depth("[]", 2, -1, &d) == XGR_ERR_INVALID_ARG, "negative limit");
+}
+
 int main(void) {
     xgr_vocab *v = make_vocab();
     if (!v) return 1;
@@ -269,6 +298,7 @@ int main(void) {
     step_work_limit(v);
     size_limits(v);
     bad_ids(v);
+    json_nesting_depth();
     xgr_vocab_release(v);
     xgr_cache_clear();
     printf("test_reliability: %d checks, %d failures\n", checks, failures);

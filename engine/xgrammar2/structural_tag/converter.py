@@ -16,6 +16,7 @@ the language accepted for a tag is the one upstream accepts (checked in
 """
 
 import json
+import threading
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -91,10 +92,7 @@ def _seq(parts: Sequence[str]) -> str:
 
 
 def _alt(parts: Sequence[str]) -> str:
-    uniq: List[str] = []
-    for p in parts:
-        if p not in uniq:
-            uniq.append(p)
+    uniq = list(dict.fromkeys(parts))  # first occurrences, in order
     if len(uniq) == 1:
         return uniq[0]
     return "(" + " | ".join(uniq) + ")"
@@ -253,6 +251,35 @@ class _Converter:
 
     def json_value(self, node: N.JSONSchema, schema: Any, hint: str, strict_mode: bool = True) -> str:
         """The root rule of ``schema`` as JSON, with ``node``'s options."""
+        default = self.json_schema_to_ebnf is _default_json_schema_to_ebnf
+        # The repr of JSON data (dicts, lists, str, int, float, bool, None) tells any two
+        # values apart, keeps the property order the grammar enforces, and costs half a
+        # json.dumps: a tool seen in an earlier request costs one repr and two lookups.
+        try:
+            key = (repr(schema), strict_mode, node.max_whitespace_cnt, node.any_order,
+                   tuple(node.excludes), default or id(self.json_schema_to_ebnf))
+        except Exception:  # noqa: BLE001 - a value whose repr fails is converted unkeyed
+            key = None
+        if key is not None:
+            hit = self._json_cache.get(key)
+            if hit is not None:
+                return hit
+        text = _FRAGMENTS.get(key) if default and key is not None else None
+        if text is None:
+            try:
+                schema_text = json.dumps(schema, separators=(",", ":")) if default else None
+            except (TypeError, ValueError):
+                schema_text = None
+            text = self._convert_schema(node, schema, schema_text, strict_mode, default)
+            if default and key is not None and schema_text is not None:
+                _remember_fragment(key, text)
+        root = self.rules.embed(text, "root", hint)
+        if key is not None:
+            self._json_cache[key] = root
+        return root
+
+    def _convert_schema(self, node: N.JSONSchema, schema: Any, schema_text: Optional[str],
+                        strict_mode: bool, default: bool) -> str:
         opts: Dict[str, Any] = dict(
             any_whitespace=True,
             indent=None,
@@ -265,19 +292,8 @@ class _Converter:
             opts["any_order"] = True
         if node.excludes:
             opts["excludes"] = list(node.excludes)
-        default = self.json_schema_to_ebnf is _default_json_schema_to_ebnf
         try:
-            # Property order matters (it is the order the grammar enforces): no sort_keys. The
-            # default converter's process-wide cache is keyed by the same schema text, so a
-            # tool seen in an earlier request is serialised once and converted never.
-            schema_text = json.dumps(schema, separators=(",", ":")) if default else None
-            key = (schema_text, repr(sorted(opts.items()))) if default else json.dumps([schema, opts], default=repr)
-        except (TypeError, ValueError):
-            schema_text = key = None
-        if key is not None and key in self._json_cache:
-            return self._json_cache[key]
-        try:
-            if schema_text is not None:
+            if default and schema_text is not None:
                 text = self.json_schema_to_ebnf(schema, _schema_text=schema_text, **opts)
             else:
                 text = self.json_schema_to_ebnf(schema, **opts)
@@ -295,10 +311,7 @@ class _Converter:
             raise
         except ValueError as e:
             raise StructuralTagError(path_join(node.path, "json_schema"), str(e)) from e
-        root = self.rules.embed(text, "root", hint)
-        if key is not None:
-            self._json_cache[key] = root
-        return root
+        return text
 
     def visit_any_text(self, node: N.AnyText) -> str:
         token_ex = self.token_excludes(
@@ -368,7 +381,8 @@ class _Converter:
                 )
         contents = [self.tag_content(tag) for tag in node.tags]
         ends = [self.end_expr(tag) for tag in node.tags]
-        full = [_seq([_lit(t.begin), c, e]) for t, c, e in zip(node.tags, contents, ends)]
+        full = [_seq([_lit(t.begin), c, e]) for t, c, e in zip(node.tags, contents, ends)] \
+            if node.at_least_one else []
         if node.at_least_one and node.stop_after_first:
             return self.as_rule(_alt(full), "triggered_tags")
         pairs = []
@@ -473,6 +487,20 @@ class _Converter:
             rest = self.rules.add("token_triggered_tags_sub", tag_dispatch_body(pairs, loop, excludes))
             return self.rules.add("token_triggered_tags", f"{first} {rest}")
         return self.rules.add("token_triggered_tags", tag_dispatch_body(pairs, loop, excludes))
+
+
+# Process-wide: EBNF of schemas converted by the default converter, by (repr of the
+# schema, options). Bounded; the oldest entries go first.
+_FRAGMENTS: Dict[Any, str] = {}
+_FRAGMENTS_LIMIT = 4096
+_FRAGMENTS_LOCK = threading.Lock()
+
+
+def _remember_fragment(key: Any, text: str) -> None:
+    with _FRAGMENTS_LOCK:
+        _FRAGMENTS[key] = text
+        while len(_FRAGMENTS) > _FRAGMENTS_LIMIT:
+            del _FRAGMENTS[next(iter(_FRAGMENTS))]
 
 
 def warn_approximation(path: str, message: str) -> None:

@@ -219,13 +219,14 @@ class _Prepared:
     it shares with other grammars (``ws``, ``string``, ... of the JSON converter) keep their
     names."""
 
-    __slots__ = ("root", "text", "names", "common")
+    __slots__ = ("root", "text", "names", "common", "name_set")
 
     def __init__(self, root: str, text: str, names: Tuple[str, ...], common: Tuple[Tuple[str, str], ...]):
         self.root = root
         self.text = text
         self.names = names
         self.common = common
+        self.name_set = frozenset(names)
 
 
 # Process-wide: the body each shared rule name stands for (first come), and the prepared
@@ -343,7 +344,8 @@ class RuleSet:
         if hit is not None:
             return hit
         p = _prepare(ebnf_text, root_rule)
-        fits = all(n not in self._bodies and n not in self._reserved for n in p.names) and all(
+        # (every defined name is reserved too, see define)
+        fits = self._reserved.isdisjoint(p.name_set) and all(
             self._bodies.get(n, body) == body and (n in self._bodies or n not in self._reserved)
             for n, body in p.common
         )

@@ -493,7 +493,29 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
                f"unknown format type {t!r}; expected one of: " + ", ".join(FORMAT_TYPES))
 
 
+_SIMPLE_TAG_KEYS = frozenset(("type", "begin", "content", "end"))
+
+
+def _simple_json_tag(value: Dict[str, Any], path: str) -> Optional[Tag]:
+    """``{"begin": str, "content": {"type": "json_schema", "json_schema": {...}}, "end": str}``,
+    the shape of every tool in a tool-calling format, read as the general path reads it
+    minus the checks it cannot fail; None for any other shape."""
+    if value.get("type", "tag") != "tag" or not _SIMPLE_TAG_KEYS.issuperset(value):
+        return None
+    begin, content, end = value.get("begin"), value.get("content"), value.get("end")
+    if type(begin) is not str or type(end) is not str or type(content) is not dict:
+        return None
+    schema = content.get("json_schema")
+    if len(content) != 2 or content.get("type") != "json_schema" or type(schema) is not dict:
+        return None
+    return Tag(path, begin, JSONSchema(path + ".content", schema), [end])
+
+
 def _read_tag_item(value: Any, path: str, depth: int) -> Tag:
+    if type(value) is dict:
+        simple = _simple_json_tag(value, path)
+        if simple is not None:
+            return simple
     value = _plain(value)
     if not isinstance(value, dict):
         raise _err(path, f"a tag must be an object, got {describe(value)}")
@@ -529,6 +551,8 @@ def _read_tag(value: Dict[str, Any], path: str, depth: int) -> Tag:
 
 def _plain(value: Any) -> Any:
     """pydantic models -> plain JSON data (dicts and lists)."""
+    if type(value) is dict:
+        return value
     dump = getattr(value, "model_dump", None)
     if callable(dump) and not isinstance(value, type):
         return dump(by_alias=True)

@@ -1,0 +1,134 @@
+"""The paths that make a request with known tools cheap must not change what is compiled:
+the direct reader of plain JSON-schema tags, the process-wide memo of converted schemas
+(keyed by the schema's repr), and the C scanner behind ``max_json_nesting``."""
+
+import json
+import random
+
+import pytest
+
+import xgrammar2 as xgr
+from xgrammar2.limits import check_json_nesting
+from xgrammar2.structural_tag import converter, nodes
+from xgrammar2.structural_tag.converter import structural_tag_to_ebnf
+
+from chat import bfcl_schema
+from st_support import BFCL
+
+
+def _bfcl_functions(limit=60):
+    out = {}
+    for path in sorted(BFCL.glob("BFCL_v4_*.json")):
+        if "java" in path.name or "javascript" in path.name:
+            continue
+        for line in path.read_text().splitlines():
+            if line.strip():
+                for fn in json.loads(line).get("function", []):
+                    out.setdefault(fn["name"], fn)
+        if len(out) >= limit:
+            break
+    return list(out.values())[:limit]
+
+
+def _tag(fns, general=False):
+    """A tools format; ``general`` spells each tag so that only the general reader takes it
+    (an end list, an explicit style), with the same meaning."""
+    def content(fn):
+        c = {"type": "json_schema", "json_schema": bfcl_schema(fn["parameters"])}
+        if general:
+            c["style"] = "json"
+        return c
+
+    return {"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<function="],
+        "tags": [{"type": "tag", "begin": f"<function={fn['name']}>", "content": content(fn),
+                  "end": ["</function>"] if general else "</function>"} for fn in fns]}}
+
+
+def test_plain_json_schema_tags_are_read_directly():
+    fns = _bfcl_functions(3)
+    node = nodes.read_structural_tag(_tag(fns))
+    general = nodes.read_structural_tag(_tag(fns, general=True))
+    for fast, slow in zip(node.tags, general.tags):
+        assert (fast.path, fast.begin, fast.end) == (slow.path, slow.begin, slow.end)
+        assert (fast.content.path, fast.content.schema, fast.content.style) == \
+            (slow.content.path, slow.content.schema, slow.content.style)
+        assert (fast.content.any_order, fast.content.max_whitespace_cnt, fast.content.excludes) == \
+            (slow.content.any_order, slow.content.max_whitespace_cnt, slow.content.excludes)
+
+
+@pytest.mark.parametrize("bad, where", [
+    ({"begin": 5, "content": {"type": "json_schema", "json_schema": {}}, "end": "x"}, "tags[0].begin"),
+    ({"begin": "<function=f>", "content": {"type": "json_schema", "json_schema": 3}, "end": "x"},
+     "tags[0].content.json_schema"),
+    ({"begin": "<function=f>", "content": {"type": "json_schema", "json_schema": {}}, "end": 7},
+     "tags[0].end"),
+    ({"begin": "<function=f>", "content": {"type": "json_schema"}, "end": "x"}, "tags[0].content"),
+])
+def test_malformed_tags_still_get_the_general_errors(bad, where):
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags",
+                                                "triggers": ["<function="], "tags": [bad]}}
+    with pytest.raises(ValueError, match=r"\$\.format\." + where.replace("[", r"\[").replace("]", r"\]")):
+        structural_tag_to_ebnf(tag)
+
+
+def test_known_tools_in_new_combinations_convert_as_if_new():
+    """Each tool set converts to the same EBNF whether its schemas come from the memo (seen
+    in earlier combinations) or are converted afresh, and the same as through the general
+    reader."""
+    fns = _bfcl_functions(60)
+    rng = random.Random(7)
+    combos = [rng.sample(fns, rng.choice([1, 5, 20])) for _ in range(12)]
+    warm = [structural_tag_to_ebnf(_tag(c)) for c in combos]
+    # again, every schema now a memo hit, in another order of requests
+    for c, text in reversed(list(zip(combos, warm))):
+        assert structural_tag_to_ebnf(_tag(c)) == text
+        assert structural_tag_to_ebnf(_tag(c, general=True)) == text
+    hits_before = dict(converter._FRAGMENTS)
+    converter._FRAGMENTS.clear()
+    try:
+        for c, text in zip(combos, warm):
+            assert structural_tag_to_ebnf(json.dumps(_tag(c))) == text
+    finally:
+        converter._FRAGMENTS.update(hits_before)
+
+
+def test_schema_memo_tells_schemas_apart_by_value_and_order():
+    """repr keys: 1 vs "1" vs true, and the property order, are different schemas (1 and
+    1.0 are keyed apart too, and convert alike: JSON Schema compares numbers by value)."""
+    base = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+            "required": ["a", "b"]}
+    swapped = {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
+               "required": ["a", "b"]}
+    texts = {}
+    for name, schema in (("base", base), ("swapped", swapped),
+                         ("c1", {"const": 1}), ("c'1'", {"const": "1"}), ("ctrue", {"const": True})):
+        tag = {"type": "structural_tag", "format": {"type": "json_schema", "json_schema": schema}}
+        texts[name] = structural_tag_to_ebnf(tag)
+    assert len(set(texts.values())) == len(texts)
+    one_float = {"type": "structural_tag", "format": {"type": "json_schema", "json_schema": {"const": 1.0}}}
+    assert structural_tag_to_ebnf(one_float) == texts["c1"]
+    comp = xgr.GrammarCompiler(xgr.TokenizerInfo([f"t{i}" for i in range(8)] + ['{"a":1,"b":"x"}',
+                                                                               '{"b":"x","a":1}']))
+    for name, text, good, bad in (("base", texts["base"], '{"a":1,"b":"x"}', '{"b":"x","a":1}'),
+                                  ("swapped", texts["swapped"], '{"b":"x","a":1}', '{"a":1,"b":"x"}')):
+        m = xgr.GrammarMatcher(comp.compile_grammar(text))
+        assert m.accept_string(good), name
+        m = xgr.GrammarMatcher(comp.compile_grammar(text))
+        assert not m.accept_string(bad), name
+
+
+@pytest.mark.parametrize("text, deep", [
+    ("[" * 256 + "]" * 256, False),
+    ("[" * 257 + "]" * 257, True),
+    ('{"a": "' + "[" * 400 + '"}', False),          # brackets in a string do not nest
+    ('["\\"' + "{" * 400 + '"]', False),            # nor after an escaped quote
+    ("{" * 300, True),                               # not JSON, still too deep
+])
+def test_nesting_limit_on_text(text, deep):
+    for doc in (text, text.encode()):
+        if deep:
+            with pytest.raises(xgr.GrammarLimitError, match="max_json_nesting"):
+                check_json_nesting(doc, "the structural tag")
+        else:
+            check_json_nesting(doc, "the structural tag")
