@@ -94,6 +94,18 @@ def _coerce(v: Any, schema: Any) -> Any:
     return v
 
 
+def call_args(params: dict[str, Any]) -> dict[str, Any]:
+    """A BFCL ground-truth call's arguments: the first acceptable value of each, leaving out
+    the optional ones whose first choice is "" (not given)."""
+    args = {}
+    for k, cands in params.items():
+        v = _first(cands)
+        if v == "" and isinstance(cands, list) and "" in cands:
+            continue
+        args[k] = v
+    return args
+
+
 @dataclass
 class Tool:
     name: str
@@ -126,14 +138,8 @@ def load_pool(seed: int = 0, size: int = POOL_SIZE) -> list[Tool]:
                     t = tools.get(fname.replace(".", "_"))
                     if t is None:
                         continue
-                    args = {}
-                    for k, cands in params.items():
-                        v = _first(cands)
-                        if v == "" and isinstance(cands, list) and "" in cands:
-                            continue
-                        args[k] = v
                     schema = t.tool["function"]["parameters"]
-                    args = _coerce(args, schema)
+                    args = _coerce(call_args(params), schema)
                     props = list(schema.get("properties") or {})
                     if any(k not in props for k in args):
                         continue

@@ -29,7 +29,7 @@ typedef struct {
     lw_dfa *d;         /* states in creation order; renumbered at the end */
     int64_t budget;
     int32_t *table;    /* open addressing over state ids, -1 empty */
-    uint64_t *hashes;  /* per state */
+    XGR_VEC(uint64_t) hashes; /* per state */
     size_t cap;
     XGR_VEC(xgr_edge) stack; /* outgoing edges of the trie nodes being built, LIFO */
 } trie_ws;
@@ -63,7 +63,7 @@ static int grow_table(trie_ws *w) {
     if (!t) return XGR_ERR_NOMEM;
     memset(t, 0xff, cap * sizeof *t);
     for (int32_t s = 0; s < w->d->n; s++) {
-        size_t j = w->hashes[s] & (cap - 1);
+        size_t j = w->hashes.data[s] & (cap - 1);
         while (t[j] >= 0) j = (j + 1) & (cap - 1);
         t[j] = s;
     }
@@ -82,7 +82,7 @@ static int reg(trie_ws *w, uint8_t final, const xgr_edge *e, int32_t n, int32_t 
     size_t j = h & (w->cap - 1);
     for (; w->table[j] >= 0; j = (j + 1) & (w->cap - 1)) {
         int32_t s = w->table[j];
-        if (w->hashes[s] == h && same_state(d, s, final, e, n)) {
+        if (w->hashes.data[s] == h && same_state(d, s, final, e, n)) {
             *out = s;
             return XGR_OK;
         }
@@ -92,12 +92,8 @@ static int reg(trie_ws *w, uint8_t final, const xgr_edge *e, int32_t n, int32_t 
                         w->c->orules.data[w->c->cur].name, (long long)w->budget);
     int32_t s = d->n;
     if (XGR_VEC_RESERVE(d->final, (size_t)s + 1) || XGR_VEC_RESERVE(d->ebeg, (size_t)s + 2) ||
-        XGR_VEC_RESERVE(d->edges, d->edges.len + (size_t)n))
+        XGR_VEC_RESERVE(d->edges, d->edges.len + (size_t)n) || XGR_VEC_PUSH(w->hashes, h))
         return XGR_ERR_NOMEM;
-    uint64_t *hs = xgr_realloc(w->hashes, ((size_t)s + 1) * sizeof *hs);
-    if (!hs) return XGR_ERR_NOMEM;
-    w->hashes = hs;
-    hs[s] = h;
     d->final.data[s] = final;
     d->final.len = (size_t)s + 1;
     if (s == 0) d->ebeg.data[0] = 0;
@@ -283,7 +279,7 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
     *built = 1;
 fail:
     free(w.table);
-    free(w.hashes);
+    XGR_VEC_FREE(w.hashes);
     XGR_VEC_FREE(w.stack);
 done:
     free(alts);

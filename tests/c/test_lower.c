@@ -1103,6 +1103,12 @@ static void test_literal_led_alternations(void) {
         CHECK(fsm_accepts_str(f, "\"w299\"") == 1 && fsm_accepts_str(f, "\"w300\"") == 0);
         xgr_fsm_free(f);
     }
+    /* the state budget holds on this path too: an error naming the rule, no automaton */
+    xgr_compile_options tiny = OPTS(100000, 16);
+    tiny.max_fsm_states = 5;
+    f = NULL;
+    CHECK(xgr_fsm_build(G, &tiny, &f) == XGR_ERR_LIMIT && f == NULL &&
+          strstr(xgr_last_error(), "'root'") != NULL);
     xgr_ir_free(G);
 }
 

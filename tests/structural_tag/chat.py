@@ -16,7 +16,7 @@ from st_support import BFCL, TEMPLATES
 
 # BFCL's schemas and answers are read the way the benchmarks read them (one copy of that code).
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-from bench.tools import _first, bfcl_schema  # noqa: E402,F401
+from bench.tools import bfcl_schema, call_args, load_pool  # noqa: E402,F401
 
 
 @lru_cache(maxsize=None)
@@ -81,12 +81,7 @@ def bfcl_cases(kind: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
         calls, ok = [], True
         for call in answers[d["id"]]:
             (name, params), = call.items()
-            args = {}
-            for k, cands in params.items():
-                v = _first(cands)
-                if v == "" and isinstance(cands, list) and "" in cands:
-                    continue
-                args[k] = v
+            args = call_args(params)
             name = tool_name(name)
             try:
                 jsonschema.validate(args, schemas[name])

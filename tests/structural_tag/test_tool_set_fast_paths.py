@@ -1,6 +1,7 @@
 """The paths that make a request with known tools cheap must not change what is compiled:
 the direct reader of plain JSON-schema tags, the process-wide memo of converted schemas
-(keyed by the schema's repr), and the C scanner behind ``max_json_nesting``."""
+(the JSON-schema front end's, keyed by the schema's repr), and the C scanner behind
+``max_json_nesting``."""
 
 import json
 import random
@@ -9,32 +10,23 @@ import pytest
 
 import xgrammar2 as xgr
 from xgrammar2.limits import check_json_nesting
-from xgrammar2.structural_tag import converter, nodes
+from xgrammar2 import json_schema
+from xgrammar2.structural_tag import nodes
 from xgrammar2.structural_tag.converter import structural_tag_to_ebnf
 
-from chat import bfcl_schema
-from st_support import BFCL
+from chat import load_pool
 
 
 def _bfcl_functions(limit=60):
-    out = {}
-    for path in sorted(BFCL.glob("BFCL_v4_*.json")):
-        if "java" in path.name or "javascript" in path.name:
-            continue
-        for line in path.read_text().splitlines():
-            if line.strip():
-                for fn in json.loads(line).get("function", []):
-                    out.setdefault(fn["name"], fn)
-        if len(out) >= limit:
-            break
-    return list(out.values())[:limit]
+    """BFCL functions with their parameters as JSON Schema (the benchmark's tool pool)."""
+    return [t.tool["function"] for t in load_pool(size=limit)]
 
 
 def _tag(fns, general=False):
     """A tools format; ``general`` spells each tag so that only the general reader takes it
     (an end list, an explicit style), with the same meaning."""
     def content(fn):
-        c = {"type": "json_schema", "json_schema": bfcl_schema(fn["parameters"])}
+        c = {"type": "json_schema", "json_schema": fn["parameters"]}
         if general:
             c["style"] = "json"
         return c
@@ -84,13 +76,15 @@ def test_known_tools_in_new_combinations_convert_as_if_new():
     for c, text in reversed(list(zip(combos, warm))):
         assert structural_tag_to_ebnf(_tag(c)) == text
         assert structural_tag_to_ebnf(_tag(c, general=True)) == text
-    hits_before = dict(converter._FRAGMENTS)
-    converter._FRAGMENTS.clear()
+    with json_schema._lock:
+        saved = list(json_schema._cache.items())
+        json_schema._cache.clear()
     try:
         for c, text in zip(combos, warm):
             assert structural_tag_to_ebnf(json.dumps(_tag(c))) == text
     finally:
-        converter._FRAGMENTS.update(hits_before)
+        with json_schema._lock:
+            json_schema._cache.update(saved)
 
 
 def test_schema_memo_tells_schemas_apart_by_value_and_order():

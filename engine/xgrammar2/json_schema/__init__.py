@@ -72,7 +72,7 @@ def _check_options(any_whitespace, indent, separators, max_whitespace_cnt):
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, separators=None,
                         strict_mode: bool = True, max_whitespace_cnt=None, lenient: bool = False,
-                        ref_resolver=None, _schema_text=None) -> ConversionResult:
+                        ref_resolver=None) -> ConversionResult:
     """Converts a JSON Schema to EBNF (root rule ``root``).
 
     Raises UnsupportedSchemaError (a keyword or value that cannot be enforced exactly; with
@@ -81,20 +81,17 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
 
     ``ref_resolver`` (xgrammar2 extension): a callable mapping an absolute document URI to a
     schema (dict/bool) or None; used for ``$ref`` to other documents, which are refused
-    otherwise. Results are not cached when it is given.
-
-    ``_schema_text`` (internal): ``json.dumps(schema, separators=(",", ":"))`` when the caller
-    has it already (the structural-tag converter keys its own lookups by it)."""
+    otherwise. Results are not cached when it is given."""
     _check_options(any_whitespace, indent, separators, max_whitespace_cnt)
     s = _load(schema)
     opts = (bool(any_whitespace), indent, tuple(separators) if separators else None, bool(strict_mode),
             max_whitespace_cnt, bool(lenient))
     try:
-        # Property order is part of the grammar (properties are emitted in schema order), so
-        # the key must keep it: never sort_keys here.
-        text = _schema_text if _schema_text is not None else json.dumps(s, separators=(",", ":"))
-        key = (text, opts) if ref_resolver is None else None
-    except (TypeError, ValueError):
+        # The repr of JSON data tells any two values apart (1 / "1" / true), keeps the
+        # property order the grammar enforces, and costs half a json.dumps: a tool schema
+        # seen in an earlier request costs one repr and one lookup.
+        key = (repr(s), opts) if ref_resolver is None else None
+    except Exception:  # noqa: BLE001 - a value whose repr fails is converted unkeyed
         key = None
     if key is not None:
         with _lock:
@@ -105,8 +102,8 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
             return ConversionResult(hit[0], list(hit[1]))
     # The $id/$anchor index is only needed when such keywords (or draft-04 "id") occur.
     text_key = key[0] if key is not None else None
-    need_index = text_key is None or any(k in text_key for k in ('"$id"', '"id"', '"$anchor"', '"$dynamicAnchor"',
-                                                                   '"$dynamicRef"'))
+    need_index = text_key is None or any(k in text_key for k in ("'$id'", "'id'", "'$anchor'", "'$dynamicAnchor'",
+                                                                   "'$dynamicRef'"))
     cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
     em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
                  max_whitespace_cnt=max_whitespace_cnt)

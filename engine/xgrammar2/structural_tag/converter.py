@@ -15,11 +15,10 @@ the language accepted for a tag is the one upstream accepts (checked in
   with their rules renamed apart (rules common to several schemas are shared).
 """
 
-import json
-import threading
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..json_schema import json_schema_to_ebnf as _default_json_schema_to_ebnf
 from . import nodes as N
 from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body
 from .tokens import TOKEN_ID_MAX, TokenResolver
@@ -31,12 +30,6 @@ JsonSchemaToEbnf = Callable[..., str]
 
 #: Code points matched by free text without excludes (upstream prints the same class).
 ANY_CHAR = "[\\0-\\U0010ffff]"
-
-
-def _default_json_schema_to_ebnf(schema: Any, **options: Any) -> str:
-    from ..json_schema import json_schema_to_ebnf  # the package's JSON-schema front end
-
-    return json_schema_to_ebnf(schema, **options)
 
 
 def structural_tag_to_ebnf(
@@ -133,7 +126,7 @@ class _Converter:
         # End strings of the enclosing tags, innermost last: free text stops before them.
         self.ends: List[List[str]] = []
         self._any_text_rule: Optional[str] = None
-        self._json_cache: Dict[Any, str] = {}
+        self._json_cache: Dict[Any, Tuple[str, Any]] = {}
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -250,36 +243,13 @@ class _Converter:
         return self.json_value(node, node.schema, hint="json_schema")
 
     def json_value(self, node: N.JSONSchema, schema: Any, hint: str, strict_mode: bool = True) -> str:
-        """The root rule of ``schema`` as JSON, with ``node``'s options."""
-        default = self.json_schema_to_ebnf is _default_json_schema_to_ebnf
-        # The repr of JSON data (dicts, lists, str, int, float, bool, None) tells any two
-        # values apart, keeps the property order the grammar enforces, and costs half a
-        # json.dumps: a tool seen in an earlier request costs one repr and two lookups.
-        try:
-            key = (repr(schema), strict_mode, node.max_whitespace_cnt, node.any_order,
-                   tuple(node.excludes), default or id(self.json_schema_to_ebnf))
-        except Exception:  # noqa: BLE001 - a value whose repr fails is converted unkeyed
-            key = None
-        if key is not None:
-            hit = self._json_cache.get(key)
-            if hit is not None:
-                return hit
-        text = _FRAGMENTS.get(key) if default and key is not None else None
-        if text is None:
-            try:
-                schema_text = json.dumps(schema, separators=(",", ":")) if default else None
-            except (TypeError, ValueError):
-                schema_text = None
-            text = self._convert_schema(node, schema, schema_text, strict_mode, default)
-            if default and key is not None and schema_text is not None:
-                _remember_fragment(key, text)
-        root = self.rules.embed(text, "root", hint)
-        if key is not None:
-            self._json_cache[key] = root
-        return root
-
-    def _convert_schema(self, node: N.JSONSchema, schema: Any, schema_text: Optional[str],
-                        strict_mode: bool, default: bool) -> str:
+        """The root rule of ``schema`` as JSON, with ``node``'s options. Converted schemas are
+        memoised by the JSON-schema front end across requests; here only within this tag,
+        by the schema's id (the entry keeps the schema alive, so the id is not reused)."""
+        key = (id(schema), strict_mode, node.max_whitespace_cnt, node.any_order, tuple(node.excludes))
+        hit = self._json_cache.get(key)
+        if hit is not None:
+            return hit[0]
         opts: Dict[str, Any] = dict(
             any_whitespace=True,
             indent=None,
@@ -293,10 +263,7 @@ class _Converter:
         if node.excludes:
             opts["excludes"] = list(node.excludes)
         try:
-            if default and schema_text is not None:
-                text = self.json_schema_to_ebnf(schema, _schema_text=schema_text, **opts)
-            else:
-                text = self.json_schema_to_ebnf(schema, **opts)
+            text = self.json_schema_to_ebnf(schema, **opts)
             if not isinstance(text, str):
                 text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
         except TypeError as e:
@@ -311,7 +278,9 @@ class _Converter:
             raise
         except ValueError as e:
             raise StructuralTagError(path_join(node.path, "json_schema"), str(e)) from e
-        return text
+        root = self.rules.embed(text, "root", hint)
+        self._json_cache[key] = (root, schema)
+        return root
 
     def visit_any_text(self, node: N.AnyText) -> str:
         token_ex = self.token_excludes(
@@ -487,20 +456,6 @@ class _Converter:
             rest = self.rules.add("token_triggered_tags_sub", tag_dispatch_body(pairs, loop, excludes))
             return self.rules.add("token_triggered_tags", f"{first} {rest}")
         return self.rules.add("token_triggered_tags", tag_dispatch_body(pairs, loop, excludes))
-
-
-# Process-wide: EBNF of schemas converted by the default converter, by (repr of the
-# schema, options). Bounded; the oldest entries go first.
-_FRAGMENTS: Dict[Any, str] = {}
-_FRAGMENTS_LIMIT = 4096
-_FRAGMENTS_LOCK = threading.Lock()
-
-
-def _remember_fragment(key: Any, text: str) -> None:
-    with _FRAGMENTS_LOCK:
-        _FRAGMENTS[key] = text
-        while len(_FRAGMENTS) > _FRAGMENTS_LIMIT:
-            del _FRAGMENTS[next(iter(_FRAGMENTS))]
 
 
 def warn_approximation(path: str, message: str) -> None:
