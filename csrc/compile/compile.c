@@ -276,7 +276,9 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     }
     for (int32_t r = 0; r < c->fsm->n_rules; r++) {
         c->rule_flat[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL;
-        c->rule_opaque[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL && c->fsm->rule_dispatch[r];
+        c->rule_opaque[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL && c->fsm->rule_dispatch[r]
+                                ? XGR_OPAQUE_DISPATCH
+                                : 0;
         atomic_init(&c->rule_keys[r], NULL);
         atomic_init(&c->flat_tables[r], NULL);
     }
@@ -286,8 +288,8 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     for (int32_t e = 0; e < c->fsm->n_edges; e++) {
         int32_t ref = c->fsm->edges[e].ref;
         if (ref >= 0 && c->fsm->rule_dispatch[c->fsm->state_rule[c->fsm->edges[e].target]] &&
-            c->fsm->rule_kind[ref] == XGR_RULE_NORMAL)
-            c->rule_opaque[ref] = 1;
+            c->fsm->rule_kind[ref] == XGR_RULE_NORMAL && !c->rule_opaque[ref])
+            c->rule_opaque[ref] = XGR_OPAQUE_GROUP;
     }
     for (int32_t e = 0; e < c->fsm->n_edges; e++)
         if (c->fsm->edges[e].ref >= 0) c->rule_flat[c->fsm->state_rule[c->fsm->edges[e].target]] = 0;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "lower_internal.h"
+#include "../common/token_marker.h"
 
 /* ---- output-rule table -------------------------------------------------------------- */
 
@@ -420,6 +421,21 @@ static int build_rule_dfa(lw_ctx *c, lw_dfa_ws *ws, int32_t id, int64_t remainin
     return rc;
 }
 
+/* Whether some literal holds a token marker: then byte 0xFF only ever starts a marker,
+ * and TagDispatch free text must not admit it (tag_dispatch.c). */
+static int has_markers(const xgr_grammar *g) {
+    for (size_t i = 0; i < g->nodes.len; i++) {
+        const xgr_node *nd = &g->nodes.data[i];
+        if (nd->kind != XGR_NODE_BYTES || nd->count < XGR_TOKEN_MARKER_LEN) continue;
+        const uint8_t *s = g->bytes.data + nd->off, *end = s + nd->count, *p = s;
+        while ((p = memchr(p, XGR_TOKEN_MARKER_LEAD, (size_t)(end - p))) != NULL) {
+            if (xgr_token_marker_id(p, (size_t)(end - p)) >= 0) return 1;
+            p++;
+        }
+    }
+    return 0;
+}
+
 int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm **out) {
     if (!g || !opts || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_fsm_build: NULL argument");
     *out = NULL;
@@ -431,6 +447,7 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     c.inline_max = opts->inline_max_states;
     c.rthresh = opts->repeat_threshold > 0 ? opts->repeat_threshold : 16;
     c.memo = opts->cross_grammar_cache != -1;
+    c.markers = has_markers(g);
     c.nfa_limit = 4 * c.max_states + 4096;
     if (c.nfa_limit > INT32_MAX / 2) c.nfa_limit = INT32_MAX / 2;
     lw_out o;

@@ -116,6 +116,7 @@ typedef struct lw_ctx {
     const xgr_grammar *g;
     int32_t max_rules, inline_max, rthresh;
     int memo;          /* determinise through the process-wide memo (dfa_memo.c) */
+    int markers;       /* the grammar has token-level terminals (common/token_marker.h) */
     lw_dfa memo_out;   /* its result for the current rule */
     int64_t max_states, nfa_limit;
     int status; /* first error of a pass that cannot return one directly */

@@ -25,7 +25,14 @@
  *   - Every other live state is final and has the full AC transition row (goto edges,
  *     the failure function folded in), minus edges into dead states. So the rule may end
  *     anywhere in free text, including right after a partial trigger.
- * Free text is any bytes (not only UTF-8). The parser rejects an excluded string that is
+ * Free text is any bytes (not only UTF-8), except in a grammar with token markers
+ * (common/token_marker.h: special tokens the grammar names, e.g. gpt-oss's <|end|>):
+ * there byte 0xFF only starts a marker, and free text never contains one. A special
+ * token is not text: an excluded "<|end|>" must not slip through as the token, and a
+ * channel's text must end where the grammar names that token. So 0xFF is read only along
+ * the trie (a trigger that spells a special token), and a trie node whose string holds
+ * a marker has no failure fallback and is not final: past a marker the text must go on
+ * to complete that trigger. The parser rejects an excluded string that is
  * a prefix of (or equal to) a trigger, as upstream does; the construction itself copes
  * with any sets (such a trigger is just dead).
  *
@@ -38,13 +45,14 @@
  * overlaid with u's trie children, computed in BFS order, so memory stays proportional
  * to the ranges actually needed rather than 256 entries a state. */
 #include "lower_internal.h"
+#include "../common/token_marker.h"
 
 typedef struct {
     uint8_t lo, hi;
     int32_t t;
 } td_range;
 
-enum { TD_EXCL = 1, TD_DEAD = 2 };
+enum { TD_EXCL = 1, TD_DEAD = 2, TD_MARK = 4 /* string holds a marker byte */ };
 
 /* Bound on the transition rows kept while building (64 Mi ranges, 512 MiB): only trigger
  * sets built to defeat the range compression (tens of thousands of strings branching on
@@ -54,6 +62,7 @@ enum { TD_EXCL = 1, TD_DEAD = 2 };
 typedef struct {
     const xgr_grammar *g;
     const xgr_node *nd;
+    int markers;    /* 0xFF is a marker lead, never free text */
     int32_t nt, np; /* triggers; triggers + excludes */
     /* trie, node 0 = root */
     int32_t n;
@@ -243,9 +252,11 @@ static int build_rows(td_work *w) {
         if (off > TD_MAX_RANGES)
             return xgr_fail(XGR_ERR_LIMIT, "TagDispatch automaton too large (more than %zu "
                                            "transition ranges)", TD_MAX_RANGES);
-        td_range base_root = {0, 255, 0};
-        const td_range *base = u ? w->rows.data + w->roff[w->fail[u]] : &base_root;
-        int32_t nb = u ? w->rlen[w->fail[u]] : 1;
+        /* the root row: every byte back to the root; 0xFF nowhere (-1) when it leads markers */
+        td_range base_root[2] = {{0, 255, 0}, {255, 255, -1}};
+        if (w->markers) base_root[0].hi = 254;
+        const td_range *base = u ? w->rows.data + w->roff[w->fail[u]] : base_root;
+        int32_t nb = u ? w->rlen[w->fail[u]] : 1 + w->markers;
         int32_t c = w->first[u];
         for (int32_t i = 0; i < nb; i++) {
             /* base may move when rows grows: reread it through the index each time */
@@ -263,8 +274,11 @@ static int build_rows(td_work *w) {
         w->roff[u] = (int32_t)off;
         w->rlen[u] = (int32_t)(w->rows.len - off);
         for (int32_t v = w->first[u]; v >= 0; v = w->next[v]) {
-            w->fail[v] = u ? row_step(w, w->fail[u], w->byte[v]) : 0;
+            int32_t f = u ? row_step(w, w->fail[u], w->byte[v]) : 0;
+            w->fail[v] = f < 0 ? 0 : f;
             if ((w->flag[v] & TD_EXCL) || (w->flag[w->fail[v]] & TD_DEAD)) w->flag[v] |= TD_DEAD;
+            if (w->markers && ((w->flag[u] & TD_MARK) || w->byte[v] == XGR_TOKEN_MARKER_LEAD))
+                w->flag[v] |= TD_MARK;
         }
     }
     return XGR_OK;
@@ -297,14 +311,16 @@ static int build_candidates(lw_ctx *c, td_work *w, int nonempty, int analysis) {
                                            "edges)", TD_MAX_RANGES);
         w->cbeg[u] = (int32_t)w->cedges.len;
         if (w->flag[u] & TD_DEAD) continue;
-        if (w->trig_head[u] < 0) {
+        if (w->trig_head[u] < 0 && !(w->flag[u] & TD_MARK)) {
             w->cfinal[u] = 1;
             const td_range *r = w->rows.data + w->roff[u];
             for (int32_t i = 0; i < w->rlen[u]; i++)
-                if (!(w->flag[r[i].t] & TD_DEAD) && (rc = push_edge(w, r[i].t, -1, r[i].lo, r[i].hi)))
+                if (r[i].t >= 0 && !(w->flag[r[i].t] & TD_DEAD) &&
+                    (rc = push_edge(w, r[i].t, -1, r[i].lo, r[i].hi)))
                     return rc;
             continue;
         }
+        /* a dispatching state, or one inside a marker: only the trie goes on */
         for (int32_t v = w->first[u]; v >= 0; v = w->next[v])
             if (!(w->flag[v] & TD_DEAD) && (rc = push_edge(w, v, -1, w->byte[v], w->byte[v])))
                 return rc;
@@ -440,6 +456,7 @@ static int td_construct(lw_ctx *c, int32_t node, int nonempty, int analysis, int
     memset(&w, 0, sizeof w);
     w.g = c->g;
     w.nd = &c->g->nodes.data[node];
+    w.markers = c->markers;
     w.nt = w.nd->count;
     w.np = w.nd->count + w.nd->min;
     int rc;
@@ -457,6 +474,7 @@ uint8_t lw_td_props(lw_ctx *c, int32_t id) {
      * no pattern loops on it, so the language is non-empty too: the common case. */
     uint8_t starts[256] = {0};
     int n_starts = 0;
+    if (c->markers) starts[XGR_TOKEN_MARKER_LEAD] = 1, n_starts = 1; /* never free text */
     for (int32_t k = 0; k < n->count + n->min; k++) {
         const xgr_node *b = &c->g->nodes.data[k < n->count ? pay[2 * k] : pay[n->count + k]];
         uint8_t ch = c->g->bytes.data[b->off];

@@ -26,6 +26,11 @@ enum {
                                  * ids = those now accepted, uncertain = still open */
 };
 
+/* rule_opaque kinds: a TagDispatch rule (its entries are shared by every grammar with the
+ * same triggers), or a rule a trigger hands over to (a tag group: unique to its request,
+ * so its entries are not shared and may look at what its references start with). */
+enum { XGR_OPAQUE_DISPATCH = 1, XGR_OPAQUE_GROUP = 2 };
+
 typedef struct xgr_mask_entry_s {
     atomic_int refcount; /* plain-layer entries may be shared across grammars */
     int32_t form;
@@ -99,7 +104,7 @@ struct xgr_compiled {
      * uncertain), so they depend on the rule alone and are shared by every grammar with
      * the same rule, whatever it references. Set for TagDispatch rules, whose references
      * (the tag bodies, different in every request) start only after a whole trigger. */
-    uint8_t *rule_opaque;
+    uint8_t *rule_opaque; /* 0, or XGR_OPAQUE_DISPATCH / XGR_OPAQUE_GROUP */
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     _Atomic(xgr_flat_table *) *flat_tables; /* per rule, built on first use */
     uint8_t *scannable;                 /* n_states: state has a byte edge */

@@ -5,8 +5,9 @@
 #include "compiled.h"
 #include "follow.h"
 #include "global_cache.h"
+#include "region.h"
 
-enum { V_ACCEPT = 0, V_REJECT = 1, V_UNCERTAIN = 2 };
+enum { V_ACCEPT = XGR_V_ACCEPT, V_REJECT = XGR_V_REJECT, V_UNCERTAIN = XGR_V_UNCERTAIN };
 
 /* pop[] flags: the rule can end here (POP_END), or a reference starts here in an opaque
  * rule (POP_REF, see compiled.h rule_opaque). A stored pop depth with POP_REF_BIT set
@@ -40,24 +41,6 @@ static int pop_continues(xgr_compiled *c, xgr_follow *fo, int32_t rule, const ui
         if (pop[e] && (uint32_t)e < len && follow_memo(c, fo, rule, tok + e, len - (uint32_t)e))
             return 1;
     return 0;
-}
-
-/* First sorted index >= i whose token does not start with prefix[0..plen); the tokens
- * i.. that do are contiguous because the order is lexicographic. */
-static int32_t prefix_range_end(const struct xgr_vocab *v, int32_t i, const uint8_t *prefix,
-                                uint32_t plen) {
-    int32_t lo = i + 1, hi = v->n_sorted; /* token i itself has the prefix */
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        uint32_t ml;
-        const uint8_t *mt = xgr_vocab_token(v, v->sorted[mid], &ml);
-        int has = ml >= plen && memcmp(mt, prefix, plen) == 0;
-        if (has)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 /* Steps token bytes either through the Earley parser or, for a plain slot of a rule
@@ -188,7 +171,10 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
 }
 
 /* (sorted position, depth) of every pop a context-free classification leaves open */
-typedef XGR_VEC(int32_t) pop_list;
+typedef xgr_pop_list pop_list;
+
+static void ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp,
+                      int32_t *stack, uint32_t out[8]);
 
 static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
                     const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc) {
@@ -213,7 +199,17 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     }
     uint8_t *pop = xgr_calloc(depth_cap, 1);    /* pop[e]: the rule can end after e bytes */
     int32_t *npop = xgr_calloc(depth_cap, sizeof *npop); /* pops in depths 1..e */
-    if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
+    /* A tag group's entries are its grammar's own (rule_key), so a reference start counts
+     * as a pop only where the token's next byte can start the reference: a whitespace run
+     * before a tool's arguments then rejects " the" at its second byte instead of keeping
+     * every token that starts with a space open. eff[] holds the pops that count. */
+    int refchk = slot < ns && c->rule_opaque[pop_rule] == XGR_OPAQUE_GROUP;
+    uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
+    uint32_t *seen = refchk ? xgr_calloc((size_t)c->fsm->n_states + 1, sizeof *seen) : NULL;
+    int32_t *stack = refchk ? xgr_malloc(((size_t)c->fsm->n_states + 1) * sizeof *stack) : NULL;
+    uint32_t stamp = 0, first[8];
+    int32_t first_state = -1;
+    if (!rc && (!pop || !npop || (refchk && (!eff || !seen || !stack)))) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
     w.base = w.ft ? 0 : xgr_parser_rows(p) - 1;
@@ -248,8 +244,27 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
          * same place with the same pops; only their bytes after each pop differ. Without
          * pops they are all rejected: find the end of that prefix range by binary search
          * instead of walking it (most states reject most first bytes). */
-        if (npop[d] == 0 && !tl->ids) {
-            int32_t end = prefix_range_end(v, i, tok, (uint32_t)d + 1);
+        const uint8_t *pp = pop;
+        int32_t live = npop[d];
+        if (refchk && live) {
+            live = 0;
+            for (int32_t e = 1; e <= d; e++) {
+                uint8_t q = pop[e] & POP_END;
+                if (pop[e] & POP_REF) {
+                    int32_t s = w.dstate[e];
+                    if (s != first_state) {
+                        ref_first(c->fsm, s, seen, ++stamp, stack, first);
+                        first_state = s;
+                    }
+                    if ((first[tok[e] >> 5] >> (tok[e] & 31)) & 1) q |= POP_REF;
+                }
+                eff[e] = q;
+                live += q != 0;
+            }
+            pp = eff;
+        }
+        if (live == 0 && !tl->ids) {
+            int32_t end = xgr_vocab_prefix_end(v, i, tok, (uint32_t)d + 1);
             memset(verdict + i, V_REJECT, (size_t)(end - i));
             i = end - 1;
             continue;
@@ -260,10 +275,10 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
             if (pops) {
                 /* context-free: keep every pop that leaves bytes for the caller */
                 verdict[j] = V_REJECT;
-                for (int32_t e = 1; e <= d; e++)
-                    if (pop[e] && (uint32_t)e < lj) {
+                for (int32_t e = 1; e <= d && live; e++)
+                    if (pp[e] && (uint32_t)e < lj) {
                         /* depths beyond the 15-bit field keep the token uncertain */
-                        int32_t rec = (pop[e] & POP_REF) || e >= (int32_t)POP_REF_BIT
+                        int32_t rec = (pp[e] & POP_REF) || e >= (int32_t)POP_REF_BIT
                                           ? (int32_t)(POP_REF_BIT | (e & 0x7fff))
                                           : e;
                         if (XGR_VEC_PUSH(*pops, j) || XGR_VEC_PUSH(*pops, rec)) {
@@ -273,7 +288,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
                         verdict[j] = V_UNCERTAIN;
                     }
             } else {
-                verdict[j] = npop[d] && pop_continues(c, fo, pop_rule, pop, d, tj, lj)
+                verdict[j] = live && pop_continues(c, fo, pop_rule, pp, d, tj, lj)
                                  ? V_UNCERTAIN
                                  : V_REJECT;
             }
@@ -286,6 +301,9 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
 out:
     free(pop);
     free(npop);
+    free(eff);
+    free(seen);
+    free(stack);
     free(w.dstate);
     return rc;
 }
@@ -326,9 +344,8 @@ static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, const int3
  * the whole vocabulary: most states reject most tokens, and a pass over 128k verdicts
  * would cost more than the classification did. The entry may be shared by other
  * grammars, so it holds no grammar-specific data. */
-static int make_raw_entry(const xgr_compiled *c, const uint8_t *verdict, const pop_list *pops,
-                          const pop_list *acc, xgr_mask_entry **out) {
-    const struct xgr_vocab *v = c->vocab;
+int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdict,
+                                 const pop_list *pops, const pop_list *acc, xgr_mask_entry **out) {
     int32_t n_acc = (int32_t)acc->len, n_unc = pop_tokens(pops);
     int32_t n_rej = v->n_sorted - n_acc - n_unc;
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
@@ -433,26 +450,124 @@ static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint
     return val;
 }
 
+/* Bytes that can start what a reference at `state` enters (the referenced rules' first
+ * bytes, through nullable references), as a 256-bit set; all bytes when one of them can
+ * derive the empty string (then anything after it decides). `seen` is per-state scratch,
+ * stamped with `stamp`. Exact for the grammar, so a token whose next byte is outside the
+ * set can never enter the reference. */
+static void ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp,
+                      int32_t *stack, uint32_t out[8]) {
+    memset(out, 0, 8 * sizeof *out);
+    int32_t sp = 0;
+    for (int32_t e = f->edge_begin[state]; e < f->edge_begin[state + 1]; e++) {
+        const xgr_edge *ed = &f->edges[e];
+        if (ed->ref < 0) continue;
+        if (f->rule_nullable[ed->ref]) {
+            memset(out, 0xff, 8 * sizeof *out);
+            return;
+        }
+        int32_t s0 = f->rule_start[ed->ref];
+        if (seen[s0] != stamp) seen[s0] = stamp, stack[sp++] = s0;
+    }
+    while (sp) {
+        int32_t s = stack[--sp];
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref < 0) {
+                for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
+                continue;
+            }
+            int32_t next[2] = {f->rule_start[ed->ref], f->rule_nullable[ed->ref] ? ed->target : -1};
+            for (int k = 0; k < 2; k++)
+                if (next[k] >= 0 && seen[next[k]] != stamp) seen[next[k]] = stamp, stack[sp++] = next[k];
+        }
+    }
+}
+
+/* Opaque rules record "a reference starts here" as a pop (POP_REF_BIT) without knowing the
+ * reference. For this grammar: can token bytes tok[d..) start it? Walks the token from
+ * `state` on the rule's own automaton to depth d (reusing the previous token's walk for a
+ * common prefix) and checks byte d against the references' first bytes there. */
+typedef struct {
+    const xgr_flat_table *ft;
+    int32_t rule_start;
+    int32_t *dstate; /* state at each depth of the previous token */
+    const uint8_t *prev;
+    uint32_t prev_len, valid; /* depths 0..valid hold prev's states */
+    int32_t first_state;      /* state whose first bytes are in `first` */
+    uint32_t first[8];
+    uint32_t *seen, stamp;
+    int32_t *stack;
+} ref_check;
+
+static int ref_viable(const xgr_fsm *f, ref_check *rk, const uint8_t *tok, uint32_t len, uint32_t d) {
+    if (d >= len) return 0;
+    uint32_t q = 0, m = len < rk->prev_len ? len : rk->prev_len;
+    while (q < rk->valid && q < m && q < d && tok[q] == rk->prev[q]) q++;
+    for (; q < d; q++) {
+        int32_t t = rk->ft->next[(size_t)(rk->dstate[q] - rk->rule_start) * (size_t)rk->ft->n_cls +
+                                 rk->ft->cls[tok[q]]];
+        if (t < 0) break;
+        rk->dstate[q + 1] = t;
+    }
+    rk->prev = tok;
+    rk->prev_len = len;
+    rk->valid = q;
+    if (q < d) return 1; /* cannot happen for a recorded pop; stay conservative */
+    int32_t s = rk->dstate[d];
+    int32_t e1 = f->edge_begin[s + 1];
+    if (e1 == f->edge_begin[s] || f->edges[e1 - 1].ref < 0) return 1; /* a deep END pop */
+    if (s != rk->first_state) {
+        rk->stamp++;
+        ref_first(f, s, rk->seen, rk->stamp, rk->stack, rk->first);
+        rk->first_state = s;
+    }
+    return (rk->first[tok[d] >> 5] >> (tok[d] & 31)) & 1;
+}
+
 /* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
- * pop could follow the rule somewhere in this grammar (stack-free over-approximation);
- * the rest are rejected. */
-static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask_entry *raw,
+ * pop could follow the rule somewhere in this grammar (stack-free over-approximation), or
+ * after a reference start in an opaque rule could start that reference; the rest are
+ * rejected. */
+static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entry *raw,
                    xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
+    const xgr_fsm *f = c->fsm;
+    int32_t rule = f->state_rule[state];
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
-    if (!e || !unc) {
+    ref_check rk;
+    memset(&rk, 0, sizeof rk);
+    rk.first_state = -1;
+    int rc = e && unc ? XGR_OK : XGR_ERR_NOMEM;
+    int opaque = c->rule_opaque[rule];
+    if (!rc && opaque && raw->n_uncertain) {
+        rk.rule_start = f->rule_start[rule];
+        rk.dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *rk.dstate);
+        rk.seen = xgr_calloc((size_t)f->n_states + 1, sizeof *rk.seen);
+        rk.stack = xgr_malloc(((size_t)f->n_states + 1) * sizeof *rk.stack);
+        if (!rk.dstate || !rk.seen || !rk.stack) rc = XGR_ERR_NOMEM;
+        if (!rc) rc = flat_table(c, rule, &rk.ft);
+        if (!rc) rk.dstate[0] = state;
+    }
+    if (rc) {
         free(e);
         free(unc);
-        return XGR_ERR_NOMEM;
+        free(rk.dstate);
+        free(rk.seen);
+        free(rk.stack);
+        return rc;
     }
     int32_t n = 0;
     /* A state that leaves most of the vocabulary open (the one-character body of a
      * compressed repetition) is always served through its callers' context entries, which
      * re-decide the raw list anyway: sharpening it would cost a follow check per token for
-     * nothing. Not for the root, which has no caller, nor without caller-context slots. */
-    int unsharpened = raw->n_uncertain > XGR_SHARPEN_MAX && rule != c->fsm->root &&
-                      c->n_slots > c->fsm->n_states;
+     * nothing. Not for the root, which has no caller, nor without caller-context slots,
+     * nor for opaque rules: their callers' entries are not shared, and their reference
+     * pops are settled by one byte here (a whitespace run before a tool's arguments leaves
+     * every token that starts with a space open until its second byte is checked). */
+    int unsharpened = raw->n_uncertain > XGR_SHARPEN_MAX && rule != f->root &&
+                      c->n_slots > f->n_states && !opaque;
     if (unsharpened) {
         memcpy(unc, raw->uncertain, (size_t)raw->n_uncertain * sizeof *unc);
         n = raw->n_uncertain;
@@ -462,12 +577,18 @@ static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t rule, xgr_mask_entry
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
         for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1]; k++) {
             uint32_t d = raw->pop_depth[k];
-            if ((d & POP_REF_BIT) || follow_memo(c, fo, rule, tok + d, len - d)) {
+            int keep = !(d & POP_REF_BIT) ? follow_memo(c, fo, rule, tok + d, len - d)
+                       : opaque          ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
+                                         : 1;
+            if (keep) {
                 unc[n++] = raw->uncertain[i];
                 break;
             }
         }
     }
+    free(rk.dstate);
+    free(rk.seen);
+    free(rk.stack);
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
     e->base = raw;
@@ -491,8 +612,10 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
     if (!k) {
         k = xgr_calloc(1, sizeof *k);
         if (!k) return XGR_ERR_NOMEM;
-        int rc = xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], (size_t)16 << 20, &k->bytes,
-                                 &k->len, &k->hash);
+        int rc = c->rule_opaque[rule] == XGR_OPAQUE_GROUP
+                     ? XGR_ERR_LIMIT /* its entries see its references (classify) */
+                     : xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], (size_t)16 << 20,
+                                       &k->bytes, &k->len, &k->hash);
         if (rc == XGR_ERR_LIMIT) {
             k->unshareable = 1; /* too big to be worth sharing */
         } else if (rc) {
@@ -586,8 +709,26 @@ static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *b
     return XGR_OK;
 }
 
+/* The context-free entry of `state` by one pass over the whole sorted vocabulary. */
+static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
+                        xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
+    if (!verdict) return XGR_ERR_NOMEM;
+    token_list tl = {v, NULL, v->n_sorted};
+    pop_list pops = {0}, acc = {0};
+    int rc = classify(c, p, fo, state, &tl, verdict, &pops, &acc);
+    if (!rc) rc = xgr_mask_entry_from_verdicts(v, verdict, &pops, &acc, out);
+    XGR_VEC_FREE(acc);
+    XGR_VEC_FREE(pops);
+    free(verdict);
+    return rc;
+}
+
 /* The context-free entry of plain slot `state`: from the cross-grammar cache when an
- * equal rule closure was seen before, else computed (and offered to the cache). */
+ * equal rule closure was seen before, else computed (and offered to the cache): from the
+ * shared entry of the loop the state lies on when there is one (region.c), else by a
+ * vocabulary pass. */
 static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
                      xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
@@ -600,18 +741,11 @@ static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sta
     }
     if (key && (*out = xgr_gcache_lookup(v->fingerprint, key->hash, key->bytes, key->len, local)))
         return XGR_OK;
-    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
-    pop_list pops = {0};
-    if (!verdict) return XGR_ERR_NOMEM;
-    token_list tl = {v, NULL, v->n_sorted};
-    pop_list acc = {0};
-    rc = classify(c, p, fo, state, &tl, verdict, &pops, &acc);
     xgr_mask_entry *e = NULL;
-    if (!rc) rc = make_raw_entry(c, verdict, &pops, &acc, &e);
-    XGR_VEC_FREE(acc);
-    free(verdict);
-    XGR_VEC_FREE(pops);
-    if (rc) return rc;
+    if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[rule] &&
+        (rc = xgr_region_raw_entry(c, p, state, &e)))
+        return rc;
+    if (!e && (rc = classify_all(c, p, fo, state, &e))) return rc;
     if (key) {
         xgr_mask_entry *shared =
             xgr_gcache_insert(v->fingerprint, key->hash, key->bytes, key->len, local, e);
@@ -751,9 +885,8 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     if (rc) return rc;
     if (slot < ns) {
         xgr_mask_entry *raw = NULL;
-        int32_t rule = c->fsm->state_rule[slot];
         rc = raw_entry(c, p, &fo, slot, &raw);
-        if (!rc) rc = sharpen(c, &fo, rule, raw, out);
+        if (!rc) rc = sharpen(c, &fo, slot, raw, out);
         xgr_mask_entry_release(raw);
         xgr_follow_free(&fo);
         return rc;

@@ -37,4 +37,22 @@ static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t 
     return v->data + v->offsets[id];
 }
 
+/* First sorted index >= i whose token does not start with prefix[0..plen); sorted token
+ * i itself has the prefix, and the tokens i.. that do are contiguous because the order is
+ * lexicographic. */
+static inline int32_t xgr_vocab_prefix_end(const struct xgr_vocab *v, int32_t i,
+                                           const uint8_t *prefix, uint32_t plen) {
+    int32_t lo = i + 1, hi = v->n_sorted;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        uint32_t ml;
+        const uint8_t *mt = xgr_vocab_token(v, v->sorted[mid], &ml);
+        if (ml >= plen && memcmp(mt, prefix, plen) == 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 #endif

@@ -657,6 +657,99 @@ static void test_runtime_masks(void) {
     xgr_vocab_release(v);
 }
 
+/* Special tokens the grammar spells (gpt-oss's <|end|>, as token markers) are never free
+ * text: an excluded spelling cannot slip through as its token, a token named elsewhere
+ * in the grammar is refused in free text, and past a trigger's marker the text must
+ * complete that trigger. Masks equal brute force along the way. */
+static int32_t acc_tok(xgr_matcher *m, int32_t t) {
+    int a = 0;
+    return xgr_matcher_accept_token(m, t, &a) == 0 && a;
+}
+
+static int32_t acc_text(xgr_matcher *m, const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!acc_tok(m, ids[i])) return 0;
+    return 1;
+}
+
+static void test_markers_are_not_free_text(void) {
+    /* 0..255 single bytes, then "<|s|>", "<|e|>", "<|x|>" (special), stop */
+    static const char *const sp[] = {"<|s|>", "<|e|>", "<|x|>"};
+    enum { S = 256, E = 257, X = 258, STOP = 259, N = 260 };
+    uint8_t data[512];
+    uint32_t off[N + 1], pos = 0;
+    for (int32_t i = 0; i < N; i++) {
+        off[i] = pos;
+        if (i < 256) {
+            data[pos++] = (uint8_t)i;
+        } else if (i < STOP) {
+            memcpy(data + pos, sp[i - 256], 5);
+            pos += 5;
+        }
+    }
+    off[N] = pos;
+    int32_t special[3] = {S, E, X}, stop = STOP;
+    xgr_vocab *v = NULL;
+    CHECK(xgr_vocab_new(data, off, N, N, special, 3, &stop, 1, &v) == 0);
+    xgr_grammar *g0 = parse("root ::= TagDispatch((\"<|s|>a\", o), loop_after_dispatch=true, "
+                            "excludes=(\"<|e|>\")) \"<|e|>\"\no ::= \"b\" | \"<|x|>\"\n");
+    /* the spellings, as the Python compiler passes them */
+    uint32_t soff[4] = {0, 5, 10, 15};
+    xgr_grammar *g = NULL;
+    CHECK(g0 && xgr_grammar_spell_tokens(g0, (const uint8_t *)"<|s|><|e|><|x|>", soff, special, 3,
+                                         &g) == 0 && g);
+    xgr_compiled *c = NULL;
+    CHECK(g && v && xgr_compile(g, v, NULL, &c) == 0);
+    if (!c) goto out;
+    size_t words = (N + 31) / 32;
+    int32_t row[9], brute[9];
+    int32_t hi[2] = {'h', 'i'}, z = 'z', a = 'a', b = 'b';
+    xgr_matcher *m = NULL;
+    /* free text, then the excluded token ends it and the stop token terminates */
+    CHECK(xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m) == 0);
+    CHECK(acc_text(m, hi, 2));
+    CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
+    CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
+    CHECK(memcmp(row, brute, words * 4) == 0);
+    CHECK(row[E / 32] >> (E % 32) & 1);
+    CHECK(row[S / 32] >> (S % 32) & 1);
+    CHECK(!(row[X / 32] >> (X % 32) & 1));  /* named by the grammar, but not free text */
+    CHECK(!(row[STOP / 32] >> (STOP % 32) & 1));
+    CHECK(!acc_tok(m, X));
+    CHECK(acc_tok(m, E));
+    CHECK(!acc_tok(m, 'h'));                /* the text ended with the token */
+    CHECK(acc_tok(m, STOP) && xgr_matcher_is_terminated(m));
+    xgr_matcher_free(m);
+    /* the trigger's token, then its text, dispatches; after the rule, free text again */
+    m = NULL;
+    CHECK(xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m) == 0);
+    CHECK(acc_tok(m, S));
+    CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
+    CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
+    CHECK(memcmp(row, brute, words * 4) == 0);
+    CHECK(row[a / 32] >> (a % 32) & 1);
+    CHECK(!(row[z / 32] >> (z % 32) & 1));  /* past a marker the trigger must complete */
+    CHECK(!(row[E / 32] >> (E % 32) & 1));
+    CHECK(!(row[STOP / 32] >> (STOP % 32) & 1));
+    CHECK(!acc_tok(m, z));
+    CHECK(acc_tok(m, a) && acc_tok(m, X) && acc_text(m, hi, 2) && acc_tok(m, E));
+    CHECK(acc_tok(m, STOP) && xgr_matcher_is_terminated(m));
+    xgr_matcher_free(m);
+    /* the trigger spelled as text dispatches too; a text "<|e|>" is still excluded */
+    m = NULL;
+    int32_t spelled[6] = {'<', '|', 's', '|', '>', 'a'}, etext[5] = {'<', '|', 'e', '|', '>'};
+    CHECK(xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m) == 0);
+    CHECK(acc_text(m, spelled, 6) && acc_tok(m, b) && acc_text(m, etext, 5));
+    CHECK(!acc_tok(m, 'h'));
+    CHECK(acc_tok(m, STOP) && xgr_matcher_is_terminated(m));
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+out:
+    xgr_grammar_release(g);
+    xgr_grammar_release(g0);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     test_round_trip();
     test_syntax_errors();
@@ -665,6 +758,7 @@ int main(void) {
     test_exact_nonempty();
     test_random_vs_oracle();
     test_runtime_masks();
+    test_markers_are_not_free_text();
     printf("test_tag_dispatch: %d checks, %d failures\n", n_check, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -185,3 +185,122 @@ def test_caller_context_entries_are_shared_across_grammars_and_exact() -> None:
         assert m.accept_string('[{"city": "Par' + text), text
         ok, why = masks_equal_oracle(m, tok.vocab_size)
         assert ok, (text, why)
+
+
+LOOP = r'"\"" ([^"\\\x00-\x1f] | "\\" ["\\/nt])* "\""'
+
+
+def test_loop_entries_are_shared_across_rules_and_exact() -> None:
+    """A string body inlined into two different rules (one reference-free, one recursive)
+    is one loop: the second grammar reuses the loop's entry though the rules' closures
+    differ (stats), and both give the oracle's masks inside the string, where tokens leave
+    it, and after it; the same masks as with every process-wide cache off."""
+    tok = tokenizer("llama-3.1")
+    flat = f'root ::= "{{\\"city\\": " {LOOP} ", \\"n\\": " [0-9]+ "}}"\n'
+    rec = (f'root ::= "{{\\"name\\": " {LOOP} ", \\"kids\\": [" (root ("," root)*)? "]}}"\n')
+
+    def compiled(src: str, **kw) -> xgr.CompiledGrammar:
+        return xgr.GrammarCompiler(tok, cache_enabled=False, **kw).compile_grammar(src)
+
+    m1 = xgr.GrammarMatcher(compiled(flat))
+    assert m1.accept_string('{"city": "Par')
+    ok, why = masks_equal_oracle(m1, tok.vocab_size)
+    assert ok, why
+    before = xgr.get_cross_grammar_cache_stats()
+    g2 = compiled(rec)
+    m2 = xgr.GrammarMatcher(g2)
+    assert m2.accept_string('{"name": "An')
+    ok, why = masks_equal_oracle(m2, tok.vocab_size)
+    assert ok, why
+    after = xgr.get_cross_grammar_cache_stats()
+    assert after["hits"] > before["hits"], (before, after)
+    plain = compiled(rec, cross_grammar_cache=False)
+    for text in ['{"name": "', '{"name": "An\\"n', '{"name": "Ann", "kids": [{"name": "B',
+                 '{"name": "Ann", "kids": [{"name": "Bo", "kids": []}', '{"name": "A", "kids": []']:
+        a, b = xgr.GrammarMatcher(g2), xgr.GrammarMatcher(plain)
+        assert a.accept_string(text) and b.accept_string(text), text
+        ok, why = masks_equal_oracle(a, tok.vocab_size)
+        assert ok, (text, why)
+        ma, mb = xgr.allocate_token_bitmask(1, tok.vocab_size), xgr.allocate_token_bitmask(1, tok.vocab_size)
+        a.fill_next_token_bitmask(ma)
+        b.fill_next_token_bitmask(mb)
+        assert (ma.numpy() == mb.numpy()).all(), text
+
+
+def test_string_entries_of_new_schemas_come_from_the_shared_loop() -> None:
+    """JSON schemas that differ only in their property names share their in-string masks
+    (inlined into each schema's own property rules): after the first schema, a new one's
+    strings hit the cache, with exact masks inside, across and after them."""
+    tok = tokenizer("llama-3.1")
+    c = xgr.GrammarCompiler(tok, cache_enabled=False)
+
+    def schema(k: int) -> dict:
+        return {"type": "object", "properties": {f"key{k}": {"type": "string"}, f"n{k}": {"type": "integer"},
+                                                 f"s{k}": {"type": "array", "items": {"type": "string"}}},
+                "required": [f"key{k}", f"n{k}", f"s{k}"]}
+
+    bm = xgr.allocate_token_bitmask(1, tok.vocab_size)
+    for k in range(3):
+        m = xgr.GrammarMatcher(c.compile_json_schema(schema(k)))
+        for i, text in enumerate([f'{{"key{k}": "ab', f'", "n{k}": 5, "s{k}": ["x', '", "y\\"']):
+            assert m.accept_string(text), text
+            before = xgr.get_cross_grammar_cache_stats()
+            m.fill_next_token_bitmask(bm)
+            after = xgr.get_cross_grammar_cache_stats()
+            if k and i < 2:  # the first visit of each string state of a new schema
+                assert after["hits"] > before["hits"], (k, text, before, after)
+            ok, why = masks_equal_oracle(m, tok.vocab_size)
+            assert ok, (k, text, why)
+
+
+def _tool_tag(names: list[str]) -> str:
+    import json
+
+    return json.dumps({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<function="],
+        "tags": [{"begin": f"<function={n}>", "content": {"type": "json_schema", "json_schema": {
+            "type": "object", "properties": {f"{n}_q": {"type": "string"}, "k": {"type": "integer"}},
+            "required": [f"{n}_q"]}}, "end": "</function>"} for n in names]}})
+
+
+@pytest.mark.parametrize("n_tools", [2, 12])
+def test_tool_arguments_after_whitespace_are_exact(n_tools: int) -> None:
+    """A tool's argument object inlined into the request's tag group, where a reference
+    start counts only if the token's next byte can begin it (so " the" after "{" is
+    rejected at its second byte): masks equal the oracle's after "{" and whitespace, in the
+    arguments and after the call, for few tools (general lowering) and many (direct)."""
+    tok = tokenizer("llama-3.1")
+    names = [f"tool{i}" for i in range(n_tools)]
+    g = xgr.GrammarCompiler(tok, cache_enabled=False).compile_structural_tag(_tool_tag(names))
+    for text in ["Sure. <function=tool1>{", "Sure. <function=tool1>{ ", "Sure. <function=tool1>{\n  ",
+                 'Sure. <function=tool1>{"tool1_q": "a b', 'Sure. <function=tool1>{"tool1_q": "a", "k": 1',
+                 'Sure. <function=tool1>{"tool1_q": "a"}', 'Sure. <function=tool1>{"tool1_q": "a"}</function> ok']:
+        m = xgr.GrammarMatcher(g)
+        assert m.accept_string(text), text
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, (text, why)
+
+
+def test_loops_through_final_states_are_shared_and_exact() -> None:
+    """A digit run that can end its rule is a loop with a final state: tokens that leave it
+    or die in it keep the depths where the rule could end. The loop entry is shared by a
+    reference-free rule and a recursive one, with the oracle's masks in both."""
+    tok = tokenizer("llama-3.1")
+    c = xgr.GrammarCompiler(tok, cache_enabled=False)
+    g1 = c.compile_grammar('root ::= "n=" [0-9]+ ("." [0-9]+)?')
+    g2 = c.compile_grammar('root ::= "(" root ")" | "v" [0-9]+ ("." [0-9]+)?')
+    bm = xgr.allocate_token_bitmask(1, tok.vocab_size)
+    m = xgr.GrammarMatcher(g1)
+    assert m.accept_string("n=12")
+    ok, why = masks_equal_oracle(m, tok.vocab_size)
+    assert ok, why
+    for g, text in [(g2, "((v12"), (g1, "n=1.25"), (g2, "((v1.5"), (g2, "(v3"), (g2, "v"), (g1, "n=")]:
+        m = xgr.GrammarMatcher(g)
+        assert m.accept_string(text), text
+        before = xgr.get_cross_grammar_cache_stats()
+        m.fill_next_token_bitmask(bm)
+        after = xgr.get_cross_grammar_cache_stats()
+        if text == "((v12":
+            assert after["hits"] > before["hits"], (before, after)
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, (text, why)

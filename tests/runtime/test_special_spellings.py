@@ -54,6 +54,31 @@ def test_harmony_tool_call_with_real_special_tokens_is_accepted_with_oracle_mask
             ok, why = masks_equal_oracle(m, ti.vocab_size)
             assert ok, (k, why)
         assert m.accept_token(t), f"step {k}: {hf.decode([t])!r} rejected"
+    # <|return|> is the stop token: the call is complete, so it ends the generation
+    assert m.accept_token(200002) and m.is_terminated()
+
+
+def test_harmony_free_text_never_holds_special_tokens(gptoss) -> None:
+    """A channel's text ends at the <|end|> token (an excluded spelling cannot slip through as
+    the token), and the special tokens the format names elsewhere are not text."""
+    hf, ti = gptoss
+    st = xgr.structural_tag.get_model_structural_tag("harmony", tools=WEATHER, reasoning=True)
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(ti).compile_structural_tag(st))
+    special = {n: hf.convert_tokens_to_ids(n) for n in
+               ("<|end|>", "<|start|>", "<|channel|>", "<|message|>", "<|call|>", "<|constrain|>")}
+    for t in hf.encode("<|channel|>analysis<|message|>Need the weather.", add_special_tokens=False):
+        assert m.accept_token(t)
+    bm = new_bitmask(ti.vocab_size)
+    m.fill_next_token_bitmask(bm)
+    ok = set(allowed(bm, ti.vocab_size)) & set(special.values())
+    assert ok == {special["<|end|>"]}, sorted(hf.convert_ids_to_tokens(sorted(ok)))
+    assert not m.accept_token(special["<|channel|>"])
+    assert m.accept_token(special["<|end|>"])
+    # the message is over: no more text, only the next message's header or the end
+    assert not m.accept_token(hf.encode(" more", add_special_tokens=False)[0])
+    m.fill_next_token_bitmask(bm)
+    assert special["<|start|>"] in allowed(bm, ti.vocab_size)
+    assert m.accept_token(200002) and m.is_terminated()
 
 
 def test_a_spelled_special_token_is_admitted_only_where_spelled(llama) -> None:

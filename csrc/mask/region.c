@@ -1,0 +1,444 @@
+/* Loop regions: context-free entries of loop states, shared across rules.
+ *
+ * Lowering inlines small rules, so the body of a JSON string ends up inside the rule of
+ * each property list, whose closure is unique to its schema: the entry of the in-string
+ * state could never be shared, and costs a vocabulary pass (~3 ms at 128k tokens) on its
+ * first visit in every request. The loop itself (the strongly connected component of the
+ * state) is the same in every schema; only where its exit edges lead differs. A region
+ * entry classifies the vocabulary by the loop alone: a token that stays inside it to its
+ * last byte is accepted, one that dies inside it is rejected, and one that leaves it
+ * through exit edge k after e bytes (with bytes left) is kept with (e, k). The key is the
+ * loop's canonical serialisation with its exit edges numbered, so every grammar with that
+ * loop shares the entry; each grammar then walks only the leaving tokens (about 1% of the
+ * vocabulary for a string) on its own automaton.
+ * A loop may hold final states (a digit run that can end its rule): a token that dies
+ * inside the loop or leaves it keeps the depths where the rule could have ended, as a
+ * vocabulary pass over the whole rule records them. */
+#include "region.h"
+
+#include "global_cache.h"
+
+#define RG_MAX_EXITS 32767 /* exit indices are stored in 16 bits */
+#define RG_LOCAL (-2)      /* the cache's local-state field for region entries */
+#define RG_EXIT 0xFFFFu    /* in a region entry's depth list: (exit depth, exit index) follow */
+
+typedef struct {
+    int32_t n;            /* loop states, in BFS order from the entry state */
+    int32_t *state;       /* local -> global */
+    int32_t *local;       /* global - rule start -> local, -1 outside the loop */
+    int32_t n_exit;
+    int32_t *exit_target; /* exit k -> global target state */
+    int32_t *exit_edge;   /* exit k -> global edge index */
+    xgr_keybuf key;
+    uint64_t hash;
+} region;
+
+static void region_free(region *R) {
+    free(R->state);
+    free(R->local);
+    free(R->exit_target);
+    free(R->exit_edge);
+    XGR_VEC_FREE(R->key);
+}
+
+static int32_t rule_end(const xgr_fsm *f, int32_t r) {
+    return r + 1 < f->n_rules ? f->rule_start[r + 1] : f->n_states;
+}
+
+/* Finds the loop of `state` (its strongly connected component within its rule) and
+ * serialises it; returns 0 in *ok when there is none, or a state on it enters a
+ * reference, or it has too many exits. */
+static int region_find(const xgr_fsm *f, int32_t state, region *R, int *ok) {
+    int32_t r = f->state_rule[state], s0 = f->rule_start[r], s1 = rule_end(f, r), n = s1 - s0;
+    int32_t e0 = f->edge_begin[s0], e1 = f->edge_begin[s1];
+    uint8_t *mark = xgr_calloc((size_t)n, 1); /* 1 forward, 2 backward */
+    int32_t *queue = xgr_malloc((size_t)n * sizeof *queue);
+    int32_t *local = xgr_malloc((size_t)n * sizeof *local);
+    int32_t *rbeg = xgr_calloc((size_t)n + 1, sizeof *rbeg);
+    int32_t *rsrc = xgr_malloc(((size_t)(e1 - e0) + 1) * sizeof *rsrc);
+    int rc = XGR_OK;
+    *ok = 0;
+    if (!mark || !queue || !local || !rbeg || !rsrc) {
+        rc = XGR_ERR_NOMEM;
+        goto out;
+    }
+    /* forward from state; reverse edges for the backward search (reference edges too: a
+     * loop through a child rule is not a byte loop, and is refused below) */
+    if (f->rule_kind[r] != XGR_RULE_NORMAL) goto out;
+    for (int32_t e = e0; e < e1; e++) rbeg[f->edges[e].target - s0 + 1]++;
+    for (int32_t i = 0; i < n; i++) rbeg[i + 1] += rbeg[i];
+    for (int32_t i = 0; i < n; i++) local[i] = rbeg[i];
+    for (int32_t s = s0; s < s1; s++)
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
+            rsrc[local[f->edges[e].target - s0]++] = s - s0;
+    int32_t qt = 0;
+    mark[state - s0] = 1;
+    queue[qt++] = state - s0;
+    for (int32_t qh = 0; qh < qt; qh++)
+        for (int32_t e = f->edge_begin[s0 + queue[qh]]; e < f->edge_begin[s0 + queue[qh] + 1]; e++) {
+            int32_t t = f->edges[e].target - s0;
+            if (!(mark[t] & 1)) mark[t] |= 1, queue[qt++] = t;
+        }
+    qt = 0;
+    mark[state - s0] |= 2;
+    queue[qt++] = state - s0;
+    for (int32_t qh = 0; qh < qt; qh++)
+        for (int32_t i = rbeg[queue[qh]]; i < rbeg[queue[qh] + 1]; i++)
+            if ((mark[rsrc[i]] & 1) && !(mark[rsrc[i]] & 2)) mark[rsrc[i]] |= 2, queue[qt++] = rsrc[i];
+    /* the loop: both marks; number it in BFS order from state over its own edges */
+    for (int32_t i = 0; i < n; i++) local[i] = -1;
+    int32_t nl = 0, inner = 0;
+    local[state - s0] = nl;
+    queue[nl++] = state - s0;
+    for (int32_t qh = 0; qh < nl; qh++) {
+        int32_t s = s0 + queue[qh];
+        if (f->edge_begin[s + 1] > f->edge_begin[s] && f->edges[f->edge_begin[s + 1] - 1].ref >= 0)
+            goto out; /* a loop state that enters a child rule: not a plain byte loop */
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            int32_t t = f->edges[e].target - s0;
+            if (mark[t] != 3) continue;
+            inner = 1;
+            if (local[t] < 0) local[t] = nl, queue[nl++] = t;
+        }
+    }
+    if (!inner) goto out; /* a state on no loop */
+    R->n = nl;
+    R->state = xgr_malloc((size_t)nl * sizeof *R->state);
+    if (!R->state) {
+        rc = XGR_ERR_NOMEM;
+        goto out;
+    }
+    for (int32_t i = 0; i < nl; i++) R->state[i] = s0 + queue[i];
+    int32_t ne = 0;
+    for (int32_t i = 0; i < nl; i++)
+        for (int32_t e = f->edge_begin[R->state[i]]; e < f->edge_begin[R->state[i] + 1]; e++)
+            ne += local[f->edges[e].target - s0] < 0;
+    if (ne > RG_MAX_EXITS) goto out;
+    R->exit_target = xgr_malloc(((size_t)ne + 1) * sizeof(int32_t));
+    R->exit_edge = xgr_malloc(((size_t)ne + 1) * sizeof(int32_t));
+    if (!R->exit_target || !R->exit_edge) {
+        rc = XGR_ERR_NOMEM;
+        goto out;
+    }
+    /* key: magic, size, then per state its finality and edges (lo, hi, local target or
+     * nl + exit index) */
+    if ((rc = xgr_keybuf_put32(&R->key, 0x324e4752u)) || (rc = xgr_keybuf_put32(&R->key, (uint32_t)nl)))
+        goto out;
+    for (int32_t i = 0; i < nl && !rc; i++) {
+        int32_t s = R->state[i];
+        rc = xgr_keybuf_put32(&R->key, (uint32_t)(f->edge_begin[s + 1] - f->edge_begin[s]) |
+                                           (uint32_t)f->final[s] << 31);
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1] && !rc; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            int32_t t = local[ed->target - s0], tag = t;
+            if (t < 0) {
+                R->exit_target[R->n_exit] = ed->target;
+                R->exit_edge[R->n_exit] = e;
+                tag = nl + R->n_exit++;
+            }
+            rc = xgr_keybuf_put32(&R->key, (uint32_t)ed->lo | (uint32_t)ed->hi << 8);
+            if (!rc) rc = xgr_keybuf_put32(&R->key, (uint32_t)tag);
+        }
+    }
+    if (rc) goto out;
+    uint64_t h = 0x7265676e6c6f6f70ULL;
+    size_t i = 0;
+    for (; i + 8 <= R->key.len; i += 8) {
+        uint64_t w;
+        memcpy(&w, R->key.data + i, 8);
+        h = xgr_hash_combine(h, w);
+    }
+    for (; i < R->key.len; i++) h = xgr_hash_combine(h, R->key.data[i]);
+    R->hash = h;
+    *ok = 1;
+out:
+    R->local = local; /* freed with R */
+    free(mark);
+    free(queue);
+    free(rbeg);
+    free(rsrc);
+    return rc;
+}
+
+/* The region entry: one pass over the sorted vocabulary on the loop alone. Uncertain
+ * tokens are those that leave the loop with bytes left, and those that die inside it after
+ * passing a final state; their depth list holds those pops, then for a leaving token
+ * RG_EXIT, the depth after the exit byte and the exit index. */
+static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const region *R,
+                           xgr_mask_entry **out) {
+    int32_t n = R->n;
+    int32_t *tab = xgr_malloc((size_t)n * 256 * sizeof *tab); /* >= 0 local, -1 dead, -2-k exit */
+    int32_t *dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *dstate);
+    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
+    xgr_pop_list pops = {0}, acc = {0};
+    int rc = XGR_OK;
+    if (!tab || !dstate || !verdict) {
+        rc = XGR_ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < (size_t)n * 256; i++) tab[i] = -1;
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t s = R->state[i];
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            int32_t t = -1;
+            if (k < R->n_exit && R->exit_edge[k] == e)
+                t = -2 - k++;
+            else
+                t = R->local[ed->target - f->rule_start[f->state_rule[s]]];
+            for (int b = ed->lo; b <= ed->hi; b++) tab[(size_t)i * 256 + (size_t)b] = t;
+        }
+    }
+    memset(verdict, XGR_V_REJECT, (size_t)v->n_sorted);
+    dstate[0] = 0;
+    int32_t cur = 0; /* depths 0..cur hold the previous token's states */
+    for (int32_t i = 0; i < v->n_sorted; i++) {
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_token(v, v->sorted[i], &len);
+        int32_t d = v->lcp[i] < cur ? v->lcp[i] : cur, x = 0;
+        while ((uint32_t)d < len && (x = tab[(size_t)dstate[d] * 256 + tok[d]]) >= 0) dstate[++d] = x;
+        cur = d;
+        if ((uint32_t)d == len) {
+            verdict[i] = XGR_V_ACCEPT;
+            if (XGR_VEC_PUSH(acc, i)) goto nomem;
+            continue;
+        }
+        /* every following token with bytes 0..d dies or leaves here alike, with the same
+         * pops (final loop states passed at depths 1..d) */
+        int32_t end = xgr_vocab_prefix_end(v, i, tok, (uint32_t)d + 1), npop = 0;
+        for (int32_t e = 1; e <= d; e++) npop += f->final[R->state[dstate[e]]];
+        if (x <= -2 || npop) {
+            for (int32_t j = i; j < end; j++) {
+                uint32_t lj;
+                xgr_vocab_token(v, v->sorted[j], &lj);
+                if (x <= -2 && lj == (uint32_t)d + 1) { /* ends right after the exit byte */
+                    verdict[j] = XGR_V_ACCEPT;
+                    if (XGR_VEC_PUSH(acc, j)) goto nomem;
+                    continue;
+                }
+                verdict[j] = XGR_V_UNCERTAIN;
+                for (int32_t e = 1; e <= d; e++)
+                    if (f->final[R->state[dstate[e]]] && (XGR_VEC_PUSH(pops, j) || XGR_VEC_PUSH(pops, e)))
+                        goto nomem;
+                if (x <= -2 && (XGR_VEC_PUSH(pops, j) || XGR_VEC_PUSH(pops, (int32_t)RG_EXIT) ||
+                                XGR_VEC_PUSH(pops, j) || XGR_VEC_PUSH(pops, d + 1) ||
+                                XGR_VEC_PUSH(pops, j) || XGR_VEC_PUSH(pops, -2 - x)))
+                    goto nomem;
+            }
+        }
+        i = end - 1;
+    }
+    rc = xgr_mask_entry_from_verdicts(v, verdict, &pops, &acc, out);
+    goto out;
+nomem:
+    rc = XGR_ERR_NOMEM;
+out:
+    free(tab);
+    free(dstate);
+    free(verdict);
+    XGR_VEC_FREE(pops);
+    XGR_VEC_FREE(acc);
+    return rc;
+}
+
+/* Target of `s` on byte b, or -1 (byte edges sorted by range, before ref edges). */
+static int32_t step(const xgr_fsm *f, int32_t s, uint8_t b) {
+    int32_t lo = f->edge_begin[s], hi = f->edge_begin[s + 1] - 1;
+    while (lo <= hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const xgr_edge *ed = &f->edges[mid];
+        if (ed->ref >= 0 || b < ed->lo)
+            hi = mid - 1;
+        else if (b > ed->hi)
+            lo = mid + 1;
+        else
+            return ed->target;
+    }
+    return -1;
+}
+
+/* Walks token bytes tok[e..len) on from exit target x, as a vocabulary pass over the whole
+ * rule would have gone on: through the automaton alone for a reference-free rule, else
+ * through the Earley parser with x as the outer item (rows shared with the previous token
+ * when it left through the same exit, for their common bytes). pop[q] says whether the rule
+ * can end after q more bytes. Returns the bytes walked before dying, or len - e. */
+typedef struct {
+    const xgr_fsm *f;
+    xgr_parser *p; /* NULL: automaton walk */
+    int32_t x;     /* exit target of the rows kept in p, -1 none */
+    const uint8_t *prev;
+    uint32_t prev_n, rows; /* previous suffix; rows 0..rows valid */
+    uint8_t *pop;
+} cont;
+
+static int cont_walk(cont *w, int32_t x, const uint8_t *s, uint32_t n, uint32_t *walked) {
+    const xgr_fsm *f = w->f;
+    if (!w->p) {
+        int32_t t = x;
+        uint32_t q = 0;
+        for (;; q++) {
+            w->pop[q] = f->final[t];
+            if (q == n || (t = step(f, t, s[q])) < 0) break;
+        }
+        *walked = q;
+        return XGR_OK;
+    }
+    uint32_t q = 0;
+    if (w->x == x) {
+        uint32_t m = n < w->prev_n ? n : w->prev_n;
+        while (q < m && q < w->rows && s[q] == w->prev[q]) q++;
+    } else {
+        xgr_item it = {x, XGR_ORIGIN_OUTER, 0};
+        int rc = xgr_parser_start(w->p, it);
+        if (rc) {
+            w->x = -1;
+            return rc;
+        }
+        w->x = x;
+        w->pop[0] = (uint8_t)w->p->popped;
+    }
+    for (; q < n; q++) {
+        int alive;
+        xgr_parser_truncate(w->p, (int32_t)q + 1);
+        int rc = xgr_parser_step(w->p, s[q], &alive);
+        if (rc) {
+            w->x = -1;
+            return rc;
+        }
+        if (!alive) break;
+        w->pop[q + 1] = (uint8_t)w->p->popped;
+    }
+    w->prev = s;
+    w->prev_n = n;
+    w->rows = q;
+    *walked = q;
+    return XGR_OK;
+}
+
+/* This grammar's entry from the region entry: the leaving tokens walked on from their
+ * exit targets, with the pops (the rule ends with bytes left) of those that die, as a
+ * vocabulary pass over the whole rule would have recorded them. */
+static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const region *R,
+                         const xgr_mask_entry *reg, xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    int32_t nu = reg->n_uncertain;
+    uint8_t *verdict = xgr_malloc((size_t)nu + 1);
+    XGR_VEC(uint16_t) depths = {0};
+    int32_t *dbeg = xgr_malloc(((size_t)nu + 1) * sizeof *dbeg);
+    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    cont w = {c->fsm, flat ? NULL : p, -1, NULL, 0, 0, xgr_malloc((size_t)v->max_token_len + 2)};
+    int rc = XGR_OK;
+    if (!verdict || !dbeg || !e || !w.pop) goto nomem;
+    int32_t n_acc = 0, n_unc = 0, n_rej = 0;
+    for (int32_t i = 0; i < nu; i++) {
+        uint32_t len, walked = 0;
+        const uint8_t *tok = xgr_vocab_token(v, reg->uncertain[i], &len);
+        int32_t k0 = reg->pop_begin[i], k1 = reg->pop_begin[i + 1], k = k0;
+        dbeg[i] = (int32_t)depths.len;
+        for (; k < k1 && reg->pop_depth[k] != RG_EXIT; k++) /* pops inside the loop */
+            if (XGR_VEC_PUSH(depths, reg->pop_depth[k])) goto nomem;
+        if (k == k1) { /* died inside the loop, after a final state */
+            verdict[i] = XGR_V_UNCERTAIN;
+            n_unc++;
+            continue;
+        }
+        uint32_t d = reg->pop_depth[k + 1];
+        int32_t x = R->exit_target[reg->pop_depth[k + 2]];
+        if ((rc = cont_walk(&w, x, tok + d, len - d, &walked))) goto out;
+        if (walked == len - d) {
+            depths.len = (size_t)dbeg[i];
+            verdict[i] = XGR_V_ACCEPT;
+            n_acc++;
+            continue;
+        }
+        for (uint32_t q = 0; q <= walked; q++) {
+            /* depths beyond the 15-bit field keep the token uncertain, as classify does */
+            uint32_t at = d + q;
+            uint16_t rec = (uint16_t)(at < 0x8000u ? at : 0x8000u | (at & 0x7fffu));
+            if (w.pop[q] && XGR_VEC_PUSH(depths, rec)) goto nomem;
+        }
+        verdict[i] = depths.len > (size_t)dbeg[i] ? XGR_V_UNCERTAIN : XGR_V_REJECT;
+        n_unc += verdict[i] == XGR_V_UNCERTAIN;
+        n_rej += verdict[i] == XGR_V_REJECT;
+    }
+    dbeg[nu] = (int32_t)depths.len;
+    atomic_init(&e->refcount, 1);
+    e->form = reg->form;
+    e->n_accepted = reg->n_accepted + n_acc;
+    size_t rw = (size_t)v->row_words, add = e->form == XGR_MASK_ACCEPTED_LIST ? (size_t)n_acc
+                                                   : e->form == XGR_MASK_REJECTED_LIST ? (size_t)n_rej
+                                                                                        : 0;
+    if (e->form == XGR_MASK_BITSET) {
+        if (!(e->bits = xgr_malloc(rw * sizeof *e->bits))) goto nomem;
+        memcpy(e->bits, reg->bits, rw * sizeof *e->bits);
+    } else {
+        e->n_ids = reg->n_ids + (int32_t)add;
+        if (!(e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids))) goto nomem;
+        memcpy(e->ids, reg->ids, (size_t)reg->n_ids * sizeof *e->ids);
+    }
+    e->n_uncertain = n_unc;
+    e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
+    e->pop_begin = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->pop_begin);
+    e->pop_depth = xgr_malloc((depths.len + 1) * sizeof *e->pop_depth);
+    if (!e->uncertain || !e->pop_begin || !e->pop_depth) goto nomem;
+    int32_t ki = reg->n_ids, ku = 0;
+    size_t np = 0;
+    for (int32_t i = 0; i < nu; i++) {
+        int32_t id = reg->uncertain[i];
+        if (verdict[i] == XGR_V_UNCERTAIN) {
+            e->pop_begin[ku] = (int32_t)np;
+            e->uncertain[ku++] = id;
+            for (int32_t q = dbeg[i]; q < dbeg[i + 1]; q++) e->pop_depth[np++] = depths.data[q];
+        } else if (verdict[i] == XGR_V_ACCEPT) {
+            if (e->form == XGR_MASK_BITSET) e->bits[id >> 5] |= 1u << (id & 31);
+            if (e->form == XGR_MASK_ACCEPTED_LIST) e->ids[ki++] = id;
+        } else if (e->form == XGR_MASK_REJECTED_LIST) {
+            e->ids[ki++] = id;
+        }
+    }
+    e->pop_begin[ku] = (int32_t)np;
+    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + np * 2 +
+               (e->form == XGR_MASK_BITSET ? rw * 4 : ((size_t)e->n_ids + 1) * 4);
+    *out = e;
+    e = NULL;
+    goto out;
+nomem:
+    rc = XGR_ERR_NOMEM;
+out:
+    xgr_mask_entry_free(e);
+    free(verdict);
+    free(dbeg);
+    free(w.pop);
+    XGR_VEC_FREE(depths);
+    return rc;
+}
+
+int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask_entry **out) {
+    *out = NULL;
+    if (c->vocab->max_token_len >= 0x7fff) return XGR_OK; /* exit depths are 16-bit */
+    region R;
+    memset(&R, 0, sizeof R);
+    int ok, rc = region_find(c->fsm, state, &R, &ok);
+    if (rc || !ok) {
+        region_free(&R);
+        return rc;
+    }
+    const struct xgr_vocab *v = c->vocab;
+    xgr_mask_entry *reg = xgr_gcache_lookup(v->fingerprint, R.hash, R.key.data, R.key.len, RG_LOCAL);
+    if (!reg) {
+        if ((rc = region_classify(v, c->fsm, &R, &reg))) {
+            region_free(&R);
+            return rc;
+        }
+        xgr_mask_entry *shared = xgr_gcache_insert(v->fingerprint, R.hash, R.key.data, R.key.len, RG_LOCAL, reg);
+        if (shared) {
+            xgr_mask_entry_release(reg);
+            reg = shared;
+        }
+    }
+    rc = region_finish(c, p, c->rule_flat[c->fsm->state_rule[state]], &R, reg, out);
+    xgr_mask_entry_release(reg);
+    region_free(&R);
+    return rc;
+}

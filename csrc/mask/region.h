@@ -1,0 +1,30 @@
+/* Loop regions (region.c): context-free entries of the loop states of reference-free
+ * rules, shared by every grammar whose automaton holds the same loop, whatever surrounds
+ * it. Also the few mask_cache.c pieces the region code builds entries with.
+ * Internal header. */
+#ifndef XGR_REGION_H
+#define XGR_REGION_H
+
+#include "compiled.h"
+
+enum { XGR_V_ACCEPT = 0, XGR_V_REJECT = 1, XGR_V_UNCERTAIN = 2 };
+
+/* (sorted vocabulary position, pop depth) pairs, positions ascending */
+typedef XGR_VEC(int32_t) xgr_pop_list;
+
+/* mask_cache.c: a context-free entry from a classification of the whole sorted
+ * vocabulary (verdicts by sorted position, the accepted positions, the uncertain ones with
+ * their pop depths), in the smallest of the three plain forms. */
+int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdict,
+                                 const xgr_pop_list *pops, const xgr_pop_list *acc,
+                                 xgr_mask_entry **out);
+
+/* The context-free entry of `state`, a state of a normal rule that lies on a loop of byte
+ * edges (no reference, no final state on it: a JSON string's body, a whitespace run),
+ * built from the loop's shared region entry (looked up in, or computed into, the
+ * cross-grammar cache) plus this grammar's walk of the tokens that leave the loop: on the
+ * rule's automaton, or with the Earley parser `p` (scratch) when the rule has references.
+ * *out = NULL when the state is not on such a loop. Thread-safe as the rest of the cache. */
+int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask_entry **out);
+
+#endif
