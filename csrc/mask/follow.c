@@ -13,6 +13,12 @@ void xgr_follow_free(xgr_follow *fo) {
 int xgr_follow_init(xgr_follow *fo, const xgr_fsm *f) {
     memset(fo, 0, sizeof *fo);
     fo->f = f;
+    return XGR_OK;
+}
+
+/* The return-point table and scratch sets, on first use. */
+static int follow_build(xgr_follow *fo) {
+    const xgr_fsm *f = fo->f;
     size_t nr = (size_t)f->n_rules, ns = (size_t)f->n_states;
     fo->ret_begin = xgr_calloc(nr + 1, sizeof *fo->ret_begin);
     fo->set_a = xgr_malloc((ns + 1) * sizeof *fo->set_a);
@@ -36,6 +42,7 @@ int xgr_follow_init(xgr_follow *fo, const xgr_fsm *f) {
     return XGR_OK;
 oom:
     xgr_follow_free(fo);
+    fo->f = f;
     return XGR_ERR_NOMEM;
 }
 
@@ -73,6 +80,7 @@ static void next_gen(xgr_follow *fo) {
 }
 
 int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n) {
+    if (!fo->ret && follow_build(fo)) return XGR_ERR_NOMEM;
     const xgr_fsm *f = fo->f;
     int32_t *cur = fo->set_a, *nxt = fo->set_b, nc = 0;
     next_gen(fo);

@@ -22,9 +22,12 @@ typedef struct {
     uint32_t gen;
 } xgr_follow;
 
+/* Cheap: the tables (a pass over every edge of the grammar, a few hundred µs for large
+ * tool grammars) are built on the first query, since most mask entries never need one. */
 int xgr_follow_init(xgr_follow *fo, const xgr_fsm *f);
 void xgr_follow_free(xgr_follow *fo);
-/* Could `s[0..n)` follow a completion of `rule` in some context? n >= 1. */
+/* Could `s[0..n)` follow a completion of `rule` in some context? n >= 1. Returns 1 / 0,
+ * or XGR_ERR_NOMEM when the tables could not be built. */
 int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n);
 
 #endif

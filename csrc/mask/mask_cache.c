@@ -432,6 +432,7 @@ static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint
     pthread_mutex_unlock(&c->fmemo_lock);
     if (val >= 0) return val;
     val = xgr_follow_possible(fo, rule, s, n);
+    if (val != 0 && val != 1) return 1; /* no tables (out of memory): keep the token open */
     pthread_mutex_lock(&c->fmemo_lock);
     /* Bounded: past XGR_FOLLOW_MEMO_MAX slots a grammar just stops memoising. */
     if ((c->fmemo_len + 1) * 10 <= c->fmemo_cap * 7 ||
