@@ -1,28 +1,134 @@
-/* Literal-led alternations built directly as a minimal acyclic DFA.
+/* Finite alternations built directly as a minimal acyclic DFA.
  *
- * A tool-call group ("name1>" R1 "</function>" | "name2>" R2 "</function>" | ...) and a
- * large enum ("\"red\"" | "\"green\"" | ...) are new in nearly every request, so the
- * automaton memo cannot help them, and the subset construction plus minimisation cost
- * about 1.5 ms for a hundred tools. Their language is finite over bytes and references,
- * so the minimal DFA can be built in linear time instead: every state is hash-consed on
- * (final, outgoing edges) bottom-up, the classic register construction for acyclic
- * automata. References stay references (never inlined), which the Earley parser handles
- * like any other ref edge. */
+ * A tool-call group ("name1>" R1 "</function>" | "name2>" R2 "</function>" | ...), the
+ * tag alternation of a chat format (Harmony's headers, with their special tokens spelled
+ * as ("<|channel|>" | Token) alternatives) and a large enum are new in nearly every
+ * request, so the automaton memo cannot help them, and the subset construction plus
+ * minimisation cost milliseconds for a hundred tools. Their language is finite over bytes
+ * and references, so the minimal DFA can be built in linear time instead: each
+ * alternative is expanded into words over bytes and references (a nested alternation of
+ * such words multiplies them, within bounds), the sorted words form a trie, and every
+ * state is hash-consed on (final, outgoing edges) bottom-up, the classic register
+ * construction for acyclic automata. References stay references (never inlined), which
+ * the Earley parser handles like any other ref edge. */
 #include "lower_internal.h"
 
 /* Below this many alternatives the general path (memoised across grammars) is as fast. */
 #define TRIE_MIN_ALTS 8
-/* Leading literals longer than this go the general way (bounds the recursion depth). */
-#define TRIE_MAX_LEAD 512
+/* Bounds of the expansion: words per top-level alternative, words, symbols, word length
+ * (the trie recursion goes as deep as a shared prefix). */
+#define TRIE_MAX_WORDS_PER_ALT 64
+#define TRIE_MAX_WORDS ((size_t)1 << 16)
+#define TRIE_MAX_SYMS ((size_t)1 << 22)
+#define TRIE_MAX_LEN 2048
+/* A word symbol: a byte (0..255), or TRIE_REF + a rule id (IR while expanding, output
+ * rule once resolved), so bytes sort before references as fsm.h orders edges. */
+#define TRIE_REF 256
 
+/* Words: word k is sym[off[k] .. off[k + 1]). */
 typedef struct {
-    int32_t node;  /* the alternative's node (SEQ or BYTES) */
-    int32_t first; /* kids index of its first element, or -1 for a lone BYTES node */
-    int32_t n_el;  /* elements */
-    const uint8_t *lead;
-    int32_t lead_len;
-    int32_t tail; /* state after the leading literal */
-} trie_alt;
+    XGR_VEC(int32_t) sym;
+    XGR_VEC(size_t) off; /* n_words + 1 */
+} words;
+
+static void words_free(words *w) {
+    XGR_VEC_FREE(w->sym);
+    XGR_VEC_FREE(w->off);
+}
+
+static size_t n_words(const words *w) { return w->off.len ? w->off.len - 1 : 0; }
+
+/* Replaces w by every word of w followed by the symbols s[0..n). */
+static int words_append(words *w, const int32_t *s, size_t n) {
+    size_t nw = n_words(w), old = w->sym.len;
+    if (old + nw * n > TRIE_MAX_SYMS) return 1;
+    if (XGR_VEC_RESERVE(w->sym, old + nw * n + 1)) return XGR_ERR_NOMEM;
+    /* back to front, so each word moves right by k * n without overwriting its source */
+    for (size_t k = nw; k-- > 0;) {
+        size_t a = w->off.data[k], b = w->off.data[k + 1];
+        if (b - a + n > TRIE_MAX_LEN) return 1;
+        memmove(w->sym.data + a + k * n, w->sym.data + a, (b - a) * sizeof(int32_t));
+        memcpy(w->sym.data + b + k * n, s, n * sizeof(int32_t));
+    }
+    for (size_t k = 1; k <= nw; k++) w->off.data[k] += k * n;
+    w->sym.len = old + nw * n;
+    return XGR_OK;
+}
+
+/* Replaces w by w followed by the language of IR node `node`; returns 1 (and leaves w
+ * undefined) when the node is not a finite alternation of bytes and references or the
+ * expansion exceeds its bounds. No side effects on the lowering context. */
+static int expand(const lw_ctx *c, int32_t node, words *w, int depth) {
+    const xgr_grammar *g = c->g;
+    const xgr_node *n = &g->nodes.data[node];
+    if (depth > 64) return 1;
+    switch (n->kind) {
+    case XGR_NODE_EMPTY:
+        return XGR_OK;
+    case XGR_NODE_BYTES: {
+        int32_t buf[64];
+        for (int32_t i = 0; i < n->count; i += 64) {
+            int32_t m = n->count - i < 64 ? n->count - i : 64;
+            for (int32_t k = 0; k < m; k++) buf[k] = g->bytes.data[n->off + i + k];
+            int rc = words_append(w, buf, (size_t)m);
+            if (rc) return rc;
+        }
+        return XGR_OK;
+    }
+    case XGR_NODE_REF: {
+        if (!(c->rflags[n->a] & RF_PROD)) return 1;
+        if (!(c->rflags[n->a] & RF_NE)) return XGR_OK; /* derives only "": no edge (nfa.c) */
+        int32_t sym = TRIE_REF + n->a;
+        return words_append(w, &sym, 1);
+    }
+    case XGR_NODE_SEQ:
+        for (int32_t i = 0; i < n->count; i++) {
+            int rc = expand(c, g->kids.data[n->off + i], w, depth + 1);
+            if (rc) return rc;
+        }
+        return XGR_OK;
+    case XGR_NODE_ALT: {
+        words out = {0}, part = {0};
+        int rc = XGR_OK;
+        for (int32_t i = 0; i < n->count && !rc; i++) {
+            part.sym.len = part.off.len = 0;
+            if (XGR_VEC_RESERVE(part.sym, w->sym.len + 1) || XGR_VEC_RESERVE(part.off, w->off.len)) {
+                rc = XGR_ERR_NOMEM;
+                break;
+            }
+            if (w->sym.len) memcpy(part.sym.data, w->sym.data, w->sym.len * sizeof(int32_t));
+            if (w->off.len) memcpy(part.off.data, w->off.data, w->off.len * sizeof(size_t));
+            part.sym.len = w->sym.len;
+            part.off.len = w->off.len;
+            if ((rc = expand(c, g->kids.data[n->off + i], &part, depth + 1))) break;
+            size_t base = out.sym.len, np = n_words(&part);
+            if (n_words(&out) + np > TRIE_MAX_WORDS || base + part.sym.len > TRIE_MAX_SYMS) {
+                rc = 1;
+                break;
+            }
+            if (XGR_VEC_RESERVE(out.sym, base + part.sym.len + 1) ||
+                XGR_VEC_RESERVE(out.off, out.off.len + np + 1)) {
+                rc = XGR_ERR_NOMEM;
+                break;
+            }
+            if (part.sym.len) memcpy(out.sym.data + base, part.sym.data, part.sym.len * sizeof(int32_t));
+            out.sym.len = base + part.sym.len;
+            if (!out.off.len) out.off.data[out.off.len++] = 0;
+            for (size_t k = 1; k <= np; k++) out.off.data[out.off.len++] = base + part.off.data[k];
+        }
+        words_free(&part);
+        if (rc) {
+            words_free(&out);
+            return rc;
+        }
+        words_free(w);
+        *w = out;
+        return XGR_OK;
+    }
+    default:
+        return 1;
+    }
+}
 
 typedef struct {
     lw_ctx *c;
@@ -112,92 +218,70 @@ static int reg1(trie_ws *w, int32_t ref, uint8_t ch, int32_t target, int32_t *ou
     return reg(w, 0, &e, 1, out);
 }
 
-/* Does the element list of alternative `node` fit (a leading literal, then literals,
- * references to productive rules and empties)? Fills a's shape; no side effects. */
-static int alt_shape(const lw_ctx *c, int32_t node, trie_alt *a) {
-    const xgr_grammar *g = c->g;
-    const xgr_node *n = &g->nodes.data[node];
-    a->node = node;
-    if (n->kind == XGR_NODE_BYTES) {
-        a->first = -1;
-        a->n_el = 1;
-    } else if (n->kind == XGR_NODE_SEQ && n->count >= 1) {
-        a->first = n->off;
-        a->n_el = n->count;
-    } else {
-        return 0;
-    }
-    for (int32_t i = 0; i < a->n_el; i++) {
-        const xgr_node *el = a->first < 0 ? n : &g->nodes.data[g->kids.data[a->first + i]];
-        if (i == 0) {
-            if (el->kind != XGR_NODE_BYTES || el->count < 1 || el->count > TRIE_MAX_LEAD) return 0;
-            a->lead = g->bytes.data + el->off;
-            a->lead_len = el->count;
-        } else if (el->kind == XGR_NODE_REF) {
-            if (!(c->rflags[el->a] & RF_PROD)) return 0;
-        } else if (el->kind != XGR_NODE_BYTES && el->kind != XGR_NODE_EMPTY) {
-            return 0;
-        }
-    }
-    return 1;
+typedef struct {
+    const words *w;
+    int32_t *order; /* word indices, sorted */
+    int32_t final_state;
+} trie_in;
+
+static int cmp_words(const words *w, int32_t x, int32_t y) {
+    const int32_t *a = w->sym.data + w->off.data[x], *b = w->sym.data + w->off.data[y];
+    size_t la = w->off.data[x + 1] - w->off.data[x], lb = w->off.data[y + 1] - w->off.data[y];
+    for (size_t i = 0; i < la && i < lb; i++)
+        if (a[i] != b[i]) return a[i] < b[i] ? -1 : 1;
+    return (la > lb) - (la < lb);
 }
 
-/* The state after alternative a's leading literal: its other elements, as a chain. */
-static int build_tail(trie_ws *w, trie_alt *a, int32_t final_state) {
-    lw_ctx *c = w->c;
-    const xgr_grammar *g = c->g;
-    int32_t cur = final_state;
-    int rc;
-    for (int32_t i = a->n_el - 1; i >= 1; i--) {
-        const xgr_node el = g->nodes.data[g->kids.data[a->first + i]];
-        if (el.kind == XGR_NODE_BYTES) {
-            for (int32_t k = el.count - 1; k >= 0; k--)
-                if ((rc = reg1(w, -1, g->bytes.data[el.off + k], cur, &cur))) return rc;
-        } else if (el.kind == XGR_NODE_REF && (c->rflags[el.a] & RF_NE)) {
-            int32_t o; /* (a rule deriving only "" needs no edge, as in nfa.c) */
-            if ((rc = lw_ref_rule(c, el.a, 0, &o))) return rc;
-            if ((rc = reg1(w, o, 0, cur, &cur))) return rc;
-        }
+static int cmp_words_ctx(const void *ctx, int32_t x, int32_t y) { return cmp_words(ctx, x, y); }
+
+static int32_t word_len(const words *w, int32_t k) {
+    return (int32_t)(w->off.data[k + 1] - w->off.data[k]);
+}
+
+static int32_t word_sym(const words *w, int32_t k, int32_t i) { return w->sym.data[w->off.data[k] + (size_t)i]; }
+
+/* Adds the edge on `sym` to the node whose edges start at stack index `base`. */
+static int push_edge(trie_ws *w, size_t base, int32_t sym, int32_t child) {
+    xgr_edge *last = w->stack.len > base ? &w->stack.data[w->stack.len - 1] : NULL;
+    if (sym < TRIE_REF && last && last->ref < 0 && last->target == child && last->hi + 1 == sym) {
+        last->hi = (uint8_t)sym; /* adjacent bytes to the same state: one range (fsm.h) */
+        return XGR_OK;
     }
-    a->tail = cur;
-    return XGR_OK;
+    xgr_edge e = {child, sym < TRIE_REF ? -1 : sym - TRIE_REF, (uint8_t)(sym < TRIE_REF ? sym : 0),
+                  (uint8_t)(sym < TRIE_REF ? sym : 0)};
+    return XGR_VEC_PUSH(w->stack, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
-static int cmp_lead(const void *x, const void *y) {
-    const trie_alt *a = x, *b = y;
-    int32_t n = a->lead_len < b->lead_len ? a->lead_len : b->lead_len;
-    int r = memcmp(a->lead, b->lead, (size_t)n);
-    return r ? r : (a->lead_len > b->lead_len) - (a->lead_len < b->lead_len);
-}
-
-/* The state reading the rest (from byte `depth` on) of alternatives alts[lo..hi), which
- * share their first `depth` bytes. */
-static int build_trie(trie_ws *w, trie_alt *alts, int32_t lo, int32_t hi, int32_t depth,
+/* The state reading the rest (from symbol `depth` on) of the sorted, distinct words
+ * order[lo..hi), which share their first `depth` symbols. */
+static int build_trie(trie_ws *w, const trie_in *in, int32_t lo, int32_t hi, int32_t depth,
                       int32_t *out) {
+    const words *ws = in->w;
+    uint8_t final = 0;
+    if (word_len(ws, in->order[lo]) == depth) final = 1, lo++; /* the shortest sorts first */
     size_t base = w->stack.len; /* children push and pop above this before we push */
     int rc;
     for (int32_t i = lo; i < hi;) {
-        uint8_t ch = alts[i].lead[depth];
+        int32_t sym = word_sym(ws, in->order[i], depth);
         int32_t j = i + 1;
-        while (j < hi && alts[j].lead[depth] == ch) j++;
+        while (j < hi && word_sym(ws, in->order[j], depth) == sym) j++;
         int32_t child;
-        if (j == i + 1) { /* one alternative left: the rest of its literal is a chain */
-            child = alts[i].tail;
-            for (int32_t k = alts[i].lead_len - 1; k > depth; k--)
-                if ((rc = reg1(w, -1, alts[i].lead[k], child, &child))) return rc;
-        } else if ((rc = build_trie(w, alts, i, j, depth + 1, &child))) {
+        if (j == i + 1) { /* one word left: the rest of it is a chain */
+            int32_t k = in->order[i];
+            child = in->final_state;
+            for (int32_t q = word_len(ws, k) - 1; q > depth; q--) {
+                int32_t s = word_sym(ws, k, q);
+                if ((rc = reg1(w, s < TRIE_REF ? -1 : s - TRIE_REF, (uint8_t)(s < TRIE_REF ? s : 0),
+                               child, &child)))
+                    return rc;
+            }
+        } else if ((rc = build_trie(w, in, i, j, depth + 1, &child))) {
             return rc;
         }
-        xgr_edge *last = w->stack.len > base ? &w->stack.data[w->stack.len - 1] : NULL;
-        if (last && last->target == child && last->hi + 1 == ch) {
-            last->hi = ch; /* adjacent bytes to the same state: one range (fsm.h) */
-        } else {
-            xgr_edge e = {child, -1, ch, ch};
-            if (XGR_VEC_PUSH(w->stack, e)) return XGR_ERR_NOMEM;
-        }
+        if ((rc = push_edge(w, base, sym, child))) return rc;
         i = j;
     }
-    rc = reg(w, 0, w->stack.data + base, (int32_t)(w->stack.len - base), out);
+    rc = reg(w, final, w->stack.data + base, (int32_t)(w->stack.len - base), out);
     w->stack.len = base;
     return rc;
 }
@@ -246,42 +330,73 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
         node = g->kids.data[g->nodes.data[node].off];
     const xgr_node alt = g->nodes.data[node];
     if (alt.kind != XGR_NODE_ALT || alt.count < TRIE_MIN_ALTS) return XGR_OK;
-    trie_alt *alts = xgr_malloc((size_t)alt.count * sizeof *alts);
-    if (!alts) return XGR_ERR_NOMEM;
+    /* every alternative must expand (no side effects until all have) */
+    words all = {0}, one = {0};
+    int32_t *order = NULL, *tmp = NULL;
     int rc = XGR_OK;
-    for (int32_t i = 0; i < alt.count; i++) {
-        int32_t k = g->kids.data[alt.off + i];
-        while (g->nodes.data[k].kind == XGR_NODE_SEQ && g->nodes.data[k].count == 1 &&
-               g->nodes.data[g->kids.data[g->nodes.data[k].off]].kind == XGR_NODE_SEQ)
-            k = g->kids.data[g->nodes.data[k].off];
-        if (!alt_shape(c, k, &alts[i])) goto done;
+    for (int32_t i = 0; i < alt.count && !rc; i++) {
+        one.sym.len = one.off.len = 0;
+        if (XGR_VEC_PUSH(one.off, 0) || XGR_VEC_PUSH(one.off, 0)) {
+            rc = XGR_ERR_NOMEM;
+            break;
+        }
+        if ((rc = expand(c, g->kids.data[alt.off + i], &one, 0))) break;
+        size_t base = all.sym.len, np = n_words(&one);
+        if (np > TRIE_MAX_WORDS_PER_ALT || n_words(&all) + np > TRIE_MAX_WORDS ||
+            base + one.sym.len > TRIE_MAX_SYMS) {
+            rc = 1;
+            break;
+        }
+        if (XGR_VEC_RESERVE(all.sym, base + one.sym.len + 1) ||
+            XGR_VEC_RESERVE(all.off, all.off.len + np + 1)) {
+            rc = XGR_ERR_NOMEM;
+            break;
+        }
+        if (one.sym.len) memcpy(all.sym.data + base, one.sym.data, one.sym.len * sizeof(int32_t));
+        all.sym.len = base + one.sym.len;
+        if (!all.off.len) all.off.data[all.off.len++] = 0;
+        for (size_t k = 1; k <= np; k++) all.off.data[all.off.len++] = base + one.off.data[k];
     }
-    qsort(alts, (size_t)alt.count, sizeof *alts, cmp_lead);
-    /* Deterministic only when no leading literal is a prefix of another (sorted order
-     * puts such a pair next to each other). */
-    for (int32_t i = 0; i + 1 < alt.count; i++)
-        if (alts[i].lead_len <= alts[i + 1].lead_len &&
-            memcmp(alts[i].lead, alts[i + 1].lead, (size_t)alts[i].lead_len) == 0)
-            goto done;
+    words_free(&one);
+    if (rc) {
+        words_free(&all);
+        return rc == 1 ? XGR_OK : rc; /* 1: not this shape, the general path takes it */
+    }
+    /* resolve references to output rules (creates them: committed from here on) */
+    for (size_t i = 0; i < all.sym.len && !rc; i++)
+        if (all.sym.data[i] >= TRIE_REF) {
+            int32_t r;
+            if (!(rc = lw_ref_rule(c, all.sym.data[i] - TRIE_REF, 0, &r))) all.sym.data[i] = TRIE_REF + r;
+        }
+    int32_t nw = (int32_t)n_words(&all);
+    order = xgr_malloc(((size_t)nw + 1) * sizeof *order);
+    tmp = xgr_malloc(((size_t)nw + 1) * sizeof *tmp);
+    if (!rc && (!order || !tmp)) rc = XGR_ERR_NOMEM;
     trie_ws w;
     memset(&w, 0, sizeof w);
+    if (rc) goto done;
+    for (int32_t i = 0; i < nw; i++) order[i] = i;
+    lw_sort_i32(order, (size_t)nw, tmp, cmp_words_ctx, &all);
+    int32_t m = 0; /* distinct words */
+    for (int32_t i = 0; i < nw; i++)
+        if (!m || cmp_words(&all, order[m - 1], order[i])) order[m++] = order[i];
     w.c = c;
     w.d = out;
     w.budget = budget;
     out->n = 0;
     out->final.len = out->ebeg.len = out->edges.len = 0;
-    int32_t final_state, start;
-    if ((rc = reg(&w, 1, NULL, 0, &final_state))) goto fail;
-    for (int32_t i = 0; i < alt.count; i++)
-        if ((rc = build_tail(&w, &alts[i], final_state))) goto fail;
-    if ((rc = build_trie(&w, alts, 0, alt.count, 0, &start))) goto fail;
-    if ((rc = renumber(out, start))) goto fail;
+    trie_in in = {&all, order, -1};
+    int32_t start;
+    if ((rc = reg(&w, 1, NULL, 0, &in.final_state))) goto done;
+    if ((rc = build_trie(&w, &in, 0, m, 0, &start))) goto done;
+    if ((rc = renumber(out, start))) goto done;
     *built = 1;
-fail:
+done:
     free(w.table);
     XGR_VEC_FREE(w.hashes);
     XGR_VEC_FREE(w.stack);
-done:
-    free(alts);
+    free(order);
+    free(tmp);
+    words_free(&all);
     return rc;
 }

@@ -501,11 +501,12 @@ typedef struct {
     int32_t *stack;
 } ref_check;
 
-static int ref_viable(const xgr_fsm *f, ref_check *rk, const uint8_t *tok, uint32_t len, uint32_t d) {
-    if (d >= len) return 0;
+/* Walks tok from the slot state to depth `upto` (reusing the previous token's states for
+ * a common prefix); returns the depth reached: `upto`, or where the byte has no edge. */
+static uint32_t walk_to(ref_check *rk, const uint8_t *tok, uint32_t len, uint32_t upto) {
     uint32_t q = 0, m = len < rk->prev_len ? len : rk->prev_len;
-    while (q < rk->valid && q < m && q < d && tok[q] == rk->prev[q]) q++;
-    for (; q < d; q++) {
+    while (q < rk->valid && q < m && q < upto && tok[q] == rk->prev[q]) q++;
+    for (; q < upto; q++) {
         int32_t t = rk->ft->next[(size_t)(rk->dstate[q] - rk->rule_start) * (size_t)rk->ft->n_cls +
                                  rk->ft->cls[tok[q]]];
         if (t < 0) break;
@@ -514,7 +515,12 @@ static int ref_viable(const xgr_fsm *f, ref_check *rk, const uint8_t *tok, uint3
     rk->prev = tok;
     rk->prev_len = len;
     rk->valid = q;
-    if (q < d) return 1; /* cannot happen for a recorded pop; stay conservative */
+    return q;
+}
+
+static int ref_viable(const xgr_fsm *f, ref_check *rk, const uint8_t *tok, uint32_t len, uint32_t d) {
+    if (d >= len) return 0;
+    if (walk_to(rk, tok, len, d) < d) return 1; /* cannot happen for a recorded pop; stay conservative */
     int32_t s = rk->dstate[d];
     int32_t e1 = f->edge_begin[s + 1];
     if (e1 == f->edge_begin[s] || f->edges[e1 - 1].ref < 0) return 1; /* a deep END pop */
@@ -576,16 +582,28 @@ static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entr
     for (int32_t i = 0; i < raw->n_uncertain && !unsharpened; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
-        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1]; k++) {
+        int keep = 0, only_refs = opaque;
+        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !keep; k++) {
             uint32_t d = raw->pop_depth[k];
-            int keep = !(d & POP_REF_BIT) ? follow_memo(c, fo, rule, tok + d, len - d)
-                       : opaque          ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
-                                         : 1;
-            if (keep) {
-                unc[n++] = raw->uncertain[i];
-                break;
-            }
+            only_refs &= (d & POP_REF_BIT) != 0;
+            keep = !(d & POP_REF_BIT) ? follow_memo(c, fo, rule, tok + d, len - d)
+                   : opaque          ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
+                                     : 1;
         }
+        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && only_refs; k++)
+            only_refs = (raw->pop_depth[k] & POP_REF_BIT) != 0;
+        int32_t end = i + 1;
+        if (only_refs) {
+            /* Every following token that shares this one's bytes up to where it dies walks
+             * the same states with the same reference starts and next bytes: the same
+             * verdict, found without looking at each (after a trigger, every token that
+             * starts with a space and a letter shares one). */
+            uint32_t dd = walk_to(&rk, tok, len, len);
+            if (dd < len) end = xgr_vocab_ids_prefix_end(v, raw->uncertain, i + 1, raw->n_uncertain, tok, dd + 1);
+        }
+        if (keep)
+            for (int32_t j = i; j < end; j++) unc[n++] = raw->uncertain[j];
+        i = end - 1;
     }
     free(rk.dstate);
     free(rk.seen);

@@ -361,6 +361,23 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
         verdict[i] = depths.len > (size_t)dbeg[i] ? XGR_V_UNCERTAIN : XGR_V_REJECT;
         n_unc += verdict[i] == XGR_V_UNCERTAIN;
         n_rej += verdict[i] == XGR_V_REJECT;
+        /* The following tokens with this one's bytes up to where it died leave the loop the
+         * same way and die at the same byte with the same pops (a digit run followed by a
+         * space exits for every token that starts with a space and a letter: tens of
+         * thousands, settled by one walk). */
+        uint32_t dead_at = d + walked;
+        int32_t end = xgr_vocab_ids_prefix_end(v, reg->uncertain, i + 1, nu, tok, dead_at + 1);
+        size_t d0 = (size_t)dbeg[i], d1 = depths.len;
+        for (int32_t j = i + 1; j < end; j++) {
+            verdict[j] = verdict[i];
+            dbeg[j] = (int32_t)depths.len;
+            if (XGR_VEC_RESERVE(depths, depths.len + (d1 - d0))) goto nomem;
+            memcpy(depths.data + depths.len, depths.data + d0, (d1 - d0) * sizeof *depths.data);
+            depths.len += d1 - d0;
+        }
+        n_unc += verdict[i] == XGR_V_UNCERTAIN ? end - i - 1 : 0;
+        n_rej += verdict[i] == XGR_V_REJECT ? end - i - 1 : 0;
+        i = end - 1;
     }
     dbeg[nu] = (int32_t)depths.len;
     atomic_init(&e->refcount, 1);

@@ -1084,6 +1084,31 @@ static void test_literal_led_alternations(void) {
     check_all_opts("trie fallback shapes", 200);
     xgr_ir_free(G);
 
+    /* Alternatives holding small alternations of literals (a special token spelled as
+     * ("<c>" | its marker bytes), two end strings) and words that are prefixes of others
+     * ("t1" of "t10") expand into words: still built directly (the small referenced rule
+     * stays a reference), same language, no duplicate ref edges. */
+    NEWG();
+    DEF("obj", S(3, L("{"), REP(C(0, 1, 'a', 'z'), 0, 2), L("}")));
+    int32_t k5[12];
+    for (int i = 0; i < 12; i++) {
+        char lit[16];
+        snprintf(lit, sizeof lit, "t%d", i);
+        k5[i] = S(4, A(2, L("<c>"), L("\xff\x80")), L(lit), R("obj"), A(2, L("</c>"), L("!")));
+    }
+    DEF("root", ok(xgr_ir_alt(G, k5, 12)));
+    ROOT("root");
+    check_all_opts("trie expanded", 200);
+    f = build(&o);
+    if (f) {
+        check_fsm(f);
+        CHECK(rule_by_name(f, "obj") >= 0);
+        CHECK(fsm_accepts_str(f, "<c>t10{ab}!") == 1 && fsm_accepts_str(f, "\xff\x80t1{}</c>") == 1);
+        CHECK(fsm_accepts_str(f, "<c>t1{}") == 0 && fsm_accepts_str(f, "<c>t12{}!") == 0);
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+
     /* An enum of 300 quoted words: one state per distinct prefix, one shared final. */
     NEWG();
     int32_t k4[300];

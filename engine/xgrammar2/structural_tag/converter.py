@@ -317,8 +317,12 @@ class _Converter:
         return _alt([self.convert(e) for e in node.elements])
 
     def visit_tag(self, node: N.Tag) -> str:
+        return self.as_rule(self.tag_expr(node), "tag")
+
+    def tag_expr(self, node: N.Tag) -> str:
+        """The tag as an expression: begin, content, end."""
         content = self.tag_content(node)
-        return self.as_rule(_seq([self.begin_expr(node), content, self.end_expr(node)]), "tag")
+        return _seq([self.begin_expr(node), content, self.end_expr(node)])
 
     def visit_triggered_tags(self, node: N.TriggeredTags) -> str:
         excludes = _dedupe(node.excludes + self.detected_ends())
@@ -368,7 +372,11 @@ class _Converter:
         return self.rules.add("triggered_tags", tag_dispatch_body(pairs, loop, excludes))
 
     def visit_tags_with_separator(self, node: N.TagsWithSeparator) -> str:
-        tags = self.as_rule(_alt([self.visit_tag(t) for t in node.tags]), "tags_with_separator_tags")
+        # The tags inline, not one rule each: the alternation of literal-led bodies is then
+        # one rule that lowering builds directly as a trie (trie_alt.c), so a chat format
+        # with many tools (Harmony: four header orders per tool) advances one parser item
+        # per byte of the header instead of one per tag and header order.
+        tags = self.as_rule(_alt([self.tag_expr(t) for t in node.tags]), "tags_with_separator_tags")
         if node.stop_after_first:
             body = tags
         else:
