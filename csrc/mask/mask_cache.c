@@ -141,7 +141,8 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
     return rc;
 }
 
-/* Classifies every sortable token for `slot` into verdict[] (indexed by sorted pos).
+/* Classifies every sortable token for `slot` into verdict[] (indexed by sorted pos; may
+ * be NULL for a context-free pass, whose acc / pops lists say it all).
  * A pair slot simulates its state with the caller state on the stack (compiled.h). */
 static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b,
                                      uint32_t lb) {
@@ -233,7 +234,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         }
         cur = d;
         if (!dead) {
-            verdict[i] = V_ACCEPT;
+            if (verdict) verdict[i] = V_ACCEPT;
             if (acc && XGR_VEC_PUSH(*acc, i)) {
                 rc = XGR_ERR_NOMEM;
                 goto out;
@@ -265,7 +266,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         }
         if (live == 0 && !tl->ids) {
             int32_t end = xgr_vocab_prefix_end(v, i, tok, (uint32_t)d + 1);
-            memset(verdict + i, V_REJECT, (size_t)(end - i));
+            if (verdict) memset(verdict + i, V_REJECT, (size_t)(end - i));
             i = end - 1;
             continue;
         }
@@ -274,7 +275,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
             const uint8_t *tj = tl_token(tl, j, &lj);
             if (pops) {
                 /* context-free: keep every pop that leaves bytes for the caller */
-                verdict[j] = V_REJECT;
+                if (verdict) verdict[j] = V_REJECT;
                 for (int32_t e = 1; e <= d && live; e++)
                     if (pp[e] && (uint32_t)e < lj) {
                         /* depths beyond the 15-bit field keep the token uncertain */
@@ -285,7 +286,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
                             rc = XGR_ERR_NOMEM;
                             goto out;
                         }
-                        verdict[j] = V_UNCERTAIN;
+                        if (verdict) verdict[j] = V_UNCERTAIN;
                     }
             } else {
                 verdict[j] = live && pop_continues(c, fo, pop_rule, pp, d, tj, lj)
@@ -379,10 +380,24 @@ int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdi
             int32_t id = v->sorted[acc->data[k]];
             e->bits[id >> 5] |= 1u << (id & 31);
         }
-    } else {
+    } else if (verdict) {
         int32_t ki = 0;
         for (int32_t i = 0; i < v->n_sorted; i++)
             if (verdict[i] == V_REJECT) e->ids[ki++] = v->sorted[i];
+    } else { /* the positions in neither list (both ascending) */
+        int32_t ki = 0;
+        size_t ka = 0, kp = 0;
+        for (int32_t i = 0; i < v->n_sorted; i++) {
+            if (ka < acc->len && acc->data[ka] == i) {
+                ka++;
+                continue;
+            }
+            if (kp < pops->len && pops->data[kp] == i) {
+                while (kp < pops->len && pops->data[kp] == i) kp += 2;
+                continue;
+            }
+            e->ids[ki++] = v->sorted[i];
+        }
     }
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
                (e->form == XGR_MASK_BITSET ? bitset : ((size_t)e->n_ids + 1) * 4);
@@ -732,15 +747,12 @@ static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *b
 static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
-    if (!verdict) return XGR_ERR_NOMEM;
     token_list tl = {v, NULL, v->n_sorted};
     pop_list pops = {0}, acc = {0};
-    int rc = classify(c, p, fo, state, &tl, verdict, &pops, &acc);
-    if (!rc) rc = xgr_mask_entry_from_verdicts(v, verdict, &pops, &acc, out);
+    int rc = classify(c, p, fo, state, &tl, NULL, &pops, &acc);
+    if (!rc) rc = xgr_mask_entry_from_verdicts(v, NULL, &pops, &acc, out);
     XGR_VEC_FREE(acc);
     XGR_VEC_FREE(pops);
-    free(verdict);
     return rc;
 }
 

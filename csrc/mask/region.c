@@ -371,6 +371,7 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
         for (int32_t j = i + 1; j < end; j++) {
             verdict[j] = verdict[i];
             dbeg[j] = (int32_t)depths.len;
+            if (d1 == d0) continue;
             if (XGR_VEC_RESERVE(depths, depths.len + (d1 - d0))) goto nomem;
             memcpy(depths.data + depths.len, depths.data + d0, (d1 - d0) * sizeof *depths.data);
             depths.len += d1 - d0;

@@ -117,6 +117,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     }
     v->n_sorted = n;
     for (int32_t i = 0; i < n; i++) v->first_byte_count[refs[i].p[0]]++;
+    for (int b = 0; b < 256; b++) v->first_byte_start[b + 1] = v->first_byte_start[b] + v->first_byte_count[b];
     /* Verdicts depend on the matchable tokens' ids and bytes only. */
     uint64_t h = xgr_mix64((uint64_t)vocab_size * 31 + (uint64_t)n);
     for (int32_t i = 0; i < n; i++) {

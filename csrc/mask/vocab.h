@@ -28,6 +28,7 @@ struct xgr_vocab {
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
     int32_t first_byte_count[256]; /* sortable tokens per first byte: mask-cost estimates */
+    int32_t first_byte_start[257]; /* sorted positions: first byte b in [start[b], start[b+1]) */
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
 
@@ -39,15 +40,32 @@ static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t 
 
 /* First sorted index >= i whose token does not start with prefix[0..plen); sorted token
  * i itself has the prefix, and the tokens i.. that do are contiguous because the order is
- * lexicographic. */
+ * lexicographic. A one-byte prefix is a table lookup; a longer one gallops from i, since
+ * such ranges are short (the mask passes skip thousands of them per state). */
+static inline int xgr_vocab_has_prefix_(const struct xgr_vocab *v, int32_t k, const uint8_t *prefix,
+                                        uint32_t plen) {
+    uint32_t ml;
+    const uint8_t *mt = xgr_vocab_token(v, v->sorted[k], &ml);
+    return ml >= plen && memcmp(mt, prefix, plen) == 0;
+}
+
 static inline int32_t xgr_vocab_prefix_end(const struct xgr_vocab *v, int32_t i,
                                            const uint8_t *prefix, uint32_t plen) {
-    int32_t lo = i + 1, hi = v->n_sorted;
+    if (plen == 1) return v->first_byte_start[prefix[0] + 1];
+    int32_t lo = i + 1, step = 1, hi;
+    for (;;) { /* galloping: [lo, hi) brackets the end */
+        hi = lo + step;
+        if (hi >= v->n_sorted) {
+            hi = v->n_sorted;
+            break;
+        }
+        if (!xgr_vocab_has_prefix_(v, hi - 1, prefix, plen)) break;
+        lo = hi;
+        step *= 2;
+    }
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        uint32_t ml;
-        const uint8_t *mt = xgr_vocab_token(v, v->sorted[mid], &ml);
-        if (ml >= plen && memcmp(mt, prefix, plen) == 0)
+        if (xgr_vocab_has_prefix_(v, mid, prefix, plen))
             lo = mid + 1;
         else
             hi = mid;
