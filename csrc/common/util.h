@@ -58,5 +58,16 @@ static inline uint64_t xgr_mix64(uint64_t x) {
 static inline uint64_t xgr_hash_combine(uint64_t seed, uint64_t v) {
     return xgr_mix64(seed ^ (v + 0x9e3779b97f4a7c15ULL + (seed << 6) + (seed >> 2)));
 }
+/* Hash of a byte string (8 bytes at a time), from `seed`. */
+static inline uint64_t xgr_hash_bytes(uint64_t seed, const uint8_t *p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        seed = xgr_hash_combine(seed, w);
+    }
+    for (; i < n; i++) seed = xgr_hash_combine(seed, p[i]);
+    return seed;
+}
 
 #endif

@@ -55,6 +55,20 @@ static int words_append(words *w, const int32_t *s, size_t n) {
     return XGR_OK;
 }
 
+/* Appends every word of `src` to `dst`; returns 1 past max_words or the symbol bound. */
+static int words_concat(words *dst, const words *src, size_t max_words) {
+    size_t base = dst->sym.len, np = n_words(src);
+    if (n_words(dst) + np > max_words || base + src->sym.len > TRIE_MAX_SYMS) return 1;
+    if (XGR_VEC_RESERVE(dst->sym, base + src->sym.len + 1) ||
+        XGR_VEC_RESERVE(dst->off, dst->off.len + np + 1))
+        return XGR_ERR_NOMEM;
+    if (src->sym.len) memcpy(dst->sym.data + base, src->sym.data, src->sym.len * sizeof(int32_t));
+    dst->sym.len = base + src->sym.len;
+    if (!dst->off.len) dst->off.data[dst->off.len++] = 0;
+    for (size_t k = 1; k <= np; k++) dst->off.data[dst->off.len++] = base + src->off.data[k];
+    return XGR_OK;
+}
+
 /* Replaces w by w followed by the language of IR node `node`; returns 1 (and leaves w
  * undefined) when the node is not a finite alternation of bytes and references or the
  * expansion exceeds its bounds. No side effects on the lowering context. */
@@ -101,20 +115,7 @@ static int expand(const lw_ctx *c, int32_t node, words *w, int depth) {
             part.sym.len = w->sym.len;
             part.off.len = w->off.len;
             if ((rc = expand(c, g->kids.data[n->off + i], &part, depth + 1))) break;
-            size_t base = out.sym.len, np = n_words(&part);
-            if (n_words(&out) + np > TRIE_MAX_WORDS || base + part.sym.len > TRIE_MAX_SYMS) {
-                rc = 1;
-                break;
-            }
-            if (XGR_VEC_RESERVE(out.sym, base + part.sym.len + 1) ||
-                XGR_VEC_RESERVE(out.off, out.off.len + np + 1)) {
-                rc = XGR_ERR_NOMEM;
-                break;
-            }
-            if (part.sym.len) memcpy(out.sym.data + base, part.sym.data, part.sym.len * sizeof(int32_t));
-            out.sym.len = base + part.sym.len;
-            if (!out.off.len) out.off.data[out.off.len++] = 0;
-            for (size_t k = 1; k <= np; k++) out.off.data[out.off.len++] = base + part.off.data[k];
+            rc = words_concat(&out, &part, TRIE_MAX_WORDS);
         }
         words_free(&part);
         if (rc) {
@@ -341,21 +342,7 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
             break;
         }
         if ((rc = expand(c, g->kids.data[alt.off + i], &one, 0))) break;
-        size_t base = all.sym.len, np = n_words(&one);
-        if (np > TRIE_MAX_WORDS_PER_ALT || n_words(&all) + np > TRIE_MAX_WORDS ||
-            base + one.sym.len > TRIE_MAX_SYMS) {
-            rc = 1;
-            break;
-        }
-        if (XGR_VEC_RESERVE(all.sym, base + one.sym.len + 1) ||
-            XGR_VEC_RESERVE(all.off, all.off.len + np + 1)) {
-            rc = XGR_ERR_NOMEM;
-            break;
-        }
-        if (one.sym.len) memcpy(all.sym.data + base, one.sym.data, one.sym.len * sizeof(int32_t));
-        all.sym.len = base + one.sym.len;
-        if (!all.off.len) all.off.data[all.off.len++] = 0;
-        for (size_t k = 1; k <= np; k++) all.off.data[all.off.len++] = base + one.off.data[k];
+        rc = n_words(&one) > TRIE_MAX_WORDS_PER_ALT ? 1 : words_concat(&all, &one, TRIE_MAX_WORDS);
     }
     words_free(&one);
     if (rc) {

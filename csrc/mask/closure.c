@@ -56,15 +56,7 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes
         XGR_VEC_FREE(b);
         return rc;
     }
-    uint64_t h = 0x51ed270b27cfc1a5ULL;
-    size_t i = 0;
-    for (; i + 8 <= b.len; i += 8) {
-        uint64_t w;
-        memcpy(&w, b.data + i, 8);
-        h = xgr_hash_combine(h, w);
-    }
-    for (; i < b.len; i++) h = xgr_hash_combine(h, b.data[i]);
-    *hash = h;
+    *hash = xgr_hash_bytes(0x51ed270b27cfc1a5ULL, b.data, b.len);
     *out = b.data;
     *out_len = b.len;
     return XGR_OK;

@@ -141,15 +141,7 @@ static int region_find(const xgr_fsm *f, int32_t state, region *R, int *ok) {
         }
     }
     if (rc) goto out;
-    uint64_t h = 0x7265676e6c6f6f70ULL;
-    size_t i = 0;
-    for (; i + 8 <= R->key.len; i += 8) {
-        uint64_t w;
-        memcpy(&w, R->key.data + i, 8);
-        h = xgr_hash_combine(h, w);
-    }
-    for (; i < R->key.len; i++) h = xgr_hash_combine(h, R->key.data[i]);
-    R->hash = h;
+    R->hash = xgr_hash_bytes(0x7265676e6c6f6f70ULL, R->key.data, R->key.len);
     *ok = 1;
 out:
     R->local = local; /* freed with R */
