@@ -408,6 +408,25 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
         }
     }
     e->pop_begin[ku] = (int32_t)np;
+    /* The lists only grew: a list now larger than a bitset becomes one, as a pass over the
+     * whole rule would have chosen (a bitset is also the cheapest to apply: one OR). */
+    if (e->form != XGR_MASK_BITSET && (size_t)e->n_ids > rw) {
+        uint32_t *bits = xgr_calloc(rw, sizeof *bits);
+        if (!bits) goto nomem;
+        if (e->form == XGR_MASK_REJECTED_LIST) {
+            memcpy(bits, v->text_bits, rw * sizeof *bits);
+            for (int32_t k = 0; k < e->n_ids; k++) bits[e->ids[k] >> 5] &= ~(1u << (e->ids[k] & 31));
+            for (int32_t k = 0; k < e->n_uncertain; k++)
+                bits[e->uncertain[k] >> 5] &= ~(1u << (e->uncertain[k] & 31));
+        } else {
+            for (int32_t k = 0; k < e->n_ids; k++) bits[e->ids[k] >> 5] |= 1u << (e->ids[k] & 31);
+        }
+        free(e->ids);
+        e->ids = NULL;
+        e->n_ids = 0;
+        e->bits = bits;
+        e->form = XGR_MASK_BITSET;
+    }
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + np * 2 +
                (e->form == XGR_MASK_BITSET ? rw * 4 : ((size_t)e->n_ids + 1) * 4);
     *out = e;
