@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define XGR_TOKEN_MARKER_LEN 6
 #define XGR_TOKEN_MARKER_LEAD 0xFF
@@ -31,6 +32,22 @@ static inline int32_t xgr_token_marker_id(const uint8_t *s, size_t n) {
         id = id << 6 | (s[i] & 0x3F);
     }
     return id;
+}
+
+/* The first marker in s[*pos..n): its id, with *pos at it; -1 when there is none. */
+static inline int32_t xgr_token_marker_find(const uint8_t *s, size_t n, size_t *pos) {
+    for (size_t i = *pos; i < n;) {
+        const uint8_t *p = memchr(s + i, XGR_TOKEN_MARKER_LEAD, n - i);
+        if (!p) break;
+        i = (size_t)(p - s);
+        int32_t id = xgr_token_marker_id(p, n - i);
+        if (id >= 0) {
+            *pos = i;
+            return id;
+        }
+        i++;
+    }
+    return -1;
 }
 
 #endif

@@ -108,15 +108,15 @@ static int collect_token_terms(xgr_compiled *c) {
     XGR_VEC(int32_t) ids = {0};
     for (size_t i = 0; i < g->nodes.len; i++) {
         const xgr_node *nd = &g->nodes.data[i];
-        if (nd->kind != XGR_NODE_BYTES || nd->count < XGR_TOKEN_MARKER_LEN) continue;
-        const uint8_t *s = g->bytes.data + nd->off;
-        for (int32_t k = 0; k + XGR_TOKEN_MARKER_LEN <= nd->count; k++) {
-            int32_t id = xgr_token_marker_id(s + k, (size_t)(nd->count - k));
-            if (id >= 0 && XGR_VEC_PUSH(ids, id)) {
+        if (nd->kind != XGR_NODE_BYTES) continue;
+        int32_t id;
+        for (size_t pos = 0; (id = xgr_token_marker_find(g->bytes.data + nd->off, (size_t)nd->count,
+                                                          &pos)) >= 0;
+             pos++)
+            if (XGR_VEC_PUSH(ids, id)) {
                 XGR_VEC_FREE(ids);
                 return XGR_ERR_NOMEM;
             }
-        }
     }
     if (!ids.len) return XGR_OK;
     qsort(ids.data, ids.len, sizeof *ids.data, cmp_i32);
@@ -205,6 +205,9 @@ static void compiled_free(xgr_compiled *c) {
             free(t);
         }
     free((void *)c->flat_tables);
+    if (c->rule_loops && c->fsm)
+        for (int32_t r = 0; r < c->fsm->n_rules; r++) free(atomic_load(&c->rule_loops[r]));
+    free((void *)c->rule_loops);
     free((void *)c->rule_keys);
     free((void *)c->entries);
     free(c->pair_base);
@@ -270,7 +273,8 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     c->rule_opaque = xgr_calloc((size_t)c->fsm->n_rules + 1, 1);
     c->rule_keys = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_keys);
     c->flat_tables = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->flat_tables);
-    if (!c->rule_flat || !c->rule_opaque || !c->rule_keys || !c->flat_tables) {
+    c->rule_loops = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_loops);
+    if (!c->rule_flat || !c->rule_opaque || !c->rule_keys || !c->flat_tables || !c->rule_loops) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
@@ -281,6 +285,7 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
                                 : 0;
         atomic_init(&c->rule_keys[r], NULL);
         atomic_init(&c->flat_tables[r], NULL);
+        atomic_init(&c->rule_loops[r], NULL);
     }
     /* The rules a trigger hands over to (a tag group: the rest of each begin, then refs to
      * the tag contents) are unique to their request too, and their references start after

@@ -426,12 +426,10 @@ static int build_rule_dfa(lw_ctx *c, lw_dfa_ws *ws, int32_t id, int64_t remainin
 static int has_markers(const xgr_grammar *g) {
     for (size_t i = 0; i < g->nodes.len; i++) {
         const xgr_node *nd = &g->nodes.data[i];
-        if (nd->kind != XGR_NODE_BYTES || nd->count < XGR_TOKEN_MARKER_LEN) continue;
-        const uint8_t *s = g->bytes.data + nd->off, *end = s + nd->count, *p = s;
-        while ((p = memchr(p, XGR_TOKEN_MARKER_LEAD, (size_t)(end - p))) != NULL) {
-            if (xgr_token_marker_id(p, (size_t)(end - p)) >= 0) return 1;
-            p++;
-        }
+        size_t pos = 0;
+        if (nd->kind == XGR_NODE_BYTES &&
+            xgr_token_marker_find(g->bytes.data + nd->off, (size_t)nd->count, &pos) >= 0)
+            return 1;
     }
     return 0;
 }

@@ -171,8 +171,8 @@ uint8_t lw_td_props(lw_ctx *c, int32_t id);
 int lw_td_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out);
 void lw_td_dfa_free(lw_dfa *d);
 
-/* trie_alt.c: a rule whose body is an alternation of at least 8 sequences, each a
- * leading literal (none a prefix of another) then literals and references, gets its
+/* trie_alt.c: a rule whose body is an alternation of at least 8 alternatives, each a
+ * finite sequence of literals, references and small alternations of those, gets its
  * minimal automaton directly into *out (vectors reused); *built = 0 (nothing done) for
  * any other rule. More than `budget` states -> XGR_ERR_LIMIT. */
 int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *built);

@@ -107,6 +107,9 @@ struct xgr_compiled {
     uint8_t *rule_opaque; /* 0, or XGR_OPAQUE_DISPATCH / XGR_OPAQUE_GROUP */
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     _Atomic(xgr_flat_table *) *flat_tables; /* per rule, built on first use */
+    /* per rule, built on first use (mask/region.c): for each of its states, the id of its
+     * strongly connected component when that is a loop, else -1 */
+    _Atomic(int32_t *) *rule_loops;
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     /* Token-level terminals (common/token_marker.h): the ids whose markers occur in the
      * grammar, sorted and unique, and (when there are any) the text tokens containing

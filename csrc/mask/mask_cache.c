@@ -174,8 +174,18 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
 /* (sorted position, depth) of every pop a context-free classification leaves open */
 typedef xgr_pop_list pop_list;
 
-static void ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp,
-                      int32_t *stack, uint32_t out[8]);
+/* Can byte b start what a reference at `state` enters? (ref_first, cached for the last
+ * state asked about; `seen` / `stack` are per-state scratch.) */
+typedef struct {
+    uint32_t *seen, stamp;
+    int32_t *stack;
+    int32_t state;
+    uint32_t bits[8];
+} first_cache;
+
+static int first_cache_init(first_cache *fc, const xgr_fsm *f);
+static void first_cache_free(first_cache *fc);
+static int first_cache_admits(first_cache *fc, const xgr_fsm *f, int32_t state, uint8_t b);
 
 static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
                     const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc) {
@@ -206,11 +216,10 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
      * every token that starts with a space open. eff[] holds the pops that count. */
     int refchk = slot < ns && c->rule_opaque[pop_rule] == XGR_OPAQUE_GROUP;
     uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
-    uint32_t *seen = refchk ? xgr_calloc((size_t)c->fsm->n_states + 1, sizeof *seen) : NULL;
-    int32_t *stack = refchk ? xgr_malloc(((size_t)c->fsm->n_states + 1) * sizeof *stack) : NULL;
-    uint32_t stamp = 0, first[8];
-    int32_t first_state = -1;
-    if (!rc && (!pop || !npop || (refchk && (!eff || !seen || !stack)))) rc = XGR_ERR_NOMEM;
+    first_cache fc = {0};
+    if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
+    if (!rc && refchk) rc = first_cache_init(&fc, c->fsm);
+    if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
     w.base = w.ft ? 0 : xgr_parser_rows(p) - 1;
@@ -251,14 +260,8 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
             live = 0;
             for (int32_t e = 1; e <= d; e++) {
                 uint8_t q = pop[e] & POP_END;
-                if (pop[e] & POP_REF) {
-                    int32_t s = w.dstate[e];
-                    if (s != first_state) {
-                        ref_first(c->fsm, s, seen, ++stamp, stack, first);
-                        first_state = s;
-                    }
-                    if ((first[tok[e] >> 5] >> (tok[e] & 31)) & 1) q |= POP_REF;
-                }
+                if ((pop[e] & POP_REF) && first_cache_admits(&fc, c->fsm, w.dstate[e], tok[e]))
+                    q |= POP_REF;
                 eff[e] = q;
                 live += q != 0;
             }
@@ -303,8 +306,7 @@ out:
     free(pop);
     free(npop);
     free(eff);
-    free(seen);
-    free(stack);
+    first_cache_free(&fc);
     free(w.dstate);
     return rc;
 }
@@ -500,6 +502,27 @@ static void ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t 
     }
 }
 
+static int first_cache_init(first_cache *fc, const xgr_fsm *f) {
+    fc->seen = xgr_calloc((size_t)f->n_states + 1, sizeof *fc->seen);
+    fc->stack = xgr_malloc(((size_t)f->n_states + 1) * sizeof *fc->stack);
+    fc->stamp = 0;
+    fc->state = -1;
+    return fc->seen && fc->stack ? XGR_OK : XGR_ERR_NOMEM;
+}
+
+static void first_cache_free(first_cache *fc) {
+    free(fc->seen);
+    free(fc->stack);
+}
+
+static int first_cache_admits(first_cache *fc, const xgr_fsm *f, int32_t state, uint8_t b) {
+    if (state != fc->state) {
+        ref_first(f, state, fc->seen, ++fc->stamp, fc->stack, fc->bits);
+        fc->state = state;
+    }
+    return (fc->bits[b >> 5] >> (b & 31)) & 1;
+}
+
 /* Opaque rules record "a reference starts here" as a pop (POP_REF_BIT) without knowing the
  * reference. For this grammar: can token bytes tok[d..) start it? Walks the token from
  * `state` on the rule's own automaton to depth d (reusing the previous token's walk for a
@@ -510,10 +533,7 @@ typedef struct {
     int32_t *dstate; /* state at each depth of the previous token */
     const uint8_t *prev;
     uint32_t prev_len, valid; /* depths 0..valid hold prev's states */
-    int32_t first_state;      /* state whose first bytes are in `first` */
-    uint32_t first[8];
-    uint32_t *seen, stamp;
-    int32_t *stack;
+    first_cache fc;
 } ref_check;
 
 /* Walks tok from the slot state to depth `upto` (reusing the previous token's states for
@@ -539,12 +559,7 @@ static int ref_viable(const xgr_fsm *f, ref_check *rk, const uint8_t *tok, uint3
     int32_t s = rk->dstate[d];
     int32_t e1 = f->edge_begin[s + 1];
     if (e1 == f->edge_begin[s] || f->edges[e1 - 1].ref < 0) return 1; /* a deep END pop */
-    if (s != rk->first_state) {
-        rk->stamp++;
-        ref_first(f, s, rk->seen, rk->stamp, rk->stack, rk->first);
-        rk->first_state = s;
-    }
-    return (rk->first[tok[d] >> 5] >> (tok[d] & 31)) & 1;
+    return first_cache_admits(&rk->fc, f, s, tok[d]);
 }
 
 /* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
@@ -560,15 +575,14 @@ static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entr
     int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
     ref_check rk;
     memset(&rk, 0, sizeof rk);
-    rk.first_state = -1;
     int rc = e && unc ? XGR_OK : XGR_ERR_NOMEM;
     int opaque = c->rule_opaque[rule];
-    if (!rc && opaque && raw->n_uncertain) {
+    /* A tag group's classification already kept only viable reference starts. */
+    int refchk = opaque == XGR_OPAQUE_DISPATCH && raw->n_uncertain;
+    if (!rc && refchk) {
         rk.rule_start = f->rule_start[rule];
         rk.dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *rk.dstate);
-        rk.seen = xgr_calloc((size_t)f->n_states + 1, sizeof *rk.seen);
-        rk.stack = xgr_malloc(((size_t)f->n_states + 1) * sizeof *rk.stack);
-        if (!rk.dstate || !rk.seen || !rk.stack) rc = XGR_ERR_NOMEM;
+        rc = rk.dstate ? first_cache_init(&rk.fc, f) : XGR_ERR_NOMEM;
         if (!rc) rc = flat_table(c, rule, &rk.ft);
         if (!rc) rk.dstate[0] = state;
     }
@@ -576,8 +590,7 @@ static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entr
         free(e);
         free(unc);
         free(rk.dstate);
-        free(rk.seen);
-        free(rk.stack);
+        first_cache_free(&rk.fc);
         return rc;
     }
     int32_t n = 0;
@@ -597,16 +610,15 @@ static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entr
     for (int32_t i = 0; i < raw->n_uncertain && !unsharpened; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
-        int keep = 0, only_refs = opaque;
-        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !keep; k++) {
-            uint32_t d = raw->pop_depth[k];
-            only_refs &= (d & POP_REF_BIT) != 0;
-            keep = !(d & POP_REF_BIT) ? follow_memo(c, fo, rule, tok + d, len - d)
-                   : opaque          ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
-                                     : 1;
-        }
+        int keep = 0, only_refs = refchk;
         for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && only_refs; k++)
             only_refs = (raw->pop_depth[k] & POP_REF_BIT) != 0;
+        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !keep; k++) {
+            uint32_t d = raw->pop_depth[k];
+            keep = !(d & POP_REF_BIT) ? follow_memo(c, fo, rule, tok + d, len - d)
+                   : refchk          ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
+                                     : 1;
+        }
         int32_t end = i + 1;
         if (only_refs) {
             /* Every following token that shares this one's bytes up to where it dies walks
@@ -621,8 +633,7 @@ static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entr
         i = end - 1;
     }
     free(rk.dstate);
-    free(rk.seen);
-    free(rk.stack);
+    first_cache_free(&rk.fc);
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
     e->base = raw;

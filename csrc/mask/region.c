@@ -45,49 +45,110 @@ static int32_t rule_end(const xgr_fsm *f, int32_t r) {
     return r + 1 < f->n_rules ? f->rule_start[r + 1] : f->n_states;
 }
 
+/* Per state of rule r (indexed from its start): the id of its strongly connected
+ * component when that component is a loop (two states or more, or a self-edge), else -1.
+ * Tarjan's algorithm, iterative, over the rule's byte and reference edges; computed once
+ * per rule and grammar, so a state's first mask costs no pass over its whole rule. */
+static int rule_loops(xgr_compiled *c, int32_t r, const int32_t **out) {
+    int32_t *comp = atomic_load_explicit(&c->rule_loops[r], memory_order_acquire);
+    if (comp) {
+        *out = comp;
+        return XGR_OK;
+    }
+    const xgr_fsm *f = c->fsm;
+    int32_t s0 = f->rule_start[r], n = rule_end(f, r) - s0;
+    comp = xgr_malloc(((size_t)n + 1) * sizeof *comp);
+    int32_t *index = xgr_malloc(((size_t)n + 1) * sizeof *index);
+    int32_t *low = xgr_malloc(((size_t)n + 1) * sizeof *low);
+    int32_t *stack = xgr_malloc(((size_t)n + 1) * sizeof *stack);
+    int32_t *call = xgr_malloc(((size_t)n + 1) * sizeof *call); /* DFS: state */
+    int32_t *next = xgr_malloc(((size_t)n + 1) * sizeof *next); /* DFS: its next edge */
+    uint8_t *on = xgr_calloc((size_t)n + 1, 1);
+    int rc = comp && index && low && stack && call && next && on ? XGR_OK : XGR_ERR_NOMEM;
+    for (int32_t i = 0; !rc && i < n; i++) index[i] = -1;
+    int32_t counter = 0, sp = 0, n_comp = 0;
+    for (int32_t root = 0; !rc && root < n; root++) {
+        if (index[root] >= 0) continue;
+        int32_t depth = 0;
+        call[0] = root;
+        next[0] = f->edge_begin[s0 + root];
+        index[root] = low[root] = counter++;
+        stack[sp++] = root;
+        on[root] = 1;
+        while (depth >= 0) {
+            int32_t u = call[depth];
+            if (next[depth] < f->edge_begin[s0 + u + 1]) {
+                int32_t t = f->edges[next[depth]++].target - s0;
+                if (index[t] < 0) {
+                    index[t] = low[t] = counter++;
+                    stack[sp++] = t;
+                    on[t] = 1;
+                    call[++depth] = t;
+                    next[depth] = f->edge_begin[s0 + t];
+                } else if (on[t] && index[t] < low[u]) {
+                    low[u] = index[t];
+                }
+                continue;
+            }
+            if (low[u] == index[u]) { /* u roots a component: pop it */
+                int32_t size = 0, w, self = 0;
+                for (int32_t e = f->edge_begin[s0 + u]; e < f->edge_begin[s0 + u + 1]; e++)
+                    self |= f->edges[e].target - s0 == u;
+                int32_t first = sp;
+                do {
+                    w = stack[--sp];
+                    on[w] = 0;
+                    size++;
+                } while (w != u);
+                int32_t id = size > 1 || self ? n_comp++ : -1;
+                for (int32_t k = sp; k < first; k++) comp[stack[k]] = id;
+            }
+            if (--depth >= 0 && low[u] < low[call[depth]]) low[call[depth]] = low[u];
+        }
+    }
+    free(index);
+    free(low);
+    free(stack);
+    free(call);
+    free(next);
+    free(on);
+    if (rc) {
+        free(comp);
+        return rc;
+    }
+    int32_t *expected = NULL;
+    if (atomic_compare_exchange_strong(&c->rule_loops[r], &expected, comp)) {
+        atomic_fetch_add(&c->memory, ((size_t)n + 1) * sizeof *comp);
+    } else {
+        free(comp);
+        comp = expected;
+    }
+    *out = comp;
+    return XGR_OK;
+}
+
 /* Finds the loop of `state` (its strongly connected component within its rule) and
  * serialises it; returns 0 in *ok when there is none, or a state on it enters a
  * reference, or it has too many exits. */
-static int region_find(const xgr_fsm *f, int32_t state, region *R, int *ok) {
-    int32_t r = f->state_rule[state], s0 = f->rule_start[r], s1 = rule_end(f, r), n = s1 - s0;
-    int32_t e0 = f->edge_begin[s0], e1 = f->edge_begin[s1];
-    uint8_t *mark = xgr_calloc((size_t)n, 1); /* 1 forward, 2 backward */
+static int region_find(xgr_compiled *c, int32_t state, region *R, int *ok) {
+    const xgr_fsm *f = c->fsm;
+    int32_t r = f->state_rule[state], s0 = f->rule_start[r], n = rule_end(f, r) - s0;
+    const int32_t *comp = NULL;
+    *ok = 0;
+    if (f->rule_kind[r] != XGR_RULE_NORMAL) return XGR_OK;
+    int rc = rule_loops(c, r, &comp);
+    if (rc || comp[state - s0] < 0) return rc;
+    int32_t id = comp[state - s0];
     int32_t *queue = xgr_malloc((size_t)n * sizeof *queue);
     int32_t *local = xgr_malloc((size_t)n * sizeof *local);
-    int32_t *rbeg = xgr_calloc((size_t)n + 1, sizeof *rbeg);
-    int32_t *rsrc = xgr_malloc(((size_t)(e1 - e0) + 1) * sizeof *rsrc);
-    int rc = XGR_OK;
-    *ok = 0;
-    if (!mark || !queue || !local || !rbeg || !rsrc) {
-        rc = XGR_ERR_NOMEM;
-        goto out;
+    if (!queue || !local) {
+        free(queue);
+        free(local);
+        return XGR_ERR_NOMEM;
     }
-    /* forward from state; reverse edges for the backward search (reference edges too: a
-     * loop through a child rule is not a byte loop, and is refused below) */
-    if (f->rule_kind[r] != XGR_RULE_NORMAL) goto out;
-    for (int32_t e = e0; e < e1; e++) rbeg[f->edges[e].target - s0 + 1]++;
-    for (int32_t i = 0; i < n; i++) rbeg[i + 1] += rbeg[i];
-    for (int32_t i = 0; i < n; i++) local[i] = rbeg[i];
-    for (int32_t s = s0; s < s1; s++)
-        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
-            rsrc[local[f->edges[e].target - s0]++] = s - s0;
-    int32_t qt = 0;
-    mark[state - s0] = 1;
-    queue[qt++] = state - s0;
-    for (int32_t qh = 0; qh < qt; qh++)
-        for (int32_t e = f->edge_begin[s0 + queue[qh]]; e < f->edge_begin[s0 + queue[qh] + 1]; e++) {
-            int32_t t = f->edges[e].target - s0;
-            if (!(mark[t] & 1)) mark[t] |= 1, queue[qt++] = t;
-        }
-    qt = 0;
-    mark[state - s0] |= 2;
-    queue[qt++] = state - s0;
-    for (int32_t qh = 0; qh < qt; qh++)
-        for (int32_t i = rbeg[queue[qh]]; i < rbeg[queue[qh] + 1]; i++)
-            if ((mark[rsrc[i]] & 1) && !(mark[rsrc[i]] & 2)) mark[rsrc[i]] |= 2, queue[qt++] = rsrc[i];
-    /* the loop: both marks; number it in BFS order from state over its own edges */
+    /* number the loop in BFS order from state over its own edges */
     for (int32_t i = 0; i < n; i++) local[i] = -1;
-    int32_t nl = 0, inner = 0;
+    int32_t nl = 0;
     local[state - s0] = nl;
     queue[nl++] = state - s0;
     for (int32_t qh = 0; qh < nl; qh++) {
@@ -96,12 +157,9 @@ static int region_find(const xgr_fsm *f, int32_t state, region *R, int *ok) {
             goto out; /* a loop state that enters a child rule: not a plain byte loop */
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
             int32_t t = f->edges[e].target - s0;
-            if (mark[t] != 3) continue;
-            inner = 1;
-            if (local[t] < 0) local[t] = nl, queue[nl++] = t;
+            if (comp[t] == id && local[t] < 0) local[t] = nl, queue[nl++] = t;
         }
     }
-    if (!inner) goto out; /* a state on no loop */
     R->n = nl;
     R->state = xgr_malloc((size_t)nl * sizeof *R->state);
     if (!R->state) {
@@ -145,10 +203,7 @@ static int region_find(const xgr_fsm *f, int32_t state, region *R, int *ok) {
     *ok = 1;
 out:
     R->local = local; /* freed with R */
-    free(mark);
     free(queue);
-    free(rbeg);
-    free(rsrc);
     return rc;
 }
 
@@ -448,7 +503,7 @@ int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask
     if (c->vocab->max_token_len >= 0x7fff) return XGR_OK; /* exit depths are 16-bit */
     region R;
     memset(&R, 0, sizeof R);
-    int ok, rc = region_find(c->fsm, state, &R, &ok);
+    int ok, rc = region_find(c, state, &R, &ok);
     if (rc || !ok) {
         region_free(&R);
         return rc;

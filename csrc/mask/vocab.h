@@ -42,10 +42,10 @@ static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t 
  * i itself has the prefix, and the tokens i.. that do are contiguous because the order is
  * lexicographic. A one-byte prefix is a table lookup; a longer one gallops from i, since
  * such ranges are short (the mask passes skip thousands of them per state). */
-static inline int xgr_vocab_has_prefix_(const struct xgr_vocab *v, int32_t k, const uint8_t *prefix,
-                                        uint32_t plen) {
+static inline int xgr_vocab_id_has_prefix(const struct xgr_vocab *v, int32_t id,
+                                          const uint8_t *prefix, uint32_t plen) {
     uint32_t ml;
-    const uint8_t *mt = xgr_vocab_token(v, v->sorted[k], &ml);
+    const uint8_t *mt = xgr_vocab_token(v, id, &ml);
     return ml >= plen && memcmp(mt, prefix, plen) == 0;
 }
 
@@ -59,13 +59,13 @@ static inline int32_t xgr_vocab_prefix_end(const struct xgr_vocab *v, int32_t i,
             hi = v->n_sorted;
             break;
         }
-        if (!xgr_vocab_has_prefix_(v, hi - 1, prefix, plen)) break;
+        if (!xgr_vocab_id_has_prefix(v, v->sorted[hi - 1], prefix, plen)) break;
         lo = hi;
         step *= 2;
     }
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (xgr_vocab_has_prefix_(v, mid, prefix, plen))
+        if (xgr_vocab_id_has_prefix(v, v->sorted[mid], prefix, plen))
             lo = mid + 1;
         else
             hi = mid;
@@ -81,9 +81,7 @@ static inline int32_t xgr_vocab_ids_prefix_end(const struct xgr_vocab *v, const 
     int32_t hi = n;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        uint32_t ml;
-        const uint8_t *mt = xgr_vocab_token(v, ids[mid], &ml);
-        if (ml >= plen && memcmp(mt, p, plen) == 0)
+        if (xgr_vocab_id_has_prefix(v, ids[mid], p, plen))
             lo = mid + 1;
         else
             hi = mid;
