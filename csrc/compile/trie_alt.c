@@ -13,7 +13,9 @@
  * the Earley parser handles like any other ref edge. */
 #include "lower_internal.h"
 
-/* Below this many alternatives the general path (memoised across grammars) is as fast. */
+/* Below this many alternatives the general path (memoised across grammars, and able to
+ * inline small referenced rules) is as fast, except for the rule a TagDispatch trigger
+ * hands over to: a tool set's group, new in nearly every request, which the memo misses. */
 #define TRIE_MIN_ALTS 8
 /* Bounds of the expansion: words per top-level alternative, words, symbols, word length
  * (the trie recursion goes as deep as a shared prefix). */
@@ -330,7 +332,9 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
     while (g->nodes.data[node].kind == XGR_NODE_SEQ && g->nodes.data[node].count == 1)
         node = g->kids.data[g->nodes.data[node].off];
     const xgr_node alt = g->nodes.data[node];
-    if (alt.kind != XGR_NODE_ALT || alt.count < TRIE_MIN_ALTS) return XGR_OK;
+    if (alt.kind != XGR_NODE_ALT || alt.count < 2 ||
+        (alt.count < TRIE_MIN_ALTS && !(c->rflags[o.a] & RF_TD_TARGET)))
+        return XGR_OK;
     /* every alternative must expand (no side effects until all have) */
     words all = {0}, one = {0};
     int32_t *order = NULL, *tmp = NULL;

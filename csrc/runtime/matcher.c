@@ -29,6 +29,7 @@ struct xgr_matcher {
 long xgr_stat_checks = 0;
 #endif
 static inline void set_bit(uint32_t *w, int32_t id) { w[id >> 5] |= 1u << (id & 31); }
+static inline void clear_bit(uint32_t *w, int32_t id) { w[id >> 5] &= ~(1u << (id & 31)); }
 static inline int get_bit(const uint32_t *w, int32_t id) { return (w[id >> 5] >> (id & 31)) & 1; }
 
 /* Is `id` one of the grammar's token-level terminals (common/token_marker.h)? */
@@ -79,7 +80,7 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
     int32_t rw = c->vocab->row_words;
     m->stop_ids = xgr_malloc((n_stop ? n_stop : 1) * sizeof *m->stop_ids);
     m->tmp_bits = xgr_malloc((size_t)rw * sizeof *m->tmp_bits);
-    m->checked_bits = xgr_malloc((size_t)rw * sizeof *m->checked_bits);
+    m->checked_bits = xgr_calloc((size_t)rw, sizeof *m->checked_bits); /* zero between fills */
     if (!m->stop_ids || !m->tmp_bits || !m->checked_bits ||
         xgr_parser_init(&m->parser, c->fsm, c->opts.max_row_items) ||
         xgr_parser_init(&m->scratch, c->fsm, c->opts.max_row_items)) {
@@ -457,6 +458,119 @@ static int collect_states(xgr_matcher *m) {
     return XGR_OK;
 }
 
+/* Zeroes the bits the exact checks of one fill set (m->checked_bits is all zero between
+ * fills): by list when the lists are short, else the whole row. */
+static void clear_checked(xgr_matcher *m, const xgr_mask_entry **ents, size_t n_ents) {
+    size_t rw = (size_t)m->c->vocab->row_words, total = m->extra.len;
+    for (size_t j = 0; j < n_ents; j++) total += (size_t)ents[j]->n_uncertain;
+    if (total > rw / 4) {
+        memset(m->checked_bits, 0, rw * sizeof *m->checked_bits);
+        return;
+    }
+    for (size_t j = 0; j < n_ents; j++)
+        for (int32_t i = 0; i < ents[j]->n_uncertain; i++)
+            m->checked_bits[ents[j]->uncertain[i] >> 5] = 0;
+    for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
+}
+
+/* Writes the row for the states collect_states found. One context-free entry (the common
+ * case: free text, a string body) is written straight into the row, in one pass over it;
+ * anything else is OR-ed into a zeroed row. */
+static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
+    const struct xgr_vocab *v = m->c->vocab;
+    size_t rw = (size_t)v->row_words;
+    int rc = XGR_OK;
+    m->extra.len = 0;
+    const xgr_mask_entry *one = NULL;
+    if (m->states.len == 1) {
+        if ((rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[0], &one))) return rc;
+        /* (a REPEAT caller's count that trims a refined entry's own tokens: general path) */
+        if (one->form == XGR_MASK_REFINED && one->n_ids && m->lims.data[0] < v->max_token_len)
+            one = NULL;
+    }
+    if (one) {
+        const xgr_mask_entry *base = one;
+        while (base->form == XGR_MASK_REFINED) base = base->base;
+        if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
+        if (base->form == XGR_MASK_BITSET) {
+            memcpy(row, base->bits, rw * sizeof *row);
+        } else if (base->form == XGR_MASK_ACCEPTED_LIST) {
+            memset(row, 0, rw * sizeof *row);
+            for (int32_t i = 0; i < base->n_ids; i++) set_bit(row, base->ids[i]);
+        } else {
+            memcpy(row, v->text_bits, rw * sizeof *row);
+            for (int32_t i = 0; i < base->n_ids; i++) clear_bit(row, base->ids[i]);
+            for (int32_t i = 0; i < base->n_uncertain; i++) clear_bit(row, base->uncertain[i]);
+        }
+        /* A refined entry's own tokens are among its base's uncertain ones: add them. */
+        for (const xgr_mask_entry *e = one; e != base; e = e->base)
+            if (e == one && e->bits)
+                for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
+            else
+                for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
+        if (one->n_uncertain) {
+            rc = check_uncertain(m, one->uncertain, one->n_uncertain, row);
+            clear_checked(m, &one, 1);
+        }
+        return rc;
+    }
+    memset(row, 0, row_words * sizeof *row);
+    if (!m->states.len) return XGR_OK;
+    const xgr_mask_entry **ents = xgr_malloc(2 * m->states.len * sizeof *ents), **raws;
+    if (!ents) return XGR_ERR_NOMEM;
+    raws = ents + m->states.len;
+    size_t got = 0;
+    for (size_t j = 0; j < m->states.len && !rc; j++) {
+        rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j], &ents[j]);
+        if (rc) break;
+        got = j + 1;
+        const xgr_mask_entry *e = ents[j];
+        /* A refined entry adds its own accepted tokens to its base's; the chain ends
+         * at a context-free entry, applied once however many slots share it. */
+        int32_t lim = m->lims.data[j];
+        if (e->form == XGR_MASK_REFINED) {
+            /* This entry's own tokens, minus those too long for a REPEAT caller's
+             * remaining count (they go to the exact check). */
+            uint32_t *dst = row;
+            int32_t k = 0;
+            if (lim < v->max_token_len && e->n_ids) {
+                dst = m->tmp_bits;
+                memset(dst, 0, rw * sizeof *dst);
+            }
+            if (e->bits)
+                for (size_t w = 0; w < rw; w++) dst[w] |= e->bits[w];
+            else
+                for (int32_t i = 0; i < e->n_ids; i++) set_bit(dst, e->ids[i]);
+            if (dst != row) {
+                for (; k < e->n_ids && !rc; k++) {
+                    uint32_t len;
+                    int32_t id = e->ids_by_len[k];
+                    xgr_vocab_token(v, id, &len);
+                    if (len <= (uint32_t)(lim < 0 ? 0 : lim)) break;
+                    dst[id >> 5] &= ~(1u << (id & 31));
+                    if (XGR_VEC_PUSH(m->extra, id)) rc = XGR_ERR_NOMEM;
+                }
+                for (size_t w = 0; w < rw; w++) row[w] |= dst[w];
+            }
+            e = e->base;
+        }
+        while (e->form == XGR_MASK_REFINED) {
+            for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
+            e = e->base;
+        }
+        int seen = 0;
+        for (size_t k = 0; k < j && !seen; k++) seen = raws[k] == e;
+        raws[j] = e;
+        if (!seen) apply_accepted(m, e, row);
+    }
+    for (size_t j = 0; j < m->states.len && !rc; j++)
+        rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);
+    if (!rc && m->extra.len) rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, row);
+    clear_checked(m, ents, got);
+    free(ents);
+    return rc;
+}
+
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
                              int *need_apply) {
     if (!m || !row_out) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
@@ -467,65 +581,15 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
                         "bitmask row has %zu int32 words but the vocabulary needs %zu",
                         row_words, rw);
     uint32_t *row = (uint32_t *)row_out;
-    memset(row, 0, row_words * sizeof *row);
     int rc = XGR_OK;
-    if (!xgr_matcher_is_terminated(m)) {
-        if ((rc = collect_states(m))) return rc;
-        memset(m->checked_bits, 0, rw * sizeof *m->checked_bits);
-        m->extra.len = 0;
-        const xgr_mask_entry **ents = NULL, **raws = NULL;
-        if (m->states.len) {
-            ents = xgr_malloc(2 * m->states.len * sizeof *ents);
-            if (!ents) return XGR_ERR_NOMEM;
-            raws = ents + m->states.len;
+    if (xgr_matcher_is_terminated(m)) {
+        memset(row, 0, row_words * sizeof *row);
+    } else {
+        if ((rc = collect_states(m))) {
+            memset(row, 0, row_words * sizeof *row);
+            return rc;
         }
-        for (size_t j = 0; j < m->states.len && !rc; j++) {
-            rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j], &ents[j]);
-            if (rc) break;
-            const xgr_mask_entry *e = ents[j];
-            /* A refined entry adds its own accepted tokens to its base's; the chain ends
-             * at a context-free entry, applied once however many slots share it. */
-            int32_t lim = m->lims.data[j];
-            if (e->form == XGR_MASK_REFINED) {
-                /* This entry's own tokens, minus those too long for a REPEAT caller's
-                 * remaining count (they go to the exact check). */
-                uint32_t *dst = row;
-                int32_t k = 0;
-                if (lim < v->max_token_len && e->n_ids) {
-                    dst = m->tmp_bits;
-                    memset(dst, 0, rw * sizeof *dst);
-                }
-                if (e->bits)
-                    for (size_t w = 0; w < rw; w++) dst[w] |= e->bits[w];
-                else
-                    for (int32_t i = 0; i < e->n_ids; i++) set_bit(dst, e->ids[i]);
-                if (dst != row) {
-                    for (; k < e->n_ids && !rc; k++) {
-                        uint32_t len;
-                        int32_t id = e->ids_by_len[k];
-                        xgr_vocab_token(v, id, &len);
-                        if (len <= (uint32_t)(lim < 0 ? 0 : lim)) break;
-                        dst[id >> 5] &= ~(1u << (id & 31));
-                        if (XGR_VEC_PUSH(m->extra, id)) rc = XGR_ERR_NOMEM;
-                    }
-                    for (size_t w = 0; w < rw; w++) row[w] |= dst[w];
-                }
-                e = e->base;
-            }
-            while (e->form == XGR_MASK_REFINED) {
-                for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
-                e = e->base;
-            }
-            int seen = 0;
-            for (size_t k = 0; k < j && !seen; k++) seen = raws[k] == e;
-            raws[j] = e;
-            if (!seen) apply_accepted(m, e, row);
-        }
-        for (size_t j = 0; j < m->states.len && !rc; j++)
-            rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);
-        if (!rc && m->extra.len)
-            rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, row);
-        free(ents);
+        rc = fill_states(m, row, row_words);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -543,9 +607,13 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
     if (need_apply) {
-        int all = (v->vocab_size % 32) == 0;
-        for (size_t w = 0; w < rw && all; w++) all = row[w] == 0xffffffffu;
-        *need_apply = !all;
+        /* AND-reduced in blocks (vectorised), so a mostly-full row costs one fast pass */
+        uint32_t acc = (v->vocab_size % 32) == 0 ? 0xffffffffu : 0;
+        for (size_t w0 = 0; w0 < rw && acc == 0xffffffffu; w0 += 64) {
+            size_t end = w0 + 64 < rw ? w0 + 64 : rw;
+            for (size_t w = w0; w < end; w++) acc &= row[w];
+        }
+        *need_apply = acc != 0xffffffffu;
     }
     return XGR_OK;
 }

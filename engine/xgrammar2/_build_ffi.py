@@ -100,7 +100,7 @@ def compile_flags():
     elif os.environ.get("XGR2_SANITIZE") == "1":
         cflags += ["-O1", "-g"]
     else:
-        cflags += ["-O2"]
+        cflags += ["-O3"]
     if os.environ.get("XGR2_SANITIZE") == "1":
         san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer"]
         cflags += san

@@ -129,6 +129,7 @@ class GrammarMatcher:
         "_stop_token_ids",
         "_terminate_without_stop_token",
         "_max_rollback_tokens",
+        "_last_bitmask",
         "__weakref__",
     )
 
@@ -198,6 +199,7 @@ class GrammarMatcher:
         self._ptr = ptr
         self._compiled = compiled
         self._flag = _ffi.new("int *")
+        self._last_bitmask: Optional[tuple] = None
         self._vocab_size = compiled.tokenizer_info.vocab_size
         self._row_words = (self._vocab_size + 31) // 32
         self._stop_token_ids = stops
@@ -285,12 +287,23 @@ class GrammarMatcher:
             Wrong dtype, device, layout, too few words per row, or ``index`` out of range
             (InvalidIndexError, also an IndexError).
         """
-        ptr, rows, words, stride = _bitmask_base(bitmask)
-        if words < self._row_words:
-            raise ValueError(
-                f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} needs "
-                f"{self._row_words}; allocate with get_bitmask_shape(batch, vocab_size)"
-            )
+        # An engine passes the same tensor every step: its checked view is reused while the
+        # tensor still has the same storage, shape and strides.
+        last = self._last_bitmask
+        if (last is not None and last[0] is bitmask and last[1] == bitmask.data_ptr()
+                and last[2] == bitmask.shape and last[3] == bitmask.stride()):
+            ptr, rows, words, stride = last[4]
+        else:
+            ptr, rows, words, stride = base = _bitmask_base(bitmask)
+            self._last_bitmask = None
+            if words < self._row_words:
+                raise ValueError(
+                    f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} "
+                    f"needs {self._row_words}; allocate with get_bitmask_shape(batch, vocab_size)"
+                )
+            if hasattr(bitmask, "data_ptr"):  # a torch tensor (numpy views are not cached)
+                self._last_bitmask = (bitmask, bitmask.data_ptr(), bitmask.shape, bitmask.stride(),
+                                      base)
         if index != 0 or rows != 1:
             index = _check_index(index, rows)
             ptr = ptr + index * stride

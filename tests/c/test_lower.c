@@ -1109,6 +1109,49 @@ static void test_literal_led_alternations(void) {
     }
     xgr_ir_free(G);
 
+    /* The rule a TagDispatch trigger hands over to is built directly however few tools it
+     * has (a new tool set misses the automaton memo), so its small referenced rule stays a
+     * reference there; the same two-way alternation elsewhere takes the general path,
+     * which inlines it. */
+    NEWG();
+    DEF("args", S(3, L("{"), REP(C(0, 1, 'a', 'z'), 0, 3), L("}")));
+    int32_t pair[2] = {S(3, L("f>"), R("args"), L("</f>")), S(3, L("g>"), R("args"), L("</f>"))};
+    DEF("group", ok(xgr_ir_alt(G, pair, 2)));
+    int32_t pair2[2] = {S(3, L("f>"), R("args"), L("</f>")), S(3, L("g>"), R("args"), L("</f>"))};
+    DEF("plain", ok(xgr_ir_alt(G, pair2, 2)));
+    {
+        const uint8_t *trig[1] = {(const uint8_t *)"<call="};
+        size_t tlen[1] = {6};
+        int32_t trule[1] = {xgr_ir_find_rule(G, "group", 5)};
+        DEF("calls", ok(xgr_ir_tag_dispatch(G, trig, tlen, trule, 1, NULL, NULL, 0, 1)));
+    }
+    DEF("root", S(3, R("calls"), L("|"), R("plain")));
+    ROOT("root");
+    f = build(&o); /* (the IR interpreter of check_all_opts has no TagDispatch) */
+    if (f) {
+        check_fsm(f);
+        int32_t grp = rule_by_name(f, "group"), pl = rule_by_name(f, "plain");
+        CHECK(grp >= 0 && rule_by_name(f, "args") >= 0);
+        int32_t grp_refs = 0, root_refs = 0;
+        if (grp >= 0)
+            for (int32_t st = f->rule_start[grp]; st < f->rule_start[grp] + rule_states(f, grp); st++)
+                for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++)
+                    grp_refs += f->edges[e].ref >= 0;
+        CHECK(grp_refs == 1); /* both tools share the <args> tail: minimal */
+        /* "plain" is inlined into root or kept without reference edges */
+        int32_t in = pl >= 0 ? pl : f->root;
+        for (int32_t st = f->rule_start[in]; st < f->rule_start[in] + rule_states(f, in); st++)
+            for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++)
+                root_refs += f->edges[e].ref >= 0 && f->edges[e].ref == rule_by_name(f, "args");
+        CHECK(root_refs == 0);
+        CHECK(fsm_accepts_str(f, "hi <call=f>{ab}</f> ok|g>{}</f>") == 1);
+        CHECK(fsm_accepts_str(f, "<call=g>{}</f>|f>{abc}</f>") == 1);
+        CHECK(fsm_accepts_str(f, "<call=h>{}</f>|f>{}</f>") == 0);
+        CHECK(fsm_accepts_str(f, "<call=f>{abcd}</f>|f>{}</f>") == 0);
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+
     /* An enum of 300 quoted words: one state per distinct prefix, one shared final. */
     NEWG();
     int32_t k4[300];

@@ -295,6 +295,58 @@ def test_fill_bitmask_rows_in_place(compiled):
     assert allowed(arr[1]) == [2, 6, 7, 10, 12] and not arr[0].any()
 
 
+def test_fill_bitmask_follows_a_tensor_whose_storage_or_shape_changed(compiled):
+    # The matcher reuses its checked view of the tensor it was given last; a tensor that
+    # got new storage, or a new shape, must be written where it now lives.
+    torch = pytest.importorskip("torch")
+    m = xgr.GrammarMatcher(compiled)
+    bm = torch.zeros(1, 2, dtype=torch.int32)
+    m.fill_next_token_bitmask(bm)
+    old = bm.data  # the first storage
+    bm.data = torch.zeros(1, 2, dtype=torch.int32)
+    m.fill_next_token_bitmask(bm)
+    assert allowed(bm[0].numpy()) == [2, 6, 7, 10, 12]
+    old.zero_()
+    m.fill_next_token_bitmask(bm)
+    assert not old.any()  # nothing written to the storage the tensor left
+    bm.set_(torch.zeros(3, 2, dtype=torch.int32))
+    m.fill_next_token_bitmask(bm, 2)
+    assert allowed(bm[2].numpy()) == [2, 6, 7, 10, 12] and not bm[:2].any()
+    bm.set_(torch.zeros(1, 1, dtype=torch.int32))
+    with pytest.raises(ValueError, match="words"):
+        m.fill_next_token_bitmask(bm)
+
+
+def _letters_info():
+    # 4095 lowercase words (3800 without "z", then 295 with it) and a stop token: 4096
+    # ids, a multiple of 32 and wider than one 64-word block of the row.
+    import itertools
+
+    every = ["".join(w) for n in (1, 2, 3) for w in itertools.product("abcdefghijklmnopqrstuvwxyz", repeat=n)]
+    words = [w for w in every if "z" not in w][:3800] + [w for w in every if "z" in w][:295]
+    vocab = [w.encode() for w in words] + [b"</s>"]
+    return xgr.TokenizerInfo(vocab, xgr.VocabType.RAW, vocab_size=4096, stop_token_ids=[4095]), words
+
+
+def test_need_apply_is_false_only_when_every_token_is_allowed():
+    info, words = _letters_info()
+    assert "z" in words[-1] and "z" not in words[2000]
+    comp = xgr.GrammarCompiler(info)
+    bm = xgr.allocate_token_bitmask(1, 4096)
+    everything = xgr.GrammarMatcher(comp.compile_grammar("root ::= [a-z]*"))
+    assert everything.fill_next_token_bitmask(bm) is False
+    assert bool((bm == -1).all())
+    # Only tokens in the row's last block are refused: the check must reach it.
+    no_z = xgr.GrammarMatcher(comp.compile_grammar("root ::= [a-y]*"))
+    assert no_z.fill_next_token_bitmask(bm) is True
+    got = allowed(bm[0].numpy(), 4096)
+    assert got == [t for t, w in enumerate(words) if "z" not in w] + [4095]
+    # A state that cannot end refuses the stop token (the row's very last bit).
+    must_go_on = xgr.GrammarMatcher(comp.compile_grammar("root ::= [a-z]+"))
+    assert must_go_on.fill_next_token_bitmask(bm) is True
+    assert allowed(bm[0].numpy(), 4096) == list(range(4095))
+
+
 def test_bruteforce_oracle_agrees(compiled):
     m = xgr.GrammarMatcher(compiled)
     for step in [None, 2, 3]:
