@@ -434,24 +434,6 @@ static int has_markers(const xgr_grammar *g) {
     return 0;
 }
 
-/* Flags the rules a reachable TagDispatch hands over to (RF_TD_TARGET). */
-static int mark_td_targets(lw_ctx *c) {
-    const xgr_grammar *g = c->g;
-    lw_i32v refs = {0};
-    int rc = XGR_OK;
-    for (size_t r = 0; r < g->rules.len && !rc; r++) {
-        int32_t body = g->rules.data[r].body;
-        if (!(c->rflags[r] & RF_REACH) || body < 0 ||
-            g->nodes.data[body].kind != XGR_NODE_TAG_DISPATCH)
-            continue;
-        refs.len = 0;
-        if ((rc = lw_td_refs(g, body, &refs))) break;
-        for (size_t k = 0; k < refs.len; k++) c->rflags[refs.data[k]] |= RF_TD_TARGET;
-    }
-    XGR_VEC_FREE(refs);
-    return rc;
-}
-
 int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm **out) {
     if (!g || !opts || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_fsm_build: NULL argument");
     *out = NULL;
@@ -473,7 +455,7 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     memset(&tdd, 0, sizeof tdd);
     int rc = ws ? XGR_OK : XGR_ERR_NOMEM;
     int32_t root;
-    if (rc || (rc = lw_analyze(&c)) || (rc = mark_td_targets(&c))) goto done;
+    if (rc || (rc = lw_analyze(&c))) goto done;
     if ((rc = get_rule(&c, LW_SRC_RULE, g->root, 0, 0, xgr_ir_rule_name(g, g->root), "", 0,
                        &root)))
         goto done;

@@ -132,7 +132,13 @@ static int walk_refs(lw_ctx *c, int32_t id, lw_i32v *out, int depth) {
         if (depth > 0)
             return xgr_fail(XGR_ERR_SEMANTIC, "TagDispatch(...) must be a whole rule body "
                                               "(not part of an expression or a lookahead)");
-        return lw_td_refs(g, id, out);
+        {
+            size_t first = out->len;
+            int rc = lw_td_refs(g, id, out);
+            for (size_t k = first; !rc && k < out->len; k++)
+                c->rflags[out->data[k]] |= RF_TD_TARGET; /* built as a trie (trie_alt.c) */
+            return rc;
+        }
     default:
         return xgr_fail(XGR_ERR_INVALID_ARG, "unknown grammar node kind %d", (int)n->kind);
     }

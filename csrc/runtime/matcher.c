@@ -376,20 +376,26 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32
 }
 
 /* ORs the tokens a plain entry accepts into row. */
-static void apply_accepted(xgr_matcher *m, const xgr_mask_entry *e, uint32_t *row) {
+/* Adds context-free entry e's accepted tokens to the row; with `overwrite`, writes them
+ * over whatever the row held instead (one pass, no scratch row). */
+static void apply_accepted(xgr_matcher *m, const xgr_mask_entry *e, uint32_t *row,
+                           int overwrite) {
     const struct xgr_vocab *v = m->c->vocab;
     size_t rw = (size_t)v->row_words;
     if (e->form == XGR_MASK_ACCEPTED_LIST) {
+        if (overwrite) memset(row, 0, rw * sizeof *row);
         for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
     } else if (e->form == XGR_MASK_BITSET) {
-        for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
+        if (overwrite) memcpy(row, e->bits, rw * sizeof *row);
+        else
+            for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
     } else {
-        memcpy(m->tmp_bits, v->text_bits, rw * sizeof *m->tmp_bits);
-        for (int32_t i = 0; i < e->n_ids; i++)
-            m->tmp_bits[e->ids[i] >> 5] &= ~(1u << (e->ids[i] & 31));
-        for (int32_t i = 0; i < e->n_uncertain; i++)
-            m->tmp_bits[e->uncertain[i] >> 5] &= ~(1u << (e->uncertain[i] & 31));
-        for (size_t w = 0; w < rw; w++) row[w] |= m->tmp_bits[w];
+        uint32_t *dst = overwrite ? row : m->tmp_bits;
+        memcpy(dst, v->text_bits, rw * sizeof *dst);
+        for (int32_t i = 0; i < e->n_ids; i++) clear_bit(dst, e->ids[i]);
+        for (int32_t i = 0; i < e->n_uncertain; i++) clear_bit(dst, e->uncertain[i]);
+        if (!overwrite)
+            for (size_t w = 0; w < rw; w++) row[w] |= dst[w];
     }
 }
 
@@ -492,16 +498,7 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
         const xgr_mask_entry *base = one;
         while (base->form == XGR_MASK_REFINED) base = base->base;
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
-        if (base->form == XGR_MASK_BITSET) {
-            memcpy(row, base->bits, rw * sizeof *row);
-        } else if (base->form == XGR_MASK_ACCEPTED_LIST) {
-            memset(row, 0, rw * sizeof *row);
-            for (int32_t i = 0; i < base->n_ids; i++) set_bit(row, base->ids[i]);
-        } else {
-            memcpy(row, v->text_bits, rw * sizeof *row);
-            for (int32_t i = 0; i < base->n_ids; i++) clear_bit(row, base->ids[i]);
-            for (int32_t i = 0; i < base->n_uncertain; i++) clear_bit(row, base->uncertain[i]);
-        }
+        apply_accepted(m, base, row, 1);
         /* A refined entry's own tokens are among its base's uncertain ones: add them. */
         for (const xgr_mask_entry *e = one; e != base; e = e->base)
             if (e == one && e->bits)
@@ -561,7 +558,7 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
         int seen = 0;
         for (size_t k = 0; k < j && !seen; k++) seen = raws[k] == e;
         raws[j] = e;
-        if (!seen) apply_accepted(m, e, row);
+        if (!seen) apply_accepted(m, e, row, 0);
     }
     for (size_t j = 0; j < m->states.len && !rc; j++)
         rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);
