@@ -102,7 +102,8 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 /* Collects the token ids of every marker in the grammar's literals (TagDispatch strings
- * included) and, if there is one, the vocabulary's text tokens that contain byte 0xFF. */
+ * included). With one, the vocabulary's tokens containing byte 0xFF are never text
+ * (vocab.h ff_bits, computed once per vocabulary). */
 static int collect_token_terms(xgr_compiled *c) {
     const xgr_grammar *g = c->grammar;
     XGR_VEC(int32_t) ids = {0};
@@ -125,14 +126,6 @@ static int collect_token_terms(xgr_compiled *c) {
         if (n == 0 || ids.data[n - 1] != ids.data[i]) ids.data[n++] = ids.data[i];
     c->token_ids = ids.data;
     c->n_token_ids = (int32_t)n;
-    const struct xgr_vocab *v = c->vocab;
-    c->ff_bits = xgr_calloc((size_t)v->row_words + 1, sizeof *c->ff_bits);
-    if (!c->ff_bits) return XGR_ERR_NOMEM;
-    for (int32_t id = 0; id < v->n_tokens; id++) {
-        uint32_t len;
-        const uint8_t *t = xgr_vocab_token(v, id, &len);
-        if (len && memchr(t, XGR_TOKEN_MARKER_LEAD, len)) c->ff_bits[id >> 5] |= 1u << (id & 31);
-    }
     return XGR_OK;
 }
 
@@ -217,7 +210,6 @@ static void compiled_free(xgr_compiled *c) {
     free(c->rule_flat);
     free(c->rule_opaque);
     free(c->token_ids);
-    free(c->ff_bits);
     free(c->fmemo);
     pthread_mutex_destroy(&c->fmemo_lock);
     free(c->ref_begin);

@@ -10,7 +10,14 @@
  * such words multiplies them, within bounds), the sorted words form a trie, and every
  * state is hash-consed on (final, outgoing edges) bottom-up, the classic register
  * construction for acyclic automata. References stay references (never inlined), which
- * the Earley parser handles like any other ref edge. */
+ * the Earley parser handles like any other ref edge.
+ *
+ * A special token spelled as text is ("<|channel|>" | Token) (front/token_spell.c), so a
+ * Harmony header with four of them would expand into 16 words. Such a small choice of
+ * byte strings with distinct first bytes is one symbol instead (a *choice*, identified by
+ * its content): the trie is built over bytes, references and choices, and each choice edge
+ * is then replaced by its strings, which stays deterministic unless a state also reads one
+ * of their first bytes; only then are the choices expanded into words after all. */
 #include "lower_internal.h"
 
 /* Below this many alternatives the general path (memoised across grammars, and able to
@@ -26,6 +33,9 @@
 /* A word symbol: a byte (0..255), or TRIE_REF + a rule id (IR while expanding, output
  * rule once resolved), so bytes sort before references as fsm.h orders edges. */
 #define TRIE_REF 256
+/* Choices: symbol -1 - k for choice k (sorting before bytes); on an edge, ref CHOICE_REF(k). */
+#define CHOICE_MAX_KIDS 8
+#define CHOICE_REF(k) (-2 - (k))
 
 /* Words: word k is sym[off[k] .. off[k + 1]). */
 typedef struct {
@@ -71,10 +81,61 @@ static int words_concat(words *dst, const words *src, size_t max_words) {
     return XGR_OK;
 }
 
+/* The distinct choices met while expanding one rule: a representative IR node each. */
+typedef XGR_VEC(int32_t) choice_tab;
+
+/* The BYTES node an alternative is (through one-element sequences), or -1. */
+static int32_t bytes_kid(const xgr_grammar *g, int32_t node) {
+    while (g->nodes.data[node].kind == XGR_NODE_SEQ && g->nodes.data[node].count == 1)
+        node = g->kids.data[g->nodes.data[node].off];
+    return g->nodes.data[node].kind == XGR_NODE_BYTES && g->nodes.data[node].count > 0 ? node : -1;
+}
+
+/* Is ALT node `n` a choice: a few non-empty byte strings whose first bytes differ (so
+ * none is a prefix of another, and their paths from one state never meet early)? */
+static int is_choice(const xgr_grammar *g, const xgr_node *n) {
+    if (n->count < 2 || n->count > CHOICE_MAX_KIDS) return 0;
+    uint32_t seen[8] = {0};
+    for (int32_t i = 0; i < n->count; i++) {
+        int32_t k = bytes_kid(g, g->kids.data[n->off + i]);
+        if (k < 0) return 0;
+        uint8_t b = g->bytes.data[g->nodes.data[k].off];
+        if (seen[b >> 5] >> (b & 31) & 1) return 0;
+        seen[b >> 5] |= 1u << (b & 31);
+    }
+    return 1;
+}
+
+/* Do two choice nodes spell the same strings in the same order? */
+static int same_choice(const xgr_grammar *g, const xgr_node *a, const xgr_node *b) {
+    if (a->count != b->count) return 0;
+    for (int32_t i = 0; i < a->count; i++) {
+        const xgr_node *x = &g->nodes.data[bytes_kid(g, g->kids.data[a->off + i])];
+        const xgr_node *y = &g->nodes.data[bytes_kid(g, g->kids.data[b->off + i])];
+        if (x->count != y->count || memcmp(g->bytes.data + x->off, g->bytes.data + y->off, (size_t)x->count))
+            return 0;
+    }
+    return 1;
+}
+
+/* The choice id of ALT node `node` (registered in ct if new). */
+static int choice_id(const xgr_grammar *g, choice_tab *ct, int32_t node, int32_t *out) {
+    const xgr_node *n = &g->nodes.data[node];
+    for (size_t k = 0; k < ct->len; k++)
+        if (same_choice(g, &g->nodes.data[ct->data[k]], n)) {
+            *out = (int32_t)k;
+            return XGR_OK;
+        }
+    if (XGR_VEC_PUSH(*ct, node)) return XGR_ERR_NOMEM;
+    *out = (int32_t)ct->len - 1;
+    return XGR_OK;
+}
+
 /* Replaces w by w followed by the language of IR node `node`; returns 1 (and leaves w
  * undefined) when the node is not a finite alternation of bytes and references or the
- * expansion exceeds its bounds. No side effects on the lowering context. */
-static int expand(const lw_ctx *c, int32_t node, words *w, int depth) {
+ * expansion exceeds its bounds. With ct, a choice becomes one symbol (registered in ct).
+ * No side effects on the lowering context. */
+static int expand(const lw_ctx *c, choice_tab *ct, int32_t node, words *w, int depth) {
     const xgr_grammar *g = c->g;
     const xgr_node *n = &g->nodes.data[node];
     if (depth > 64) return 1;
@@ -99,11 +160,18 @@ static int expand(const lw_ctx *c, int32_t node, words *w, int depth) {
     }
     case XGR_NODE_SEQ:
         for (int32_t i = 0; i < n->count; i++) {
-            int rc = expand(c, g->kids.data[n->off + i], w, depth + 1);
+            int rc = expand(c, ct, g->kids.data[n->off + i], w, depth + 1);
             if (rc) return rc;
         }
         return XGR_OK;
     case XGR_NODE_ALT: {
+        if (ct && is_choice(g, n)) {
+            int32_t k;
+            int rc = choice_id(g, ct, node, &k);
+            if (rc) return rc;
+            k = -1 - k;
+            return words_append(w, &k, 1);
+        }
         words out = {0}, part = {0};
         int rc = XGR_OK;
         for (int32_t i = 0; i < n->count && !rc; i++) {
@@ -116,7 +184,7 @@ static int expand(const lw_ctx *c, int32_t node, words *w, int depth) {
             if (w->off.len) memcpy(part.off.data, w->off.data, w->off.len * sizeof(size_t));
             part.sym.len = w->sym.len;
             part.off.len = w->off.len;
-            if ((rc = expand(c, g->kids.data[n->off + i], &part, depth + 1))) break;
+            if ((rc = expand(c, ct, g->kids.data[n->off + i], &part, depth + 1))) break;
             rc = words_concat(&out, &part, TRIE_MAX_WORDS);
         }
         words_free(&part);
@@ -243,16 +311,22 @@ static int32_t word_len(const words *w, int32_t k) {
 
 static int32_t word_sym(const words *w, int32_t k, int32_t i) { return w->sym.data[w->off.data[k] + (size_t)i]; }
 
+/* The edge reading word symbol `sym` into `target`. */
+static xgr_edge sym_edge(int32_t sym, int32_t target) {
+    if (sym < 0) return (xgr_edge){target, CHOICE_REF(-1 - sym), 0, 0};
+    if (sym >= TRIE_REF) return (xgr_edge){target, sym - TRIE_REF, 0, 0};
+    return (xgr_edge){target, -1, (uint8_t)sym, (uint8_t)sym};
+}
+
 /* Adds the edge on `sym` to the node whose edges start at stack index `base`. */
 static int push_edge(trie_ws *w, size_t base, int32_t sym, int32_t child) {
     xgr_edge *last = w->stack.len > base ? &w->stack.data[w->stack.len - 1] : NULL;
-    if (sym < TRIE_REF && last && last->ref < 0 && last->target == child && last->hi + 1 == sym) {
+    if (sym >= 0 && sym < TRIE_REF && last && last->ref == -1 && last->target == child &&
+        last->hi + 1 == sym) {
         last->hi = (uint8_t)sym; /* adjacent bytes to the same state: one range (fsm.h) */
         return XGR_OK;
     }
-    xgr_edge e = {child, sym < TRIE_REF ? -1 : sym - TRIE_REF, (uint8_t)(sym < TRIE_REF ? sym : 0),
-                  (uint8_t)(sym < TRIE_REF ? sym : 0)};
-    return XGR_VEC_PUSH(w->stack, e) ? XGR_ERR_NOMEM : XGR_OK;
+    return XGR_VEC_PUSH(w->stack, sym_edge(sym, child)) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
 /* The state reading the rest (from symbol `depth` on) of the sorted, distinct words
@@ -273,10 +347,8 @@ static int build_trie(trie_ws *w, const trie_in *in, int32_t lo, int32_t hi, int
             int32_t k = in->order[i];
             child = in->final_state;
             for (int32_t q = word_len(ws, k) - 1; q > depth; q--) {
-                int32_t s = word_sym(ws, k, q);
-                if ((rc = reg1(w, s < TRIE_REF ? -1 : s - TRIE_REF, (uint8_t)(s < TRIE_REF ? s : 0),
-                               child, &child)))
-                    return rc;
+                xgr_edge e = sym_edge(word_sym(ws, k, q), child);
+                if ((rc = reg(w, 0, &e, 1, &child))) return rc;
             }
         } else if ((rc = build_trie(w, in, i, j, depth + 1, &child))) {
             return rc;
@@ -323,35 +395,89 @@ static int renumber(lw_dfa *d, int32_t start) {
     return XGR_OK;
 }
 
-int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *built) {
-    *built = 0;
-    const lw_orule o = c->orules.data[orule];
-    if (o.src != LW_SRC_RULE || o.b || o.kind != XGR_RULE_NORMAL) return XGR_OK;
+static int cmp_edge(const void *a, const void *b) {
+    const xgr_edge *x = a, *y = b;
+    int kx = x->ref != -1, ky = y->ref != -1;
+    if (kx != ky) return kx - ky;
+    int32_t vx = kx ? x->ref : x->lo, vy = ky ? y->ref : y->lo;
+    return (vx > vy) - (vx < vy);
+}
+
+/* Registers in w->d the automaton `raw` (states in creation order, so successors first)
+ * with each choice edge replaced by the byte paths of its strings; returns 1 when a state
+ * would then read some byte on two edges (the caller expands the choices instead). */
+static int substitute_choices(trie_ws *w, const choice_tab *ct, const lw_dfa *raw, int32_t raw_start,
+                              int32_t *start) {
+    const xgr_grammar *g = w->c->g;
+    int32_t *id = xgr_malloc(((size_t)raw->n + 1) * sizeof *id);
+    XGR_VEC(xgr_edge) es = {0};
+    int rc = id ? XGR_OK : XGR_ERR_NOMEM;
+    for (int32_t s = 0; s < raw->n && !rc; s++) {
+        es.len = 0;
+        for (int32_t e = raw->ebeg.data[s]; e < raw->ebeg.data[s + 1] && !rc; e++) {
+            xgr_edge x = raw->edges.data[e];
+            if (x.ref >= -1) {
+                x.target = id[x.target];
+                if (XGR_VEC_PUSH(es, x)) rc = XGR_ERR_NOMEM;
+                continue;
+            }
+            const xgr_node *n = &g->nodes.data[ct->data[-2 - x.ref]];
+            for (int32_t i = 0; i < n->count && !rc; i++) {
+                const xgr_node *b = &g->nodes.data[bytes_kid(g, g->kids.data[n->off + i])];
+                const uint8_t *p = g->bytes.data + b->off;
+                int32_t child = id[x.target];
+                for (int32_t q = b->count - 1; q >= 1 && !rc; q--) rc = reg1(w, -1, p[q], child, &child);
+                if (!rc && XGR_VEC_PUSH(es, ((xgr_edge){child, -1, p[0], p[0]}))) rc = XGR_ERR_NOMEM;
+            }
+        }
+        if (rc) break;
+        if (es.len > 1) qsort(es.data, es.len, sizeof *es.data, cmp_edge);
+        size_t m = 0;
+        for (size_t k = 0; k < es.len && !rc; k++) {
+            xgr_edge x = es.data[k];
+            if (m && x.ref == -1 && es.data[m - 1].ref == -1) {
+                xgr_edge *l = &es.data[m - 1];
+                if (x.lo <= l->hi) {
+                    rc = 1; /* two edges on one byte: not deterministic */
+                    break;
+                }
+                if (x.lo == l->hi + 1 && x.target == l->target) {
+                    l->hi = x.hi;
+                    continue;
+                }
+            }
+            es.data[m++] = x;
+        }
+        if (!rc) rc = reg(w, raw->final.data[s], es.data, (int32_t)m, &id[s]);
+    }
+    if (!rc) *start = id[raw_start];
+    free(id);
+    XGR_VEC_FREE(es);
+    return rc;
+}
+
+/* lw_trie_build with choices as symbols (ct) or expanded into words (ct NULL): 1 when
+ * the rule is not a finite alternation within bounds, 2 when its choices would clash. */
+static int trie_try(lw_ctx *c, const xgr_node *alt, int64_t budget, choice_tab *ct, lw_dfa *out) {
     const xgr_grammar *g = c->g;
-    int32_t node = g->rules.data[o.a].body;
-    while (g->nodes.data[node].kind == XGR_NODE_SEQ && g->nodes.data[node].count == 1)
-        node = g->kids.data[g->nodes.data[node].off];
-    const xgr_node alt = g->nodes.data[node];
-    if (alt.kind != XGR_NODE_ALT || alt.count < 2 ||
-        (alt.count < TRIE_MIN_ALTS && !(c->rflags[o.a] & RF_TD_TARGET)))
-        return XGR_OK;
     /* every alternative must expand (no side effects until all have) */
     words all = {0}, one = {0};
+    lw_dfa raw = {0};
     int32_t *order = NULL, *tmp = NULL;
     int rc = XGR_OK;
-    for (int32_t i = 0; i < alt.count && !rc; i++) {
+    for (int32_t i = 0; i < alt->count && !rc; i++) {
         one.sym.len = one.off.len = 0;
         if (XGR_VEC_PUSH(one.off, 0) || XGR_VEC_PUSH(one.off, 0)) {
             rc = XGR_ERR_NOMEM;
             break;
         }
-        if ((rc = expand(c, g->kids.data[alt.off + i], &one, 0))) break;
+        if ((rc = expand(c, ct, g->kids.data[alt->off + i], &one, 0))) break;
         rc = n_words(&one) > TRIE_MAX_WORDS_PER_ALT ? 1 : words_concat(&all, &one, TRIE_MAX_WORDS);
     }
     words_free(&one);
     if (rc) {
         words_free(&all);
-        return rc == 1 ? XGR_OK : rc; /* 1: not this shape, the general path takes it */
+        return rc;
     }
     /* resolve references to output rules (creates them: committed from here on) */
     for (size_t i = 0; i < all.sym.len && !rc; i++)
@@ -371,8 +497,9 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
     int32_t m = 0; /* distinct words */
     for (int32_t i = 0; i < nw; i++)
         if (!m || cmp_words(&all, order[m - 1], order[i])) order[m++] = order[i];
+    int with_choices = ct && ct->len;
     w.c = c;
-    w.d = out;
+    w.d = with_choices ? &raw : out;
     w.budget = budget;
     out->n = 0;
     out->final.len = out->ebeg.len = out->edges.len = 0;
@@ -380,8 +507,19 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
     int32_t start;
     if ((rc = reg(&w, 1, NULL, 0, &in.final_state))) goto done;
     if ((rc = build_trie(&w, &in, 0, m, 0, &start))) goto done;
-    if ((rc = renumber(out, start))) goto done;
-    *built = 1;
+    if (with_choices) {
+        /* a fresh register for the substituted automaton */
+        free(w.table);
+        w.table = NULL;
+        w.cap = 0;
+        w.hashes.len = 0;
+        w.d = out;
+        if ((rc = substitute_choices(&w, ct, &raw, start, &start))) {
+            if (rc == 1) rc = 2;
+            goto done;
+        }
+    }
+    rc = renumber(out, start);
 done:
     free(w.table);
     XGR_VEC_FREE(w.hashes);
@@ -389,5 +527,27 @@ done:
     free(order);
     free(tmp);
     words_free(&all);
+    lw_td_dfa_free(&raw);
+    return rc;
+}
+
+int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *built) {
+    *built = 0;
+    const lw_orule o = c->orules.data[orule];
+    if (o.src != LW_SRC_RULE || o.b || o.kind != XGR_RULE_NORMAL) return XGR_OK;
+    const xgr_grammar *g = c->g;
+    int32_t node = g->rules.data[o.a].body;
+    while (g->nodes.data[node].kind == XGR_NODE_SEQ && g->nodes.data[node].count == 1)
+        node = g->kids.data[g->nodes.data[node].off];
+    const xgr_node alt = g->nodes.data[node];
+    if (alt.kind != XGR_NODE_ALT || alt.count < 2 ||
+        (alt.count < TRIE_MIN_ALTS && !(c->rflags[o.a] & RF_TD_TARGET)))
+        return XGR_OK;
+    choice_tab ct = {0};
+    int rc = trie_try(c, &alt, budget, &ct, out);
+    if (rc == 2) rc = trie_try(c, &alt, budget, NULL, out);
+    XGR_VEC_FREE(ct);
+    if (rc == 1 || rc == 2) return XGR_OK; /* not this shape: the general path takes it */
+    if (!rc) *built = 1;
     return rc;
 }

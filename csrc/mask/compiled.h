@@ -112,11 +112,10 @@ struct xgr_compiled {
     _Atomic(int32_t *) *rule_loops;
     uint8_t *scannable;                 /* n_states: state has a byte edge */
     /* Token-level terminals (common/token_marker.h): the ids whose markers occur in the
-     * grammar, sorted and unique, and (when there are any) the text tokens containing
-     * byte 0xFF, which such a grammar never accepts as text. */
+     * grammar, sorted and unique. When there are any, the vocabulary's tokens containing
+     * byte 0xFF (vocab.h ff_bits) are never accepted as text. */
     int32_t *token_ids;
     int32_t n_token_ids;
-    uint32_t *ff_bits; /* row_words */
     /* Follow-check memo shared by every entry build of this grammar (under the lock). */
     pthread_mutex_t fmemo_lock;
     xgr_follow_memo_slot *fmemo;

@@ -31,6 +31,8 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->sorted);
     free(v->lcp);
     free(v->text_bits);
+    free(v->ff_bits);
+    free(v->ff_ids);
     free(v);
 }
 
@@ -75,10 +77,11 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     v->sorted = xgr_malloc((size_t)n_tokens * sizeof *v->sorted);
     v->lcp = xgr_malloc((size_t)n_tokens * sizeof *v->lcp);
     v->text_bits = xgr_calloc((size_t)v->row_words, sizeof *v->text_bits);
+    v->ff_bits = xgr_calloc((size_t)v->row_words + 1, sizeof *v->ff_bits);
     tok_ref *refs = xgr_malloc((size_t)n_tokens * sizeof *refs);
     uint8_t *is_stop = xgr_calloc((size_t)vocab_size, 1);
     if (!v->data || !v->offsets || !v->is_special || !v->stop_ids || !v->sorted || !v->lcp ||
-        !v->text_bits || !refs || !is_stop) {
+        !v->text_bits || !v->ff_bits || !refs || !is_stop) {
         free(refs);
         free(is_stop);
         vocab_free(v);
@@ -133,6 +136,25 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         h = xgr_hash_combine(h, w);
     }
     v->fingerprint = h;
+    for (int32_t id = 0; id < n_tokens; id++) {
+        uint32_t len;
+        const uint8_t *t = xgr_vocab_token(v, id, &len);
+        if (len && memchr(t, 0xFF, len)) v->n_ff++;
+    }
+    v->ff_ids = xgr_malloc(((size_t)v->n_ff + 1) * sizeof *v->ff_ids);
+    if (!v->ff_ids) {
+        free(refs);
+        free(is_stop);
+        vocab_free(v);
+        return XGR_ERR_NOMEM;
+    }
+    for (int32_t id = 0, k = 0; id < n_tokens; id++) {
+        uint32_t len;
+        const uint8_t *t = xgr_vocab_token(v, id, &len);
+        if (!len || !memchr(t, 0xFF, len)) continue;
+        v->ff_ids[k++] = id;
+        v->ff_bits[id >> 5] |= 1u << (id & 31);
+    }
     free(refs);
     free(is_stop);
     *out = v;

@@ -27,6 +27,11 @@ struct xgr_vocab {
     int32_t n_sorted;
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
+    /* Tokens whose bytes contain 0xFF (a marker's lead byte): never text in a grammar
+     * with token-level terminals. A bitset (row_words) and the same ids as a list. */
+    uint32_t *ff_bits;
+    int32_t *ff_ids;
+    int32_t n_ff;
     int32_t first_byte_count[256]; /* sortable tokens per first byte: mask-cost estimates */
     int32_t first_byte_start[257]; /* sorted positions: first byte b in [start[b], start[b+1]) */
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */

@@ -212,7 +212,7 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     }
     int ok, rc;
     if (token >= v->n_tokens || v->is_special[token]) return XGR_OK;
-    if (m->c->ff_bits && get_bit(m->c->ff_bits, token)) return XGR_OK;
+    if (m->c->n_token_ids && get_bit(v->ff_bits, token)) return XGR_OK;
     uint32_t len;
     const uint8_t *s = xgr_vocab_token(v, token, &len);
     if (len == 0) return XGR_OK;
@@ -286,7 +286,7 @@ int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
 static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
     const xgr_compiled *c = m->c;
     if (!c->n_token_ids) return XGR_OK;
-    for (int32_t w = 0; w < c->vocab->row_words; w++) row[w] &= ~c->ff_bits[w];
+    for (int32_t i = 0; i < c->vocab->n_ff; i++) clear_bit(row, c->vocab->ff_ids[i]);
     /* Every marker starts with the same lead byte: step it once; most states refuse it. */
     int32_t rows = xgr_parser_rows(&m->parser);
     int alive, rc = xgr_parser_step(&m->parser, XGR_TOKEN_MARKER_LEAD, &alive);

@@ -1086,8 +1086,9 @@ static void test_literal_led_alternations(void) {
 
     /* Alternatives holding small alternations of literals (a special token spelled as
      * ("<c>" | its marker bytes), two end strings) and words that are prefixes of others
-     * ("t1" of "t10") expand into words: still built directly (the small referenced rule
-     * stays a reference), same language, no duplicate ref edges. */
+     * ("t1" of "t10"): still built directly, each small alternation one symbol of the
+     * trie (a choice) shared by every alternative, the small referenced rule kept as a
+     * reference, same language, no duplicate ref edges. */
     NEWG();
     DEF("obj", S(3, L("{"), REP(C(0, 1, 'a', 'z'), 0, 2), L("}")));
     int32_t k5[12];
@@ -1105,6 +1106,42 @@ static void test_literal_led_alternations(void) {
         CHECK(rule_by_name(f, "obj") >= 0);
         CHECK(fsm_accepts_str(f, "<c>t10{ab}!") == 1 && fsm_accepts_str(f, "\xff\x80t1{}</c>") == 1);
         CHECK(fsm_accepts_str(f, "<c>t1{}") == 0 && fsm_accepts_str(f, "<c>t12{}!") == 0);
+        /* one shared choice: the start reads '<' and 0xFF, and both spellings meet again
+         * before the tool names */
+        int32_t s0 = f->rule_start[f->root];
+        CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2);
+        if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2) {
+            int32_t a = f->edges[f->edge_begin[s0]].target, b = f->edges[f->edge_begin[s0] + 1].target;
+            for (int k = 0; k < 2 && a >= 0; k++) /* "<c>": two more bytes */
+                a = f->edge_begin[a + 1] - f->edge_begin[a] == 1 ? f->edges[f->edge_begin[a]].target : -1;
+            if (b >= 0) /* 0xFF 0x80: one more byte */
+                b = f->edge_begin[b + 1] - f->edge_begin[b] == 1 ? f->edges[f->edge_begin[b]].target : -2;
+            CHECK(a >= 0 && a == b);
+        }
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+
+    /* A choice whose first byte the same state also reads for another alternative ("p"
+     * then ("ab" | "c") beside "pa" "x") cannot stay one symbol: the choices are expanded
+     * into words after all, same language. */
+    NEWG();
+    int32_t k6[9];
+    for (int i = 0; i < 8; i++) {
+        char lit[16];
+        snprintf(lit, sizeof lit, "q%d", i);
+        k6[i] = S(3, L("p"), A(2, L("ab"), L("c")), L(lit));
+    }
+    k6[8] = S(2, L("pa"), L("x"));
+    DEF("root", ok(xgr_ir_alt(G, k6, 9)));
+    ROOT("root");
+    check_all_opts("trie choice clash", 200);
+    f = build(&o);
+    if (f) {
+        check_fsm(f);
+        CHECK(fsm_accepts_str(f, "pabq3") == 1 && fsm_accepts_str(f, "pcq0") == 1);
+        CHECK(fsm_accepts_str(f, "pax") == 1 && fsm_accepts_str(f, "pabx") == 0);
+        CHECK(fsm_accepts_str(f, "paq1") == 0 && fsm_accepts_str(f, "pa") == 0);
         xgr_fsm_free(f);
     }
     xgr_ir_free(G);
