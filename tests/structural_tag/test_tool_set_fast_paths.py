@@ -49,6 +49,48 @@ def test_plain_json_schema_tags_are_read_directly():
             (slow.content.any_order, slow.content.max_whitespace_cnt, slow.content.excludes)
 
 
+def test_a_pydantic_dump_of_plain_tags_is_read_directly():
+    """A pydantic StructuralTag dumps every JSONSchemaFormat field (style, any_order,
+    max_whitespace_cnt, excludes); at their defaults the tag is still a plain one, read the
+    same as the general reader reads it."""
+    from xgrammar2.structural_tag import StructuralTag
+
+    fns = _bfcl_functions(3)
+    dumped = StructuralTag.model_validate(_tag(fns)).model_dump(by_alias=True)
+    tags = dumped["format"]["tags"]
+    assert set(tags[0]["content"]) > {"type", "json_schema"}
+    for i, t in enumerate(tags):
+        fast = nodes._simple_json_tag(t, f"$.format.tags[{i}]")
+        slow = nodes._read_tag(t, f"$.format.tags[{i}]", 0)
+        assert fast is not None
+        assert (fast.path, fast.begin, fast.end, fast.content.path, fast.content.schema) == \
+            (slow.path, slow.begin, slow.end, slow.content.path, slow.content.schema)
+    assert structural_tag_to_ebnf(dumped) == structural_tag_to_ebnf(_tag(fns))
+
+
+@pytest.mark.parametrize("option, value, attr", [
+    ("style", "qwen_xml", "style"), ("any_order", True, "any_order"),
+    ("max_whitespace_cnt", 2, "max_whitespace_cnt"), ("excludes", ["x"], "excludes"),
+    ("any_order", 0, None), ("max_whitespace_cnt", False, None),
+])
+def test_a_non_default_json_option_leaves_the_direct_reader(option, value, attr):
+    """Any other value goes to the general reader, which keeps the option or names the bad
+    value: the direct reader never drops a constraint (nor takes a key it does not know)."""
+    fn = _bfcl_functions(1)[0]
+    t = {"type": "tag", "begin": "<function=f>", "end": "</function>",
+         "content": {"type": "json_schema", "json_schema": fn["parameters"], option: value}}
+    assert nodes._simple_json_tag(t, "$") is None
+    assert nodes._simple_json_tag({**t, "content": {**t["content"], option: None, "flavour": 1}}, "$") is None
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="],
+                                                "tags": [t]}}
+    if attr is None:
+        with pytest.raises(ValueError, match=option):
+            nodes.read_structural_tag(tag)
+    else:
+        read = nodes.read_structural_tag(tag)
+        assert getattr(read.tags[0].content, attr) == value
+
+
 @pytest.mark.parametrize("bad, where", [
     ({"begin": 5, "content": {"type": "json_schema", "json_schema": {}}, "end": "x"}, "tags[0].begin"),
     ({"begin": "<function=f>", "content": {"type": "json_schema", "json_schema": 3}, "end": "x"},

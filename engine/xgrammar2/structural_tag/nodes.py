@@ -389,6 +389,9 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
 
     if t == "const_string":
         return ConstString(path, _str(value, "value", path))
+    if t == "json_schema" and type(value.get("json_schema")) is dict and all(
+            k == "type" or k == "json_schema" or _is_default_json_option(k, v) for k, v in value.items()):
+        return JSONSchema(path, value["json_schema"])  # the plain case, as below reads it
     if t in ("json_schema", "qwen_xml_parameter"):
         schema = _schema_value(_get(value, "json_schema", path), path_join(path, "json_schema"))
         if t == "qwen_xml_parameter":
@@ -420,7 +423,14 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
         return Regex(path, _str(value, "pattern", path, non_empty=True))
     if t in ("sequence", "or"):
         items = _list(value, "elements", path, non_empty=True)
-        els = [sub(e, path_join(path, "elements", i)) for i, e in enumerate(items)]
+        els = []
+        for i, e in enumerate(items):
+            p = f"{path}.elements[{i}]"  # path_join(path, "elements", i)
+            if (type(e) is dict and len(e) == 2 and e.get("type") == "const_string"
+                    and type(e.get("value")) is str):
+                els.append(ConstString(p, e["value"]))  # a plain literal, as below reads it
+            else:
+                els.append(sub(e, p))
         return Sequence(path, els) if t == "sequence" else Or(path, els)
     if t == "tag":
         return _read_tag(value, path, d)
@@ -496,17 +506,35 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
 _SIMPLE_TAG_KEYS = frozenset(("type", "begin", "content", "end"))
 
 
+def _is_default_json_option(key: str, value: Any) -> bool:
+    """Is this a JSONSchemaFormat field other than type and json_schema, at its default (as
+    a pydantic dump writes it)?"""
+    if key == "style":
+        return value == "json"
+    if key == "any_order":
+        return value is False
+    if key == "max_whitespace_cnt":
+        return value is None
+    if key == "excludes":
+        return type(value) is list and not value
+    return False
+
+
 def _simple_json_tag(value: Dict[str, Any], path: str) -> Optional[Tag]:
-    """``{"begin": str, "content": {"type": "json_schema", "json_schema": {...}}, "end": str}``,
-    the shape of every tool in a tool-calling format, read as the general path reads it
-    minus the checks it cannot fail; None for any other shape."""
+    """``{"begin": str, "content": {"type": "json_schema", "json_schema": {...}}, "end": str}``
+    (the content's other fields, if present, at their defaults, as a pydantic dump writes
+    them), the shape of every tool in a tool-calling format, read as the general path reads
+    it minus the checks it cannot fail; None for any other shape."""
     if value.get("type", "tag") != "tag" or not _SIMPLE_TAG_KEYS.issuperset(value):
         return None
     begin, content, end = value.get("begin"), value.get("content"), value.get("end")
     if type(begin) is not str or type(end) is not str or type(content) is not dict:
         return None
     schema = content.get("json_schema")
-    if len(content) != 2 or content.get("type") != "json_schema" or type(schema) is not dict:
+    if content.get("type") != "json_schema" or type(schema) is not dict:
+        return None
+    if len(content) != 2 and not all(k == "type" or k == "json_schema" or _is_default_json_option(k, v)
+                                     for k, v in content.items()):
         return None
     return Tag(path, begin, JSONSchema(path + ".content", schema), [end])
 

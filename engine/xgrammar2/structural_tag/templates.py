@@ -577,17 +577,21 @@ def _harmony(fns, builtins, mode, o):
     CALL = "<|call|>"
     SEP = "<|start|>assistant"
 
+    # One tag per tool, its header orders an alternation opening the content: the same
+    # language as a tag per header order, with the tool's schema written, read and
+    # converted once instead of four times.
+    def call_tag(heads, params):
+        return tag("", seq(or_(*[const(h) for h in heads]), o.args(params)), CALL)
+
     def fn_tags(name, params):
-        c = o.args(params)
-        return [tag(f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>", c, CALL),
-                tag(f"<|channel|>commentary to=functions.{name}<|constrain|>json<|message|>", c, CALL),
-                tag(f" to=functions.{name}<|channel|>commentary <|constrain|>json<|message|>", c, CALL),
-                tag(f" to=functions.{name}<|channel|>commentary json<|message|>", c, CALL)]
+        return [call_tag([f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>",
+                          f"<|channel|>commentary to=functions.{name}<|constrain|>json<|message|>",
+                          f" to=functions.{name}<|channel|>commentary <|constrain|>json<|message|>",
+                          f" to=functions.{name}<|channel|>commentary json<|message|>"], params)]
 
     def builtin_tags(b):
-        c = o.args(b.parameters)
-        return [tag(f"<|channel|>commentary to={b.name} code<|message|>", c, CALL),
-                tag(f" to={b.name}<|channel|>commentary code<|message|>", c, CALL)]
+        return [call_tag([f"<|channel|>commentary to={b.name} code<|message|>",
+                          f" to={b.name}<|channel|>commentary code<|message|>"], b.parameters)]
 
     calls = []
     for f in fns:
