@@ -84,10 +84,16 @@ static int words_concat(words *dst, const words *src, size_t max_words) {
 /* The distinct choices met while expanding one rule: a representative IR node each. */
 typedef XGR_VEC(int32_t) choice_tab;
 
-/* The BYTES node an alternative is (through one-element sequences), or -1. */
-static int32_t bytes_kid(const xgr_grammar *g, int32_t node) {
+/* The node a chain of one-element sequences wraps. */
+static int32_t unwrap_seq(const xgr_grammar *g, int32_t node) {
     while (g->nodes.data[node].kind == XGR_NODE_SEQ && g->nodes.data[node].count == 1)
         node = g->kids.data[g->nodes.data[node].off];
+    return node;
+}
+
+/* The BYTES node an alternative is (through one-element sequences), or -1. */
+static int32_t bytes_kid(const xgr_grammar *g, int32_t node) {
+    node = unwrap_seq(g, node);
     return g->nodes.data[node].kind == XGR_NODE_BYTES && g->nodes.data[node].count > 0 ? node : -1;
 }
 
@@ -536,10 +542,7 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
     const lw_orule o = c->orules.data[orule];
     if (o.src != LW_SRC_RULE || o.b || o.kind != XGR_RULE_NORMAL) return XGR_OK;
     const xgr_grammar *g = c->g;
-    int32_t node = g->rules.data[o.a].body;
-    while (g->nodes.data[node].kind == XGR_NODE_SEQ && g->nodes.data[node].count == 1)
-        node = g->kids.data[g->nodes.data[node].off];
-    const xgr_node alt = g->nodes.data[node];
+    const xgr_node alt = g->nodes.data[unwrap_seq(g, g->rules.data[o.a].body)];
     if (alt.kind != XGR_NODE_ALT || alt.count < 2 ||
         (alt.count < TRIE_MIN_ALTS && !(c->rflags[o.a] & RF_TD_TARGET)))
         return XGR_OK;

@@ -389,9 +389,10 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
 
     if t == "const_string":
         return ConstString(path, _str(value, "value", path))
-    if t == "json_schema" and type(value.get("json_schema")) is dict and all(
-            k == "type" or k == "json_schema" or _is_default_json_option(k, v) for k, v in value.items()):
-        return JSONSchema(path, value["json_schema"])  # the plain case, as below reads it
+    if t == "json_schema":
+        plain = _plain_json_schema(value)
+        if plain is not None:
+            return JSONSchema(path, plain)  # the plain case, as below reads it
     if t in ("json_schema", "qwen_xml_parameter"):
         schema = _schema_value(_get(value, "json_schema", path), path_join(path, "json_schema"))
         if t == "qwen_xml_parameter":
@@ -520,6 +521,18 @@ def _is_default_json_option(key: str, value: Any) -> bool:
     return False
 
 
+def _plain_json_schema(content: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The schema of a json_schema format whose other fields are absent or at their defaults
+    (as a pydantic dump writes them); None for any other format."""
+    schema = content.get("json_schema")
+    if content.get("type") != "json_schema" or type(schema) is not dict:
+        return None
+    if len(content) != 2 and not all(k == "type" or k == "json_schema" or _is_default_json_option(k, v)
+                                     for k, v in content.items()):
+        return None
+    return schema
+
+
 def _simple_json_tag(value: Dict[str, Any], path: str) -> Optional[Tag]:
     """``{"begin": str, "content": {"type": "json_schema", "json_schema": {...}}, "end": str}``
     (the content's other fields, if present, at their defaults, as a pydantic dump writes
@@ -530,11 +543,8 @@ def _simple_json_tag(value: Dict[str, Any], path: str) -> Optional[Tag]:
     begin, content, end = value.get("begin"), value.get("content"), value.get("end")
     if type(begin) is not str or type(end) is not str or type(content) is not dict:
         return None
-    schema = content.get("json_schema")
-    if content.get("type") != "json_schema" or type(schema) is not dict:
-        return None
-    if len(content) != 2 and not all(k == "type" or k == "json_schema" or _is_default_json_option(k, v)
-                                     for k, v in content.items()):
+    schema = _plain_json_schema(content)
+    if schema is None:
         return None
     return Tag(path, begin, JSONSchema(path + ".content", schema), [end])
 

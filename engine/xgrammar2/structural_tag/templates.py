@@ -583,21 +583,14 @@ def _harmony(fns, builtins, mode, o):
     def call_tag(heads, params):
         return tag("", seq(or_(*[const(h) for h in heads]), o.args(params)), CALL)
 
-    def fn_tags(name, params):
-        return [call_tag([f"<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>",
-                          f"<|channel|>commentary to=functions.{name}<|constrain|>json<|message|>",
-                          f" to=functions.{name}<|channel|>commentary <|constrain|>json<|message|>",
-                          f" to=functions.{name}<|channel|>commentary json<|message|>"], params)]
-
-    def builtin_tags(b):
-        return [call_tag([f"<|channel|>commentary to={b.name} code<|message|>",
-                          f" to={b.name}<|channel|>commentary code<|message|>"], b.parameters)]
-
-    calls = []
-    for f in fns:
-        calls += fn_tags(f.name, f.parameters)
-    for b in builtins:
-        calls += builtin_tags(b)
+    calls = [call_tag([f"<|channel|>commentary to=functions.{f.name} <|constrain|>json<|message|>",
+                       f"<|channel|>commentary to=functions.{f.name}<|constrain|>json<|message|>",
+                       f" to=functions.{f.name}<|channel|>commentary <|constrain|>json<|message|>",
+                       f" to=functions.{f.name}<|channel|>commentary json<|message|>"], f.parameters)
+             for f in fns]
+    calls += [call_tag([f"<|channel|>commentary to={b.name} code<|message|>",
+                        f" to={b.name}<|channel|>commentary code<|message|>"], b.parameters)
+              for b in builtins]
     messages = []
     if o.reasoning != "disabled":
         messages.append(tag("<|channel|>analysis<|message|>", any_text(), END))
