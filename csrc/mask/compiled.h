@@ -58,6 +58,7 @@ typedef struct {
     uint8_t cls[256]; /* byte -> class */
     int32_t n_cls;
     int32_t *next;    /* (state - rule_start) * n_cls + class -> target, -1: dead */
+    uint8_t *pops;    /* state - rule_start -> its POP_END / POP_REF flags (in next's block) */
 } xgr_flat_table;
 
 /* Follow-check memo slot (mask_cache.c): could `s[0..n)` follow a completion of `rule`? */

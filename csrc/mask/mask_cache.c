@@ -46,15 +46,21 @@ static int pop_continues(xgr_compiled *c, xgr_follow *fo, int32_t rule, const ui
 /* Steps token bytes either through the Earley parser or, for a plain slot of a rule
  * without references (a pure DFA: one item per row) or an opaque rule, through the rule's
  * automaton alone, which is an order of magnitude cheaper per byte: a next-state table
- * over the rule's byte classes, built once per rule and grammar (flat_table). */
+ * over the rule's byte classes, built once per rule and grammar (flat_table), or for a
+ * large rule the state's own sorted edges (a tag group of 20 tools has ~800 states: its
+ * table would be ~150 KB, built and paged in for a walk through a dozen of them). */
 typedef struct {
     xgr_parser *p;
     int32_t base;        /* Earley: row index of depth 0 */
     const xgr_fsm *f;
     int32_t rule_start;  /* flat: first state of the rule */
-    const xgr_flat_table *ft; /* flat: the rule's table, NULL for Earley */
+    const xgr_flat_table *ft; /* flat: the rule's table, NULL for Earley or edge walks */
+    int edges;           /* flat, by each state's edges (no table) */
     int32_t *dstate;     /* flat: state at each depth */
 } walker;
+
+/* Rules with more states than this walk their edges instead of building a table. */
+#define FLAT_TABLE_MAX_STATES 256
 
 /* POP_END / POP_REF flags of state t (ref edges occur here only in opaque rules). */
 static inline int flat_pops(const xgr_fsm *f, int32_t t) {
@@ -90,12 +96,15 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
     }
     t->n_cls = k + 1;
     size_t cells = (size_t)(s1 - s0) * (size_t)t->n_cls;
-    t->next = xgr_malloc((cells + 1) * sizeof *t->next);
+    /* the per-state pop flags share the block: one load per byte instead of two */
+    t->next = xgr_malloc((cells + 1) * sizeof *t->next + (size_t)(s1 - s0));
     if (!t->next) {
         free(t);
         return XGR_ERR_NOMEM;
     }
     memset(t->next, 0xff, cells * sizeof *t->next);
+    t->pops = (uint8_t *)(t->next + cells + 1);
+    for (int32_t s = s0; s < s1; s++) t->pops[s - s0] = (uint8_t)flat_pops(f, s);
     for (int32_t s = s0; s < s1; s++)
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
             if (f->edges[e].ref >= 0) break; /* byte edges come first */
@@ -104,7 +113,7 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
         }
     xgr_flat_table *expected = NULL;
     if (atomic_compare_exchange_strong(&c->flat_tables[r], &expected, t)) {
-        atomic_fetch_add(&c->memory, sizeof *t + cells * sizeof *t->next);
+        atomic_fetch_add(&c->memory, sizeof *t + cells * sizeof *t->next + (size_t)(s1 - s0));
     } else {
         free(t->next);
         free(t);
@@ -121,17 +130,36 @@ static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t de
     w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
     if (!w->dstate) return XGR_ERR_NOMEM;
     w->dstate[0] = state;
+    int32_t s_end = w->rule_start; /* a rule's states are contiguous from its start */
+    while (s_end < c->fsm->n_states && c->fsm->state_rule[s_end] == r &&
+           s_end - w->rule_start <= FLAT_TABLE_MAX_STATES)
+        s_end++;
+    if (s_end - w->rule_start > FLAT_TABLE_MAX_STATES) {
+        w->edges = 1;
+        return XGR_OK;
+    }
     return flat_table(c, r, &w->ft);
 }
 
+/* The target of state s on byte b (edges sorted by lo, disjoint, byte edges first), or -1. */
+static inline int32_t edge_next(const xgr_fsm *f, int32_t s, uint8_t b) {
+    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+        const xgr_edge *ed = &f->edges[e];
+        if (ed->ref >= 0 || b < ed->lo) break;
+        if (b <= ed->hi) return ed->target;
+    }
+    return -1;
+}
+
 static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, int *popped) {
-    if (w->ft) {
+    if (w->ft || w->edges) {
         const xgr_flat_table *ft = w->ft;
-        int32_t t = ft->next[(size_t)(w->dstate[d] - w->rule_start) * (size_t)ft->n_cls + ft->cls[byte]];
+        int32_t t = ft ? ft->next[(size_t)(w->dstate[d] - w->rule_start) * (size_t)ft->n_cls + ft->cls[byte]]
+                       : edge_next(w->f, w->dstate[d], byte);
         *alive = t >= 0;
         if (t >= 0) {
             w->dstate[d + 1] = t;
-            *popped = flat_pops(w->f, t);
+            *popped = ft ? ft->pops[t - w->rule_start] : flat_pops(w->f, t);
         }
         return XGR_OK;
     }
@@ -159,7 +187,7 @@ typedef struct {
 } token_list;
 
 static inline const uint8_t *tl_token(const token_list *t, int32_t i, uint32_t *len) {
-    return xgr_vocab_token(t->v, t->ids ? t->ids[i] : t->v->sorted[i], len);
+    return t->ids ? xgr_vocab_token(t->v, t->ids[i], len) : xgr_vocab_sorted_token(t->v, i, len);
 }
 
 /* Common prefix length of list items i-1 and i (0 for i == 0). */
@@ -222,7 +250,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
-    w.base = w.ft ? 0 : xgr_parser_rows(p) - 1;
+    w.base = w.ft || w.edges ? 0 : xgr_parser_rows(p) - 1;
     int32_t cur = 0; /* depths 0..cur are valid for the previous token's prefix */
     for (int32_t i = 0; i < tl->n; i++) {
         uint32_t len;

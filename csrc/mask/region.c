@@ -242,7 +242,7 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
     int32_t cur = 0; /* depths 0..cur hold the previous token's states */
     for (int32_t i = 0; i < v->n_sorted; i++) {
         uint32_t len;
-        const uint8_t *tok = xgr_vocab_token(v, v->sorted[i], &len);
+        const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
         int32_t d = v->lcp[i] < cur ? v->lcp[i] : cur, x = 0;
         while ((uint32_t)d < len && (x = tab[(size_t)dstate[d] * 256 + tok[d]]) >= 0) dstate[++d] = x;
         cur = d;
@@ -258,7 +258,7 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
         if (x <= -2 || npop) {
             for (int32_t j = i; j < end; j++) {
                 uint32_t lj;
-                xgr_vocab_token(v, v->sorted[j], &lj);
+                xgr_vocab_sorted_token(v, j, &lj);
                 if (x <= -2 && lj == (uint32_t)d + 1) { /* ends right after the exit byte */
                     verdict[j] = XGR_V_ACCEPT;
                     if (XGR_VEC_PUSH(acc, j)) goto nomem;
@@ -509,6 +509,19 @@ int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask
         return rc;
     }
     const struct xgr_vocab *v = c->vocab;
+    /* A loop that many tokens leave at their first byte (a digit run followed by optional
+     * whitespace: every token that starts with a space) costs a per-token record for each
+     * in the shared entry and a walk from the exit in every grammar; a pass over the rule
+     * settles most of them a prefix range at a time instead. */
+    int64_t leaving = 0;
+    for (int32_t k = 0; k < R.n_exit; k++) {
+        const xgr_edge *ed = &c->fsm->edges[R.exit_edge[k]];
+        for (int b = ed->lo; b <= ed->hi; b++) leaving += v->first_byte_count[b];
+    }
+    if (leaving > v->n_sorted / 8) {
+        region_free(&R);
+        return XGR_OK;
+    }
     xgr_mask_entry *reg = xgr_gcache_lookup(v->fingerprint, R.hash, R.key.data, R.key.len, RG_LOCAL);
     if (!reg) {
         if ((rc = region_classify(v, c->fsm, &R, &reg))) {

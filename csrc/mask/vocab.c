@@ -30,6 +30,9 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->stop_ids);
     free(v->sorted);
     free(v->lcp);
+    free(v->next_shorter);
+    free(v->sorted_data);
+    free(v->sorted_offsets);
     free(v->text_bits);
     free(v->ff_bits);
     free(v->ff_ids);
@@ -76,11 +79,15 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     v->stop_ids = xgr_malloc((n_stop ? n_stop : 1) * sizeof *v->stop_ids);
     v->sorted = xgr_malloc((size_t)n_tokens * sizeof *v->sorted);
     v->lcp = xgr_malloc((size_t)n_tokens * sizeof *v->lcp);
+    v->next_shorter = xgr_malloc((size_t)n_tokens * sizeof *v->next_shorter);
+    v->sorted_data = xgr_malloc(total ? total : 1);
+    v->sorted_offsets = xgr_malloc(((size_t)n_tokens + 1) * sizeof *v->sorted_offsets);
     v->text_bits = xgr_calloc((size_t)v->row_words, sizeof *v->text_bits);
     v->ff_bits = xgr_calloc((size_t)v->row_words + 1, sizeof *v->ff_bits);
     tok_ref *refs = xgr_malloc((size_t)n_tokens * sizeof *refs);
     uint8_t *is_stop = xgr_calloc((size_t)vocab_size, 1);
     if (!v->data || !v->offsets || !v->is_special || !v->stop_ids || !v->sorted || !v->lcp ||
+        !v->next_shorter || !v->sorted_data || !v->sorted_offsets ||
         !v->text_bits || !v->ff_bits || !refs || !is_stop) {
         free(refs);
         free(is_stop);
@@ -119,6 +126,18 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         v->lcp[i] = (int32_t)k;
     }
     v->n_sorted = n;
+    v->sorted_offsets[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        memcpy(v->sorted_data + v->sorted_offsets[i], refs[i].p, refs[i].len);
+        v->sorted_offsets[i + 1] = v->sorted_offsets[i] + refs[i].len;
+    }
+    /* next_shorter by a backward scan that jumps along the chains already built
+     * (amortised linear: the classic next-smaller-value construction) */
+    for (int32_t i = n - 1; i >= 0; i--) {
+        int32_t j = i + 1;
+        while (j < n && v->lcp[j] >= v->lcp[i]) j = v->next_shorter[j];
+        v->next_shorter[i] = j;
+    }
     for (int32_t i = 0; i < n; i++) v->first_byte_count[refs[i].p[0]]++;
     for (int b = 0; b < 256; b++) v->first_byte_start[b + 1] = v->first_byte_start[b] + v->first_byte_count[b];
     /* Verdicts depend on the matchable tokens' ids and bytes only. */

@@ -24,6 +24,14 @@ struct xgr_vocab {
      * (lcp[0] = 0). */
     int32_t *sorted;
     int32_t *lcp;
+    /* next_shorter[i] = the first k > i with lcp[k] < lcp[i] (n_sorted if none): every
+     * position in between shares the longer prefix, so a prefix range ends after a few
+     * jumps (lcp strictly falls along them) instead of a search comparing token bytes. */
+    int32_t *next_shorter;
+    /* The sorted tokens' bytes again, in sorted order (sorted_offsets: n_sorted + 1), so a
+     * vocabulary pass reads memory in sequence instead of jumping by token id. */
+    uint8_t *sorted_data;
+    uint32_t *sorted_offsets;
     int32_t n_sorted;
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
@@ -43,10 +51,18 @@ static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t 
     return v->data + v->offsets[id];
 }
 
+/* The bytes of sorted token i. */
+static inline const uint8_t *xgr_vocab_sorted_token(const struct xgr_vocab *v, int32_t i,
+                                                    uint32_t *len) {
+    *len = v->sorted_offsets[i + 1] - v->sorted_offsets[i];
+    return v->sorted_data + v->sorted_offsets[i];
+}
+
 /* First sorted index >= i whose token does not start with prefix[0..plen); sorted token
  * i itself has the prefix, and the tokens i.. that do are contiguous because the order is
- * lexicographic. A one-byte prefix is a table lookup; a longer one gallops from i, since
- * such ranges are short (the mask passes skip thousands of them per state). */
+ * lexicographic, so the range ends at the first lcp below plen. A one-byte prefix is a
+ * table lookup; a longer one follows next_shorter (the mask passes skip thousands of such
+ * ranges per state). */
 static inline int xgr_vocab_id_has_prefix(const struct xgr_vocab *v, int32_t id,
                                           const uint8_t *prefix, uint32_t plen) {
     uint32_t ml;
@@ -57,25 +73,9 @@ static inline int xgr_vocab_id_has_prefix(const struct xgr_vocab *v, int32_t id,
 static inline int32_t xgr_vocab_prefix_end(const struct xgr_vocab *v, int32_t i,
                                            const uint8_t *prefix, uint32_t plen) {
     if (plen == 1) return v->first_byte_start[prefix[0] + 1];
-    int32_t lo = i + 1, step = 1, hi;
-    for (;;) { /* galloping: [lo, hi) brackets the end */
-        hi = lo + step;
-        if (hi >= v->n_sorted) {
-            hi = v->n_sorted;
-            break;
-        }
-        if (!xgr_vocab_id_has_prefix(v, v->sorted[hi - 1], prefix, plen)) break;
-        lo = hi;
-        step *= 2;
-    }
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (xgr_vocab_id_has_prefix(v, v->sorted[mid], prefix, plen))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    int32_t j = i + 1;
+    while (j < v->n_sorted && v->lcp[j] >= (int32_t)plen) j = v->next_shorter[j];
+    return j;
 }
 
 /* The same over a list of token ids sorted by bytes: the first index in ids[lo..n) whose

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "xgr2.h"
+#include "../../csrc/mask/vocab.h"
 
 static int failures = 0;
 #define CHECK(cond, ...)                                                                   \
@@ -266,6 +267,42 @@ static void bad_inputs(xgr_vocab *v) {
           "empty vocab");
 }
 
+/* xgr_vocab_prefix_end (the jumps along next_shorter) against a scan, for every sorted
+ * token and every prefix length of it; and the sorted copy of the bytes against the ids. */
+static void prefix_ranges(const xgr_vocab *v) {
+    for (int32_t i = 0; i < v->n_sorted; i++) {
+        uint32_t len, slen;
+        const uint8_t *tok = xgr_vocab_token(v, v->sorted[i], &len);
+        const uint8_t *stok = xgr_vocab_sorted_token(v, i, &slen);
+        CHECK(len == slen && memcmp(tok, stok, len) == 0, "sorted token %d differs from id %d",
+              (int)i, (int)v->sorted[i]);
+        for (uint32_t plen = 1; plen <= len; plen++) {
+            int32_t want = i + 1;
+            while (want < v->n_sorted && xgr_vocab_id_has_prefix(v, v->sorted[want], tok, plen))
+                want++;
+            int32_t got = xgr_vocab_prefix_end(v, i, tok, plen);
+            CHECK(got == want, "prefix_end(%d, len %u) = %d, scan says %d", (int)i, plen,
+                  (int)got, (int)want);
+        }
+    }
+}
+
+/* One rule of ~100 literal alternatives: more states than a flat table is built for, so
+ * its vocabulary passes step through each state's edges. */
+static void large_rule(xgr_vocab *v, int32_t stop) {
+    static const char alpha[] = "abcx01 ,:";
+    char *ebnf = malloc(16384);
+    size_t n = (size_t)sprintf(ebnf, "root ::= (");
+    for (int w = 0; w < 100; w++) {
+        n += (size_t)sprintf(ebnf + n, "%s\"", w ? " | " : "");
+        for (int k = 0; k < 7; k++) ebnf[n++] = alpha[rnd() % (sizeof alpha - 1)];
+        n += (size_t)sprintf(ebnf + n, "\"");
+    }
+    sprintf(ebnf + n, ")+ \"}\"");
+    walk("large_rule", ebnf, v, stop, 30, 10);
+    free(ebnf);
+}
+
 int main(void) {
     int32_t stop;
     xgr_vocab *v = make_vocab(&stop);
@@ -279,6 +316,10 @@ int main(void) {
         {"utf8", "root ::= ([\\u4e00-\\u9fff] | [\\U0001F600-\\U0001F64F] | \"\\u00e9\")+ \"x\""},
         {"nested", "root ::= \"[\" (root (\",\" root)*)? \"]\" | \"a\""},
         {"nullable", "root ::= a b c \"x\"\na ::= \"a\"?\nb ::= a*\nc ::= (\"\" | \"b\") a"},
+        /* a loop that most tokens leave at their first byte (served by a pass over the
+         * rule), and one with narrow exits (served by its shared loop entry) */
+        {"wide_loop_exit", "root ::= [0-9]+ [^0-9] [a-z ,\"{}]* \"}\""},
+        {"narrow_loop_exit", "root ::= \"[\" [0-9]+ (\",\" [0-9]+)* \"]\""},
         {"repeat_small", "root ::= \"\\\"\" [a-c]{2,5} \"\\\"\""},
         {"repeat_large", "root ::= \"\\\"\" ([a-c] | \"\\\\n\"){3,200} \"\\\"\""},
         {"repeat_near_max", "root ::= \"<\" [abc]{17,20} \">\" | \"[\" (\"ab\" | \"c\"){18,30} \"]\""},
@@ -311,6 +352,8 @@ int main(void) {
     }
     xgr_grammar *bj = NULL;
     memset(&walk_opts, 0, sizeof walk_opts);
+    prefix_ranges(v);
+    large_rule(v, stop);
     cross_grammar(v);
     bad_inputs(v);
     if (!xgr_grammar_builtin_json(&bj)) {
