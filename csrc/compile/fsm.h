@@ -11,7 +11,8 @@
  *     per (state, rule); byte edges come before ref edges in a row;
  *   - `final[s]` marks states where the rule may end;
  *   - every state is reachable from its rule's start and can reach a final state;
- *   - rule_nullable[r] is 1 iff rule r derives "".
+ *   - rule_nullable[r] is 1 iff rule r derives "";
+ *   - rule r's states are [rule_start[r], xgr_fsm_rule_end(f, r)).
  *
  * Repetition compression: a rule of kind XGR_RULE_REPEAT has exactly one state (its
  * start) with one ref edge to repeat_child[r] looping back to itself. The parser item of
@@ -57,6 +58,12 @@ typedef struct xgr_fsm {
     xgr_edge *edges;
     int32_t n_edges;
 } xgr_fsm;
+
+/* One past the last state of rule r: rules are emitted in id order, each rule's states
+ * contiguous from its start. */
+static inline int32_t xgr_fsm_rule_end(const xgr_fsm *f, int32_t r) {
+    return r + 1 < f->n_rules ? f->rule_start[r + 1] : f->n_states;
+}
 
 /* Lowers a validated grammar to automata: inlines small non-recursive rules
  * (opts->inline_max_states), expands UTF-8 classes to byte ranges, unrolls or

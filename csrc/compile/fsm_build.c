@@ -558,8 +558,7 @@ int xgr_fsm_dump(const xgr_fsm *f, char **out, size_t *out_len) {
     sb_printf(&b, "fsm: %d rules, %d states, %d edges, root %d\n", (int)f->n_rules,
               (int)f->n_states, (int)f->n_edges, (int)f->root);
     for (int32_t r = 0; r < f->n_rules; r++) {
-        int32_t s0 = f->rule_start[r];
-        int32_t s1 = r + 1 < f->n_rules ? f->rule_start[r + 1] : f->n_states;
+        int32_t s0 = f->rule_start[r], s1 = xgr_fsm_rule_end(f, r);
         sb_printf(&b, "rule %d '%s' %s start=%d nullable=%d", (int)r, f->rule_name[r],
                   f->rule_kind[r] == XGR_RULE_REPEAT ? "repeat" : "normal", (int)s0,
                   (int)f->rule_nullable[r]);

@@ -18,8 +18,7 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes
     /* Breadth-first over references in edge order gives every reachable rule a number
      * that depends only on the structure seen from `rule`. */
     for (size_t q = 0; !rc && q < order.len; q++) {
-        int32_t r = order.data[q], s0 = f->rule_start[r], s1 = s0;
-        while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
+        int32_t r = order.data[q], s0 = f->rule_start[r], s1 = xgr_fsm_rule_end(f, r);
         rc = xgr_keybuf_put32(&b, f->rule_kind[r]);
         if (!rc) rc = xgr_keybuf_put32(&b, f->repeat_min[r]);
         if (!rc) rc = xgr_keybuf_put32(&b, f->repeat_max[r]);

@@ -78,8 +78,7 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
         return XGR_OK;
     }
     const xgr_fsm *f = c->fsm;
-    int32_t s0 = f->rule_start[r], s1 = s0;
-    while (s1 < f->n_states && f->state_rule[s1] == r) s1++;
+    int32_t s0 = f->rule_start[r], s1 = xgr_fsm_rule_end(f, r);
     t = xgr_calloc(1, sizeof *t);
     if (!t) return XGR_ERR_NOMEM;
     uint8_t cut[257] = {0};
@@ -130,11 +129,7 @@ static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t de
     w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
     if (!w->dstate) return XGR_ERR_NOMEM;
     w->dstate[0] = state;
-    int32_t s_end = w->rule_start; /* a rule's states are contiguous from its start */
-    while (s_end < c->fsm->n_states && c->fsm->state_rule[s_end] == r &&
-           s_end - w->rule_start <= FLAT_TABLE_MAX_STATES)
-        s_end++;
-    if (s_end - w->rule_start > FLAT_TABLE_MAX_STATES) {
+    if (xgr_fsm_rule_end(c->fsm, r) - w->rule_start > FLAT_TABLE_MAX_STATES) {
         w->edges = 1;
         return XGR_OK;
     }

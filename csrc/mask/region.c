@@ -41,10 +41,6 @@ static void region_free(region *R) {
     XGR_VEC_FREE(R->key);
 }
 
-static int32_t rule_end(const xgr_fsm *f, int32_t r) {
-    return r + 1 < f->n_rules ? f->rule_start[r + 1] : f->n_states;
-}
-
 /* Per state of rule r (indexed from its start): the id of its strongly connected
  * component when that component is a loop (two states or more, or a self-edge), else -1.
  * Tarjan's algorithm, iterative, over the rule's byte and reference edges; computed once
@@ -56,7 +52,7 @@ static int rule_loops(xgr_compiled *c, int32_t r, const int32_t **out) {
         return XGR_OK;
     }
     const xgr_fsm *f = c->fsm;
-    int32_t s0 = f->rule_start[r], n = rule_end(f, r) - s0;
+    int32_t s0 = f->rule_start[r], n = xgr_fsm_rule_end(f, r) - s0;
     comp = xgr_malloc(((size_t)n + 1) * sizeof *comp);
     int32_t *index = xgr_malloc(((size_t)n + 1) * sizeof *index);
     int32_t *low = xgr_malloc(((size_t)n + 1) * sizeof *low);
@@ -132,7 +128,7 @@ static int rule_loops(xgr_compiled *c, int32_t r, const int32_t **out) {
  * reference, or it has too many exits. */
 static int region_find(xgr_compiled *c, int32_t state, region *R, int *ok) {
     const xgr_fsm *f = c->fsm;
-    int32_t r = f->state_rule[state], s0 = f->rule_start[r], n = rule_end(f, r) - s0;
+    int32_t r = f->state_rule[state], s0 = f->rule_start[r], n = xgr_fsm_rule_end(f, r) - s0;
     const int32_t *comp = NULL;
     *ok = 0;
     if (f->rule_kind[r] != XGR_RULE_NORMAL) return XGR_OK;
@@ -512,7 +508,8 @@ int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask
     /* A loop that many tokens leave at their first byte (a digit run followed by optional
      * whitespace: every token that starts with a space) costs a per-token record for each
      * in the shared entry and a walk from the exit in every grammar; a pass over the rule
-     * settles most of them a prefix range at a time instead. */
+     * settles most of them a prefix range at a time instead. The count of tokens whose
+     * first byte is an exit byte of some loop state estimates how many leave. */
     int64_t leaving = 0;
     for (int32_t k = 0; k < R.n_exit; k++) {
         const xgr_edge *ed = &c->fsm->edges[R.exit_edge[k]];

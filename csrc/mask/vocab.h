@@ -58,11 +58,7 @@ static inline const uint8_t *xgr_vocab_sorted_token(const struct xgr_vocab *v, i
     return v->sorted_data + v->sorted_offsets[i];
 }
 
-/* First sorted index >= i whose token does not start with prefix[0..plen); sorted token
- * i itself has the prefix, and the tokens i.. that do are contiguous because the order is
- * lexicographic, so the range ends at the first lcp below plen. A one-byte prefix is a
- * table lookup; a longer one follows next_shorter (the mask passes skip thousands of such
- * ranges per state). */
+/* Does token `id` start with prefix[0..plen)? */
 static inline int xgr_vocab_id_has_prefix(const struct xgr_vocab *v, int32_t id,
                                           const uint8_t *prefix, uint32_t plen) {
     uint32_t ml;
@@ -70,6 +66,11 @@ static inline int xgr_vocab_id_has_prefix(const struct xgr_vocab *v, int32_t id,
     return ml >= plen && memcmp(mt, prefix, plen) == 0;
 }
 
+/* First sorted index >= i whose token does not start with prefix[0..plen); sorted token
+ * i itself has the prefix, and the tokens i.. that do are contiguous because the order is
+ * lexicographic, so the range ends at the first lcp below plen. A one-byte prefix is a
+ * table lookup; a longer one follows next_shorter (the mask passes skip thousands of such
+ * ranges per state). */
 static inline int32_t xgr_vocab_prefix_end(const struct xgr_vocab *v, int32_t i,
                                            const uint8_t *prefix, uint32_t plen) {
     if (plen == 1) return v->first_byte_start[prefix[0] + 1];
