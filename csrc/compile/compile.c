@@ -13,85 +13,78 @@ static void fill_defaults(xgr_compile_options *o) {
     if (o->cross_grammar_cache == 0) o->cross_grammar_cache = 1;
 }
 
-/* Can state s derive a finite string, given what is known productive so far? */
-static int state_productive(const xgr_fsm *f, const uint8_t *prod_rule, const uint8_t *prod_state,
-                            int32_t s) {
-    int32_t r = f->state_rule[s];
-    if (f->rule_kind[r] == XGR_RULE_REPEAT ? f->repeat_min[r] == 0 : f->final[s]) return 1;
-    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
-        const xgr_edge *ed = &f->edges[e];
-        if (ed->ref < 0) {
-            if (prod_state[ed->target]) return 1;
-        } else if (f->rule_kind[r] == XGR_RULE_REPEAT) {
-            if (prod_rule[ed->ref]) return 1; /* loop until min reached */
-        } else if (prod_rule[ed->ref] && prod_state[ed->target]) {
-            return 1;
-        }
-    }
-    return 0;
+/* Whether state s can derive a finite string through edge e, given what is known
+ * productive so far (a rule is productive when its start state is). */
+static int edge_productive(const xgr_fsm *f, const uint8_t *prod_state, int32_t s, int32_t e) {
+    const xgr_edge *ed = &f->edges[e];
+    if (ed->ref < 0) return prod_state[ed->target];
+    int ref_ok = prod_state[f->rule_start[ed->ref]];
+    /* a REPEAT rule loops on its child until the minimum is reached */
+    if (f->rule_kind[f->state_rule[s]] == XGR_RULE_REPEAT) return ref_ok;
+    return ref_ok && prod_state[ed->target];
 }
 
 /* Every rule must derive some finite string, or a matcher could accept a prefix it can
- * never finish; reject such grammars up front. A worklist over reverse dependencies
- * (edge targets and referenced rules' start states) keeps this linear in the edges. */
+ * never finish; reject such grammars up front. A worklist over reverse dependencies: each
+ * edge is listed under the states it depends on (its target, its referenced rule's start)
+ * and re-examined alone when one of them becomes productive, so this is linear in the
+ * edges even for free-text states with hundreds of them. */
 static int check_productive(const xgr_fsm *f) {
     int32_t ns = f->n_states, ne = f->n_edges;
-    uint8_t *prod_rule = xgr_calloc((size_t)f->n_rules + 1, 1);
     uint8_t *prod_state = xgr_calloc((size_t)ns + 1, 1);
     int32_t *dep_begin = xgr_calloc((size_t)ns + 2, sizeof *dep_begin);
     int32_t *dep = xgr_malloc(((size_t)ne * 2 + 1) * sizeof *dep);
+    int32_t *src = xgr_malloc(((size_t)ne + 1) * sizeof *src);
     int32_t *work = xgr_malloc(((size_t)ns + 1) * sizeof *work);
     int rc = XGR_OK;
-    if (!prod_rule || !prod_state || !dep_begin || !dep || !work) {
+    if (!prod_state || !dep_begin || !dep || !src || !work) {
         rc = XGR_ERR_NOMEM;
         goto out;
     }
-    /* dep lists, CSR by the state depended on: who must be re-examined when it becomes
+    /* dep: CSR by the state depended on, of the edges to re-examine when it becomes
      * productive (a referenced rule is represented by its start state). */
     for (int32_t s = 0; s < ns; s++)
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            src[e] = s;
             dep_begin[f->edges[e].target + 1]++;
             if (f->edges[e].ref >= 0) dep_begin[f->rule_start[f->edges[e].ref] + 1]++;
         }
     for (int32_t s = 0; s < ns; s++) dep_begin[s + 1] += dep_begin[s];
     int32_t *fill = work; /* reused as a cursor array before the worklist starts */
     memcpy(fill, dep_begin, (size_t)ns * sizeof *fill);
-    for (int32_t s = 0; s < ns; s++)
-        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
-            dep[fill[f->edges[e].target]++] = s;
-            if (f->edges[e].ref >= 0) dep[fill[f->rule_start[f->edges[e].ref]]++] = s;
-        }
+    for (int32_t e = 0; e < ne; e++) {
+        dep[fill[f->edges[e].target]++] = e;
+        if (f->edges[e].ref >= 0) dep[fill[f->rule_start[f->edges[e].ref]]++] = e;
+    }
     int32_t n_work = 0;
-    for (int32_t s = 0; s < ns; s++)
-        if (state_productive(f, prod_rule, prod_state, s)) {
+    for (int32_t s = 0; s < ns; s++) {
+        int32_t r = f->state_rule[s];
+        if (f->rule_kind[r] == XGR_RULE_REPEAT ? f->repeat_min[r] == 0 : f->final[s]) {
             prod_state[s] = 1;
             work[n_work++] = s;
         }
-    for (int32_t s = 0; s < ns; s++)
-        if (prod_state[s] && s == f->rule_start[f->state_rule[s]]) prod_rule[f->state_rule[s]] = 1;
+    }
     while (n_work > 0) {
         int32_t t = work[--n_work];
-        if (t == f->rule_start[f->state_rule[t]]) prod_rule[f->state_rule[t]] = 1;
         for (int32_t k = dep_begin[t]; k < dep_begin[t + 1]; k++) {
-            int32_t s = dep[k];
-            if (prod_state[s] || !state_productive(f, prod_rule, prod_state, s)) continue;
+            int32_t e = dep[k], s = src[e];
+            if (prod_state[s] || !edge_productive(f, prod_state, s, e)) continue;
             prod_state[s] = 1;
-            if (s == f->rule_start[f->state_rule[s]]) prod_rule[f->state_rule[s]] = 1;
             work[n_work++] = s;
         }
     }
     for (int32_t r = 0; r < f->n_rules; r++)
-        if (!prod_rule[r]) {
+        if (!prod_state[f->rule_start[r]]) {
             rc = xgr_fail(XGR_ERR_SEMANTIC,
                           "rule '%s' can never finish (every alternative recurses forever)",
                           f->rule_name[r] ? f->rule_name[r] : "?");
             break;
         }
 out:
-    free(prod_rule);
     free(prod_state);
     free(dep_begin);
     free(dep);
+    free(src);
     free(work);
     return rc;
 }

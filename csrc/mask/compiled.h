@@ -59,6 +59,9 @@ typedef struct {
     int32_t n_cls;
     int32_t *next;    /* (state - rule_start) * n_cls + class -> target, -1: dead */
     uint8_t *pops;    /* state - rule_start -> its POP_END / POP_REF flags (in next's block) */
+    /* state - rule_start -> two words: the folded set (vocab.h xgr_byte_fold) of the bytes
+     * on which the state does not go to itself (in next's block) */
+    uint64_t *leave;
 } xgr_flat_table;
 
 /* Follow-check memo slot (mask_cache.c): could `s[0..n)` follow a completion of `rule`? */

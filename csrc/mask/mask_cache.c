@@ -94,15 +94,19 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
         t->cls[b] = (uint8_t)k;
     }
     t->n_cls = k + 1;
-    size_t cells = (size_t)(s1 - s0) * (size_t)t->n_cls;
-    /* the per-state pop flags share the block: one load per byte instead of two */
-    t->next = xgr_malloc((cells + 1) * sizeof *t->next + (size_t)(s1 - s0));
+    size_t cells = (size_t)(s1 - s0) * (size_t)t->n_cls, nst = (size_t)(s1 - s0);
+    size_t cells_al = (cells + 2) & ~(size_t)1; /* keeps `leave` 8-byte aligned */
+    /* the per-state pop flags and leave sets share the block: one allocation, and one
+     * load per byte for the pops instead of two */
+    size_t bytes = cells_al * sizeof *t->next + nst * 2 * sizeof *t->leave + nst;
+    t->next = xgr_malloc(bytes);
     if (!t->next) {
         free(t);
         return XGR_ERR_NOMEM;
     }
     memset(t->next, 0xff, cells * sizeof *t->next);
-    t->pops = (uint8_t *)(t->next + cells + 1);
+    t->leave = (uint64_t *)(void *)(t->next + cells_al);
+    t->pops = (uint8_t *)(t->leave + nst * 2);
     for (int32_t s = s0; s < s1; s++) t->pops[s - s0] = (uint8_t)flat_pops(f, s);
     for (int32_t s = s0; s < s1; s++)
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
@@ -110,9 +114,24 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
             for (int32_t q = t->cls[f->edges[e].lo]; q <= t->cls[f->edges[e].hi]; q++)
                 t->next[(size_t)(s - s0) * (size_t)t->n_cls + (size_t)q] = f->edges[e].target;
         }
+    uint64_t cls_bits[256][2];
+    memset(cls_bits, 0, sizeof cls_bits[0] * (size_t)t->n_cls);
+    for (int b = 0; b < 256; b++) {
+        int bit = xgr_byte_fold((uint8_t)b);
+        cls_bits[t->cls[b]][bit >> 6] |= (uint64_t)1 << (bit & 63);
+    }
+    for (int32_t s = s0; s < s1; s++) {
+        uint64_t *lv = t->leave + 2 * (size_t)(s - s0);
+        lv[0] = lv[1] = 0;
+        for (int32_t q = 0; q < t->n_cls; q++)
+            if (t->next[(size_t)(s - s0) * (size_t)t->n_cls + (size_t)q] != s) {
+                lv[0] |= cls_bits[q][0];
+                lv[1] |= cls_bits[q][1];
+            }
+    }
     xgr_flat_table *expected = NULL;
     if (atomic_compare_exchange_strong(&c->flat_tables[r], &expected, t)) {
-        atomic_fetch_add(&c->memory, sizeof *t + cells * sizeof *t->next + (size_t)(s1 - s0));
+        atomic_fetch_add(&c->memory, sizeof *t + bytes);
     } else {
         free(t->next);
         free(t);
@@ -247,13 +266,22 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     w.p = p;
     w.base = w.ft || w.edges ? 0 : xgr_parser_rows(p) - 1;
     int32_t cur = 0; /* depths 0..cur are valid for the previous token's prefix */
+    /* A table walk over the whole sorted vocabulary stops early where the state goes to
+     * itself on every byte the token holds (free text away from a trigger): the token is
+     * accepted there, without a step per byte. */
+    const uint64_t *tbytes = w.ft && !tl->ids ? v->sorted_bytes : NULL;
     for (int32_t i = 0; i < tl->n; i++) {
         uint32_t len;
         const uint8_t *tok = tl_token(tl, i, &len);
         int32_t li = tl_lcp(tl, i);
         int32_t d = li < cur ? li : cur;
         int dead = 0;
+        uint64_t tb0 = tbytes ? tbytes[2 * (size_t)i] : 0, tb1 = tbytes ? tbytes[2 * (size_t)i + 1] : 0;
         while ((uint32_t)d < len) {
+            if (tbytes) {
+                const uint64_t *lv = w.ft->leave + 2 * (size_t)(w.dstate[d] - w.rule_start);
+                if (!((lv[0] & tb0) | (lv[1] & tb1))) break;
+            }
             int alive, popped = 0;
             if ((rc = walker_step(&w, d, tok[d], &alive, &popped))) goto out;
             if (!alive) {

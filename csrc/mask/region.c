@@ -212,10 +212,11 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
     int32_t n = R->n;
     int32_t *tab = xgr_malloc((size_t)n * 256 * sizeof *tab); /* >= 0 local, -1 dead, -2-k exit */
     int32_t *dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *dstate);
+    uint64_t *leave = xgr_malloc((size_t)n * 2 * sizeof *leave);
     uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
     xgr_pop_list pops = {0}, acc = {0};
     int rc = XGR_OK;
-    if (!tab || !dstate || !verdict) {
+    if (!tab || !dstate || !leave || !verdict) {
         rc = XGR_ERR_NOMEM;
         goto out;
     }
@@ -233,15 +234,36 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
             for (int b = ed->lo; b <= ed->hi; b++) tab[(size_t)i * 256 + (size_t)b] = t;
         }
     }
+    /* leave[2i..2i+1]: the folded set of bytes on which loop state i does not stay put
+     * (vocab.h sorted_bytes): a token whose byte set misses it stays there to its end */
+    for (int32_t i = 0; i < n; i++) {
+        leave[2 * i] = leave[2 * i + 1] = 0;
+        for (int b = 0; b < 256; b++)
+            if (tab[(size_t)i * 256 + (size_t)b] != i) {
+                int bit = xgr_byte_fold((uint8_t)b);
+                leave[2 * i + (bit >> 6)] |= (uint64_t)1 << (bit & 63);
+            }
+    }
     memset(verdict, XGR_V_REJECT, (size_t)v->n_sorted);
     dstate[0] = 0;
     int32_t cur = 0; /* depths 0..cur hold the previous token's states */
     for (int32_t i = 0; i < v->n_sorted; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
+        const uint64_t *tb = v->sorted_bytes + 2 * (size_t)i;
         int32_t d = v->lcp[i] < cur ? v->lcp[i] : cur, x = 0;
-        while ((uint32_t)d < len && (x = tab[(size_t)dstate[d] * 256 + tok[d]]) >= 0) dstate[++d] = x;
+        while ((uint32_t)d < len) {
+            const uint64_t *lv = leave + 2 * dstate[d];
+            if (!((lv[0] & tb[0]) | (lv[1] & tb[1]))) {
+                cur = d;
+                d = (int32_t)len;
+                goto accepted;
+            }
+            if ((x = tab[(size_t)dstate[d] * 256 + tok[d]]) < 0) break;
+            dstate[++d] = x;
+        }
         cur = d;
+    accepted:
         if ((uint32_t)d == len) {
             verdict[i] = XGR_V_ACCEPT;
             if (XGR_VEC_PUSH(acc, i)) goto nomem;
@@ -279,6 +301,7 @@ nomem:
 out:
     free(tab);
     free(dstate);
+    free(leave);
     free(verdict);
     XGR_VEC_FREE(pops);
     XGR_VEC_FREE(acc);

@@ -33,6 +33,7 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->next_shorter);
     free(v->sorted_data);
     free(v->sorted_offsets);
+    free(v->sorted_bytes);
     free(v->text_bits);
     free(v->ff_bits);
     free(v->ff_ids);
@@ -82,12 +83,13 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     v->next_shorter = xgr_malloc((size_t)n_tokens * sizeof *v->next_shorter);
     v->sorted_data = xgr_malloc(total ? total : 1);
     v->sorted_offsets = xgr_malloc(((size_t)n_tokens + 1) * sizeof *v->sorted_offsets);
+    v->sorted_bytes = xgr_calloc((size_t)n_tokens * 2 + 2, sizeof *v->sorted_bytes);
     v->text_bits = xgr_calloc((size_t)v->row_words, sizeof *v->text_bits);
     v->ff_bits = xgr_calloc((size_t)v->row_words + 1, sizeof *v->ff_bits);
     tok_ref *refs = xgr_malloc((size_t)n_tokens * sizeof *refs);
     uint8_t *is_stop = xgr_calloc((size_t)vocab_size, 1);
     if (!v->data || !v->offsets || !v->is_special || !v->stop_ids || !v->sorted || !v->lcp ||
-        !v->next_shorter || !v->sorted_data || !v->sorted_offsets ||
+        !v->next_shorter || !v->sorted_data || !v->sorted_offsets || !v->sorted_bytes ||
         !v->text_bits || !v->ff_bits || !refs || !is_stop) {
         free(refs);
         free(is_stop);
@@ -130,6 +132,10 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     for (int32_t i = 0; i < n; i++) {
         memcpy(v->sorted_data + v->sorted_offsets[i], refs[i].p, refs[i].len);
         v->sorted_offsets[i + 1] = v->sorted_offsets[i] + refs[i].len;
+        for (uint32_t k = 0; k < refs[i].len; k++) {
+            int bit = xgr_byte_fold(refs[i].p[k]);
+            v->sorted_bytes[2 * (size_t)i + (bit >> 6)] |= (uint64_t)1 << (bit & 63);
+        }
     }
     /* next_shorter by a backward scan that jumps along the chains already built
      * (amortised linear: the classic next-smaller-value construction) */

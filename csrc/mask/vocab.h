@@ -32,6 +32,10 @@ struct xgr_vocab {
      * vocabulary pass reads memory in sequence instead of jumping by token id. */
     uint8_t *sorted_data;
     uint32_t *sorted_offsets;
+    /* Which bytes each sorted token holds, folded to 128 bits (xgr_byte_fold), two words
+     * per token: a state that goes to itself on every byte outside some set accepts a
+     * token whose bits miss that set's without walking it (free text before a trigger). */
+    uint64_t *sorted_bytes;
     int32_t n_sorted;
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
@@ -44,6 +48,10 @@ struct xgr_vocab {
     int32_t first_byte_start[257]; /* sorted positions: first byte b in [start[b], start[b+1]) */
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
+
+/* The bit of byte b in a folded byte set: ASCII bytes are exact, every other byte shares
+ * bit 0 with NUL. Tests against folded sets can only err towards "may contain". */
+static inline int xgr_byte_fold(uint8_t b) { return b < 0x80 ? b : 0; }
 
 static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t id,
                                              uint32_t *len) {

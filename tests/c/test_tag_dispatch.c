@@ -585,10 +585,15 @@ static void test_exact_nonempty(void) {
 /* ---- runtime: masks equal the brute-force oracle ---------------------------------------- */
 static void test_runtime_masks(void) {
     static const char *const extra[] = {"<f", "<f=", "=A", "A>", "<t>", "</t>", "</", "t>", "ST", "STOP",
-                                        "OP", "hello", " <", "B<", "<<", "x\xc3", "\xa9", ">B"};
+                                        "OP", "hello", " <", "B<", "<<", "x\xc3", "\xa9", ">B",
+                                        /* longer free text: whole tokens the vocabulary pass
+                                         * accepts by their byte sets, or must walk (a trigger,
+                                         * an excluded string, non-ASCII bytes inside) */
+                                        "free text", "text<f=A>", "x\xc3\xa9<t>B", "hello <",
+                                        "STOP here", "no</t>", "\xc3\xa9\xc3\xa9" "ab", "<t>BB"};
     size_t ne = sizeof extra / sizeof *extra;
     int32_t n = 256 + (int32_t)ne + 1;
-    uint8_t data[1024];
+    uint8_t data[2048];
     uint32_t off[512];
     uint32_t pos = 0;
     for (int32_t i = 0; i < n; i++) {
