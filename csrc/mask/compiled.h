@@ -62,6 +62,7 @@ typedef struct {
     /* state - rule_start -> two words: the folded set (vocab.h xgr_byte_fold) of the bytes
      * on which the state does not go to itself (in next's block) */
     uint64_t *leave;
+    int any_stay; /* some state goes to itself on some byte (else leave[] never helps) */
 } xgr_flat_table;
 
 /* Follow-check memo slot (mask_cache.c): could `s[0..n)` follow a completion of `rule`? */

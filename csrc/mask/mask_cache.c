@@ -127,6 +127,8 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
             if (t->next[(size_t)(s - s0) * (size_t)t->n_cls + (size_t)q] != s) {
                 lv[0] |= cls_bits[q][0];
                 lv[1] |= cls_bits[q][1];
+            } else {
+                t->any_stay = 1;
             }
     }
     xgr_flat_table *expected = NULL;
@@ -269,7 +271,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     /* A table walk over the whole sorted vocabulary stops early where the state goes to
      * itself on every byte the token holds (free text away from a trigger): the token is
      * accepted there, without a step per byte. */
-    const uint64_t *tbytes = w.ft && !tl->ids ? v->sorted_bytes : NULL;
+    const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids ? v->sorted_bytes : NULL;
     for (int32_t i = 0; i < tl->n; i++) {
         uint32_t len;
         const uint8_t *tok = tl_token(tl, i, &len);

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
 from . import _core
+from .background import BackgroundPrecompute
 from .grammar import Grammar, _json_schema_options, _schema_to_obj
 from .tokenizer_info import TokenizerInfo
 
@@ -313,6 +314,7 @@ class GrammarCompiler:
         self._opts = opts
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_lock = threading.Lock()
+        self._background: Optional[BackgroundPrecompute] = None
         # Build the vocabulary handle now so that the first compile is not slower.
         tokenizer_info._handle()
 
@@ -488,6 +490,25 @@ class GrammarCompiler:
                     max_workers=self._max_threads, thread_name_prefix="xgrammar2-compile"
                 )
             return self._pool.submit(task)
+
+    def precompute_in_background(self, compiled: CompiledGrammar, k: int = 8) -> bool:
+        """(xgrammar2) Queues ``compiled.precompute(k)`` on one daemon thread (a bounded queue)
+        and returns at once: the engine plugins call it after a compile, so the K most
+        expensive token-mask entries are built while the request waits for and runs its
+        prefill (seed 000 §3.5). Each compiled grammar is queued once (a compile-cache hit
+        returns False); under a burst the oldest waiting grammar is dropped and builds its
+        masks on first use. ``k == 0`` does nothing; ``k < 0`` builds every entry."""
+        if not isinstance(compiled, CompiledGrammar):
+            raise TypeError(f"expected a CompiledGrammar, got {type(compiled).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"k must be an int, got {type(k).__name__}")
+        if k == 0:
+            return False
+        with self._pool_lock:
+            if self._background is None:
+                self._background = BackgroundPrecompute()
+            bg = self._background
+        return bg.submit(compiled, k)
 
     def clear_cache(self) -> None:
         """Drops every cached compiled grammar."""

@@ -223,6 +223,27 @@ def test_whitespace_options(tokenizer, published):
         walk(bounded.dispatch_json(schema), tokenizer, '{    "a": 1}', V)
 
 
+def test_new_grammars_build_masks_in_the_background(tokenizer, published, monkeypatch):
+    """Each newly compiled grammar is handed to the background precompute (default K = 8),
+    once; XGRAMMAR2_SGLANG_PRECOMPUTE_K=0 turns it off, and a bad value falls back to 8."""
+    from xgrammar2_sglang.backend import XGrammar2GrammarBackend
+
+    schema = json.dumps({"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]})
+    on = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS)
+    assert on.precompute_k == 8
+    walk(on.dispatch_json(schema), tokenizer, '{"b": "x"}', V)
+    bg = on.compiler._background
+    assert bg is not None and bg.wait_idle(60) and bg.done == 1 and bg.failed == 0
+    on.dispatch_json(schema)  # a compile-cache hit: nothing new to build
+    assert bg.wait_idle(60) and bg.done == 1
+    monkeypatch.setenv("XGRAMMAR2_SGLANG_PRECOMPUTE_K", "0")
+    off = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS)
+    walk(off.dispatch_json(schema), tokenizer, '{"b": "x"}', V)
+    assert off.precompute_k == 0 and off.compiler._background is None
+    monkeypatch.setenv("XGRAMMAR2_SGLANG_PRECOMPUTE_K", "lots")
+    assert XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS).precompute_k == 8
+
+
 def test_compilation_releases_the_gil(tokenizer, published):
     """While the executor compiles, a pure-Python thread keeps running: the C core compiles
     with the GIL released. The grammar is large enough that compiling takes a while."""

@@ -145,13 +145,15 @@ def test_mixed_batch_fast_path_equals_per_row(harness):
 
 def test_batch_fill_switch(model_config, registered):
     cfg = make_vllm_config(model_config)
-    cfg.additional_config = {"xgrammar2": {"batch_fill": False, "max_whitespace_cnt": 2, "bogus": 1}}
+    cfg.additional_config = {"xgrammar2": {"batch_fill": False, "max_whitespace_cnt": 2, "bogus": 1,
+                                           "precompute_k": 0}}
     h = Harness(make_manager(cfg), model_config)
     a, b = h.request(regex="[0-9]+"), h.request(json={"type": "integer"})
     rows = h.bitmask(a, b).copy()
     backend = h.manager.backend
     assert backend.batch_fill is False and backend.max_whitespace_cnt == 2
     assert "bogus" not in backend.options
+    assert backend.precompute_k == 0 and backend.compiler._background is None
     assert (rows[0] == h.bitmask(a)[0]).all() and (rows[1] == h.bitmask(b)[0]).all()
 
 
@@ -398,3 +400,21 @@ def test_parallel_fill_path_with_reasoning(model_config, registered):
             bm = h.manager.backend.allocate_token_bitmask(1)
             g.fill_bitmask(bm, 0)
             assert (rows[i] == bm.numpy()[0]).all(), i
+
+
+def test_new_grammars_build_masks_in_the_background(model_config, registered):
+    """By default each newly compiled grammar is handed to the background precompute (its
+    K most expensive mask entries are built while the request waits for prefill), once:
+    a second request with the same schema hits the compile cache and queues nothing."""
+    h = Harness(make_manager(make_vllm_config(model_config)), model_config)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    first = h.request(json=schema)
+    backend = h.manager.backend
+    assert backend.precompute_k == 8
+    bg = backend.compiler._background
+    assert bg is not None and bg.wait_idle(60)
+    assert bg.done == 1 and bg.failed == 0
+    h.request(json=schema)
+    assert bg.wait_idle(60) and bg.done == 1
+    row = h.bitmask(first)[0]
+    assert (row != 0).any()

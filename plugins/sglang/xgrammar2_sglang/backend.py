@@ -39,6 +39,10 @@ __all__ = [
 
 _MIB = 1024 * 1024
 
+#: Mask entries each newly compiled grammar builds in the background while its request
+#: waits for prefill (XGRAMMAR2_SGLANG_PRECOMPUTE_K; 0 turns it off).
+DEFAULT_PRECOMPUTE_K = 8
+
 
 class TokenizerNotSupportedError(Exception):
     """xgrammar2 cannot build a TokenizerInfo for SGLang's tokenizer."""
@@ -171,6 +175,11 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
                 "outlines / llguidance option); using any_whitespace=%s, max_whitespace_cnt=%s",
                 whitespace_pattern, self.any_whitespace, self.max_whitespace_cnt,
             )
+        env_k = os.environ.get("XGRAMMAR2_SGLANG_PRECOMPUTE_K", "")
+        self.precompute_k = int(env_k) if env_k.isdigit() else DEFAULT_PRECOMPUTE_K
+        if env_k and not env_k.isdigit():
+            logger.warning("XGRAMMAR2_SGLANG_PRECOMPUTE_K=%r is not an int >= 0; using %d",
+                           env_k, self.precompute_k)
         if cache_limit_bytes is None:
             env = os.environ.get("XGRAMMAR2_SGLANG_CACHE_MB", "")
             cache_limit_bytes = int(env) * _MIB if env.isdigit() else None
@@ -211,6 +220,9 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
             msg = str(e) or type(e).__name__
             logger.warning("xgrammar2: invalid %s grammar: %s", kind, msg)
             return InvalidGrammarObject(f"xgrammar2: {msg}")
+        # SGLang moves the request to the waiting queue once this returns: its prefill
+        # overlaps the build of the grammar's most expensive mask entries.
+        self.compiler.precompute_in_background(ctx, self.precompute_k)
         return self._grammar(ctx, key_string, kind)
 
     def json_kwargs(self) -> Dict[str, Any]:

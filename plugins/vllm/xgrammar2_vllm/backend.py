@@ -53,7 +53,12 @@ _OPTION_TYPES = {
     "cache_limit_mb": int,
     "batch_fill": bool,
     "fill_threads": int,
+    "precompute_k": int,
 }
+
+#: Mask entries each newly compiled grammar builds in the background while its request
+#: waits for prefill (``precompute_k``; 0 turns it off).
+DEFAULT_PRECOMPUTE_K = 8
 
 
 class StructuralTagsUnavailable(ValueError):
@@ -127,7 +132,9 @@ def _read_options(vllm_config: Any) -> Dict[str, Any]:
         typ = _OPTION_TYPES.get(k)
         if typ is None:
             logger.warning("additional_config.xgrammar2.%s is not an xgrammar2 option; ignored", k)
-        elif typ is int and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+        elif k == "precompute_k" and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            logger.warning("additional_config.xgrammar2.precompute_k must be an int >= 0; ignored")
+        elif k != "precompute_k" and typ is int and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
             logger.warning("additional_config.xgrammar2.%s must be a positive int; ignored", k)
         elif typ is bool and not isinstance(v, bool):
             logger.warning("additional_config.xgrammar2.%s must be true/false; ignored", k)
@@ -176,6 +183,7 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self.batch_fill = self.options.get("batch_fill", True) and (
             os.environ.get("XGRAMMAR2_VLLM_BATCH_FILL", "1") != "0"
         )
+        self.precompute_k = self.options.get("precompute_k", DEFAULT_PRECOMPUTE_K)
         self.fill_threads = self.options.get("fill_threads") or max(1, min((os.cpu_count() or 2) // 2, 8))
         cache_mb = self.options.get("cache_limit_mb")
         if cache_mb is None:
@@ -262,6 +270,9 @@ class Xgrammar2Backend(StructuredOutputBackend):
         stop_token_ids: Optional[Iterable[int]] = None,
     ) -> "Xgrammar2Grammar":
         ctx = self.compile(request_type, grammar_spec)
+        # vLLM schedules the request once this returns: its prefill overlaps the build of
+        # the grammar's most expensive mask entries (once per compiled grammar).
+        self.compiler.precompute_in_background(ctx, self.precompute_k)
         stops = None
         if stop_token_ids:
             # Ids the bitmask cannot represent are dropped rather than failing the request.
