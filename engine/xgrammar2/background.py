@@ -22,9 +22,16 @@ from typing import TYPE_CHECKING, Deque, Optional, Tuple
 if TYPE_CHECKING:  # pragma: no cover
     from .compiler import CompiledGrammar
 
-__all__ = ["BackgroundPrecompute"]
+__all__ = ["BackgroundPrecompute", "check_k"]
 
 logger = logging.getLogger(__name__)
+
+
+def check_k(k: object) -> int:
+    """``k`` for ``precompute``: an int (0 = nothing, < 0 = every entry); TypeError otherwise."""
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int, got {type(k).__name__}")
+    return k
 
 
 class BackgroundPrecompute:
@@ -49,9 +56,7 @@ class BackgroundPrecompute:
     def submit(self, compiled: "CompiledGrammar", k: int) -> bool:
         """Queues ``compiled.precompute(k)``; returns False (and queues nothing) when ``k``
         is 0 or this grammar was submitted before."""
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"k must be an int, got {type(k).__name__}")
-        if k == 0:
+        if check_k(k) == 0:
             return False
         with self._cond:
             if compiled in self._seen:
@@ -87,11 +92,10 @@ class BackgroundPrecompute:
                 self._cond.wait_for(lambda: bool(self._queue))
                 ref, k = self._queue.popleft()
                 self._busy = True
+            compiled = ref()
             try:
-                compiled = ref()
                 if compiled is not None:
                     compiled.precompute(k)
-                    del compiled
                     with self._cond:
                         self.done += 1
             except Exception as e:  # noqa: BLE001 - the grammar still works, built on first use
@@ -99,6 +103,7 @@ class BackgroundPrecompute:
                     self.failed += 1
                 logger.warning("xgrammar2: background precompute failed: %s", e)
             finally:
+                compiled = None  # the queue's references are weak: so is the wait for the next
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()

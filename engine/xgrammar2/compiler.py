@@ -8,7 +8,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
 from . import _core
-from .background import BackgroundPrecompute
+from .background import BackgroundPrecompute, check_k
 from .grammar import Grammar, _json_schema_options, _schema_to_obj
 from .tokenizer_info import TokenizerInfo
 
@@ -63,9 +63,7 @@ class CompiledGrammar:
     def precompute(self, k: int = -1) -> None:
         """Computes up to ``k`` not-yet-built token-mask cache entries now (all of them when
         ``k < 0``), e.g. while the engine runs prefill. Thread-safe."""
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"k must be an int, got {type(k).__name__}")
-        k = max(min(k, 2**31 - 1), -1)
+        k = max(min(check_k(k), 2**31 - 1), -1)
         _core.check(_core.lib.xgr_compiled_precompute(self._ptr, k), "precomputing masks")
 
     def __repr__(self) -> str:
@@ -500,9 +498,7 @@ class GrammarCompiler:
         masks on first use. ``k == 0`` does nothing; ``k < 0`` builds every entry."""
         if not isinstance(compiled, CompiledGrammar):
             raise TypeError(f"expected a CompiledGrammar, got {type(compiled).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"k must be an int, got {type(k).__name__}")
-        if k == 0:
+        if check_k(k) == 0:
             return False
         with self._pool_lock:
             if self._background is None:

@@ -418,3 +418,17 @@ def test_new_grammars_build_masks_in_the_background(model_config, registered):
     assert bg.wait_idle(60) and bg.done == 1
     row = h.bitmask(first)[0]
     assert (row != 0).any()
+
+
+def test_precompute_k_option_is_checked():
+    """precompute_k takes 0 (off) and up; a negative, fractional or boolean value is logged
+    and ignored, like every other malformed option."""
+    from types import SimpleNamespace
+
+    from xgrammar2_vllm.backend import _read_options
+
+    def read(v):
+        return _read_options(SimpleNamespace(additional_config={"xgrammar2": {"precompute_k": v}}))
+
+    assert read(0) == {"precompute_k": 0} and read(3) == {"precompute_k": 3}
+    assert read(-1) == {} and read(2.5) == {} and read(True) == {}

@@ -55,6 +55,8 @@ _OPTION_TYPES = {
     "fill_threads": int,
     "precompute_k": int,
 }
+#: Smallest accepted value of the int options (1 unless listed).
+_INT_MIN = {"precompute_k": 0}
 
 #: Mask entries each newly compiled grammar builds in the background while its request
 #: waits for prefill (``precompute_k``; 0 turns it off).
@@ -132,10 +134,8 @@ def _read_options(vllm_config: Any) -> Dict[str, Any]:
         typ = _OPTION_TYPES.get(k)
         if typ is None:
             logger.warning("additional_config.xgrammar2.%s is not an xgrammar2 option; ignored", k)
-        elif k == "precompute_k" and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            logger.warning("additional_config.xgrammar2.precompute_k must be an int >= 0; ignored")
-        elif k != "precompute_k" and typ is int and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
-            logger.warning("additional_config.xgrammar2.%s must be a positive int; ignored", k)
+        elif typ is int and (isinstance(v, bool) or not isinstance(v, int) or v < _INT_MIN.get(k, 1)):
+            logger.warning("additional_config.xgrammar2.%s must be an int >= %d; ignored", k, _INT_MIN.get(k, 1))
         elif typ is bool and not isinstance(v, bool):
             logger.warning("additional_config.xgrammar2.%s must be true/false; ignored", k)
         else:
