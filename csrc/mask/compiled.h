@@ -51,6 +51,12 @@ typedef struct xgr_mask_entry_s {
     int32_t *pop_begin;
     uint16_t *pop_depth;
     int32_t *ids_by_len; /* REFINED: ids again, longest token first */
+    /* Context-free entries of TagDispatch states: uncertain[run_begin[k] ..
+     * run_begin[k + 1]) share their pop depths and their bytes up to the deepest pop and
+     * one past it, so a grammar decides their reference starts once per run (after a
+     * trigger, every token that starts with a space and a letter is one run). NULL else. */
+    int32_t *run_begin;
+    int32_t n_runs;
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */

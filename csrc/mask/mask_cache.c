@@ -22,6 +22,7 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
     if (e->owns_base) xgr_mask_entry_release(e->base);
     free(e->ids_by_len);
+    free(e->run_begin);
     free(e->pop_begin);
     free(e->pop_depth);
     free(e->ids);
@@ -231,8 +232,14 @@ static int first_cache_init(first_cache *fc, const xgr_fsm *f);
 static void first_cache_free(first_cache *fc);
 static int first_cache_admits(first_cache *fc, const xgr_fsm *f, int32_t state, uint8_t b);
 
+/* `groups` (optional, with `pops`): the pops->len at the start of every run of tokens that
+ * die at the same byte after the same prefix, so share their pops and every verdict that
+ * depends on bytes up to there (sharpen_dispatch decides such runs at once). `earley`:
+ * simulate through the parser even for an opaque rule, following its references (a
+ * grammar's own view, where those references are known). */
 static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
-                    const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc) {
+                    const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc,
+                    pop_list *groups, int earley) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
     int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
@@ -246,7 +253,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
-    } else if (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule]) {
+    } else if (!earley && (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule])) {
         rc = walker_flat_init(c, &w, state, depth_cap);
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
@@ -258,7 +265,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
      * as a pop only where the token's next byte can start the reference: a whitespace run
      * before a tool's arguments then rejects " the" at its second byte instead of keeping
      * every token that starts with a space open. eff[] holds the pops that count. */
-    int refchk = slot < ns && c->rule_opaque[pop_rule] == XGR_OPAQUE_GROUP;
+    int refchk = slot < ns && !earley && c->rule_opaque[pop_rule] == XGR_OPAQUE_GROUP;
     uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
     first_cache fc = {0};
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
@@ -325,6 +332,10 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
             if (verdict) memset(verdict + i, V_REJECT, (size_t)(end - i));
             i = end - 1;
             continue;
+        }
+        if (groups && pops && XGR_VEC_PUSH(*groups, (int32_t)pops->len)) {
+            rc = XGR_ERR_NOMEM;
+            goto out;
         }
         for (int32_t j = i;; j++) {
             uint32_t lj;
@@ -408,10 +419,13 @@ int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdi
     if (!e) return XGR_ERR_NOMEM;
     size_t list_acc = (size_t)n_acc * 4, list_rej = (size_t)n_rej * 4,
            bitset = (size_t)v->row_words * 4;
+    /* A rejected-list entry is applied by clearing its rejected and its uncertain tokens
+     * from the text row (matcher.c), so a long uncertain list (a TagDispatch state just
+     * before a trigger's last byte) makes the bitset cheaper to apply. */
     if (list_acc <= list_rej && list_acc <= bitset) {
         e->form = XGR_MASK_ACCEPTED_LIST;
         e->n_ids = n_acc;
-    } else if (list_rej <= bitset) {
+    } else if (list_rej + (size_t)n_unc * 4 <= bitset) {
         e->form = XGR_MASK_REJECTED_LIST;
         e->n_ids = n_rej;
     } else {
@@ -615,12 +629,97 @@ static int ref_viable(const xgr_fsm *f, ref_check *rk, const uint8_t *tok, uint3
     return first_cache_admits(&rk->fc, f, s, tok[d]);
 }
 
+static int refined_from_lists(const struct xgr_vocab *v, const xgr_mask_entry *base,
+                              const int32_t *acc, int32_t n_acc, const int32_t *unc,
+                              int32_t n_unc, xgr_mask_entry **out);
+
+/* A TagDispatch state's view in this grammar, run by run (compiled.h run_begin): a run
+ * whose pops are all reference starts is kept or rejected as a whole by its first
+ * token's next byte, so the pass costs a step per run, not per token (57k tokens in 121
+ * runs after `{"name":`). The few tokens kept (those that finish a trigger and go on
+ * into a tag) are then decided exactly by the parser, which sees this grammar's tags, so
+ * the matcher does not re-check them at every step. */
+static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
+                            xgr_mask_entry *raw, xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    const xgr_fsm *f = c->fsm;
+    int32_t rule = f->state_rule[state], n_keep = 0, n_acc = 0, n_unc = 0;
+    pop_list keep = {0}; /* ids kept, in sorted order */
+    int32_t *acc = NULL, *unc = NULL;
+    uint8_t *exact = NULL;
+    ref_check rk;
+    memset(&rk, 0, sizeof rk);
+    rk.rule_start = f->rule_start[rule];
+    rk.dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *rk.dstate);
+    int rc = rk.dstate ? first_cache_init(&rk.fc, f) : XGR_ERR_NOMEM;
+    if (!rc) rc = flat_table(c, rule, &rk.ft);
+    if (!rc) rk.dstate[0] = state;
+    for (int32_t r = 0; r < raw->n_runs && !rc; r++) {
+        int32_t i0 = raw->run_begin[r], i1 = raw->run_begin[r + 1];
+        int only_refs = 1;
+        for (int32_t k = raw->pop_begin[i0]; k < raw->pop_begin[i0 + 1]; k++)
+            only_refs &= (raw->pop_depth[k] & POP_REF_BIT) != 0;
+        for (int32_t i = i0; i < i1 && !rc; i++) {
+            uint32_t len;
+            const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
+            int kept = 0;
+            for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !kept; k++) {
+                uint32_t d = raw->pop_depth[k];
+                kept = d & POP_REF_BIT ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
+                                       : follow_memo(c, fo, rule, tok + d, len - d);
+            }
+            if (only_refs) { /* the whole run shares the verdict */
+                for (int32_t j = i0; j < i1 && kept && !rc; j++)
+                    if (XGR_VEC_PUSH(keep, raw->uncertain[j])) rc = XGR_ERR_NOMEM;
+                break;
+            }
+            if (kept && XGR_VEC_PUSH(keep, raw->uncertain[i])) rc = XGR_ERR_NOMEM;
+        }
+    }
+    free(rk.dstate);
+    first_cache_free(&rk.fc);
+    n_keep = (int32_t)keep.len;
+    acc = xgr_malloc(((size_t)n_keep + 1) * sizeof *acc);
+    unc = xgr_malloc(((size_t)n_keep + 1) * sizeof *unc);
+    exact = xgr_malloc((size_t)n_keep + 1);
+    if (!rc && (!acc || !unc || !exact)) rc = XGR_ERR_NOMEM;
+    if (!rc) {
+        token_list tl = {v, keep.data, n_keep};
+        int ok = n_keep && n_keep <= XGR_SHARPEN_MAX;
+        if (ok) {
+            rc = classify(c, p, fo, state, &tl, exact, NULL, NULL, NULL, 1);
+            if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0; /* too much parser work: left open */
+        }
+        for (int32_t k = 0; k < n_keep && !rc; k++) {
+            uint8_t vd = ok ? exact[k] : V_UNCERTAIN;
+            if (vd == V_ACCEPT) acc[n_acc++] = keep.data[k];
+            if (vd == V_UNCERTAIN) unc[n_unc++] = keep.data[k];
+        }
+    }
+    xgr_mask_entry *e = NULL;
+    if (!rc) rc = refined_from_lists(v, raw, acc, n_acc, unc, n_unc, &e);
+    if (!rc) {
+        e->owns_base = 1;
+        xgr_mask_entry_retain(raw);
+        e->wants_context = n_unc > c->opts.context_min_uncertain;
+        *out = e;
+    }
+    XGR_VEC_FREE(keep);
+    free(acc);
+    free(unc);
+    free(exact);
+    return rc;
+}
+
 /* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
  * pop could follow the rule somewhere in this grammar (stack-free over-approximation), or
  * after a reference start in an opaque rule could start that reference; the rest are
  * rejected. */
-static int sharpen(xgr_compiled *c, xgr_follow *fo, int32_t state, xgr_mask_entry *raw,
-                   xgr_mask_entry **out) {
+static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
+                   xgr_mask_entry *raw, xgr_mask_entry **out) {
+    if (raw->run_begin && raw->n_uncertain &&
+        c->rule_opaque[c->fsm->state_rule[state]] == XGR_OPAQUE_DISPATCH)
+        return sharpen_dispatch(c, p, fo, state, raw, out);
     const struct xgr_vocab *v = c->vocab;
     const xgr_fsm *f = c->fsm;
     int32_t rule = f->state_rule[state];
@@ -757,13 +856,12 @@ static int sort_by_length_desc(const struct xgr_vocab *v, const int32_t *ids, in
     return XGR_OK;
 }
 
-static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *base,
-                              const uint8_t *verdict, xgr_mask_entry **out) {
-    int32_t n_acc = 0, n_unc = 0;
-    for (int32_t i = 0; i < base->n_uncertain; i++) {
-        n_acc += verdict[i] == V_ACCEPT;
-        n_unc += verdict[i] == V_UNCERTAIN;
-    }
+/* A REFINED entry over `base` that accepts acc[0..n_acc) and leaves unc[0..n_unc) open
+ * (both among base's uncertain tokens, in its order); base's other uncertain tokens are
+ * rejected. The lists are copied. */
+static int refined_from_lists(const struct xgr_vocab *v, const xgr_mask_entry *base,
+                              const int32_t *acc, int32_t n_acc, const int32_t *unc,
+                              int32_t n_unc, xgr_mask_entry **out) {
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     if (!e) return XGR_ERR_NOMEM;
     atomic_init(&e->refcount, 1);
@@ -778,11 +876,8 @@ static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *b
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
-    int32_t ka = 0, ku = 0;
-    for (int32_t i = 0; i < base->n_uncertain; i++) {
-        if (verdict[i] == V_ACCEPT) e->ids[ka++] = base->uncertain[i];
-        if (verdict[i] == V_UNCERTAIN) e->uncertain[ku++] = base->uncertain[i];
-    }
+    memcpy(e->ids, acc, (size_t)n_acc * sizeof *e->ids);
+    memcpy(e->uncertain, unc, (size_t)n_unc * sizeof *e->uncertain);
     e->bytes = sizeof *e + ((size_t)n_acc + (size_t)n_unc + 2) * 4;
     /* Large sets are ORed as a bitset; the length order serves REPEAT callers near their
      * maximum, where the longest accepted tokens must be re-checked (matcher.c). */
@@ -807,16 +902,65 @@ static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *b
     return XGR_OK;
 }
 
+/* The same from verdicts over base's uncertain list. */
+static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *base,
+                              const uint8_t *verdict, xgr_mask_entry **out) {
+    int32_t n = base->n_uncertain, n_acc = 0, n_unc = 0;
+    int32_t *acc = xgr_malloc(((size_t)n + 1) * sizeof *acc);
+    int32_t *unc = xgr_malloc(((size_t)n + 1) * sizeof *unc);
+    int rc = acc && unc ? XGR_OK : XGR_ERR_NOMEM;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        if (verdict[i] == V_ACCEPT) acc[n_acc++] = base->uncertain[i];
+        if (verdict[i] == V_UNCERTAIN) unc[n_unc++] = base->uncertain[i];
+    }
+    if (!rc) rc = refined_from_lists(v, base, acc, n_acc, unc, n_unc, out);
+    free(acc);
+    free(unc);
+    return rc;
+}
+
+/* Splits e's uncertain tokens into runs (compiled.h run_begin): a run starts where
+ * classify started a group (`groups`: pops->len there, so twice a pop index) or where the
+ * pop depths differ from the previous token's. */
+static int set_runs(xgr_mask_entry *e, const pop_list *groups) {
+    int32_t n = e->n_uncertain, nr = 0;
+    int32_t *rb = xgr_malloc(((size_t)n + 1) * sizeof *rb);
+    if (!rb) return XGR_ERR_NOMEM;
+    size_t g = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t b = e->pop_begin[i], nb = e->pop_begin[i + 1] - b;
+        while (g < groups->len && groups->data[g] / 2 < b) g++;
+        int start = i == 0 || (g < groups->len && groups->data[g] / 2 == b);
+        if (!start) {
+            int32_t pb = e->pop_begin[i - 1];
+            start = nb != b - pb || memcmp(e->pop_depth + pb, e->pop_depth + b, (size_t)nb * sizeof *e->pop_depth);
+        }
+        if (start) rb[nr++] = i;
+    }
+    rb[nr] = n;
+    int32_t *shrunk = realloc(rb, ((size_t)nr + 1) * sizeof *rb);
+    e->run_begin = shrunk ? shrunk : rb;
+    e->n_runs = nr;
+    e->bytes += ((size_t)nr + 1) * sizeof *rb;
+    return XGR_OK;
+}
+
 /* The context-free entry of `state` by one pass over the whole sorted vocabulary. */
 static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     token_list tl = {v, NULL, v->n_sorted};
-    pop_list pops = {0}, acc = {0};
-    int rc = classify(c, p, fo, state, &tl, NULL, &pops, &acc);
+    pop_list pops = {0}, acc = {0}, groups = {0};
+    int runs = c->rule_opaque[c->fsm->state_rule[state]] == XGR_OPAQUE_DISPATCH;
+    int rc = classify(c, p, fo, state, &tl, NULL, &pops, &acc, runs ? &groups : NULL, 0);
     if (!rc) rc = xgr_mask_entry_from_verdicts(v, NULL, &pops, &acc, out);
+    if (!rc && runs && (rc = set_runs(*out, &groups))) {
+        xgr_mask_entry_free(*out);
+        *out = NULL;
+    }
     XGR_VEC_FREE(acc);
     XGR_VEC_FREE(pops);
+    XGR_VEC_FREE(groups);
     return rc;
 }
 
@@ -909,7 +1053,7 @@ static int shared_pair_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int
         token_list tl = {v, raw->uncertain, raw->n_uncertain};
         uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
         pop_list pops = {0}, acc = {0};
-        rc = verdict ? classify(c, p, fo, slot, &tl, verdict, &pops, &acc) : XGR_ERR_NOMEM;
+        rc = verdict ? classify(c, p, fo, slot, &tl, verdict, &pops, &acc, NULL, 0) : XGR_ERR_NOMEM;
         if (!rc) rc = make_pair_entry(&tl, &pops, &acc, &e);
         free(verdict);
         XGR_VEC_FREE(pops);
@@ -981,7 +1125,7 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     if (slot < ns) {
         xgr_mask_entry *raw = NULL;
         rc = raw_entry(c, p, &fo, slot, &raw);
-        if (!rc) rc = sharpen(c, &fo, slot, raw, out);
+        if (!rc) rc = sharpen(c, p, &fo, slot, raw, out);
         xgr_mask_entry_release(raw);
         xgr_follow_free(&fo);
         return rc;
@@ -1012,7 +1156,7 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     token_list tl = {v, base->uncertain, base->n_uncertain};
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
-    if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL, NULL);
+    if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL, NULL, NULL, 0);
     if (!rc) rc = make_refined_entry(v, base, verdict, out);
     free(verdict);
     xgr_follow_free(&fo);

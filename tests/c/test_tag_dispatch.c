@@ -590,7 +590,12 @@ static void test_runtime_masks(void) {
                                          * accepts by their byte sets, or must walk (a trigger,
                                          * an excluded string, non-ASCII bytes inside) */
                                         "free text", "text<f=A>", "x\xc3\xa9<t>B", "hello <",
-                                        "STOP here", "no</t>", "\xc3\xa9\xc3\xa9" "ab", "<t>BB"};
+                                        "STOP here", "no</t>", "\xc3\xa9\xc3\xa9" "ab", "<t>BB",
+                                        /* tokens that finish a trigger and go on into its tag
+                                         * (sharpen_dispatch decides them per run, then exactly):
+                                         * a run whose first token cannot start the tag ("=0")
+                                         * sorts before ones that can */
+                                        "=0", "=0x", "=AB", "=A>x", "=A>", ">0", ">B!", "f=A"};
     size_t ne = sizeof extra / sizeof *extra;
     int32_t n = 256 + (int32_t)ne + 1;
     uint8_t data[2048];
