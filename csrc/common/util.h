@@ -47,6 +47,26 @@ static inline int xgr_keybuf_put32(xgr_keybuf *b, uint32_t x) {
     return XGR_OK;
 }
 
+/* Index of the lowest set bit of x != 0, and the number of set bits (bitset scans). */
+static inline int xgr_ctz64(uint64_t x) {
+#if defined(__GNUC__)
+    return __builtin_ctzll(x);
+#else
+    int n = 0;
+    while (!(x & 1)) x >>= 1, n++;
+    return n;
+#endif
+}
+static inline int xgr_popcount64(uint64_t x) {
+#if defined(__GNUC__)
+    return __builtin_popcountll(x);
+#else
+    int n = 0;
+    for (; x; x &= x - 1) n++;
+    return n;
+#endif
+}
+
 /* 64-bit mixing used by every hash in the core (splitmix64 finaliser). */
 static inline uint64_t xgr_mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;

@@ -6,6 +6,7 @@
 #include "follow.h"
 #include "global_cache.h"
 #include "region.h"
+#include "stay.h"
 
 enum { V_ACCEPT = XGR_V_ACCEPT, V_REJECT = XGR_V_REJECT, V_UNCERTAIN = XGR_V_UNCERTAIN };
 
@@ -69,6 +70,18 @@ static inline int flat_pops(const xgr_fsm *f, int32_t t) {
     return (f->final[t] ? POP_END : 0) | (e1 > f->edge_begin[t] && f->edges[e1 - 1].ref >= 0 ? POP_REF : 0);
 }
 
+/* stay.h xgr_next_fn over a flat table: local state -> local target. */
+typedef struct {
+    const xgr_flat_table *t;
+    int32_t s0;
+} flat_ctx;
+
+static int32_t flat_next(const void *ctx, int32_t s, uint8_t b) {
+    const flat_ctx *fc = ctx;
+    int32_t t = fc->t->next[(size_t)s * (size_t)fc->t->n_cls + fc->t->cls[b]];
+    return t < 0 ? -1 : t - fc->s0;
+}
+
 /* The byte-class next-state table of rule r: bytes are split into the classes no edge of
  * the rule tells apart (a few dozen in practice), so the table stays small for large
  * rules. Built on first use and published like the entries. */
@@ -121,16 +134,22 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
         int bit = xgr_byte_fold((uint8_t)b);
         cls_bits[t->cls[b]][bit >> 6] |= (uint64_t)1 << (bit & 63);
     }
+    flat_ctx fctx = {t, s0};
     for (int32_t s = s0; s < s1; s++) {
         uint64_t *lv = t->leave + 2 * (size_t)(s - s0);
+        int stays = 0;
         lv[0] = lv[1] = 0;
         for (int32_t q = 0; q < t->n_cls; q++)
             if (t->next[(size_t)(s - s0) * (size_t)t->n_cls + (size_t)q] != s) {
                 lv[0] |= cls_bits[q][0];
                 lv[1] |= cls_bits[q][1];
             } else {
-                t->any_stay = 1;
+                stays = t->any_stay = 1;
             }
+        /* a whole multi-byte character keeps the state only where the search says so */
+        uint64_t ch = (uint64_t)1 << (XGR_FOLD_CHAR & 63);
+        if (!(lv[1] & ch) && (!stays || !xgr_utf8_closed(s - s0, s1 - s0, flat_next, &fctx)))
+            lv[1] |= ch;
     }
     xgr_flat_table *expected = NULL;
     if (atomic_compare_exchange_strong(&c->flat_tables[r], &expected, t)) {
@@ -232,14 +251,28 @@ static int first_cache_init(first_cache *fc, const xgr_fsm *f);
 static void first_cache_free(first_cache *fc);
 static int first_cache_admits(first_cache *fc, const xgr_fsm *f, int32_t state, uint8_t b);
 
-/* `groups` (optional, with `pops`): the pops->len at the start of every run of tokens that
- * die at the same byte after the same prefix, so share their pops and every verdict that
- * depends on bytes up to there (sharpen_dispatch decides such runs at once). `earley`:
- * simulate through the parser even for an opaque rule, following its references (a
- * grammar's own view, where those references are known). */
+/* What a classification writes; every member is optional. */
+typedef struct {
+    uint8_t *verdict; /* by list position */
+    pop_list *pops;   /* context-free: (position, depth) of every pop that leaves bytes */
+    pop_list *acc;    /* accepted list positions */
+    /* The whole vocabulary only, instead of acc: the accepted sorted positions as bits
+     * (vocab.h set_words words, zeroed). A table walk first accepts, a first-byte range
+     * at a time, every token that stays put after its first byte (stay.h). */
+    uint64_t *acc_bits;
+    /* With pops: pops->len at the start of every run of tokens that die at the same byte
+     * after the same prefix, so share their pops and every verdict that depends on bytes
+     * up to there (sharpen_dispatch decides such runs at once). */
+    pop_list *groups;
+} cl_out;
+
+/* `earley`: simulate through the parser even for an opaque rule, following its
+ * references (a grammar's own view, where those references are known). */
 static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
-                    const token_list *tl, uint8_t *verdict, pop_list *pops, pop_list *acc,
-                    pop_list *groups, int earley) {
+                    const token_list *tl, const cl_out *o, int earley) {
+    uint8_t *verdict = o->verdict;
+    pop_list *pops = o->pops, *acc = o->acc, *groups = o->groups;
+    uint64_t *blk = tl->ids ? NULL : o->acc_bits;
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
     int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
@@ -279,15 +312,47 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
      * itself on every byte the token holds (free text away from a trigger): the token is
      * accepted there, without a step per byte. */
     const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids ? v->sorted_bytes : NULL;
+    if (blk && tbytes) {
+        int32_t to[256], s0 = w.rule_start;
+        const uint64_t *lv[256];
+        uint64_t *scratch = xgr_malloc(((size_t)v->set_words + 1) * sizeof *scratch);
+        if (!scratch) {
+            rc = XGR_ERR_NOMEM;
+            goto out;
+        }
+        for (int b = 0; b < 256; b++) {
+            int32_t t = w.ft->next[(size_t)(state - s0) * (size_t)w.ft->n_cls + w.ft->cls[b]];
+            to[b] = t < 0 ? -1 : t - s0;
+        }
+        xgr_stay_first(to, w.ft->leave, state - s0, lv);
+        xgr_stay_accept(v, lv, blk, scratch);
+        free(scratch);
+    }
+    /* the token whose prefix states dstate[0..cur] hold, once positions were skipped */
+    const uint8_t *ptok = NULL;
+    uint32_t plen = 0;
+    int skipped = 0;
     for (int32_t i = 0; i < tl->n; i++) {
+        if (blk && (blk[i >> 6] >> (i & 63)) & 1) { /* accepted a range at a time: skip */
+            size_t wi = (size_t)i >> 6;
+            uint64_t m = ~blk[wi] & (~(uint64_t)0 << (i & 63));
+            while (!m && ++wi < (size_t)v->set_words) m = ~blk[wi];
+            if (!m) break;
+            i = (int32_t)(wi * 64) + xgr_ctz64(m);
+            if (i >= tl->n) break;
+            skipped = 1;
+        }
         uint32_t len;
         const uint8_t *tok = tl_token(tl, i, &len);
-        int32_t li = tl_lcp(tl, i);
+        int32_t li = skipped && ptok ? (int32_t)common_prefix(ptok, plen, tok, len) : tl_lcp(tl, i);
+        skipped = 0;
+        ptok = tok;
+        plen = len;
         int32_t d = li < cur ? li : cur;
         int dead = 0;
         uint64_t tb0 = tbytes ? tbytes[2 * (size_t)i] : 0, tb1 = tbytes ? tbytes[2 * (size_t)i + 1] : 0;
         while ((uint32_t)d < len) {
-            if (tbytes) {
+            if (tbytes && !xgr_utf8_cont(tok[d])) { /* at a character boundary (vocab.h) */
                 const uint64_t *lv = w.ft->leave + 2 * (size_t)(w.dstate[d] - w.rule_start);
                 if (!((lv[0] & tb0) | (lv[1] & tb1))) break;
             }
@@ -304,7 +369,8 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         cur = d;
         if (!dead) {
             if (verdict) verdict[i] = V_ACCEPT;
-            if (acc && XGR_VEC_PUSH(*acc, i)) {
+            if (blk) blk[i >> 6] |= (uint64_t)1 << (i & 63);
+            else if (acc && XGR_VEC_PUSH(*acc, i)) {
                 rc = XGR_ERR_NOMEM;
                 goto out;
             }
@@ -405,15 +471,17 @@ static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, const int3
     return (int64_t)np;
 }
 
-/* Builds the context-free entry of a state from its classification (accepted sorted
- * positions, the (position, pop depth) pairs of the uncertain ones, verdicts for the
- * rest), in the smallest of the three forms. Only a rejected-list entry needs a scan of
- * the whole vocabulary: most states reject most tokens, and a pass over 128k verdicts
- * would cost more than the classification did. The entry may be shared by other
- * grammars, so it holds no grammar-specific data. */
-int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdict,
-                                 const pop_list *pops, const pop_list *acc, xgr_mask_entry **out) {
-    int32_t n_acc = (int32_t)acc->len, n_unc = pop_tokens(pops);
+/* Builds the context-free entry of a state from its classification of the whole sorted
+ * vocabulary (accepted sorted positions as bits, set_words words; the (position, pop
+ * depth) pairs of the uncertain ones; the rest rejected), in the smallest of the three
+ * forms. Every form is built from the accepted bits or their complement, whichever is
+ * sparse: a free-text state accepts nearly all 128k tokens, a key state nearly none. The
+ * entry may be shared by other grammars, so it holds no grammar-specific data. */
+int xgr_mask_entry_from_bits(const struct xgr_vocab *v, const uint64_t *acc_bits,
+                             const pop_list *pops, xgr_mask_entry **out) {
+    size_t sw = (size_t)v->set_words;
+    int32_t n_acc = 0, n_unc = pop_tokens(pops);
+    for (size_t w = 0; w < sw; w++) n_acc += xgr_popcount64(acc_bits[w]);
     int32_t n_rej = v->n_sorted - n_acc - n_unc;
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     if (!e) return XGR_ERR_NOMEM;
@@ -434,7 +502,7 @@ int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdi
     atomic_init(&e->refcount, 1);
     e->n_accepted = n_acc;
     if (e->form == XGR_MASK_BITSET)
-        e->bits = xgr_calloc((size_t)v->row_words, sizeof *e->bits);
+        e->bits = xgr_malloc((size_t)v->row_words * sizeof *e->bits);
     else
         e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
     int64_t np = set_uncertain(e, pops, v->sorted);
@@ -442,30 +510,28 @@ int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdi
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
+    int32_t k = 0;
     if (e->form == XGR_MASK_ACCEPTED_LIST) {
-        for (int32_t k = 0; k < n_acc; k++) e->ids[k] = v->sorted[acc->data[k]];
-    } else if (e->form == XGR_MASK_BITSET) {
-        for (int32_t k = 0; k < n_acc; k++) {
-            int32_t id = v->sorted[acc->data[k]];
-            e->bits[id >> 5] |= 1u << (id & 31);
-        }
-    } else if (verdict) {
-        int32_t ki = 0;
-        for (int32_t i = 0; i < v->n_sorted; i++)
-            if (verdict[i] == V_REJECT) e->ids[ki++] = v->sorted[i];
-    } else { /* the positions in neither list (both ascending) */
-        int32_t ki = 0;
-        size_t ka = 0, kp = 0;
-        for (int32_t i = 0; i < v->n_sorted; i++) {
-            if (ka < acc->len && acc->data[ka] == i) {
-                ka++;
-                continue;
+        for (size_t w = 0; w < sw; w++)
+            for (uint64_t m = acc_bits[w]; m; m &= m - 1)
+                e->ids[k++] = v->sorted[w * 64 + (size_t)xgr_ctz64(m)];
+    } else {
+        /* the positions not accepted: rejected ones, and the uncertain (pops, ascending) */
+        if (e->bits) memcpy(e->bits, v->text_bits, (size_t)v->row_words * sizeof *e->bits);
+        size_t kp = 0;
+        for (size_t w = 0; w < sw; w++) {
+            uint64_t m = ~acc_bits[w];
+            if (w == sw - 1 && (v->n_sorted & 63)) m &= ~(uint64_t)0 >> (64 - (v->n_sorted & 63));
+            for (; m; m &= m - 1) {
+                int32_t i = (int32_t)(w * 64) + xgr_ctz64(m), id = v->sorted[i];
+                if (e->bits) {
+                    e->bits[id >> 5] &= ~(1u << (id & 31));
+                    continue;
+                }
+                while (kp < pops->len && pops->data[kp] < i) kp += 2;
+                if (kp < pops->len && pops->data[kp] == i) continue;
+                e->ids[k++] = id;
             }
-            if (kp < pops->len && pops->data[kp] == i) {
-                while (kp < pops->len && pops->data[kp] == i) kp += 2;
-                continue;
-            }
-            e->ids[ki++] = v->sorted[i];
         }
     }
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
@@ -687,7 +753,8 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
         token_list tl = {v, keep.data, n_keep};
         int ok = n_keep && n_keep <= XGR_SHARPEN_MAX;
         if (ok) {
-            rc = classify(c, p, fo, state, &tl, exact, NULL, NULL, NULL, 1);
+            cl_out o = {exact, NULL, NULL, NULL, NULL};
+            rc = classify(c, p, fo, state, &tl, &o, 1);
             if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0; /* too much parser work: left open */
         }
         for (int32_t k = 0; k < n_keep && !rc; k++) {
@@ -950,15 +1017,17 @@ static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t 
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     token_list tl = {v, NULL, v->n_sorted};
-    pop_list pops = {0}, acc = {0}, groups = {0};
+    pop_list pops = {0}, groups = {0};
     int runs = c->rule_opaque[c->fsm->state_rule[state]] == XGR_OPAQUE_DISPATCH;
-    int rc = classify(c, p, fo, state, &tl, NULL, &pops, &acc, runs ? &groups : NULL, 0);
-    if (!rc) rc = xgr_mask_entry_from_verdicts(v, NULL, &pops, &acc, out);
+    uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
+    cl_out o = {NULL, &pops, NULL, bits, runs ? &groups : NULL};
+    int rc = bits ? classify(c, p, fo, state, &tl, &o, 0) : XGR_ERR_NOMEM;
+    if (!rc) rc = xgr_mask_entry_from_bits(v, bits, &pops, out);
     if (!rc && runs && (rc = set_runs(*out, &groups))) {
         xgr_mask_entry_free(*out);
         *out = NULL;
     }
-    XGR_VEC_FREE(acc);
+    free(bits);
     XGR_VEC_FREE(pops);
     XGR_VEC_FREE(groups);
     return rc;
@@ -1053,7 +1122,8 @@ static int shared_pair_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int
         token_list tl = {v, raw->uncertain, raw->n_uncertain};
         uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
         pop_list pops = {0}, acc = {0};
-        rc = verdict ? classify(c, p, fo, slot, &tl, verdict, &pops, &acc, NULL, 0) : XGR_ERR_NOMEM;
+        cl_out o = {verdict, &pops, &acc, NULL, NULL};
+        rc = verdict ? classify(c, p, fo, slot, &tl, &o, 0) : XGR_ERR_NOMEM;
         if (!rc) rc = make_pair_entry(&tl, &pops, &acc, &e);
         free(verdict);
         XGR_VEC_FREE(pops);
@@ -1156,7 +1226,8 @@ static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_en
     token_list tl = {v, base->uncertain, base->n_uncertain};
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
-    if (!rc) rc = classify(c, p, &fo, slot, &tl, verdict, NULL, NULL, NULL, 0);
+    cl_out o = {verdict, NULL, NULL, NULL, NULL};
+    if (!rc) rc = classify(c, p, &fo, slot, &tl, &o, 0);
     if (!rc) rc = make_refined_entry(v, base, verdict, out);
     free(verdict);
     xgr_follow_free(&fo);

@@ -17,6 +17,7 @@
 #include "region.h"
 
 #include "global_cache.h"
+#include "stay.h"
 
 #define RG_MAX_EXITS 32767 /* exit indices are stored in 16 bits */
 #define RG_LOCAL (-2)      /* the cache's local-state field for region entries */
@@ -203,6 +204,11 @@ out:
     return rc;
 }
 
+/* stay.h xgr_next_fn over the loop's byte table (exits and dead bytes: none). */
+static int32_t tab_next(const void *ctx, int32_t s, uint8_t b) {
+    return ((const int32_t *)ctx)[(size_t)s * 256 + b];
+}
+
 /* The region entry: one pass over the sorted vocabulary on the loop alone. Uncertain
  * tokens are those that leave the loop with bytes left, and those that die inside it after
  * passing a final state; their depth list holds those pops, then for a leaving token
@@ -213,10 +219,11 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
     int32_t *tab = xgr_malloc((size_t)n * 256 * sizeof *tab); /* >= 0 local, -1 dead, -2-k exit */
     int32_t *dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *dstate);
     uint64_t *leave = xgr_malloc((size_t)n * 2 * sizeof *leave);
-    uint8_t *verdict = xgr_malloc((size_t)v->n_sorted + 1);
-    xgr_pop_list pops = {0}, acc = {0};
+    uint64_t *acc = xgr_calloc((size_t)v->set_words + 1, sizeof *acc); /* by sorted position */
+    uint64_t *scratch = xgr_malloc(((size_t)v->set_words + 1) * sizeof *scratch);
+    xgr_pop_list pops = {0};
     int rc = XGR_OK;
-    if (!tab || !dstate || !leave || !verdict) {
+    if (!tab || !dstate || !leave || !acc || !scratch) {
         rc = XGR_ERR_NOMEM;
         goto out;
     }
@@ -237,24 +244,56 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
     /* leave[2i..2i+1]: the folded set of bytes on which loop state i does not stay put
      * (vocab.h sorted_bytes): a token whose byte set misses it stays there to its end */
     for (int32_t i = 0; i < n; i++) {
+        int stays = 0;
         leave[2 * i] = leave[2 * i + 1] = 0;
         for (int b = 0; b < 256; b++)
             if (tab[(size_t)i * 256 + (size_t)b] != i) {
                 int bit = xgr_byte_fold((uint8_t)b);
                 leave[2 * i + (bit >> 6)] |= (uint64_t)1 << (bit & 63);
+            } else {
+                stays = 1;
             }
+        uint64_t ch = (uint64_t)1 << (XGR_FOLD_CHAR & 63);
+        if (!(leave[2 * i + 1] & ch) && (!stays || !xgr_utf8_closed(i, n, tab_next, tab)))
+            leave[2 * i + 1] |= ch;
     }
-    memset(verdict, XGR_V_REJECT, (size_t)v->n_sorted);
+    /* tokens that stay put after their first byte: a first-byte range at a time */
+    {
+        const uint64_t *lv[256];
+        xgr_stay_first(tab, leave, 0, lv);
+        xgr_stay_accept(v, lv, acc, scratch);
+    }
     dstate[0] = 0;
-    int32_t cur = 0; /* depths 0..cur hold the previous token's states */
+    int32_t cur = 0; /* depths 0..cur hold the states of ptok's prefix */
+    const uint8_t *ptok = NULL;
+    uint32_t plen = 0;
+    int skipped = 0;
     for (int32_t i = 0; i < v->n_sorted; i++) {
+        if ((acc[i >> 6] >> (i & 63)) & 1) { /* accepted by its range: skip the run */
+            size_t wi = (size_t)i >> 6;
+            uint64_t m = ~acc[wi] & (~(uint64_t)0 << (i & 63));
+            while (!m && ++wi < (size_t)v->set_words) m = ~acc[wi];
+            if (!m) break;
+            i = (int32_t)(wi * 64) + xgr_ctz64(m);
+            if (i >= v->n_sorted) break;
+            skipped = 1;
+        }
         uint32_t len;
         const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
         const uint64_t *tb = v->sorted_bytes + 2 * (size_t)i;
-        int32_t d = v->lcp[i] < cur ? v->lcp[i] : cur, x = 0;
+        int32_t li = v->lcp[i];
+        if (skipped && ptok) {
+            uint32_t m2 = len < plen ? len : plen, q = 0;
+            while (q < m2 && tok[q] == ptok[q]) q++;
+            li = (int32_t)q;
+        }
+        skipped = 0;
+        ptok = tok;
+        plen = len;
+        int32_t d = li < cur ? li : cur, x = 0;
         while ((uint32_t)d < len) {
             const uint64_t *lv = leave + 2 * dstate[d];
-            if (!((lv[0] & tb[0]) | (lv[1] & tb[1]))) {
+            if (!xgr_utf8_cont(tok[d]) && !((lv[0] & tb[0]) | (lv[1] & tb[1]))) {
                 cur = d;
                 d = (int32_t)len;
                 goto accepted;
@@ -265,8 +304,7 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
         cur = d;
     accepted:
         if ((uint32_t)d == len) {
-            verdict[i] = XGR_V_ACCEPT;
-            if (XGR_VEC_PUSH(acc, i)) goto nomem;
+            acc[i >> 6] |= (uint64_t)1 << (i & 63);
             continue;
         }
         /* every following token with bytes 0..d dies or leaves here alike, with the same
@@ -278,11 +316,9 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
                 uint32_t lj;
                 xgr_vocab_sorted_token(v, j, &lj);
                 if (x <= -2 && lj == (uint32_t)d + 1) { /* ends right after the exit byte */
-                    verdict[j] = XGR_V_ACCEPT;
-                    if (XGR_VEC_PUSH(acc, j)) goto nomem;
+                    acc[j >> 6] |= (uint64_t)1 << (j & 63);
                     continue;
                 }
-                verdict[j] = XGR_V_UNCERTAIN;
                 for (int32_t e = 1; e <= d; e++)
                     if (f->final[R->state[dstate[e]]] && (XGR_VEC_PUSH(pops, j) || XGR_VEC_PUSH(pops, e)))
                         goto nomem;
@@ -294,7 +330,7 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
         }
         i = end - 1;
     }
-    rc = xgr_mask_entry_from_verdicts(v, verdict, &pops, &acc, out);
+    rc = xgr_mask_entry_from_bits(v, acc, &pops, out);
     goto out;
 nomem:
     rc = XGR_ERR_NOMEM;
@@ -302,9 +338,9 @@ out:
     free(tab);
     free(dstate);
     free(leave);
-    free(verdict);
+    free(acc);
+    free(scratch);
     XGR_VEC_FREE(pops);
-    XGR_VEC_FREE(acc);
     return rc;
 }
 

@@ -13,11 +13,11 @@ enum { XGR_V_ACCEPT = 0, XGR_V_REJECT = 1, XGR_V_UNCERTAIN = 2 };
 typedef XGR_VEC(int32_t) xgr_pop_list;
 
 /* mask_cache.c: a context-free entry from a classification of the whole sorted
- * vocabulary (verdicts by sorted position, or NULL; the accepted positions; the uncertain
- * ones with their pop depths), in the smallest of the three plain forms. */
-int xgr_mask_entry_from_verdicts(const struct xgr_vocab *v, const uint8_t *verdict,
-                                 const xgr_pop_list *pops, const xgr_pop_list *acc,
-                                 xgr_mask_entry **out);
+ * vocabulary (the accepted sorted positions as bits, vocab.h set_words words; the
+ * uncertain ones with their pop depths; the rest rejected), in the smallest of the three
+ * plain forms. */
+int xgr_mask_entry_from_bits(const struct xgr_vocab *v, const uint64_t *acc_bits,
+                             const xgr_pop_list *pops, xgr_mask_entry **out);
 
 /* The context-free entry of `state`, a state of a normal rule that lies on a loop of byte
  * edges (no reference, no final state on it: a JSON string's body, a whitespace run),

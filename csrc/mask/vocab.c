@@ -22,6 +22,33 @@ static int cmp_tok(const void *a, const void *b) {
     return x->id < y->id ? -1 : (x->id > y->id);
 }
 
+/* Length of the well-formed UTF-8 character at p[0..n) (its lead byte >= 0x80), or 0. */
+static uint32_t utf8_char_len(const uint8_t *p, uint32_t n) {
+    uint8_t b = p[0];
+    uint32_t k = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+    if (!k || k > n) return 0;
+    uint8_t lo = 0x80, hi = 0xBF; /* the second byte's range (Unicode table 3-7) */
+    if (b == 0xE0) lo = 0xA0;
+    if (b == 0xED) hi = 0x9F;
+    if (b == 0xF0) lo = 0x90;
+    if (b == 0xF4) hi = 0x8F;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (uint32_t i = 2; i < k; i++)
+        if (!xgr_utf8_cont(p[i])) return 0;
+    return k;
+}
+
+/* A token's folded byte set (vocab.h xgr_byte_fold): ASCII bytes exactly, each complete
+ * multi-byte character as XGR_FOLD_CHAR, any other byte as bit 0. */
+static void fold_token(const uint8_t *p, uint32_t len, uint64_t out[2]) {
+    for (uint32_t k = 0; k < len;) {
+        uint32_t cl = p[k] < 0x80 ? 0 : utf8_char_len(p + k, len - k);
+        int bit = p[k] < 0x80 ? p[k] : cl ? XGR_FOLD_CHAR : 0;
+        out[bit >> 6] |= (uint64_t)1 << (bit & 63);
+        k += cl ? cl : 1;
+    }
+}
+
 static void vocab_free(struct xgr_vocab *v) {
     if (!v) return;
     free(v->data);
@@ -34,6 +61,7 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->sorted_data);
     free(v->sorted_offsets);
     free(v->sorted_bytes);
+    free(v->byte_sets);
     free(v->text_bits);
     free(v->ff_bits);
     free(v->ff_ids);
@@ -128,14 +156,25 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         v->lcp[i] = (int32_t)k;
     }
     v->n_sorted = n;
+    v->set_words = (n + 63) / 64;
+    v->byte_sets = xgr_calloc((size_t)v->set_words * 128 + 1, sizeof *v->byte_sets);
+    if (!v->byte_sets) {
+        free(refs);
+        free(is_stop);
+        vocab_free(v);
+        return XGR_ERR_NOMEM;
+    }
     v->sorted_offsets[0] = 0;
     for (int32_t i = 0; i < n; i++) {
         memcpy(v->sorted_data + v->sorted_offsets[i], refs[i].p, refs[i].len);
         v->sorted_offsets[i + 1] = v->sorted_offsets[i] + refs[i].len;
-        for (uint32_t k = 0; k < refs[i].len; k++) {
-            int bit = xgr_byte_fold(refs[i].p[k]);
-            v->sorted_bytes[2 * (size_t)i + (bit >> 6)] |= (uint64_t)1 << (bit & 63);
-        }
+        uint64_t *tb = v->sorted_bytes + 2 * (size_t)i;
+        fold_token(refs[i].p, refs[i].len, tb);
+        for (int h = 0; h < 2; h++)
+            for (uint64_t m = tb[h]; m; m &= m - 1) {
+                size_t b = (size_t)(64 * h + xgr_ctz64(m));
+                v->byte_sets[b * (size_t)v->set_words + ((size_t)i >> 6)] |= (uint64_t)1 << (i & 63);
+            }
     }
     /* next_shorter by a backward scan that jumps along the chains already built
      * (amortised linear: the classic next-smaller-value construction) */

@@ -32,10 +32,14 @@ struct xgr_vocab {
      * vocabulary pass reads memory in sequence instead of jumping by token id. */
     uint8_t *sorted_data;
     uint32_t *sorted_offsets;
-    /* Which bytes each sorted token holds, folded to 128 bits (xgr_byte_fold), two words
+    /* Which bytes each sorted token holds, folded to 128 bits (xgr_fold_token), two words
      * per token: a state that goes to itself on every byte outside some set accepts a
      * token whose bits miss that set's without walking it (free text before a trigger). */
     uint64_t *sorted_bytes;
+    /* The same transposed: for folded bit b, byte_sets[b * set_words ..] has bit i set when
+     * sorted token i holds b, so a first-byte range is judged 64 tokens at a time (stay.h). */
+    uint64_t *byte_sets;
+    int32_t set_words; /* ceil(n_sorted / 64) */
     int32_t n_sorted;
     int32_t max_token_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
@@ -49,9 +53,16 @@ struct xgr_vocab {
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
 
-/* The bit of byte b in a folded byte set: ASCII bytes are exact, every other byte shares
- * bit 0 with NUL. Tests against folded sets can only err towards "may contain". */
+/* The bit of byte b in a state's folded leave set: ASCII bytes are exact, every other byte
+ * shares bit 0 with NUL. A token's folded set (vocab.c fold_token) puts each complete
+ * well-formed multi-byte UTF-8 character on XGR_FOLD_CHAR instead (shared with DEL), which a
+ * state's leave set holds unless every such character brings it back (stay.h
+ * xgr_utf8_closed). Tests against folded sets can only err towards "may contain" at a
+ * character boundary of the token: callers test only where the next byte is not a UTF-8
+ * continuation byte. */
 static inline int xgr_byte_fold(uint8_t b) { return b < 0x80 ? b : 0; }
+#define XGR_FOLD_CHAR 0x7F
+static inline int xgr_utf8_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
 
 static inline const uint8_t *xgr_vocab_token(const struct xgr_vocab *v, int32_t id,
                                              uint32_t *len) {

@@ -318,6 +318,12 @@ int main(void) {
         {"nullable", "root ::= a b c \"x\"\na ::= \"a\"?\nb ::= a*\nc ::= (\"\" | \"b\") a"},
         /* a loop that most tokens leave at their first byte (served by a pass over the
          * rule), and one with narrow exits (served by its shared loop entry) */
+        /* loops that stay put on DEL: one every whole character brings back (a token of
+         * complete characters is accepted without a walk), and two it does not (all of
+         * ASCII; every character but one), where those tokens must still be walked */
+        {"utf8_closed_loop", "root ::= [^\"]* \"\\\"\""},
+        {"ascii_loop", "root ::= [\\x01-\\x7f]* \"\\u00e9\""},
+        {"all_but_one_char_loop", "root ::= [^\"\\u00e9]* \"\\\"\""},
         {"wide_loop_exit", "root ::= [0-9]+ [^0-9] [a-z ,\"{}]* \"}\""},
         {"narrow_loop_exit", "root ::= \"[\" [0-9]+ (\",\" [0-9]+)* \"]\""},
         {"repeat_small", "root ::= \"\\\"\" [a-c]{2,5} \"\\\"\""},

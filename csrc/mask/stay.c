@@ -1,0 +1,100 @@
+/* Tokens that stay put (stay.h): UTF-8 closure of a state, and acceptance of whole
+ * first-byte ranges of the sorted vocabulary by ORs of per-byte token bitsets. */
+#include "stay.h"
+
+/* UTF-8 decoding states: what the bytes so far still need (Unicode table 3-7). */
+enum { U_START, U_C1, U_C2, U_C3, U_E0, U_ED, U_F0, U_F4, U_N };
+
+/* The state after byte b (>= 0x80) in decoding state u, or -1 when b cannot go there. */
+static int utf8_next(int u, uint8_t b) {
+    switch (u) {
+    case U_START:
+        if (b >= 0xC2 && b <= 0xDF) return U_C1;
+        if (b == 0xE0) return U_E0;
+        if (b == 0xED) return U_ED;
+        if (b >= 0xE1 && b <= 0xEF) return U_C2;
+        if (b == 0xF0) return U_F0;
+        if (b >= 0xF1 && b <= 0xF3) return U_C3;
+        if (b == 0xF4) return U_F4;
+        return -1;
+    case U_C1: return b >= 0x80 && b <= 0xBF ? U_START : -1;
+    case U_C2: return b >= 0x80 && b <= 0xBF ? U_C1 : -1;
+    case U_C3: return b >= 0x80 && b <= 0xBF ? U_C2 : -1;
+    case U_E0: return b >= 0xA0 && b <= 0xBF ? U_C1 : -1;
+    case U_ED: return b >= 0x80 && b <= 0x9F ? U_C1 : -1;
+    case U_F0: return b >= 0x90 && b <= 0xBF ? U_C2 : -1;
+    default:   return b >= 0x80 && b <= 0x8F ? U_C2 : -1; /* U_F4 */
+    }
+}
+
+/* A search over (automaton state, decoding state) pairs from (s, start): every pair with
+ * a character under way must step on every byte that continues it, and every completed
+ * character must be back at s. */
+int xgr_utf8_closed(int32_t s, int32_t n, xgr_next_fn next, const void *ctx) {
+    uint8_t *seen = xgr_calloc((size_t)n * U_N, 1);
+    int32_t *stack = xgr_malloc((size_t)n * U_N * sizeof *stack);
+    int ok = seen && stack;
+    int32_t sp = 0;
+    if (ok) stack[sp++] = s * U_N + U_START;
+    while (ok && sp) {
+        int32_t pair = stack[--sp], t = pair / U_N, u = pair % U_N;
+        for (int b = 0x80; b <= 0xFF && ok; b++) {
+            int u2 = utf8_next(u, (uint8_t)b);
+            if (u2 < 0) continue;
+            int32_t t2 = next(ctx, t, (uint8_t)b);
+            if (t2 < 0 || t2 >= n || (u2 == U_START && t2 != s)) {
+                ok = 0;
+                break;
+            }
+            int32_t p2 = t2 * U_N + u2;
+            if (u2 != U_START && !seen[p2]) {
+                seen[p2] = 1;
+                stack[sp++] = p2;
+            }
+        }
+    }
+    free(seen);
+    free(stack);
+    return ok; /* out of memory: "no", which only costs speed */
+}
+
+void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
+                    const uint64_t *lv[256]) {
+    const uint64_t *home = leave + 2 * (size_t)start;
+    int closed = !((home[XGR_FOLD_CHAR >> 6] >> (XGR_FOLD_CHAR & 63)) & 1);
+    for (int c = 0; c < 256; c++) {
+        lv[c] = NULL;
+        if (c < 0x80) {
+            const uint64_t *t = to[c] >= 0 ? leave + 2 * (size_t)to[c] : NULL;
+            if (t && !((t[c >> 6] >> (c & 63)) & 1)) lv[c] = t;
+        } else if (c >= 0xC2 && c <= 0xF4 && closed) {
+            lv[c] = home;
+        }
+    }
+}
+
+void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], uint64_t *acc,
+                     uint64_t *scratch) {
+    size_t sw = (size_t)v->set_words;
+    for (int c = 0; c < 256;) {
+        const uint64_t *set = lv[c];
+        int c1 = c + 1;
+        while (c1 < 256 && lv[c1] == set) c1++; /* one pass over ranges with the same set */
+        int32_t lo = v->first_byte_start[c], hi = v->first_byte_start[c1];
+        c = c1;
+        if (!set || lo >= hi) continue;
+        size_t w0 = (size_t)lo >> 6, w1 = (size_t)(hi - 1) >> 6;
+        memset(scratch + w0, 0, (w1 - w0 + 1) * sizeof *scratch);
+        for (int b = 0; b < 128; b++) {
+            if (!((set[b >> 6] >> (b & 63)) & 1)) continue;
+            const uint64_t *has = v->byte_sets + (size_t)b * sw;
+            for (size_t w = w0; w <= w1; w++) scratch[w] |= has[w];
+        }
+        for (size_t w = w0; w <= w1; w++) {
+            uint64_t m = ~(uint64_t)0;
+            if (w == w0) m &= ~(uint64_t)0 << (lo & 63);
+            if (w == w1 && (hi & 63)) m &= ~(uint64_t)0 >> (64 - (hi & 63));
+            acc[w] |= ~scratch[w] & m;
+        }
+    }
+}

@@ -1,0 +1,33 @@
+/* Tokens that stay put: a state that goes to itself on every byte outside a small set
+ * (free text before a trigger, a JSON string's body) accepts every token whose bytes all
+ * lie outside it. These helpers decide that from folded byte sets (vocab.h), for a state
+ * alone (its leave set) and for the whole sorted vocabulary 64 tokens at a time.
+ * Internal header. */
+#ifndef XGR_STAY_H
+#define XGR_STAY_H
+
+#include "vocab.h"
+
+/* The target of local state s on byte b, or any negative value for none. */
+typedef int32_t (*xgr_next_fn)(const void *ctx, int32_t s, uint8_t b);
+
+/* Does every well-formed multi-byte UTF-8 character take local state s back to s
+ * (through states of its own automaton, n of them)? Then the folded bit
+ * XGR_FOLD_CHAR of a token (only complete characters) cannot move it. */
+int xgr_utf8_closed(int32_t s, int32_t n, xgr_next_fn next, const void *ctx);
+
+/* lv[] for xgr_stay_accept from where each first byte leads: to[c] is the local state
+ * byte c leads to (negative: none), leave[2 * s ..] local state s's leave set, `start`
+ * the state the tokens start in (a token that starts with a whole multi-byte character is
+ * back there after it when `start` is UTF-8 closed). A byte gets a set only when it does
+ * not leave its target. */
+void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
+                    const uint64_t *lv[256]);
+
+/* Sets in acc (bits by sorted position, v->set_words words) every token whose first byte
+ * c has a leave set lv[c] (NULL: none) that the token's folded bytes miss: the state the
+ * first byte leads to goes to itself on every byte after it. scratch: set_words words. */
+void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], uint64_t *acc,
+                     uint64_t *scratch);
+
+#endif
