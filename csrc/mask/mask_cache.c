@@ -84,8 +84,10 @@ static int32_t flat_next(const void *ctx, int32_t s, uint8_t b) {
 
 /* The byte-class next-state table of rule r: bytes are split into the classes no edge of
  * the rule tells apart (a few dozen in practice), so the table stays small for large
- * rules. Built on first use and published like the entries. */
-static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
+ * rules. Built on first use and published like the entries. `utf8`: search which states
+ * every whole multi-byte character brings back (stay.h); without it their leave sets keep
+ * the character bit (correct, and a walk for non-ASCII tokens). */
+static int flat_table(xgr_compiled *c, int32_t r, int utf8, const xgr_flat_table **out) {
     xgr_flat_table *t = atomic_load_explicit(&c->flat_tables[r], memory_order_acquire);
     if (t) {
         *out = t;
@@ -148,7 +150,7 @@ static int flat_table(xgr_compiled *c, int32_t r, const xgr_flat_table **out) {
             }
         /* a whole multi-byte character keeps the state only where the search says so */
         uint64_t ch = (uint64_t)1 << (XGR_FOLD_CHAR & 63);
-        if (!(lv[1] & ch) && (!stays || !xgr_utf8_closed(s - s0, s1 - s0, flat_next, &fctx)))
+        if (!(lv[1] & ch) && (!utf8 || !stays || !xgr_utf8_closed(s - s0, s1 - s0, flat_next, &fctx)))
             lv[1] |= ch;
     }
     xgr_flat_table *expected = NULL;
@@ -174,7 +176,9 @@ static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t de
         w->edges = 1;
         return XGR_OK;
     }
-    return flat_table(c, r, &w->ft);
+    /* a tag group's table is built in every request: its states' UTF-8 closure (a few
+     * microseconds each) would cost more there than the walks it saves */
+    return flat_table(c, r, c->rule_opaque[r] != XGR_OPAQUE_GROUP, &w->ft);
 }
 
 /* The target of state s on byte b (edges sorted by lo, disjoint, byte edges first), or -1. */
@@ -718,7 +722,7 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
     rk.rule_start = f->rule_start[rule];
     rk.dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *rk.dstate);
     int rc = rk.dstate ? first_cache_init(&rk.fc, f) : XGR_ERR_NOMEM;
-    if (!rc) rc = flat_table(c, rule, &rk.ft);
+    if (!rc) rc = flat_table(c, rule, 0, &rk.ft);
     if (!rc) rk.dstate[0] = state;
     for (int32_t r = 0; r < raw->n_runs && !rc; r++) {
         int32_t i0 = raw->run_begin[r], i1 = raw->run_begin[r + 1];
@@ -802,7 +806,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
         rk.rule_start = f->rule_start[rule];
         rk.dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *rk.dstate);
         rc = rk.dstate ? first_cache_init(&rk.fc, f) : XGR_ERR_NOMEM;
-        if (!rc) rc = flat_table(c, rule, &rk.ft);
+        if (!rc) rc = flat_table(c, rule, 0, &rk.ft);
         if (!rc) rk.dstate[0] = state;
     }
     if (rc) {
