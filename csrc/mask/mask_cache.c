@@ -338,12 +338,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     int skipped = 0;
     for (int32_t i = 0; i < tl->n; i++) {
         if (blk && (blk[i >> 6] >> (i & 63)) & 1) { /* accepted a range at a time: skip */
-            size_t wi = (size_t)i >> 6;
-            uint64_t m = ~blk[wi] & (~(uint64_t)0 << (i & 63));
-            while (!m && ++wi < (size_t)v->set_words) m = ~blk[wi];
-            if (!m) break;
-            i = (int32_t)(wi * 64) + xgr_ctz64(m);
-            if (i >= tl->n) break;
+            if ((i = xgr_next_clear(blk, v->set_words, i)) >= tl->n) break;
             skipped = 1;
         }
         uint32_t len;

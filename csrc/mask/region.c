@@ -270,12 +270,7 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
     int skipped = 0;
     for (int32_t i = 0; i < v->n_sorted; i++) {
         if ((acc[i >> 6] >> (i & 63)) & 1) { /* accepted by its range: skip the run */
-            size_t wi = (size_t)i >> 6;
-            uint64_t m = ~acc[wi] & (~(uint64_t)0 << (i & 63));
-            while (!m && ++wi < (size_t)v->set_words) m = ~acc[wi];
-            if (!m) break;
-            i = (int32_t)(wi * 64) + xgr_ctz64(m);
-            if (i >= v->n_sorted) break;
+            if ((i = xgr_next_clear(acc, v->set_words, i)) >= v->n_sorted) break;
             skipped = 1;
         }
         uint32_t len;

@@ -30,4 +30,14 @@ void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
 void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], uint64_t *acc,
                      uint64_t *scratch);
 
+/* The first position >= i whose bit is clear in bits (set_words words), or set_words * 64:
+ * the next token a walk must visit after those accepted a range at a time. */
+static inline int32_t xgr_next_clear(const uint64_t *bits, int32_t set_words, int32_t i) {
+    size_t wi = (size_t)i >> 6;
+    if (wi >= (size_t)set_words) return set_words * 64;
+    uint64_t m = ~bits[wi] & (~(uint64_t)0 << (i & 63));
+    while (!m && ++wi < (size_t)set_words) m = ~bits[wi];
+    return m ? (int32_t)(wi * 64) + xgr_ctz64(m) : set_words * 64;
+}
+
 #endif
