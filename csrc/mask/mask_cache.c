@@ -778,9 +778,10 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
 }
 
 /* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
- * pop could follow the rule somewhere in this grammar (stack-free over-approximation), or
- * after a reference start in an opaque rule could start that reference; the rest are
- * rejected. */
+ * pop could follow the rule somewhere in this grammar (stack-free over-approximation); the
+ * rest are rejected. A TagDispatch state's entry (which always records its runs) is
+ * settled by sharpen_dispatch; a tag group's classification already kept only viable
+ * reference starts. */
 static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
                    xgr_mask_entry *raw, xgr_mask_entry **out) {
     if (raw->run_begin && raw->n_uncertain &&
@@ -791,34 +792,18 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     int32_t rule = f->state_rule[state];
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
-    ref_check rk;
-    memset(&rk, 0, sizeof rk);
-    int rc = e && unc ? XGR_OK : XGR_ERR_NOMEM;
-    int opaque = c->rule_opaque[rule];
-    /* A tag group's classification already kept only viable reference starts. */
-    int refchk = opaque == XGR_OPAQUE_DISPATCH && raw->n_uncertain;
-    if (!rc && refchk) {
-        rk.rule_start = f->rule_start[rule];
-        rk.dstate = xgr_malloc(((size_t)v->max_token_len + 2) * sizeof *rk.dstate);
-        rc = rk.dstate ? first_cache_init(&rk.fc, f) : XGR_ERR_NOMEM;
-        if (!rc) rc = flat_table(c, rule, 0, &rk.ft);
-        if (!rc) rk.dstate[0] = state;
-    }
-    if (rc) {
+    if (!e || !unc) {
         free(e);
         free(unc);
-        free(rk.dstate);
-        first_cache_free(&rk.fc);
-        return rc;
+        return XGR_ERR_NOMEM;
     }
+    int opaque = c->rule_opaque[rule];
     int32_t n = 0;
     /* A state that leaves most of the vocabulary open (the one-character body of a
      * compressed repetition) is always served through its callers' context entries, which
      * re-decide the raw list anyway: sharpening it would cost a follow check per token for
      * nothing. Not for the root, which has no caller, nor without caller-context slots,
-     * nor for opaque rules: their callers' entries are not shared, and their reference
-     * pops are settled by one byte here (a whitespace run before a tool's arguments leaves
-     * every token that starts with a space open until its second byte is checked). */
+     * nor for opaque rules: their callers' entries are not shared. */
     int unsharpened = raw->n_uncertain > XGR_SHARPEN_MAX && rule != f->root &&
                       c->n_slots > f->n_states && !opaque;
     if (unsharpened) {
@@ -828,30 +813,13 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     for (int32_t i = 0; i < raw->n_uncertain && !unsharpened; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
-        int keep = 0, only_refs = refchk;
-        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && only_refs; k++)
-            only_refs = (raw->pop_depth[k] & POP_REF_BIT) != 0;
+        int keep = 0;
         for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !keep; k++) {
             uint32_t d = raw->pop_depth[k];
-            keep = !(d & POP_REF_BIT) ? follow_memo(c, fo, rule, tok + d, len - d)
-                   : refchk          ? ref_viable(f, &rk, tok, len, d & 0x7fffu)
-                                     : 1;
+            keep = (d & POP_REF_BIT) || follow_memo(c, fo, rule, tok + d, len - d);
         }
-        int32_t end = i + 1;
-        if (only_refs) {
-            /* Every following token that shares this one's bytes up to where it dies walks
-             * the same states with the same reference starts and next bytes: the same
-             * verdict, found without looking at each (after a trigger, every token that
-             * starts with a space and a letter shares one). */
-            uint32_t dd = walk_to(&rk, tok, len, len);
-            if (dd < len) end = xgr_vocab_ids_prefix_end(v, raw->uncertain, i + 1, raw->n_uncertain, tok, dd + 1);
-        }
-        if (keep)
-            for (int32_t j = i; j < end; j++) unc[n++] = raw->uncertain[j];
-        i = end - 1;
+        if (keep) unc[n++] = raw->uncertain[i];
     }
-    free(rk.dstate);
-    first_cache_free(&rk.fc);
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
     e->base = raw;

@@ -27,6 +27,15 @@ static int utf8_next(int u, uint8_t b) {
     }
 }
 
+uint32_t xgr_utf8_char_len(const uint8_t *p, uint32_t n) {
+    int u = U_START;
+    for (uint32_t i = 0; i < n && i < 4; i++) {
+        if ((u = utf8_next(u, p[i])) < 0) return 0;
+        if (u == U_START) return i + 1;
+    }
+    return 0;
+}
+
 /* A search over (automaton state, decoding state) pairs from (s, start): every pair with
  * a character under way must step on every byte that continues it, and every completed
  * character must be back at s. */

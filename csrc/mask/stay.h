@@ -11,6 +11,10 @@
 /* The target of local state s on byte b, or any negative value for none. */
 typedef int32_t (*xgr_next_fn)(const void *ctx, int32_t s, uint8_t b);
 
+/* Length of the well-formed multi-byte UTF-8 character at p[0..n) (p[0] >= 0x80), or 0
+ * when the bytes there are not one (cut, or ill-formed). */
+uint32_t xgr_utf8_char_len(const uint8_t *p, uint32_t n);
+
 /* Does every well-formed multi-byte UTF-8 character take local state s back to s
  * (through states of its own automaton, n of them)? Then the folded bit
  * XGR_FOLD_CHAR of a token (only complete characters) cannot move it. */

@@ -1,6 +1,8 @@
 /* Vocabulary construction: validation, sorting for prefix reuse, stop/special sets. */
 #include "vocab.h"
 
+#include "stay.h"
+
 typedef struct {
     const uint8_t *data;
     const uint32_t *offsets;
@@ -22,27 +24,11 @@ static int cmp_tok(const void *a, const void *b) {
     return x->id < y->id ? -1 : (x->id > y->id);
 }
 
-/* Length of the well-formed UTF-8 character at p[0..n) (its lead byte >= 0x80), or 0. */
-static uint32_t utf8_char_len(const uint8_t *p, uint32_t n) {
-    uint8_t b = p[0];
-    uint32_t k = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
-    if (!k || k > n) return 0;
-    uint8_t lo = 0x80, hi = 0xBF; /* the second byte's range (Unicode table 3-7) */
-    if (b == 0xE0) lo = 0xA0;
-    if (b == 0xED) hi = 0x9F;
-    if (b == 0xF0) lo = 0x90;
-    if (b == 0xF4) hi = 0x8F;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (uint32_t i = 2; i < k; i++)
-        if (!xgr_utf8_cont(p[i])) return 0;
-    return k;
-}
-
 /* A token's folded byte set (vocab.h xgr_byte_fold): ASCII bytes exactly, each complete
  * multi-byte character as XGR_FOLD_CHAR, any other byte as bit 0. */
 static void fold_token(const uint8_t *p, uint32_t len, uint64_t out[2]) {
     for (uint32_t k = 0; k < len;) {
-        uint32_t cl = p[k] < 0x80 ? 0 : utf8_char_len(p + k, len - k);
+        uint32_t cl = p[k] < 0x80 ? 0 : xgr_utf8_char_len(p + k, len - k);
         int bit = p[k] < 0x80 ? p[k] : cl ? XGR_FOLD_CHAR : 0;
         out[bit >> 6] |= (uint64_t)1 << (bit & 63);
         k += cl ? cl : 1;
