@@ -57,13 +57,16 @@ static inline int xgr_ctz64(uint64_t x) {
     return n;
 #endif
 }
+/* Without a popcnt instruction in the target (the default x86-64 baseline), GCC's
+ * builtin is a call into libgcc per word; the bit-slicing form stays inline. */
 static inline int xgr_popcount64(uint64_t x) {
-#if defined(__GNUC__)
+#if defined(__GNUC__) && defined(__POPCNT__)
     return __builtin_popcountll(x);
 #else
-    int n = 0;
-    for (; x; x &= x - 1) n++;
-    return n;
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
 #endif
 }
 

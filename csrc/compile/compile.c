@@ -204,6 +204,7 @@ static void compiled_free(xgr_compiled *c) {
     free(c->rule_opaque);
     free(c->token_ids);
     free(c->fmemo);
+    xgr_follow_tables_free(atomic_load(&c->follow));
     pthread_mutex_destroy(&c->fmemo_lock);
     free(c->ref_begin);
     free(c->scannable);
@@ -249,8 +250,9 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     }
     for (int32_t s = 0; s < ns; s++) {
         int32_t e = c->fsm->edge_begin[s], end = c->fsm->edge_begin[s + 1];
-        c->scannable[s] = e < end && c->fsm->edges[e].ref < 0;
-        while (e < end && c->fsm->edges[e].ref < 0) e++;
+        c->scannable[s] = e < end && c->fsm->edges[e].ref < 0 ? XGR_SCAN_BYTE : 0;
+        for (; e < end && c->fsm->edges[e].ref < 0; e++)
+            if (c->fsm->edges[e].target == s) c->scannable[s] |= XGR_SCAN_LOOP;
         c->ref_begin[s] = e;
     }
     if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
@@ -327,21 +329,19 @@ static int64_t entry_cost(const xgr_compiled *c, xgr_parser *p, int32_t s) {
 
 int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
     if (!c) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_compiled_precompute: NULL");
-    xgr_parser p;
-    int rc = xgr_parser_init(&p, c->fsm, c->opts.max_row_items);
+    xgr_mask_scratch sc;
+    int rc = xgr_mask_scratch_init(&sc, c); /* frees what it got on failure */
     if (rc) return rc;
-    p.ref_begin = c->ref_begin;
-    p.max_work = c->opts.max_step_work;
     int32_t ns = c->fsm->n_states, n = 0;
     state_cost *order = xgr_malloc(((size_t)ns + 1) * sizeof *order);
     if (!order) {
-        xgr_parser_free(&p);
+        xgr_mask_scratch_free(&sc);
         return XGR_ERR_NOMEM;
     }
     for (int32_t s = 0; s < ns; s++)
         if (c->scannable[s] && !atomic_load(&c->entries[s])) {
             order[n].state = s;
-            order[n].cost = k < 0 ? 0 : entry_cost(c, &p, s);
+            order[n].cost = k < 0 ? 0 : entry_cost(c, &sc.p, s);
             n++;
         }
     /* The K most expensive first (seed 000 §3.5), so a budget spent during prefill takes
@@ -350,16 +350,16 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
     int32_t done = 0;
     for (int32_t i = 0; i < n && (k < 0 || done < k) && !rc; i++, done++) {
         const xgr_mask_entry *e;
-        rc = xgr_mask_entry_get(c, &p, order[i].state, &e);
+        rc = xgr_mask_entry_get(c, &sc, order[i].state, &e);
     }
     /* Full precompute: also the caller-context entries of states that want them. */
     for (int32_t slot = ns; k < 0 && !rc && slot < c->n_slots; slot++) {
         const xgr_mask_entry *plain = atomic_load(&c->entries[c->slot_state[slot - ns]]), *e;
         if (plain && plain->wants_context && !atomic_load(&c->entries[slot]))
-            rc = xgr_mask_entry_get(c, &p, slot, &e);
+            rc = xgr_mask_entry_get(c, &sc, slot, &e);
     }
     free(order);
-    xgr_parser_free(&p);
+    xgr_mask_scratch_free(&sc);
     return rc;
 }
 

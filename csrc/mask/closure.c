@@ -2,8 +2,8 @@
 #include "closure.h"
 
 
-int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes,
-                    uint8_t **out, size_t *out_len, uint64_t *hash) {
+int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
+                    uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len, uint64_t *hash) {
     int32_t *local = xgr_malloc(((size_t)f->n_rules + 1) * sizeof *local);
     XGR_VEC(int32_t) order = {0};
     xgr_keybuf b = {0};
@@ -34,6 +34,10 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes
                     lab = INT32_MIN;
                 } else {
                     if (local[ed->ref] < 0) {
+                        if (kind && kind[ed->ref] == unique_kind) {
+                            rc = xgr_fail(XGR_ERR_LIMIT, "rule closure holds a unique rule");
+                            break;
+                        }
                         local[ed->ref] = (int32_t)order.len;
                         if (XGR_VEC_PUSH(order, ed->ref)) {
                             rc = XGR_ERR_NOMEM;

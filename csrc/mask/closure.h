@@ -13,8 +13,11 @@
 /* *out (caller frees) receives the serialisation of rule's closure; *hash its 64-bit
  * hash. With `opaque`, only the rule itself is serialised, every reference standing for
  * "some rule": the key of entries computed without entering references (mask_cache.c).
- * Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes. */
-int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, size_t max_bytes,
-                    uint8_t **out, size_t *out_len, uint64_t *hash);
+ * Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes, or reaches a rule r with
+ * kind[r] == unique_kind (kind may be NULL): a rule no other grammar has (a request's tag
+ * group), so no other grammar can share the key, and serialising what it holds (every
+ * tool of the request) would cost more than the entry. */
+int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
+                    uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len, uint64_t *hash);
 
 #endif

@@ -13,6 +13,8 @@
 
 #include "../compile/fsm.h"
 #include "../runtime/earley.h"
+#include "follow.h"
+#include "stay.h"
 #include "vocab.h"
 
 enum {
@@ -121,7 +123,7 @@ struct xgr_compiled {
     /* per rule, built on first use (mask/region.c): for each of its states, the id of its
      * strongly connected component when that is a loop, else -1 */
     _Atomic(int32_t *) *rule_loops;
-    uint8_t *scannable;                 /* n_states: state has a byte edge */
+    uint8_t *scannable; /* n_states: XGR_SCAN_BYTE | XGR_SCAN_LOOP flags (stay.h), or 0 */
     /* Token-level terminals (common/token_marker.h): the ids whose markers occur in the
      * grammar, sorted and unique. When there are any, the vocabulary's tokens containing
      * byte 0xFF (vocab.h ff_bits) are never accepted as text. */
@@ -131,12 +133,24 @@ struct xgr_compiled {
     pthread_mutex_t fmemo_lock;
     xgr_follow_memo_slot *fmemo;
     size_t fmemo_cap, fmemo_len;
+    _Atomic(xgr_follow_tables *) follow; /* built on the first follow check */
     atomic_size_t memory;
 };
 
-/* Returns the cache entry of `slot`, building it with `scratch` (a parser over the
- * same automata, owned by the caller) when absent. *out is borrowed. */
-int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t slot,
+/* What building entries needs besides the grammar, owned by one thread (a matcher, a
+ * precompute call): a parser over the grammar's automata and the follow checks' state
+ * sets, both sized to the automaton once and reused by every entry built. */
+typedef struct {
+    xgr_parser p;
+    xgr_follow fo;
+} xgr_mask_scratch;
+
+int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c);
+void xgr_mask_scratch_free(xgr_mask_scratch *s);
+
+/* Returns the cache entry of `slot`, building it with `scratch` (for this grammar, owned
+ * by the caller) when absent. *out is borrowed. */
+int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot,
                        const xgr_mask_entry **out);
 void xgr_mask_entry_free(xgr_mask_entry *e);
 

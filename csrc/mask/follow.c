@@ -1,49 +1,65 @@
 /* Stack-free follow automaton used to sharpen mask-cache verdicts (see follow.h). */
 #include "follow.h"
 
+void xgr_follow_tables_free(xgr_follow_tables *t) {
+    if (!t) return;
+    free(t->ret_begin);
+    free(t->ret);
+    free(t);
+}
+
+int xgr_follow_tables_build(const xgr_fsm *f, xgr_follow_tables **out) {
+    size_t nr = (size_t)f->n_rules;
+    *out = NULL;
+    xgr_follow_tables *t = xgr_calloc(1, sizeof *t);
+    if (!t || !(t->ret_begin = xgr_calloc(nr + 1, sizeof *t->ret_begin))) {
+        xgr_follow_tables_free(t);
+        return XGR_ERR_NOMEM;
+    }
+    for (int32_t e = 0; e < f->n_edges; e++)
+        if (f->edges[e].ref >= 0) t->ret_begin[f->edges[e].ref + 1]++;
+    for (size_t r = 0; r < nr; r++) t->ret_begin[r + 1] += t->ret_begin[r];
+    t->ret = xgr_malloc(((size_t)t->ret_begin[nr] + 1) * sizeof *t->ret);
+    int32_t *fill = xgr_malloc((nr + 1) * sizeof *fill);
+    if (!t->ret || !fill) {
+        free(fill);
+        xgr_follow_tables_free(t);
+        return XGR_ERR_NOMEM;
+    }
+    memcpy(fill, t->ret_begin, nr * sizeof *fill);
+    for (int32_t e = 0; e < f->n_edges; e++)
+        if (f->edges[e].ref >= 0) t->ret[fill[f->edges[e].ref]++] = f->edges[e].target;
+    free(fill);
+    t->bytes = sizeof *t + (nr + 2 + (size_t)t->ret_begin[nr]) * sizeof(int32_t);
+    *out = t;
+    return XGR_OK;
+}
+
+void xgr_follow_init(xgr_follow *fo, const xgr_fsm *f) {
+    memset(fo, 0, sizeof *fo);
+    fo->f = f;
+}
+
 void xgr_follow_free(xgr_follow *fo) {
-    free(fo->ret_begin);
-    free(fo->ret);
     free(fo->set_a);
     free(fo->set_b);
     free(fo->stamp);
-    memset(fo, 0, sizeof *fo);
-}
-
-int xgr_follow_init(xgr_follow *fo, const xgr_fsm *f) {
+    const xgr_fsm *f = fo->f;
     memset(fo, 0, sizeof *fo);
     fo->f = f;
-    return XGR_OK;
 }
 
-/* The return-point table and scratch sets, on first use. */
-static int follow_build(xgr_follow *fo) {
-    const xgr_fsm *f = fo->f;
-    size_t nr = (size_t)f->n_rules, ns = (size_t)f->n_states;
-    fo->ret_begin = xgr_calloc(nr + 1, sizeof *fo->ret_begin);
+static int scratch_alloc(xgr_follow *fo) {
+    size_t ns = (size_t)fo->f->n_states;
     fo->set_a = xgr_malloc((ns + 1) * sizeof *fo->set_a);
     fo->set_b = xgr_malloc((ns + 1) * sizeof *fo->set_b);
     fo->stamp = xgr_calloc(ns + 1, sizeof *fo->stamp);
-    if (!fo->ret_begin || !fo->set_a || !fo->set_b || !fo->stamp) goto oom;
-    for (int32_t e = 0; e < f->n_edges; e++)
-        if (f->edges[e].ref >= 0) fo->ret_begin[f->edges[e].ref + 1]++;
-    for (size_t r = 0; r < nr; r++) fo->ret_begin[r + 1] += fo->ret_begin[r];
-    fo->ret = xgr_malloc(((size_t)fo->ret_begin[nr] + 1) * sizeof *fo->ret);
-    int32_t *fill = xgr_malloc((nr + 1) * sizeof *fill);
-    if (!fo->ret || !fill) {
-        free(fill);
-        goto oom;
+    if (!fo->set_a || !fo->set_b || !fo->stamp) {
+        xgr_follow_free(fo);
+        return XGR_ERR_NOMEM;
     }
-    memcpy(fill, fo->ret_begin, nr * sizeof *fill);
-    for (int32_t e = 0; e < f->n_edges; e++)
-        if (f->edges[e].ref >= 0) fo->ret[fill[f->edges[e].ref]++] = f->edges[e].target;
-    free(fill);
     fo->gen = 1;
     return XGR_OK;
-oom:
-    xgr_follow_free(fo);
-    fo->f = f;
-    return XGR_ERR_NOMEM;
 }
 
 static inline void add_state(xgr_follow *fo, int32_t *set, int32_t *n, int32_t s) {
@@ -53,8 +69,8 @@ static inline void add_state(xgr_follow *fo, int32_t *set, int32_t *n, int32_t s
 }
 
 static inline void add_returns(xgr_follow *fo, int32_t *set, int32_t *n, int32_t rule) {
-    for (int32_t k = fo->ret_begin[rule]; k < fo->ret_begin[rule + 1]; k++)
-        add_state(fo, set, n, fo->ret[k]);
+    for (int32_t k = fo->t->ret_begin[rule]; k < fo->t->ret_begin[rule + 1]; k++)
+        add_state(fo, set, n, fo->t->ret[k]);
 }
 
 /* Closes set[0..*n) under prediction, empty rules and stack-free returns. */
@@ -80,7 +96,7 @@ static void next_gen(xgr_follow *fo) {
 }
 
 int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n) {
-    if (!fo->ret && follow_build(fo)) return XGR_ERR_NOMEM;
+    if (!fo->stamp && scratch_alloc(fo)) return XGR_ERR_NOMEM;
     const xgr_fsm *f = fo->f;
     int32_t *cur = fo->set_a, *nxt = fo->set_b, nc = 0;
     next_gen(fo);

@@ -12,22 +12,33 @@
 
 #include "../compile/fsm.h"
 
+/* Return points per rule (CSR): immutable once built, so one copy serves every thread
+ * of a compiled grammar (compiled.h keeps it). */
+typedef struct {
+    int32_t *ret_begin;
+    int32_t *ret;
+    size_t bytes;
+} xgr_follow_tables;
+
+/* A pass over every edge of the grammar (a few hundred µs for large tool grammars), so
+ * it is built on the first query of a grammar, never per entry. */
+int xgr_follow_tables_build(const xgr_fsm *f, xgr_follow_tables **out);
+void xgr_follow_tables_free(xgr_follow_tables *t);
+
+/* Query scratch for one thread: state sets sized to the automaton, allocated on the first
+ * query and reused by every later one (the stamps never need clearing). */
 typedef struct {
     const xgr_fsm *f;
-    int32_t *ret_begin; /* CSR per rule: return states */
-    int32_t *ret;
-    /* scratch for one thread */
+    const xgr_follow_tables *t; /* set by the owner before a query */
     int32_t *set_a, *set_b;
     uint32_t *stamp;
     uint32_t gen;
 } xgr_follow;
 
-/* Cheap: the tables (a pass over every edge of the grammar, a few hundred µs for large
- * tool grammars) are built on the first query, since most mask entries never need one. */
-int xgr_follow_init(xgr_follow *fo, const xgr_fsm *f);
+void xgr_follow_init(xgr_follow *fo, const xgr_fsm *f);
 void xgr_follow_free(xgr_follow *fo);
-/* Could `s[0..n)` follow a completion of `rule` in some context? n >= 1. Returns 1 / 0,
- * or XGR_ERR_NOMEM when the tables could not be built. */
+/* Could `s[0..n)` follow a completion of `rule` in some context? n >= 1, fo->t set.
+ * Returns 1 / 0, or XGR_ERR_NOMEM when the scratch could not be allocated. */
 int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n);
 
 #endif

@@ -59,6 +59,13 @@ typedef struct {
     const xgr_flat_table *ft; /* flat: the rule's table, NULL for Earley or edge walks */
     int edges;           /* flat, by each state's edges (no table) */
     int32_t *dstate;     /* flat: state at each depth */
+    /* Hybrid (a plain slot of a rule with references): flat while the token stays on
+     * states without reference edges, where the rule's own automaton is the only
+     * derivation (a digit run followed by " the" dies at "t" without the parser); from
+     * the first state with one, the parser, started there (depth sw; -1: still flat). */
+    int hybrid;
+    int32_t sw;
+    const int32_t *ref_begin;
 } walker;
 
 /* Rules with more states than this walk their edges instead of building a table. */
@@ -191,8 +198,21 @@ static inline int32_t edge_next(const xgr_fsm *f, int32_t s, uint8_t b) {
     return -1;
 }
 
+/* Hybrid walks: at depth d, on a state with reference edges, hand over to the parser
+ * (row 0 = the closure of that state as the outer item). Returns whether it did. */
+static inline int walker_switch(walker *w, int32_t d, int *rc) {
+    int32_t s = w->dstate[d];
+    *rc = XGR_OK;
+    if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1]) return 0;
+    xgr_item it = {s, XGR_ORIGIN_OUTER, 0};
+    if ((*rc = xgr_parser_start(w->p, it))) return 0;
+    w->sw = d;
+    w->base = -d;
+    return 1;
+}
+
 static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, int *popped) {
-    if (w->ft || w->edges) {
+    if ((w->ft || w->edges) && w->sw < 0) {
         const xgr_flat_table *ft = w->ft;
         int32_t t = ft ? ft->next[(size_t)(w->dstate[d] - w->rule_start) * (size_t)ft->n_cls + ft->cls[byte]]
                        : edge_next(w->f, w->dstate[d], byte);
@@ -200,6 +220,7 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
         if (t >= 0) {
             w->dstate[d + 1] = t;
             *popped = ft ? ft->pops[t - w->rule_start] : flat_pops(w->f, t);
+            if (w->hybrid) *popped &= POP_END; /* its references are followed, not pops */
         }
         return XGR_OK;
     }
@@ -292,6 +313,11 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         rc = xgr_parser_start_in_caller(p, parent, child);
     } else if (!earley && (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule])) {
         rc = walker_flat_init(c, &w, state, depth_cap);
+    } else if (!earley && !tl->ids) {
+        /* the whole vocabulary: most tokens die on the rule's own bytes */
+        rc = walker_flat_init(c, &w, state, depth_cap);
+        w.hybrid = 1;
+        w.ref_begin = c->ref_begin;
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
         rc = xgr_parser_start(p, init);
@@ -311,11 +337,13 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     if (rc) goto out;
     w.p = p;
     w.base = w.ft || w.edges ? 0 : xgr_parser_rows(p) - 1;
+    w.sw = -1;
     int32_t cur = 0; /* depths 0..cur are valid for the previous token's prefix */
     /* A table walk over the whole sorted vocabulary stops early where the state goes to
      * itself on every byte the token holds (free text away from a trigger): the token is
      * accepted there, without a step per byte. */
     const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids ? v->sorted_bytes : NULL;
+
     if (blk && tbytes) {
         int32_t to[256], s0 = w.rule_start;
         const uint64_t *lv[256];
@@ -348,13 +376,25 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         ptok = tok;
         plen = len;
         int32_t d = li < cur ? li : cur;
+        if (w.hybrid && d < w.sw) w.sw = -1; /* back on the flat prefix */
         int dead = 0;
         uint64_t tb0 = tbytes ? tbytes[2 * (size_t)i] : 0, tb1 = tbytes ? tbytes[2 * (size_t)i + 1] : 0;
         while ((uint32_t)d < len) {
-            if (tbytes && !xgr_utf8_cont(tok[d])) { /* at a character boundary (vocab.h) */
+            int earley_now = (!w.ft && !w.edges) || w.sw >= 0;
+            if (tbytes && !earley_now && !xgr_utf8_cont(tok[d])) { /* at a character boundary (vocab.h) */
                 const uint64_t *lv = w.ft->leave + 2 * (size_t)(w.dstate[d] - w.rule_start);
                 if (!((lv[0] & tb0) | (lv[1] & tb1))) break;
             }
+            if (w.hybrid && walker_switch(&w, d, &rc)) {
+                earley_now = 1;
+                if (d > 0 && p->popped && !pop[d]) { /* ends here through empty references */
+                    pop[d] = POP_END;
+                    npop[d] = npop[d - 1] + 1;
+                }
+            }
+            if (rc) goto out;
+            if (earley_now && xgr_row_stays(p, w.base + d, c->scannable, tok + d, len - (uint32_t)d))
+                break; /* the rest stays in a loop of some item (a string body) */
             int alive, popped = 0;
             if ((rc = walker_step(&w, d, tok[d], &alive, &popped))) goto out;
             if (!alive) {
@@ -567,6 +607,25 @@ static int fmemo_grow(xgr_compiled *c) {
     return 0;
 }
 
+/* The grammar's return-point tables, built by the first query of any thread and published
+ * with a compare-and-swap like the entries. */
+static int follow_tables(xgr_compiled *c, xgr_follow *fo) {
+    xgr_follow_tables *t = atomic_load_explicit(&c->follow, memory_order_acquire);
+    if (!t) {
+        int rc = xgr_follow_tables_build(c->fsm, &t);
+        if (rc) return rc;
+        xgr_follow_tables *expected = NULL;
+        if (atomic_compare_exchange_strong(&c->follow, &expected, t)) {
+            atomic_fetch_add(&c->memory, t->bytes);
+        } else {
+            xgr_follow_tables_free(t);
+            t = expected;
+        }
+    }
+    fo->t = t;
+    return XGR_OK;
+}
+
 static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint8_t *s,
                        uint32_t n) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)rule;
@@ -580,6 +639,7 @@ static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint
     }
     pthread_mutex_unlock(&c->fmemo_lock);
     if (val >= 0) return val;
+    if (!fo->t && follow_tables(c, fo)) return 1; /* out of memory: keep the token open */
     val = xgr_follow_possible(fo, rule, s, n);
     if (val != 0 && val != 1) return 1; /* no tables (out of memory): keep the token open */
     pthread_mutex_lock(&c->fmemo_lock);
@@ -836,6 +896,13 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     return XGR_OK;
 }
 
+/* Closure keys past this size are not worth building: a rule that holds a whole request's
+ * tool set (Harmony's message loop: ~300 KB at 100 tools, 0.3 ms to serialise in every
+ * request) is never seen in another grammar, and a grammar seen again whole is found by
+ * the compile cache instead. A tool's argument schema, the closure that does recur, is a
+ * few KB. */
+#define XGR_KEY_MAX_BYTES ((size_t)64 << 10)
+
 /* The closure key of `rule`, computed once per compiled grammar and published with a
  * compare-and-swap like the entries. */
 static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
@@ -845,10 +912,11 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
         if (!k) return XGR_ERR_NOMEM;
         int rc = c->rule_opaque[rule] == XGR_OPAQUE_GROUP
                      ? XGR_ERR_LIMIT /* its entries see its references (classify) */
-                     : xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], (size_t)16 << 20,
-                                       &k->bytes, &k->len, &k->hash);
+                     : xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], c->rule_opaque,
+                                       XGR_OPAQUE_GROUP, XGR_KEY_MAX_BYTES, &k->bytes, &k->len,
+                                       &k->hash);
         if (rc == XGR_ERR_LIMIT) {
-            k->unshareable = 1; /* too big to be worth sharing */
+            k->unshareable = 1; /* too big to be worth sharing, or this request's own */
         } else if (rc) {
             free(k);
             return rc;
@@ -1153,55 +1221,65 @@ out:
     return rc;
 }
 
-static int build_entry(xgr_compiled *c, xgr_parser *p, int32_t slot, xgr_mask_entry **out) {
+static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
+                       xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
-    xgr_follow fo;
-    int rc = xgr_follow_init(&fo, c->fsm);
-    if (rc) return rc;
+    xgr_parser *p = &s->p;
+    xgr_follow *fo = &s->fo;
+    int rc;
     if (slot < ns) {
         xgr_mask_entry *raw = NULL;
-        rc = raw_entry(c, p, &fo, slot, &raw);
-        if (!rc) rc = sharpen(c, p, &fo, slot, raw, out);
+        rc = raw_entry(c, p, fo, slot, &raw);
+        if (!rc) rc = sharpen(c, p, fo, slot, raw, out);
         xgr_mask_entry_release(raw);
-        xgr_follow_free(&fo);
         return rc;
     }
     /* Parent context: plain verdicts hold in every context; only the plain entry's
      * uncertain tokens are re-decided with the caller on the stack. */
     const xgr_mask_entry *base = NULL;
-    if ((rc = xgr_mask_entry_get(c, p, c->slot_state[slot - ns], &base))) {
-        xgr_follow_free(&fo);
+    if ((rc = xgr_mask_entry_get(c, s, c->slot_state[slot - ns], &base))) {
         return rc;
     }
     int32_t caller_rule = c->fsm->state_rule[c->slot_parent[slot - ns]];
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[caller_rule] && base->owns_base) {
         const xgr_rule_key *key = NULL;
         if ((rc = rule_key(c, caller_rule, &key))) {
-            xgr_follow_free(&fo);
-            return rc;
+                return rc;
         }
         if (!key->unshareable) {
             xgr_mask_entry *pair = NULL;
-            rc = shared_pair_entry(c, p, &fo, slot, key, base->base, &pair);
-            if (!rc) rc = refine_from_pair(c, &fo, caller_rule, base, pair, out);
+            rc = shared_pair_entry(c, p, fo, slot, key, base->base, &pair);
+            if (!rc) rc = refine_from_pair(c, fo, caller_rule, base, pair, out);
             xgr_mask_entry_release(pair);
-            xgr_follow_free(&fo);
-            return rc;
+                return rc;
         }
     }
     token_list tl = {v, base->uncertain, base->n_uncertain};
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
     cl_out o = {verdict, NULL, NULL, NULL, NULL};
-    if (!rc) rc = classify(c, p, &fo, slot, &tl, &o, 0);
+    if (!rc) rc = classify(c, p, fo, slot, &tl, &o, 0);
     if (!rc) rc = make_refined_entry(v, base, verdict, out);
     free(verdict);
-    xgr_follow_free(&fo);
     return rc;
 }
 
-int xgr_mask_entry_get(xgr_compiled *c, xgr_parser *scratch, int32_t slot_id,
+int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c) {
+    xgr_follow_init(&s->fo, c->fsm);
+    int rc = xgr_parser_init(&s->p, c->fsm, c->opts.max_row_items);
+    if (rc) return rc;
+    s->p.ref_begin = c->ref_begin;
+    s->p.max_work = c->opts.max_step_work;
+    return XGR_OK;
+}
+
+void xgr_mask_scratch_free(xgr_mask_scratch *s) {
+    xgr_parser_free(&s->p);
+    xgr_follow_free(&s->fo);
+}
+
+int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_id,
                        const xgr_mask_entry **out) {
     _Atomic(xgr_mask_entry *) *slot = &c->entries[slot_id];
     xgr_mask_entry *e = atomic_load_explicit(slot, memory_order_acquire);

@@ -363,6 +363,7 @@ static int32_t step(const xgr_fsm *f, int32_t s, uint8_t b) {
 typedef struct {
     const xgr_fsm *f;
     xgr_parser *p; /* NULL: automaton walk */
+    const uint8_t *flags; /* compiled.h scannable: XGR_SCAN_LOOP states */
     int32_t x;     /* exit target of the rows kept in p, -1 none */
     const uint8_t *prev;
     uint32_t prev_n, rows; /* previous suffix; rows 0..rows valid */
@@ -395,20 +396,28 @@ static int cont_walk(cont *w, int32_t x, const uint8_t *s, uint32_t n, uint32_t 
         w->x = x;
         w->pop[0] = (uint8_t)w->p->popped;
     }
+    uint32_t rows = q; /* rows 0..rows hold s's prefix */
     for (; q < n; q++) {
         int alive;
         xgr_parser_truncate(w->p, (int32_t)q + 1);
+        rows = q;
+        if (xgr_row_stays(w->p, (int32_t)q, w->flags, s + q, n - q)) {
+            q = n; /* the rest stays in a loop of some item (a string body) */
+            break;
+        }
         int rc = xgr_parser_step(w->p, s[q], &alive);
         if (rc) {
             w->x = -1;
             return rc;
         }
+        rows = q;
         if (!alive) break;
+        rows = q + 1;
         w->pop[q + 1] = (uint8_t)w->p->popped;
     }
     w->prev = s;
     w->prev_n = n;
-    w->rows = q;
+    w->rows = rows;
     *walked = q;
     return XGR_OK;
 }
@@ -424,7 +433,8 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
     XGR_VEC(uint16_t) depths = {0};
     int32_t *dbeg = xgr_malloc(((size_t)nu + 1) * sizeof *dbeg);
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
-    cont w = {c->fsm, flat ? NULL : p, -1, NULL, 0, 0, xgr_malloc((size_t)v->max_token_len + 2)};
+    cont w = {c->fsm, flat ? NULL : p, c->scannable, -1, NULL, 0, 0,
+              xgr_malloc((size_t)v->max_token_len + 2)};
     int rc = XGR_OK;
     if (!verdict || !dbeg || !e || !w.pop) goto nomem;
     int32_t n_acc = 0, n_unc = 0, n_rej = 0;

@@ -6,7 +6,19 @@
 #ifndef XGR_STAY_H
 #define XGR_STAY_H
 
+#include "../runtime/earley.h"
 #include "vocab.h"
+
+/* Per-state flags (compiled.h `scannable`): the state has a byte edge; one of its byte
+ * edges leads back to itself. */
+enum { XGR_SCAN_BYTE = 1, XGR_SCAN_LOOP = 2 };
+
+/* Does some item of parser row `row` go back to its own state on every byte of s[0..n)?
+ * Then a derivation consumes all of s without leaving that item, so a token whose rest is
+ * s survives wherever the row does (a string body, a whitespace run): settled without an
+ * Earley step per byte. Only items whose state has XGR_SCAN_LOOP in flags are tried. */
+int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const uint8_t *s,
+                  uint32_t n);
 
 /* The target of local state s on byte b, or any negative value for none. */
 typedef int32_t (*xgr_next_fn)(const void *ctx, int32_t s, uint8_t b);

@@ -11,7 +11,7 @@ typedef struct {
 struct xgr_matcher {
     xgr_compiled *c;
     xgr_parser parser;
-    xgr_parser scratch; /* builds mask-cache entries on first use */
+    xgr_mask_scratch scratch; /* builds mask-cache entries on first use */
     int32_t *stop_ids;
     int32_t n_stop;
     int terminate_without_stop;
@@ -52,7 +52,7 @@ static int is_stop(const xgr_matcher *m, int32_t id) {
 void xgr_matcher_free(xgr_matcher *m) {
     if (!m) return;
     xgr_parser_free(&m->parser);
-    xgr_parser_free(&m->scratch);
+    xgr_mask_scratch_free(&m->scratch);
     free(m->stop_ids);
     free(m->tmp_bits);
     free(m->checked_bits);
@@ -83,13 +83,12 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
     m->checked_bits = xgr_calloc((size_t)rw, sizeof *m->checked_bits); /* zero between fills */
     if (!m->stop_ids || !m->tmp_bits || !m->checked_bits ||
         xgr_parser_init(&m->parser, c->fsm, c->opts.max_row_items) ||
-        xgr_parser_init(&m->scratch, c->fsm, c->opts.max_row_items)) {
+        xgr_mask_scratch_init(&m->scratch, c)) {
         xgr_matcher_free(m);
         return NULL;
     }
     m->parser.ref_begin = c->ref_begin;
-    m->scratch.ref_begin = c->ref_begin;
-    m->parser.max_work = m->scratch.max_work = c->opts.max_step_work;
+    m->parser.max_work = c->opts.max_step_work;
     return m;
 }
 
