@@ -92,6 +92,11 @@ void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], u
         int32_t lo = v->first_byte_start[c], hi = v->first_byte_start[c1];
         c = c1;
         if (!set || lo >= hi) continue;
+        /* A state that stays put on a few bytes only (a whitespace run, a digit run) keeps
+         * few tokens to their end, and the walk settles the rest a prefix range at a time
+         * (" the" dies at "t"): the ORs of a hundred byte sets over the range would cost
+         * more than the walk saves. */
+        if (xgr_popcount64(set[0]) + xgr_popcount64(set[1]) > XGR_STAY_MAX_LEAVE) continue;
         size_t w0 = (size_t)lo >> 6, w1 = (size_t)(hi - 1) >> 6;
         memset(scratch + w0, 0, (w1 - w0 + 1) * sizeof *scratch);
         for (int b = 0; b < 128; b++) {

@@ -42,7 +42,10 @@ void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
 
 /* Sets in acc (bits by sorted position, v->set_words words) every token whose first byte
  * c has a leave set lv[c] (NULL: none) that the token's folded bytes miss: the state the
- * first byte leads to goes to itself on every byte after it. scratch: set_words words. */
+ * first byte leads to goes to itself on every byte after it. scratch: set_words words.
+ * Ranges whose leave set has more than XGR_STAY_MAX_LEAVE of the 128 folded bytes are
+ * left to the walk. */
+#define XGR_STAY_MAX_LEAVE 64
 void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], uint64_t *acc,
                      uint64_t *scratch);
 
