@@ -334,6 +334,9 @@ int main(void) {
         /* (no inlining) `item` can end right after "a" through the empty `opt`: a
          * vocabulary pass that walks item's own bytes must record that pop where it
          * hands over to the parser, or "a]" is lost */
+        /* (no inlining) the same after a loop: "]}" leaves `[a-c]*` at "]" and item ends
+         * through the empty `opt`, which the walk on from the loop's exit must see */
+        {"loop_exit_then_empty_ref", "root ::= \"[\" item \"}\" item \"|\"\nitem ::= [a-c]* \"]\" opt\nopt ::= \"b\"*"},
         {"empty_ref_then_end", "root ::= \"[\" item \"]\" item \"|\"\nitem ::= \"a\" opt\nopt ::= \"b\"*"},
         {"ambiguous", "root ::= x x\nx ::= \"a\"* | \"a\" \"b\"?"},
         {"json",
