@@ -65,6 +65,17 @@ static inline int32_t xgr_fsm_rule_end(const xgr_fsm *f, int32_t r) {
     return r + 1 < f->n_rules ? f->rule_start[r + 1] : f->n_states;
 }
 
+/* The target of state s on byte b (edges sorted by lo, disjoint, byte edges first), or -1;
+ * a linear scan, for the few edges most states have. */
+static inline int32_t xgr_fsm_byte_target(const xgr_fsm *f, int32_t s, uint8_t b) {
+    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+        const xgr_edge *ed = &f->edges[e];
+        if (ed->ref >= 0 || b < ed->lo) break;
+        if (b <= ed->hi) return ed->target;
+    }
+    return -1;
+}
+
 /* Lowers a validated grammar to automata: inlines small non-recursive rules
  * (opts->inline_max_states), expands UTF-8 classes to byte ranges, unrolls or
  * compresses repetitions (opts->repeat_threshold), determinises and minimises each

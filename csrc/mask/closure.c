@@ -3,7 +3,8 @@
 
 
 int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
-                    uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len, uint64_t *hash) {
+                    uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len,
+                    uint64_t *hash) {
     int32_t *local = xgr_malloc(((size_t)f->n_rules + 1) * sizeof *local);
     XGR_VEC(int32_t) order = {0};
     xgr_keybuf b = {0};

@@ -18,6 +18,7 @@
  * group), so no other grammar can share the key, and serialising what it holds (every
  * tool of the request) would cost more than the entry. */
 int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
-                    uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len, uint64_t *hash);
+                    uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len,
+                    uint64_t *hash);
 
 #endif

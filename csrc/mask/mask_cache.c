@@ -188,16 +188,6 @@ static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t de
     return flat_table(c, r, c->rule_opaque[r] != XGR_OPAQUE_GROUP, &w->ft);
 }
 
-/* The target of state s on byte b (edges sorted by lo, disjoint, byte edges first), or -1. */
-static inline int32_t edge_next(const xgr_fsm *f, int32_t s, uint8_t b) {
-    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
-        const xgr_edge *ed = &f->edges[e];
-        if (ed->ref >= 0 || b < ed->lo) break;
-        if (b <= ed->hi) return ed->target;
-    }
-    return -1;
-}
-
 /* Hybrid walks: at depth d, on a state with reference edges, hand over to the parser
  * (row 0 = the closure of that state as the outer item). Returns whether it did. */
 static inline int walker_switch(walker *w, int32_t d, int *rc) {
@@ -215,7 +205,7 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
     if ((w->ft || w->edges) && w->sw < 0) {
         const xgr_flat_table *ft = w->ft;
         int32_t t = ft ? ft->next[(size_t)(w->dstate[d] - w->rule_start) * (size_t)ft->n_cls + ft->cls[byte]]
-                       : edge_next(w->f, w->dstate[d], byte);
+                       : xgr_fsm_byte_target(w->f, w->dstate[d], byte);
         *alive = t >= 0;
         if (t >= 0) {
             w->dstate[d + 1] = t;
@@ -343,7 +333,6 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
      * itself on every byte the token holds (free text away from a trigger): the token is
      * accepted there, without a step per byte. */
     const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids ? v->sorted_bytes : NULL;
-
     if (blk && tbytes) {
         int32_t to[256], s0 = w.rule_start;
         const uint64_t *lv[256];
@@ -641,7 +630,7 @@ static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint
     if (val >= 0) return val;
     if (!fo->t && follow_tables(c, fo)) return 1; /* out of memory: keep the token open */
     val = xgr_follow_possible(fo, rule, s, n);
-    if (val != 0 && val != 1) return 1; /* no tables (out of memory): keep the token open */
+    if (val != 0 && val != 1) return 1; /* no scratch (out of memory): keep the token open */
     pthread_mutex_lock(&c->fmemo_lock);
     /* Bounded: past XGR_FOLLOW_MEMO_MAX slots a grammar just stops memoising. */
     if ((c->fmemo_len + 1) * 10 <= c->fmemo_cap * 7 ||
@@ -1238,21 +1227,17 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
     /* Parent context: plain verdicts hold in every context; only the plain entry's
      * uncertain tokens are re-decided with the caller on the stack. */
     const xgr_mask_entry *base = NULL;
-    if ((rc = xgr_mask_entry_get(c, s, c->slot_state[slot - ns], &base))) {
-        return rc;
-    }
+    if ((rc = xgr_mask_entry_get(c, s, c->slot_state[slot - ns], &base))) return rc;
     int32_t caller_rule = c->fsm->state_rule[c->slot_parent[slot - ns]];
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[caller_rule] && base->owns_base) {
         const xgr_rule_key *key = NULL;
-        if ((rc = rule_key(c, caller_rule, &key))) {
-                return rc;
-        }
+        if ((rc = rule_key(c, caller_rule, &key))) return rc;
         if (!key->unshareable) {
             xgr_mask_entry *pair = NULL;
             rc = shared_pair_entry(c, p, fo, slot, key, base->base, &pair);
             if (!rc) rc = refine_from_pair(c, fo, caller_rule, base, pair, out);
             xgr_mask_entry_release(pair);
-                return rc;
+            return rc;
         }
     }
     token_list tl = {v, base->uncertain, base->n_uncertain};

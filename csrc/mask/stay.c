@@ -113,16 +113,6 @@ void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], u
     }
 }
 
-/* Whether state st goes to itself on byte b (byte edges sorted by lo, before ref edges). */
-static inline int loops_on(const xgr_fsm *f, int32_t st, uint8_t b) {
-    for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++) {
-        const xgr_edge *ed = &f->edges[e];
-        if (ed->ref >= 0 || b < ed->lo) return 0;
-        if (b <= ed->hi) return ed->target == st;
-    }
-    return 0;
-}
-
 int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const uint8_t *s,
                   uint32_t n) {
     const xgr_fsm *f = p->fsm;
@@ -130,7 +120,7 @@ int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const 
         int32_t st = p->items.data[k].state;
         if (!(flags[st] & XGR_SCAN_LOOP)) continue;
         uint32_t q = 0;
-        while (q < n && loops_on(f, st, s[q])) q++;
+        while (q < n && xgr_fsm_byte_target(f, st, s[q]) == st) q++;
         if (q == n) return 1;
     }
     return 0;
