@@ -149,35 +149,52 @@ static int layout_slots(xgr_compiled *c, int64_t budget) {
         total = 0;
     }
     c->n_slots = ns + (int32_t)total;
-    c->slot_state = xgr_malloc(((size_t)total + 1) * sizeof *c->slot_state);
-    c->slot_parent = xgr_malloc(((size_t)total + 1) * sizeof *c->slot_parent);
-    if (!c->slot_state || !c->slot_parent) {
+    int32_t n_pe = 0;
+    for (int32_t e = 0; e < f->n_edges; e++) n_pe += c->pair_base[e] >= 0;
+    c->pair_edges = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_edges);
+    if (!c->pair_edges) {
         free(n_scan);
         return XGR_ERR_NOMEM;
     }
-    /* The scannable states of each rule, in state order, to fill the pair tables. */
-    for (int32_t p = 0; p < ns; p++)
-        for (int32_t e = f->edge_begin[p]; e < f->edge_begin[p + 1]; e++) {
-            if (c->pair_base[e] < 0) continue;
-            int32_t r = f->edges[e].ref;
-            /* states of a rule are contiguous from its start (fsm.h) */
-            for (int32_t s = f->rule_start[r]; s < ns && f->state_rule[s] == r; s++)
-                if (c->scan_local[s] >= 0) {
-                    int32_t k = c->pair_base[e] + c->scan_local[s];
-                    c->slot_state[k] = s;
-                    c->slot_parent[k] = p;
-                }
-        }
+    for (int32_t e = 0; e < f->n_edges; e++)
+        if (c->pair_base[e] >= 0) c->pair_edges[c->n_pair_edges++] = e;
     free(n_scan);
     return XGR_OK;
+}
+
+void xgr_pair_slot(const xgr_compiled *c, int32_t slot, int32_t *state, int32_t *parent) {
+    const xgr_fsm *f = c->fsm;
+    int32_t k = slot - f->n_states, lo = 0, hi = c->n_pair_edges - 1;
+    while (lo < hi) { /* the last edge whose first pair slot is <= k */
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (c->pair_base[c->pair_edges[mid]] <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    int32_t e = c->pair_edges[lo], j = k - c->pair_base[e];
+    int32_t s0 = 0, s1 = f->n_states - 1;
+    while (s0 < s1) { /* the last state whose edges start at or before e: e's source */
+        int32_t mid = s0 + (s1 - s0 + 1) / 2;
+        if (f->edge_begin[mid] <= e) s0 = mid;
+        else s1 = mid - 1;
+    }
+    *parent = s0;
+    int32_t r = f->edges[e].ref, end = xgr_fsm_rule_end(f, r);
+    *state = -1;
+    for (int32_t s = f->rule_start[r]; s < end; s++)
+        if (c->scan_local[s] == j) {
+            *state = s;
+            break;
+        }
 }
 
 static void compiled_free(xgr_compiled *c) {
     if (!c) return;
     /* Parent-context entries borrow their plain entry: free them first. */
-    if (c->entries && c->fsm)
-        for (int32_t s = c->n_slots - 1; s >= 0; s--)
-            xgr_mask_entry_free(atomic_load(&c->entries[s]));
+    if (c->entry_chunks && c->fsm)
+        for (int32_t s = c->n_slots - 1; s >= 0; s--) xgr_mask_entry_free(xgr_slot_load(c, s));
+    if (c->entry_chunks)
+        for (int32_t k = 0; k <= (c->n_slots - 1) / XGR_SLOT_CHUNK; k++)
+            free((void *)atomic_load(&c->entry_chunks[k]));
     if (c->rule_keys && c->fsm)
         for (int32_t r = 0; r < c->fsm->n_rules; r++) {
             xgr_rule_key *k = atomic_load(&c->rule_keys[r]);
@@ -195,11 +212,10 @@ static void compiled_free(xgr_compiled *c) {
         for (int32_t r = 0; r < c->fsm->n_rules; r++) free(atomic_load(&c->rule_loops[r]));
     free((void *)c->rule_loops);
     free((void *)c->rule_keys);
-    free((void *)c->entries);
+    free((void *)c->entry_chunks);
     free(c->pair_base);
     free(c->scan_local);
-    free(c->slot_state);
-    free(c->slot_parent);
+    free(c->pair_edges);
     free(c->rule_flat);
     free(c->rule_opaque);
     free(c->token_ids);
@@ -285,15 +301,29 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     }
     for (int32_t e = 0; e < c->fsm->n_edges; e++)
         if (c->fsm->edges[e].ref >= 0) c->rule_flat[c->fsm->state_rule[c->fsm->edges[e].target]] = 0;
-    c->entries = xgr_calloc((size_t)c->n_slots + 1, sizeof *c->entries);
-    if (!c->entries) {
+    size_t n_chunks = (size_t)c->n_slots / XGR_SLOT_CHUNK + 1;
+    c->entry_chunks = xgr_calloc(n_chunks, sizeof *c->entry_chunks);
+    if (!c->entry_chunks) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
-    for (int32_t s = 0; s < c->n_slots; s++) atomic_init(&c->entries[s], NULL);
-    atomic_fetch_add(&c->memory, (size_t)c->n_slots * sizeof *c->entries + (size_t)ns * 9 +
-                                     (size_t)c->fsm->n_edges * sizeof(xgr_edge) +
-                                     (size_t)ns * 10);
+    for (size_t k = 0; k < n_chunks; k++) atomic_init(&c->entry_chunks[k], NULL);
+    if (c->opts.drop_grammar) { /* collect_token_terms was its last reader */
+        xgr_grammar_release(c->grammar);
+        c->grammar = NULL;
+    }
+    /* Everything this grammar holds, so a cache budget over xgr_compiled_memory is a
+     * budget over real bytes: the IR (kept for printing unless dropped), the automata,
+     * and per state (scannable, ref_begin, scan_local), per edge (pair_base), per rule
+     * (flat, opaque, three lazily built pointers), per edge with pair slots, and per slot
+     * chunk (the chunks themselves count when built). */
+    size_t nr = (size_t)c->fsm->n_rules + 1;
+    atomic_fetch_add(&c->memory, xgr_ir_memory(c->grammar) + xgr_fsm_memory(c->fsm) +
+                                     ((size_t)ns + 1) * 9 + ((size_t)c->fsm->n_edges + 1) * 4 +
+                                     nr * (2 + 3 * sizeof(void *)) +
+                                     ((size_t)c->n_pair_edges + 1) * 4 +
+                                     n_chunks * sizeof *c->entry_chunks +
+                                     (size_t)c->n_token_ids * sizeof *c->token_ids);
     if (c->opts.precompute && (rc = xgr_compiled_precompute(c, -1))) goto fail;
     *out = c;
     return XGR_OK;
@@ -339,7 +369,7 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
         return XGR_ERR_NOMEM;
     }
     for (int32_t s = 0; s < ns; s++)
-        if (c->scannable[s] && !atomic_load(&c->entries[s])) {
+        if (c->scannable[s] && !xgr_slot_load(c, s)) {
             order[n].state = s;
             order[n].cost = k < 0 ? 0 : entry_cost(c, &sc.p, s);
             n++;
@@ -354,8 +384,10 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
     }
     /* Full precompute: also the caller-context entries of states that want them. */
     for (int32_t slot = ns; k < 0 && !rc && slot < c->n_slots; slot++) {
-        const xgr_mask_entry *plain = atomic_load(&c->entries[c->slot_state[slot - ns]]), *e;
-        if (plain && plain->wants_context && !atomic_load(&c->entries[slot]))
+        int32_t child, caller;
+        xgr_pair_slot(c, slot, &child, &caller);
+        const xgr_mask_entry *plain = xgr_slot_load(c, child), *e;
+        if (plain && plain->wants_context && !xgr_slot_load(c, slot))
             rc = xgr_mask_entry_get(c, &sc, slot, &e);
     }
     free(order);

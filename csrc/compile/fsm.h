@@ -84,6 +84,8 @@ static inline int32_t xgr_fsm_byte_target(const xgr_fsm *f, int32_t s, uint8_t b
  * defaults already filled in. */
 int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm **out);
 void xgr_fsm_free(xgr_fsm *f);
+/* Bytes held by f, for memory accounting. */
+size_t xgr_fsm_memory(const xgr_fsm *f);
 /* Debug dump of the automata as text (caller frees). */
 int xgr_fsm_dump(const xgr_fsm *f, char **out, size_t *out_len);
 

@@ -4,6 +4,7 @@
  * worklist, so each rule's states are emitted contiguously into the global pool. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "lower_internal.h"
 #include "../common/token_marker.h"
@@ -294,6 +295,17 @@ static void ctx_free(lw_ctx *c) {
     XGR_VEC_FREE(c->seqs);
 }
 
+size_t xgr_fsm_memory(const xgr_fsm *f) {
+    if (!f) return 0;
+    size_t names = 0;
+    for (int32_t r = 0; r < f->n_rules; r++) 
+        if (f->rule_name[r]) names += strlen(f->rule_name[r]) + 1;
+    /* per rule: name pointer, start, kind, nullable, repeat child/min/max, lookahead,
+     * dispatch; per state: rule, final, edge_begin */
+    return sizeof *f + names + (size_t)f->n_rules * (sizeof(char *) + 4 * 5 + 3) +
+           ((size_t)f->n_states + 1) * 9 + (size_t)f->n_edges * sizeof *f->edges;
+}
+
 void xgr_fsm_free(xgr_fsm *f) {
     if (!f) return;
     if (f->rule_name)
@@ -312,6 +324,13 @@ void xgr_fsm_free(xgr_fsm *f) {
     free(f->edge_begin);
     free(f->edges);
     free(f);
+}
+
+/* Gives back a grown vector's spare capacity (up to half of it): the automaton lives as
+ * long as its compiled grammar, in a cache counted in bytes. Keeps p if realloc fails. */
+static void *shrink_to(void *p, size_t bytes) {
+    void *q = p && bytes ? realloc(p, bytes) : NULL;
+    return q ? q : p;
 }
 
 static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
@@ -346,17 +365,17 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
         f->rule_lookahead[i] = r->lookahead;
         f->rule_dispatch[i] = r->dispatch;
     }
-    f->rule_start = o->start.data;
+    f->rule_start = shrink_to(o->start.data, o->start.len * sizeof *o->start.data);
     o->start.data = NULL;
     f->n_states = (int32_t)ns;
-    f->state_rule = o->state_rule.data;
+    f->state_rule = shrink_to(o->state_rule.data, (ns + 1) * sizeof *o->state_rule.data);
     o->state_rule.data = NULL;
-    f->final = o->final.data;
+    f->final = shrink_to(o->final.data, ns + 1);
     o->final.data = NULL;
-    f->edge_begin = o->ebeg.data;
+    f->edge_begin = shrink_to(o->ebeg.data, o->ebeg.len * sizeof *o->ebeg.data);
     o->ebeg.data = NULL;
     f->n_edges = (int32_t)o->edges.len;
-    f->edges = o->edges.data;
+    f->edges = shrink_to(o->edges.data, (o->edges.len + 1) * sizeof *o->edges.data);
     o->edges.data = NULL;
     *out = f;
     return XGR_OK;

@@ -60,6 +60,8 @@ int xgr_grammar_to_ebnf(const xgr_grammar *g, char **out, size_t *out_len) {
     return xgr_ir_print(g, out, out_len);
 }
 
+size_t xgr_grammar_memory(const xgr_grammar *g) { return xgr_ir_memory(g); }
+
 void xgr_grammar_retain(xgr_grammar *g) {
     if (g) atomic_fetch_add_explicit(&g->refcount, 1, memory_order_relaxed);
 }

@@ -68,6 +68,8 @@ int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const ui
 int xgr_grammar_to_ebnf(const xgr_grammar *g, char **out, size_t *out_len);
 void xgr_grammar_retain(xgr_grammar *g);
 void xgr_grammar_release(xgr_grammar *g); /* NULL is a no-op */
+/* Bytes held by g (0 for NULL). Thread-safe: g is immutable once built. */
+size_t xgr_grammar_memory(const xgr_grammar *g);
 /* The deepest nesting of arrays and objects in JSON text (brackets inside strings are not
  * counted; the text need not be valid JSON, it is only scanned). Stops early and reports
  * limit + 1 once the depth exceeds `limit`, so a deep document costs at most its length.
@@ -105,6 +107,9 @@ typedef struct {
     int32_t max_step_work;      /* 0 = default (500000): parser work units (items visited,
                                  * completions tried) allowed for one byte; bounds the time
                                  * one token costs on highly ambiguous grammars */
+    int32_t drop_grammar;       /* 1: release the grammar once compiled (it is kept only for
+                                 * xgr_compiled_grammar, which then returns NULL), for a
+                                 * caller that can rebuild it and wants the memory back */
 } xgr_compile_options;
 
 typedef struct xgr_compiled xgr_compiled;
@@ -113,13 +118,16 @@ typedef struct xgr_compiled xgr_compiled;
  * `opts` may be NULL for defaults. */
 int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                 xgr_compiled **out);
-/* Bytes held by the compiled grammar, mask cache included (grows as masks are JIT-built). */
+/* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
+ * and mask cache
+ * (grows as masks are JIT-built; shared entries count in every grammar holding them). */
 size_t xgr_compiled_memory(const xgr_compiled *c);
 /* Builds the `k` most expensive not-yet-built mask-cache entries, by an estimate of
  * their vocabulary-pass cost (every entry, caller-context ones included, when k < 0).
  * Thread-safe: meant to run in the background while the engine prefills. */
 int xgr_compiled_precompute(xgr_compiled *c, int32_t k);
-/* Grammar / vocabulary the compiled grammar was built from (borrowed). */
+/* Grammar / vocabulary the compiled grammar was built from (borrowed); the grammar is
+ * NULL when compiled with drop_grammar. */
 const xgr_grammar *xgr_compiled_grammar(const xgr_compiled *c);
 const xgr_vocab *xgr_compiled_vocab(const xgr_compiled *c);
 void xgr_compiled_retain(xgr_compiled *c);

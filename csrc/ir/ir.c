@@ -30,6 +30,13 @@ void xgr_ir_free(xgr_grammar *g) {
     free(g);
 }
 
+size_t xgr_ir_memory(const xgr_grammar *g) {
+    if (!g) return 0;
+    return sizeof *g + g->nodes.cap * sizeof *g->nodes.data + g->rules.cap * sizeof *g->rules.data +
+           g->kids.cap * sizeof *g->kids.data + g->bytes.cap + g->ranges.cap * sizeof *g->ranges.data +
+           g->names.cap + g->name_index_cap * sizeof *g->name_index;
+}
+
 static int32_t push_node(xgr_grammar *g, xgr_node n) {
     if (g->nodes.len >= INT32_MAX) {
         xgr_fail(XGR_ERR_LIMIT, "grammar has too many nodes");

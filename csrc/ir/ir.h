@@ -74,6 +74,8 @@ struct xgr_grammar {
  * (message already set). The grammar must come from xgr_ir_new. ---- */
 xgr_grammar *xgr_ir_new(void);
 void xgr_ir_free(xgr_grammar *g);
+/* Bytes held by g's arrays (their capacity), for memory accounting. */
+size_t xgr_ir_memory(const xgr_grammar *g);
 int32_t xgr_ir_empty(xgr_grammar *g);
 int32_t xgr_ir_bytes(xgr_grammar *g, const uint8_t *s, size_t n); /* n == 0 -> EMPTY */
 int32_t xgr_ir_class(xgr_grammar *g, const uint32_t *ranges, size_t n_ranges, int negated);

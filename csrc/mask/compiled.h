@@ -105,12 +105,14 @@ struct xgr_compiled {
      * the caller's rule (a `char*` loop, a {m,n} repetition) are decided by the cache.
      * For a REPEAT caller the entry ignores the counter, so the matcher uses it only when
      * the counter has headroom (max unbounded or max - count > the longest token). */
-    _Atomic(xgr_mask_entry *) *entries; /* n_slots, NULL until built */
+    /* The slots in chunks of XGR_SLOT_CHUNK, each allocated when one of its entries is
+     * first built: a request visits few of its states, and fewer pair slots. */
+    _Atomic(_Atomic(xgr_mask_entry *) *) *entry_chunks;
     int32_t n_slots;
     int32_t *pair_base;   /* per edge: first pair slot offset, -1 for byte edges / disabled */
     int32_t *scan_local;  /* per state: index among its rule's scannable states, or -1 */
-    int32_t *slot_state;  /* per pair slot: the child state s */
-    int32_t *slot_parent; /* per pair slot: the caller state p */
+    int32_t *pair_edges;  /* the edges with pair slots, in slot order */
+    int32_t n_pair_edges;
     int32_t *ref_begin;   /* per state: first ref edge (byte edges come first) */
     uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
     /* per rule: plain entries stop at references (a token that would enter one stays
@@ -136,6 +138,18 @@ struct xgr_compiled {
     _Atomic(xgr_follow_tables *) follow; /* built on the first follow check */
     atomic_size_t memory;
 };
+
+#define XGR_SLOT_CHUNK 64
+
+/* The entry of `slot` if built, else NULL. Thread-safe. */
+static inline xgr_mask_entry *xgr_slot_load(const xgr_compiled *c, int32_t slot) {
+    _Atomic(xgr_mask_entry *) *chunk =
+        atomic_load_explicit(&c->entry_chunks[slot / XGR_SLOT_CHUNK], memory_order_acquire);
+    return chunk ? atomic_load_explicit(&chunk[slot % XGR_SLOT_CHUNK], memory_order_acquire) : NULL;
+}
+
+/* The child state s and caller state p of pair slot `slot` (>= n_states). */
+void xgr_pair_slot(const xgr_compiled *c, int32_t slot, int32_t *state, int32_t *parent);
 
 /* What building entries needs besides the grammar, owned by one thread (a matcher, a
  * precompute call): a parser over the grammar's automata and the follow checks' state

@@ -290,13 +290,13 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     uint64_t *blk = tl->ids ? NULL : o->acc_bits;
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
-    int32_t state = slot < ns ? slot : c->slot_state[slot - ns];
+    int32_t state = slot, caller = -1;
+    if (slot >= ns) xgr_pair_slot(c, slot, &state, &caller);
     int32_t pop_rule = c->fsm->state_rule[state];
     size_t depth_cap = (size_t)v->max_token_len + 2;
     walker w = {0};
     int rc;
     if (slot >= ns) {
-        int32_t caller = c->slot_parent[slot - ns];
         pop_rule = c->fsm->state_rule[caller];
         xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
@@ -915,6 +915,8 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
             free(k->bytes);
             free(k);
             k = expected;
+        } else {
+            atomic_fetch_add(&c->memory, sizeof *k + k->len);
         }
     }
     *out = k;
@@ -1125,7 +1127,8 @@ static int shared_pair_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int
                              xgr_mask_entry **out) {
     const xgr_fsm *f = c->fsm;
     const struct xgr_vocab *v = c->vocab;
-    int32_t ns = f->n_states, caller = c->slot_parent[slot - ns], child = c->slot_state[slot - ns];
+    int32_t child, caller;
+    xgr_pair_slot(c, slot, &child, &caller);
     int32_t crule = f->state_rule[child], edge = -1;
     for (int32_t e = c->ref_begin[caller]; e < f->edge_begin[caller + 1]; e++)
         if (f->edges[e].ref == crule) edge = e - f->edge_begin[caller];
@@ -1227,8 +1230,10 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
     /* Parent context: plain verdicts hold in every context; only the plain entry's
      * uncertain tokens are re-decided with the caller on the stack. */
     const xgr_mask_entry *base = NULL;
-    if ((rc = xgr_mask_entry_get(c, s, c->slot_state[slot - ns], &base))) return rc;
-    int32_t caller_rule = c->fsm->state_rule[c->slot_parent[slot - ns]];
+    int32_t child, caller;
+    xgr_pair_slot(c, slot, &child, &caller);
+    if ((rc = xgr_mask_entry_get(c, s, child, &base))) return rc;
+    int32_t caller_rule = c->fsm->state_rule[caller];
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[caller_rule] && base->owns_base) {
         const xgr_rule_key *key = NULL;
         if ((rc = rule_key(c, caller_rule, &key))) return rc;
@@ -1266,14 +1271,31 @@ void xgr_mask_scratch_free(xgr_mask_scratch *s) {
 
 int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_id,
                        const xgr_mask_entry **out) {
-    _Atomic(xgr_mask_entry *) *slot = &c->entries[slot_id];
-    xgr_mask_entry *e = atomic_load_explicit(slot, memory_order_acquire);
+    xgr_mask_entry *e = xgr_slot_load(c, slot_id);
     if (e) {
         *out = e;
         return XGR_OK;
     }
     int rc = build_entry(c, scratch, slot_id, &e);
     if (rc) return rc;
+    _Atomic(_Atomic(xgr_mask_entry *) *) *cp = &c->entry_chunks[slot_id / XGR_SLOT_CHUNK];
+    _Atomic(xgr_mask_entry *) *chunk = atomic_load_explicit(cp, memory_order_acquire);
+    if (!chunk) {
+        _Atomic(xgr_mask_entry *) *fresh = xgr_malloc(XGR_SLOT_CHUNK * sizeof *fresh);
+        if (!fresh) {
+            xgr_mask_entry_free(e);
+            return XGR_ERR_NOMEM;
+        }
+        for (int i = 0; i < XGR_SLOT_CHUNK; i++) atomic_init(&fresh[i], NULL);
+        if (atomic_compare_exchange_strong_explicit(cp, &chunk, fresh, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+            chunk = fresh;
+            atomic_fetch_add(&c->memory, XGR_SLOT_CHUNK * sizeof *fresh);
+        } else {
+            free((void *)fresh); /* another thread published one: `chunk` is it */
+        }
+    }
+    _Atomic(xgr_mask_entry *) *slot = &chunk[slot_id % XGR_SLOT_CHUNK];
     xgr_mask_entry *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(slot, &expected, e,
                                                 memory_order_acq_rel, memory_order_acquire)) {

@@ -4,6 +4,7 @@ byte-bounded LRU cache."""
 import concurrent.futures
 import json
 import threading
+import sys
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
@@ -27,17 +28,19 @@ class CompiledGrammar:
     Do not construct it directly: use :class:`GrammarCompiler`.
     """
 
-    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "__weakref__")
+    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("CompiledGrammar is created by GrammarCompiler.compile_* methods")
 
     @classmethod
-    def _create(cls, ptr: Any, tokenizer_info: TokenizerInfo, grammar: Optional[Grammar]):
+    def _create(cls, ptr: Any, tokenizer_info: TokenizerInfo, grammar: Optional[Grammar],
+                rebuild: Optional[Callable[[], Grammar]] = None):
         obj = object.__new__(cls)
         obj._ptr = ptr
         obj._tokenizer_info = tokenizer_info
         obj._grammar = grammar
+        obj._rebuild = rebuild
         return obj
 
     @property
@@ -45,7 +48,12 @@ class CompiledGrammar:
         """The grammar this was compiled from."""
         g = self._grammar
         if g is None:
-            g = Grammar._borrowed(_core.lib.xgr_compiled_grammar(self._ptr))
+            if self._rebuild is not None:
+                # Compiled without keeping its grammar (a cached grammar's IR is several
+                # times the size of its input): convert the input again.
+                g = self._rebuild()
+            else:
+                g = Grammar._borrowed(_core.lib.xgr_compiled_grammar(self._ptr))
             self._grammar = g
         return g
 
@@ -56,9 +64,18 @@ class CompiledGrammar:
 
     @property
     def memory_size_bytes(self) -> int:
-        """Bytes held by the compiled grammar, token-mask cache included (it grows as masks
-        are computed on first use)."""
-        return int(_core.lib.xgr_compiled_memory(self._ptr))
+        """Bytes held by the compiled grammar: its grammar, automata and token-mask cache
+        (which grows as masks are computed on first use)."""
+        lib = _core.lib
+        size = int(lib.xgr_compiled_memory(self._ptr))
+        g = self._grammar
+        # A grammar that spells special tokens is compiled from a rewritten copy: the
+        # original kept here for `.grammar` is held as well.
+        if g is not None and g._ptr != lib.xgr_compiled_grammar(self._ptr):
+            size += int(lib.xgr_grammar_memory(g._ptr))
+        if g is not None and g._text is not None:  # its printed EBNF, once asked for
+            size += sys.getsizeof(g._text)
+        return size
 
     def precompute(self, k: int = -1) -> None:
         """Computes up to ``k`` not-yet-built token-mask cache entries now (all of them when
@@ -96,8 +113,11 @@ class _CompileCache:
         self._total = 0
         self._pending: Dict[Hashable, _Pending] = {}
 
-    def _size(self, compiled: CompiledGrammar) -> int:
-        return int(_core.lib.xgr_compiled_memory(compiled._ptr))
+    @staticmethod
+    def _size(key: Hashable, compiled: CompiledGrammar) -> int:
+        # The key (the request's text, often kilobytes) is held as long as the grammar.
+        parts = key if isinstance(key, tuple) else (key,)
+        return compiled.memory_size_bytes + sum(sys.getsizeof(p) for p in parts)
 
     def _evict(self) -> None:
         if self._limit < 0:
@@ -111,7 +131,7 @@ class _CompileCache:
             hit = self._entries.get(key)
             if hit is not None:
                 compiled, old = hit
-                new = self._size(compiled)
+                new = self._size(key, compiled)
                 self._entries[key] = (compiled, new)
                 self._entries.move_to_end(key)
                 self._total += new - old
@@ -136,7 +156,7 @@ class _CompileCache:
             raise
         with self._lock:
             del self._pending[key]
-            size = self._size(compiled)
+            size = self._size(key, compiled)
             old = self._entries.pop(key, None)
             if old is not None:
                 self._total -= old[1]
@@ -156,7 +176,7 @@ class _CompileCache:
         with self._lock:
             total = 0
             for key, (compiled, _) in self._entries.items():
-                size = self._size(compiled)
+                size = self._size(key, compiled)
                 self._entries[key] = (compiled, size)
                 total += size
             self._total = total
@@ -187,21 +207,23 @@ class _LazyResolver:
         return self._get().text(token_id)
 
 
-def _structural_tag_key(args: tuple, kwargs: dict) -> Optional[str]:
+def _structural_tag_key(args: tuple, kwargs: dict) -> Optional[Tuple[str, int]]:
     """A canonical text of one structural tag (JSON text, dict or pydantic model) for the
-    compile cache, or None when the call is not a single plain tag (the legacy pair, a
-    custom JSON-schema converter): those are keyed by their EBNF instead."""
+    compile cache, and where the tag's JSON text starts in it; None when the call is not a
+    single plain tag (the legacy pair, a custom JSON-schema converter): those are keyed by
+    their EBNF."""
     if len(args) != 1 or set(kwargs) - {"token_resolver"}:
         return None
     tag = args[0]
     try:
         if isinstance(tag, (str, bytes, bytearray)):
-            return "s:" + (tag.decode("utf-8") if not isinstance(tag, str) else tag)
+            return "s:" + (tag.decode("utf-8") if not isinstance(tag, str) else tag), 2
         if isinstance(tag, dict):
-            return "d:" + json.dumps(tag, separators=(",", ":"))
+            return "d:" + json.dumps(tag, separators=(",", ":")), 2
         dump = getattr(tag, "model_dump_json", None)
         if dump is not None:
-            return "m:" + type(tag).__name__ + dump(by_alias=True)
+            name = "m:" + type(tag).__name__
+            return name + dump(by_alias=True), len(name)
     except (TypeError, ValueError, UnicodeDecodeError):
         return None
     return None
@@ -337,7 +359,11 @@ class GrammarCompiler:
 
     # ---- core ---------------------------------------------------------------------------
 
-    def _compile(self, grammar: Grammar) -> CompiledGrammar:
+    def _compile(self, grammar: Grammar,
+                 rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:
+        """Compiles ``grammar``; with ``rebuild`` (a pure function that returns the same
+        grammar again), the core drops the grammar once compiled and ``.grammar`` calls
+        ``rebuild`` when asked for."""
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_compiled **")
         gptr = grammar._ptr
@@ -352,20 +378,28 @@ class GrammarCompiler:
             if sout[0] != ffi.NULL:
                 spelled = ffi.gc(sout[0], lib.xgr_grammar_release)
                 gptr = spelled
+        opts = self._opts
+        if rebuild is not None:
+            opts = ffi.new("xgr_compile_options *", opts[0])
+            opts.drop_grammar = 1
         _core.check(
-            lib.xgr_compile(gptr, self._tokenizer_info._handle(), self._opts, out),
+            lib.xgr_compile(gptr, self._tokenizer_info._handle(), opts, out),
             "compiling the grammar",
         )
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
+        if rebuild is not None:
+            return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
         return CompiledGrammar._create(ptr, self._tokenizer_info, grammar)
 
-    def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar]) -> CompiledGrammar:
-        def build() -> CompiledGrammar:
-            return self._compile(make_grammar())
-
+    def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar],
+                rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:
+        """Compiles ``make_grammar()`` through the cache. ``rebuild`` converts the request
+        again from what the key holds (a pure function of it), so a cached grammar need not
+        keep its converted grammar, often several times the size of the key; None when there
+        is no such input (a caller's Grammar)."""
         if not self._cache_enabled:
-            return build()
-        return self._cache.get_or_compile(key, build)
+            return self._compile(make_grammar())
+        return self._cache.get_or_compile(key, lambda: self._compile(make_grammar(), rebuild))
 
     # ---- public API ---------------------------------------------------------------------
 
@@ -377,10 +411,11 @@ class GrammarCompiler:
             return self._cached(("grammar", str(grammar)), lambda: grammar)
         if isinstance(grammar, (str, bytes)):
             text = grammar.decode("utf-8") if isinstance(grammar, bytes) else grammar
-            return self._cached(
-                ("ebnf", text, root_rule_name),
-                lambda: Grammar.from_ebnf(text, root_rule_name=root_rule_name),
-            )
+
+            def parse() -> Grammar:
+                return Grammar.from_ebnf(text, root_rule_name=root_rule_name)
+
+            return self._cached(("ebnf", text, root_rule_name), parse, parse)
         raise ValueError("Invalid grammar type. Please pass a string or a Grammar object.")
 
     def compile_json_schema(
@@ -421,17 +456,26 @@ class GrammarCompiler:
 
             return Grammar.from_ebnf(_schema_to_ebnf(obj, **opts))
 
-        return self._cached(key, make)
+        def rebuild() -> Grammar:  # from the text: the caller's dict may change
+            from .grammar import _schema_to_ebnf
+
+            return Grammar.from_ebnf(_schema_to_ebnf(json.loads(canonical), **opts))
+
+        return self._cached(key, make, rebuild)
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compiles the grammar of any JSON value."""
-        return self._cached(("builtin_json",), Grammar.builtin_json_grammar)
+        return self._cached(("builtin_json",), Grammar.builtin_json_grammar,
+                            Grammar.builtin_json_grammar)
 
     def compile_regex(self, regex: str) -> CompiledGrammar:
         """Compiles a regular expression (whole-output match)."""
         if not isinstance(regex, str):
             raise TypeError(f"regex must be a str, got {type(regex).__name__}")
-        return self._cached(("regex", regex), lambda: Grammar.from_regex(regex))
+        def convert() -> Grammar:
+            return Grammar.from_regex(regex)
+
+        return self._cached(("regex", regex), convert, convert)
 
     def compile_structural_tag(self, *args: Any, **kwargs: Any) -> CompiledGrammar:
         """Compiles a structural tag (upstream xgrammar's format): one tag (JSON text, dict
@@ -442,13 +486,21 @@ class GrammarCompiler:
 
         check_structural_tag_args(args, kwargs)
         kwargs.setdefault("token_resolver", _LazyResolver(self._tokenizer_info))
-        key = _structural_tag_key(args, kwargs) if self._cache_enabled else None
-        if key is None:
+        keyed = _structural_tag_key(args, kwargs) if self._cache_enabled else None
+        if keyed is None:
             return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
+        key, start = keyed
+        resolver = kwargs["token_resolver"]
+
+        def rebuild() -> Grammar:
+            # From the key's text, which the cache holds anyway (a dict or model the
+            # caller still has may have changed since).
+            return Grammar.from_ebnf(ebnf_from_api_args(key[start:], token_resolver=resolver))
+
         # Keyed by the tag itself, so a repeated tag (a static tool set) skips the
         # conversion to EBNF as well as the compile.
         return self._cached(("structural_tag", key),
-                            lambda: Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs)))
+                            lambda: Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs)), rebuild)
 
     _ASYNC_KINDS = {
         "grammar": "compile_grammar",
