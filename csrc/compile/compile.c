@@ -129,35 +129,36 @@ static int layout_slots(xgr_compiled *c, int64_t budget) {
     int32_t ns = f->n_states, nr = f->n_rules;
     int32_t *n_scan = xgr_calloc((size_t)nr + 1, sizeof *n_scan);
     c->scan_local = xgr_malloc(((size_t)ns + 1) * sizeof *c->scan_local);
-    c->pair_base = xgr_malloc(((size_t)f->n_edges + 1) * sizeof *c->pair_base);
-    if (!n_scan || !c->scan_local || !c->pair_base) {
+    if (!n_scan || !c->scan_local) {
         free(n_scan);
         return XGR_ERR_NOMEM;
     }
     for (int32_t s = 0; s < ns; s++)
         c->scan_local[s] = c->scannable[s] ? n_scan[f->state_rule[s]]++ : -1;
     int64_t total = 0;
+    int32_t n_pe = 0;
     for (int32_t e = 0; e < f->n_edges; e++) {
         int32_t r = f->edges[e].ref;
-        c->pair_base[e] = -1;
         if (r < 0 || n_scan[r] == 0) continue;
-        c->pair_base[e] = (int32_t)total;
         total += n_scan[r];
+        n_pe++;
     }
-    if (total > budget) {
-        for (int32_t e = 0; e < f->n_edges; e++) c->pair_base[e] = -1;
-        total = 0;
-    }
+    if (total > budget) total = n_pe = 0;
     c->n_slots = ns + (int32_t)total;
-    int32_t n_pe = 0;
-    for (int32_t e = 0; e < f->n_edges; e++) n_pe += c->pair_base[e] >= 0;
     c->pair_edges = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_edges);
-    if (!c->pair_edges) {
+    c->pair_first = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_first);
+    if (!c->pair_edges || !c->pair_first) {
         free(n_scan);
         return XGR_ERR_NOMEM;
     }
-    for (int32_t e = 0; e < f->n_edges; e++)
-        if (c->pair_base[e] >= 0) c->pair_edges[c->n_pair_edges++] = e;
+    int32_t first = 0;
+    for (int32_t e = 0; e < f->n_edges && c->n_pair_edges < n_pe; e++) {
+        int32_t r = f->edges[e].ref;
+        if (r < 0 || n_scan[r] == 0) continue;
+        c->pair_edges[c->n_pair_edges] = e;
+        c->pair_first[c->n_pair_edges++] = first;
+        first += n_scan[r];
+    }
     free(n_scan);
     return XGR_OK;
 }
@@ -167,10 +168,10 @@ void xgr_pair_slot(const xgr_compiled *c, int32_t slot, int32_t *state, int32_t 
     int32_t k = slot - f->n_states, lo = 0, hi = c->n_pair_edges - 1;
     while (lo < hi) { /* the last edge whose first pair slot is <= k */
         int32_t mid = lo + (hi - lo + 1) / 2;
-        if (c->pair_base[c->pair_edges[mid]] <= k) lo = mid;
+        if (c->pair_first[mid] <= k) lo = mid;
         else hi = mid - 1;
     }
-    int32_t e = c->pair_edges[lo], j = k - c->pair_base[e];
+    int32_t e = c->pair_edges[lo], j = k - c->pair_first[lo];
     int32_t s0 = 0, s1 = f->n_states - 1;
     while (s0 < s1) { /* the last state whose edges start at or before e: e's source */
         int32_t mid = s0 + (s1 - s0 + 1) / 2;
@@ -213,7 +214,7 @@ static void compiled_free(xgr_compiled *c) {
     free((void *)c->rule_loops);
     free((void *)c->rule_keys);
     free((void *)c->entry_chunks);
-    free(c->pair_base);
+    free(c->pair_first);
     free(c->scan_local);
     free(c->pair_edges);
     free(c->rule_flat);
@@ -314,14 +315,13 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
     }
     /* Everything this grammar holds, so a cache budget over xgr_compiled_memory is a
      * budget over real bytes: the IR (kept for printing unless dropped), the automata,
-     * and per state (scannable, ref_begin, scan_local), per edge (pair_base), per rule
-     * (flat, opaque, three lazily built pointers), per edge with pair slots, and per slot
+     * and per state (scannable, ref_begin, scan_local), per rule (flat, opaque, three
+     * lazily built pointers), per edge with pair slots (edge, first slot), and per slot
      * chunk (the chunks themselves count when built). */
     size_t nr = (size_t)c->fsm->n_rules + 1;
     atomic_fetch_add(&c->memory, xgr_ir_memory(c->grammar) + xgr_fsm_memory(c->fsm) +
-                                     ((size_t)ns + 1) * 9 + ((size_t)c->fsm->n_edges + 1) * 4 +
-                                     nr * (2 + 3 * sizeof(void *)) +
-                                     ((size_t)c->n_pair_edges + 1) * 4 +
+                                     ((size_t)ns + 1) * 9 + nr * (2 + 3 * sizeof(void *)) +
+                                     ((size_t)c->n_pair_edges + 1) * 8 +
                                      n_chunks * sizeof *c->entry_chunks +
                                      (size_t)c->n_token_ids * sizeof *c->token_ids);
     if (c->opts.precompute && (rc = xgr_compiled_precompute(c, -1))) goto fail;

@@ -100,7 +100,7 @@ struct xgr_compiled {
     /* Slots: [0, n_states) are plain entries, one per state, simulating the state's rule
      * alone (leaving the rule makes a token uncertain). [n_states, n_slots) are
      * parent-context entries (seed 000 §3.6 generalised): for a ref edge e = (p --C--> t)
-     * and a scannable state s of C, slot n_states + pair_base[e] + scan_local[s]
+     * and a scannable state s of C, slot n_states + xgr_pair_base(e) + scan_local[s]
      * simulates s with the caller p on the stack, so tokens that finish C and go on in
      * the caller's rule (a `char*` loop, a {m,n} repetition) are decided by the cache.
      * For a REPEAT caller the entry ignores the counter, so the matcher uses it only when
@@ -109,9 +109,13 @@ struct xgr_compiled {
      * first built: a request visits few of its states, and fewer pair slots. */
     _Atomic(_Atomic(xgr_mask_entry *) *) *entry_chunks;
     int32_t n_slots;
-    int32_t *pair_base;   /* per edge: first pair slot offset, -1 for byte edges / disabled */
     int32_t *scan_local;  /* per state: index among its rule's scannable states, or -1 */
-    int32_t *pair_edges;  /* the edges with pair slots, in slot order */
+    /* The ref edges with pair slots, in edge order (= slot order), and the offset of each
+     * one's first pair slot: an edge's slots are n_states + pair_first[i] + scan_local[s]
+     * for the scannable states s of the rule it references. Ref edges are a small part of
+     * the edges, so this beats a per-edge table in a cache counted in bytes. */
+    int32_t *pair_edges;
+    int32_t *pair_first;
     int32_t n_pair_edges;
     int32_t *ref_begin;   /* per state: first ref edge (byte edges come first) */
     uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
@@ -146,6 +150,18 @@ static inline xgr_mask_entry *xgr_slot_load(const xgr_compiled *c, int32_t slot)
     _Atomic(xgr_mask_entry *) *chunk =
         atomic_load_explicit(&c->entry_chunks[slot / XGR_SLOT_CHUNK], memory_order_acquire);
     return chunk ? atomic_load_explicit(&chunk[slot % XGR_SLOT_CHUNK], memory_order_acquire) : NULL;
+}
+
+/* The offset of edge e's first pair slot (see pair_first), or -1: a byte edge, a rule
+ * without scannable states, or pair slots disabled. */
+static inline int32_t xgr_pair_base(const xgr_compiled *c, int32_t e) {
+    int32_t lo = 0, hi = c->n_pair_edges;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (c->pair_edges[mid] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->n_pair_edges && c->pair_edges[lo] == e ? c->pair_first[lo] : -1;
 }
 
 /* The child state s and caller state p of pair slot `slot` (>= n_states). */

@@ -446,11 +446,12 @@ static int collect_states(xgr_matcher *m) {
                     if (par.count >= f->repeat_max[pr]) continue; /* never predicted it */
                     lim = f->repeat_max[pr] - par.count;
                 }
-                if (c->pair_base[e] < 0) {
+                int32_t base = xgr_pair_base(c, e);
+                if (base < 0) {
                     plain = 1;
                     continue;
                 }
-                int32_t key = f->n_states + c->pair_base[e] + c->scan_local[it.state];
+                int32_t key = f->n_states + base + c->scan_local[it.state];
                 if ((rc = push_key(m, key, lim))) return rc;
                 any = 1;
             }
