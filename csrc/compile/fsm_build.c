@@ -298,7 +298,7 @@ static void ctx_free(lw_ctx *c) {
 size_t xgr_fsm_memory(const xgr_fsm *f) {
     if (!f) return 0;
     size_t names = 0;
-    for (int32_t r = 0; r < f->n_rules; r++) 
+    for (int32_t r = 0; r < f->n_rules; r++)
         if (f->rule_name[r]) names += strlen(f->rule_name[r]) + 1;
     /* per rule: name pointer, start, kind, nullable, repeat child/min/max, lookahead,
      * dispatch; per state: rule, final, edge_begin */

@@ -119,8 +119,8 @@ typedef struct xgr_compiled xgr_compiled;
 int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                 xgr_compiled **out);
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
- * and mask cache
- * (grows as masks are JIT-built; shared entries count in every grammar holding them). */
+ * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
+ * holding them). */
 size_t xgr_compiled_memory(const xgr_compiled *c);
 /* Builds the `k` most expensive not-yet-built mask-cache entries, by an estimate of
  * their vocabulary-pass cost (every entry, caller-context ones included, when k < 0).

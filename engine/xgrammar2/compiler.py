@@ -3,8 +3,8 @@ byte-bounded LRU cache."""
 
 import concurrent.futures
 import json
-import threading
 import sys
+import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
@@ -69,12 +69,13 @@ class CompiledGrammar:
         lib = _core.lib
         size = int(lib.xgr_compiled_memory(self._ptr))
         g = self._grammar
-        # A grammar that spells special tokens is compiled from a rewritten copy: the
-        # original kept here for `.grammar` is held as well.
-        if g is not None and g._ptr != lib.xgr_compiled_grammar(self._ptr):
-            size += int(lib.xgr_grammar_memory(g._ptr))
-        if g is not None and g._text is not None:  # its printed EBNF, once asked for
-            size += sys.getsizeof(g._text)
+        if g is not None:
+            # A grammar that spells special tokens is compiled from a rewritten copy (or
+            # the core dropped its own): the one kept here for `.grammar` counts apart.
+            if g._ptr != lib.xgr_compiled_grammar(self._ptr):
+                size += int(lib.xgr_grammar_memory(g._ptr))
+            if g._text is not None:  # its printed EBNF, once asked for
+                size += sys.getsizeof(g._text)
         return size
 
     def precompute(self, k: int = -1) -> None:
@@ -332,6 +333,9 @@ class GrammarCompiler:
         opts.cross_grammar_cache = 1 if cross_grammar_cache else -1
         opts.context_min_uncertain = _opt_int(context_min_uncertain, "context_min_uncertain")
         self._opts = opts
+        # The same options for grammars the cache can rebuild (see _compile).
+        self._opts_drop = _core.ffi.new("xgr_compile_options *", opts[0])
+        self._opts_drop.drop_grammar = 1
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_lock = threading.Lock()
         self._background: Optional[BackgroundPrecompute] = None
@@ -378,18 +382,14 @@ class GrammarCompiler:
             if sout[0] != ffi.NULL:
                 spelled = ffi.gc(sout[0], lib.xgr_grammar_release)
                 gptr = spelled
-        opts = self._opts
-        if rebuild is not None:
-            opts = ffi.new("xgr_compile_options *", opts[0])
-            opts.drop_grammar = 1
+        opts = self._opts if rebuild is None else self._opts_drop
         _core.check(
             lib.xgr_compile(gptr, self._tokenizer_info._handle(), opts, out),
             "compiling the grammar",
         )
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        if rebuild is not None:
-            return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
-        return CompiledGrammar._create(ptr, self._tokenizer_info, grammar)
+        kept = grammar if rebuild is None else None
+        return CompiledGrammar._create(ptr, self._tokenizer_info, kept, rebuild)
 
     def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar],
                 rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:

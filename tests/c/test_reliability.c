@@ -289,6 +289,32 @@ static void json_nesting_depth(void) {
     CHECK(xgr_json_nesting_depth("[]", 2, -1, &d) == XGR_ERR_INVALID_ARG, "negative limit");
 }
 
+/* A grammar compiled with drop_grammar no longer holds its IR, reports less memory, and
+ * still masks exactly; NULL handles report 0 bytes. */
+static void dropped_grammar(xgr_vocab *v) {
+    const char *src = "root ::= \"x\" \"y\" | \"xx\" \"z\"\n";
+    xgr_compile_options drop = {0};
+    drop.drop_grammar = 1;
+    xgr_compiled *kept = compile_ebnf(v, src, NULL), *dropped = compile_ebnf(v, src, &drop);
+    CHECK(kept && dropped, "compile: %s", xgr_last_error());
+    if (kept && dropped) {
+        CHECK(xgr_compiled_grammar(kept) != NULL, "a default compile keeps its grammar");
+        CHECK(xgr_compiled_grammar(dropped) == NULL, "drop_grammar releases the grammar");
+        CHECK(xgr_compiled_memory(dropped) + xgr_grammar_memory(xgr_compiled_grammar(kept)) ==
+                  xgr_compiled_memory(kept),
+              "the dropped grammar's bytes are no longer counted");
+        xgr_matcher *m = NULL;
+        CHECK(!xgr_matcher_new(dropped, NULL, 0, 0, 0, -1, &m), "matcher: %s", xgr_last_error());
+        if (m) {
+            CHECK(masks_match_oracle(m), "mask of a grammar compiled without its IR");
+            xgr_matcher_free(m);
+        }
+    }
+    xgr_compiled_release(kept);
+    xgr_compiled_release(dropped);
+    CHECK(xgr_grammar_memory(NULL) == 0 && xgr_compiled_memory(NULL) == 0, "NULL has no bytes");
+}
+
 int main(void) {
     xgr_vocab *v = make_vocab();
     if (!v) return 1;
@@ -299,6 +325,7 @@ int main(void) {
     size_limits(v);
     bad_ids(v);
     json_nesting_depth();
+    dropped_grammar(v);
     xgr_vocab_release(v);
     xgr_cache_clear();
     printf("test_reliability: %d checks, %d failures\n", checks, failures);
