@@ -7,9 +7,11 @@ torch and numpy are imported only inside the functions that need them (torch onl
 installed); numpy arrays are supported everywhere a tensor is.
 """
 
+import functools
 import importlib.util
 import math
 import sys
+import threading
 import warnings
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -133,6 +135,7 @@ def apply_token_bitmask_inplace(
     *,
     vocab_size: Optional[int] = None,
     indices: Optional[Union[Sequence[int], Any]] = None,
+    backend: str = "auto",
 ) -> None:
     """Sets the logits of disallowed tokens to ``-inf``, in place.
 
@@ -144,8 +147,9 @@ def apply_token_bitmask_inplace(
                 if bit j of bitmask[i] is 0:
                     logits[i, j] = -inf
 
-    Works for torch tensors on any device (pure torch; the bitmask is moved to the logits'
-    device when it lives elsewhere) and for numpy arrays.
+    Works for torch tensors on any device (the bitmask is moved to the logits' device when it
+    lives elsewhere) and for numpy arrays. On a CUDA device with triton installed a Triton
+    kernel does it, touching only the bitmask and the disallowed logits.
 
     Parameters
     ----------
@@ -165,15 +169,31 @@ def apply_token_bitmask_inplace(
         Rows to mask (the same row of logits and bitmask); others are left alone. Useful
         when structured and unstructured requests share a batch. With indices, logits and
         bitmask may have different batch sizes.
+
+    backend : str, default: "auto"
+        Which implementation runs, as in upstream xgrammar: ``"auto"`` (the Triton kernel for
+        CUDA logits when triton is installed, else ``"torch_native"``; numpy arrays always
+        use numpy), ``"cpu"`` (logits on the CPU), ``"triton"`` and ``"cuda"`` (both the
+        Triton kernel; xgrammar2 ships no separate CUDA C++ kernel), ``"torch_native"``
+        (plain torch operations, any device) and ``"torch_compile"`` (the same operations
+        through ``torch.compile``). A backend that cannot run on the given logits raises
+        ``ValueError``.
     """
+    if backend not in _BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, _BACKENDS))}, got {backend!r}")
     if _is_torch_tensor(logits):
-        _apply_torch(logits, bitmask, vocab_size, indices)
+        _apply_torch(logits, bitmask, vocab_size, indices, backend)
     elif _is_ndarray(logits):
+        if backend not in ("auto", "cpu"):
+            raise ValueError(f"backend {backend!r} needs torch tensors; logits is a numpy array")
         _apply_numpy(logits, bitmask, vocab_size, indices)
     else:
         raise TypeError(
             f"logits must be a torch.Tensor or numpy.ndarray, got {type(logits).__name__}"
         )
+
+
+_BACKENDS = ("auto", "cpu", "cuda", "triton", "torch_compile", "torch_native")
 
 
 def _check_dims(logits_dim: int, bitmask_dim: int) -> None:
@@ -183,7 +203,9 @@ def _check_dims(logits_dim: int, bitmask_dim: int) -> None:
         raise ValueError(f"bitmask should be 1D or 2D, but got {bitmask_dim}D")
 
 
-def _apply_torch(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: Any) -> None:
+def _apply_torch(
+    logits: Any, bitmask: Any, vocab_size: Optional[int], indices: Any, backend: str
+) -> None:
     import torch
 
     if not isinstance(bitmask, torch.Tensor):
@@ -205,10 +227,21 @@ def _apply_torch(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: 
             f"logits have {logits2d.shape[0]} rows but the bitmask has {bitmask2d.shape[0]}; "
             "pass indices to mask a subset of rows"
         )
+    auto = backend == "auto"
+    backend = _torch_backend(logits2d, backend)
     if width == 0 or (idx is not None and not idx):
         return
-    n_words = (width + 31) // 32
     device = logits.device
+    if backend == "triton":
+        try:
+            _apply_triton(logits2d, bitmask2d, width, idx)
+            return
+        except Exception as e:  # noqa: BLE001 - triton itself failed (import, compile, launch)
+            if not auto:
+                raise
+            _TRITON_FAILED.set(f"{type(e).__name__}: {e}")
+        backend = "torch_native"
+    n_words = (width + 31) // 32
     if idx is not None:
         rows = torch.tensor(idx, dtype=torch.long, device=bitmask2d.device)
         words = bitmask2d.index_select(0, rows)[:, :n_words]
@@ -216,9 +249,7 @@ def _apply_torch(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: 
         words = bitmask2d[:, :n_words]
     if words.device != device:
         words = words.to(device)
-    shifts = torch.arange(32, dtype=torch.int32, device=device)
-    bits = (words.unsqueeze(-1) >> shifts) & 1
-    disallowed = (bits == 0).reshape(words.shape[0], n_words * 32)[:, :width]
+    disallowed = (_compiled_unpack() if backend == "torch_compile" else _unpack_torch)(words, width)
     if idx is None:
         logits2d[:, :width].masked_fill_(disallowed, float("-inf"))
     else:
@@ -226,6 +257,90 @@ def _apply_torch(logits: Any, bitmask: Any, vocab_size: Optional[int], indices: 
         sub = logits2d.index_select(0, rows)[:, :width]
         sub.masked_fill_(disallowed, float("-inf"))
         logits2d[rows, :width] = sub
+
+
+def _apply_triton(logits2d: Any, bitmask2d: Any, width: int, idx: Optional[List[int]]) -> None:
+    import torch
+
+    from ._bitmask_triton import apply_bitmask_triton
+
+    words = bitmask2d.to(logits2d.device, non_blocking=True)
+    if words.stride(-1) != 1:
+        words = words.contiguous()
+    rows = None
+    if idx is not None:
+        # Pinned, so the copy is queued behind earlier work instead of waiting for it.
+        host = torch.tensor(idx, dtype=torch.int64)
+        rows = host.pin_memory().to(logits2d.device, non_blocking=True)
+    apply_bitmask_triton(logits2d, words, width, rows)
+
+
+class _FailureLatch:
+    """Remembers the first failure of the Triton path so "auto" warns once and then keeps
+    to plain torch (a broken triton install must not fail every step)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reason: Optional[str] = None
+
+    def set(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is not None:
+                return
+            self.reason = reason
+        warnings.warn(
+            f"the Triton bitmask kernel failed ({reason}); apply_token_bitmask_inplace falls "
+            "back to plain torch operations for backend='auto'",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+
+
+_TRITON_FAILED = _FailureLatch()
+
+
+def _torch_backend(logits2d: Any, backend: str) -> str:
+    """The implementation that runs for torch logits: "triton", "torch_native" or
+    "torch_compile". Raises ValueError when the asked-for backend cannot run on them."""
+    on_cuda = logits2d.device.type == "cuda"
+    if backend == "cpu":
+        if logits2d.device.type != "cpu":
+            raise ValueError(f"backend 'cpu' needs logits on the CPU, got {logits2d.device}")
+        return "torch_native"
+    if backend in ("triton", "cuda"):
+        if not on_cuda:
+            raise ValueError(f"backend {backend!r} needs CUDA logits, got {logits2d.device}")
+        if not _triton_available():
+            raise ValueError(f"backend {backend!r} needs triton, which is not installed")
+        if logits2d.stride(-1) != 1:
+            raise ValueError(f"backend {backend!r} needs logits contiguous in the last dimension")
+        return "triton"
+    if backend == "auto":
+        usable = _TRITON_FAILED.reason is None and _triton_available()
+        if on_cuda and usable and logits2d.stride(-1) == 1:
+            return "triton"
+        return "torch_native"
+    return backend
+
+
+def _triton_available() -> bool:
+    return "triton" in sys.modules or importlib.util.find_spec("triton") is not None
+
+
+def _unpack_torch(words: Any, width: int) -> Any:
+    """Disallowed flags (bool) of shape (rows, width) from int32 words of shape (rows, n)."""
+    import torch
+
+    shifts = torch.arange(32, dtype=torch.int32, device=words.device)
+    bits = (words.unsqueeze(-1) >> shifts) & 1
+    return (bits == 0).reshape(words.shape[0], words.shape[1] * 32)[:, :width]
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_unpack() -> Any:
+    import torch
+
+    return torch.compile(_unpack_torch, dynamic=True)
 
 
 def _unpack_numpy(words: Any, width: int) -> Any:
