@@ -1,6 +1,34 @@
 /* Canonical serialisation of rule reference closures (see closure.h). */
 #include "closure.h"
 
+void xgr_ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp, int32_t *stack,
+                   uint32_t out[8]) {
+    memset(out, 0, 8 * sizeof *out);
+    int32_t sp = 0;
+    for (int32_t e = f->edge_begin[state]; e < f->edge_begin[state + 1]; e++) {
+        const xgr_edge *ed = &f->edges[e];
+        if (ed->ref < 0) continue;
+        if (f->rule_nullable[ed->ref]) {
+            memset(out, 0xff, 8 * sizeof *out);
+            return;
+        }
+        int32_t s0 = f->rule_start[ed->ref];
+        if (seen[s0] != stamp) seen[s0] = stamp, stack[sp++] = s0;
+    }
+    while (sp) {
+        int32_t s = stack[--sp];
+        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref < 0) {
+                for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
+                continue;
+            }
+            int32_t next[2] = {f->rule_start[ed->ref], f->rule_nullable[ed->ref] ? ed->target : -1};
+            for (int k = 0; k < 2; k++)
+                if (next[k] >= 0 && seen[next[k]] != stamp) seen[next[k]] = stamp, stack[sp++] = next[k];
+        }
+    }
+}
 
 int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
                     uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len,
@@ -9,7 +37,15 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *k
     XGR_VEC(int32_t) order = {0};
     xgr_keybuf b = {0};
     int rc = XGR_OK;
-    if (!local) return XGR_ERR_NOMEM;
+    /* an opaque key records, per state with references, the bytes that can start them */
+    uint32_t *seen = opaque ? xgr_calloc((size_t)f->n_states + 1, sizeof *seen) : NULL, stamp = 0;
+    int32_t *stack = opaque ? xgr_malloc(((size_t)f->n_states + 1) * sizeof *stack) : NULL;
+    if (!local || (opaque && (!seen || !stack))) {
+        free(local);
+        free(seen);
+        free(stack);
+        return XGR_ERR_NOMEM;
+    }
     for (int32_t r = 0; r < f->n_rules; r++) local[r] = -1;
     local[rule] = 0;
     if (XGR_VEC_PUSH(order, rule)) rc = XGR_ERR_NOMEM;
@@ -50,11 +86,19 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *k
                 rc = xgr_keybuf_put32(&b, lab);
                 if (!rc) rc = xgr_keybuf_put32(&b, ed->target - s0);
             }
+            int32_t e1 = f->edge_begin[s + 1];
+            if (!rc && opaque && e1 > f->edge_begin[s] && f->edges[e1 - 1].ref >= 0) {
+                uint32_t first[8];
+                xgr_ref_first(f, s, seen, ++stamp, stack, first);
+                for (int k = 0; k < 8 && !rc; k++) rc = xgr_keybuf_put32(&b, first[k]);
+            }
         }
         if (!rc && b.len > max_bytes)
             rc = xgr_fail(XGR_ERR_LIMIT, "rule closure larger than %zu bytes", max_bytes);
     }
     free(local);
+    free(seen);
+    free(stack);
     XGR_VEC_FREE(order);
     if (rc) {
         XGR_VEC_FREE(b);

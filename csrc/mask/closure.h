@@ -12,7 +12,9 @@
 
 /* *out (caller frees) receives the serialisation of rule's closure; *hash its 64-bit
  * hash. With `opaque`, only the rule itself is serialised, every reference standing for
- * "some rule": the key of entries computed without entering references (mask_cache.c).
+ * "some rule" that can start with the bytes xgr_ref_first gives at its state: the key of
+ * entries computed without entering references, which keep a reference start open only
+ * for a token whose next byte is one of those (mask_cache.c).
  * Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes, or reaches a rule r with
  * kind[r] == unique_kind (kind may be NULL): a rule no other grammar has (a request's tag
  * group), so no other grammar can share the key, and serialising what it holds (every
@@ -20,5 +22,14 @@
 int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
                     uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len,
                     uint64_t *hash);
+
+/* Bytes that can start what a reference at `state` enters (the referenced rules' first
+ * bytes, through nullable references), as a 256-bit set; all bytes when one of them can
+ * derive the empty string (then anything after it decides). `seen` (zeroed, n_states
+ * entries) is scratch stamped with `stamp`, a value not used before with it; `stack` holds
+ * n_states entries. Exact for the grammar, so a token whose next byte is outside the set
+ * can never enter the reference. */
+void xgr_ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp, int32_t *stack,
+                   uint32_t out[8]);
 
 #endif

@@ -253,7 +253,7 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
 /* (sorted position, depth) of every pop a context-free classification leaves open */
 typedef xgr_pop_list pop_list;
 
-/* Can byte b start what a reference at `state` enters? (ref_first, cached for the last
+/* Can byte b start what a reference at `state` enters? (xgr_ref_first, cached for the last
  * state asked about; `seen` / `stack` are per-state scratch.) */
 typedef struct {
     uint32_t *seen, stamp;
@@ -314,11 +314,13 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     }
     uint8_t *pop = xgr_calloc(depth_cap, 1);    /* pop[e]: the rule can end after e bytes */
     int32_t *npop = xgr_calloc(depth_cap, sizeof *npop); /* pops in depths 1..e */
-    /* A tag group's entries are its grammar's own (rule_key), so a reference start counts
-     * as a pop only where the token's next byte can start the reference: a whitespace run
-     * before a tool's arguments then rejects " the" at its second byte instead of keeping
-     * every token that starts with a space open. eff[] holds the pops that count. */
-    int refchk = slot < ns && !earley && c->rule_opaque[pop_rule] == XGR_OPAQUE_GROUP;
+    /* In an opaque rule a reference start counts as a pop only where the token's next byte
+     * can start the reference: a whitespace run before a tool's arguments then rejects
+     * " the" at its second byte instead of keeping every token that starts with a space
+     * open, and so does a trigger ending in a space (`{"name": `). A tag group's entries
+     * are its grammar's own; a dispatch rule's key holds those first bytes (closure.h).
+     * eff[] holds the pops that count. */
+    int refchk = slot < ns && !earley && c->rule_opaque[pop_rule];
     uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
     first_cache fc = {0};
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
@@ -649,40 +651,6 @@ static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint
     return val;
 }
 
-/* Bytes that can start what a reference at `state` enters (the referenced rules' first
- * bytes, through nullable references), as a 256-bit set; all bytes when one of them can
- * derive the empty string (then anything after it decides). `seen` is per-state scratch,
- * stamped with `stamp`. Exact for the grammar, so a token whose next byte is outside the
- * set can never enter the reference. */
-static void ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp,
-                      int32_t *stack, uint32_t out[8]) {
-    memset(out, 0, 8 * sizeof *out);
-    int32_t sp = 0;
-    for (int32_t e = f->edge_begin[state]; e < f->edge_begin[state + 1]; e++) {
-        const xgr_edge *ed = &f->edges[e];
-        if (ed->ref < 0) continue;
-        if (f->rule_nullable[ed->ref]) {
-            memset(out, 0xff, 8 * sizeof *out);
-            return;
-        }
-        int32_t s0 = f->rule_start[ed->ref];
-        if (seen[s0] != stamp) seen[s0] = stamp, stack[sp++] = s0;
-    }
-    while (sp) {
-        int32_t s = stack[--sp];
-        for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
-            const xgr_edge *ed = &f->edges[e];
-            if (ed->ref < 0) {
-                for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
-                continue;
-            }
-            int32_t next[2] = {f->rule_start[ed->ref], f->rule_nullable[ed->ref] ? ed->target : -1};
-            for (int k = 0; k < 2; k++)
-                if (next[k] >= 0 && seen[next[k]] != stamp) seen[next[k]] = stamp, stack[sp++] = next[k];
-        }
-    }
-}
-
 static int first_cache_init(first_cache *fc, const xgr_fsm *f) {
     fc->seen = xgr_calloc((size_t)f->n_states + 1, sizeof *fc->seen);
     fc->stack = xgr_malloc(((size_t)f->n_states + 1) * sizeof *fc->stack);
@@ -698,7 +666,7 @@ static void first_cache_free(first_cache *fc) {
 
 static int first_cache_admits(first_cache *fc, const xgr_fsm *f, int32_t state, uint8_t b) {
     if (state != fc->state) {
-        ref_first(f, state, fc->seen, ++fc->stamp, fc->stack, fc->bits);
+        xgr_ref_first(f, state, fc->seen, ++fc->stamp, fc->stack, fc->bits);
         fc->state = state;
     }
     return (fc->bits[b >> 5] >> (b & 31)) & 1;

@@ -78,6 +78,11 @@ void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
             if (t && !((t[c >> 6] >> (c & 63)) & 1)) lv[c] = t;
         } else if (c >= 0xC2 && c <= 0xF4 && closed) {
             lv[c] = home;
+        } else if (to[c] >= 0 && !(leave[2 * (size_t)to[c]] & 1)) {
+            /* The state byte c leads to keeps every non-ASCII byte (folded bit 0 clear):
+             * the rest of c's character keeps it there too (free text reached from a
+             * partial trigger by a character's lead byte). */
+            lv[c] = leave + 2 * (size_t)to[c];
         }
     }
 }

@@ -35,8 +35,9 @@ int xgr_utf8_closed(int32_t s, int32_t n, xgr_next_fn next, const void *ctx);
 /* lv[] for xgr_stay_accept from where each first byte leads: to[c] is the local state
  * byte c leads to (negative: none), leave[2 * s ..] local state s's leave set, `start`
  * the state the tokens start in (a token that starts with a whole multi-byte character is
- * back there after it when `start` is UTF-8 closed). A byte gets a set only when it does
- * not leave its target. */
+ * back there after it when `start` is UTF-8 closed, and stays where its lead byte leads
+ * when that state keeps every non-ASCII byte). A byte gets a set only when it does not
+ * leave its target. */
 void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
                     const uint64_t *lv[256]);
 

@@ -595,7 +595,12 @@ static void test_runtime_masks(void) {
                                          * (sharpen_dispatch decides them per run, then exactly):
                                          * a run whose first token cannot start the tag ("=0")
                                          * sorts before ones that can */
-                                        "=0", "=0x", "=AB", "=A>x", "=A>", ">0", ">B!", "f=A"};
+                                        "=0", "=0x", "=AB", "=A>x", "=A>", ">0", ">B!", "f=A",
+                                        /* non-ASCII: a whole character, its lead byte or tail
+                                         * alone, a trigger's character, text after it */
+                                        "\xc3\xa9", "\xc3\xa9\"", "\xc3\xa9x\"", "\xef\xbd\x9c",
+                                        "\xef\xbd", "\xbd\x9c", "\xef\xbd\x9c" "B", "x\xef\xbd",
+                                        "\xbd\x9c" "B"};
     size_t ne = sizeof extra / sizeof *extra;
     int32_t n = 256 + (int32_t)ne + 1;
     uint8_t data[2048];
@@ -621,6 +626,12 @@ static void test_runtime_masks(void) {
         "root ::= TagDispatch((\"<f=\", g), (\"<t>\", o), (\"<\", o), loop_after_dispatch=false, "
         "excludes=(\"STOP\"))\ng ::= \"A>\" | \"\"\no ::= \"B\"\n",
         "root ::= (TagDispatch((\"<t>\", o), loop_after_dispatch=false) \"!\")+\no ::= \"B\"\n",
+        /* a loop that whole characters bring back to but single non-ASCII bytes leave,
+         * entered through a character */
+        "root ::= \"\xc3\xa9\" s\ns ::= [^\"]* \"\\\"\"\n",
+        /* partial-trigger states inside a multi-byte character */
+        "root ::= TagDispatch((\"\xef\xbd\x9c\", o), loop_after_dispatch=true, "
+        "excludes=(\"\xc3\xa9\xc3\xa9\"))\no ::= \"B\"\n",
     };
     size_t words = ((size_t)n + 31) / 32;
     int32_t *row = calloc(words, 4), *brute = calloc(words, 4);
@@ -650,7 +661,7 @@ static void test_runtime_masks(void) {
                 for (int tries = 0; tries < 3; tries++) {
                     int32_t t = allowed[rnd((uint32_t)na)];
                     uint8_t b0 = data[off[t]];
-                    if (t != stop && (t >= 256 || (b0 && strchr("<f=A>tB!/ST", b0)))) pick = t;
+                    if (t != stop && (t >= 256 || (b0 && strchr("<f=A>tB!/ST\xef\xbd\x9c", b0)))) pick = t;
                 }
                 if (pick == stop && k < 30 && na > 1) pick = allowed[0] == stop ? allowed[1] : allowed[0];
                 int acc = 0;
@@ -760,6 +771,86 @@ out:
     xgr_vocab_release(v);
 }
 
+/* A dispatch rule's entries keep a token that finishes a trigger only when its next byte
+ * can start the tag (`{"name": ` then `"`), so two grammars with the same triggers but
+ * tags that start differently must not share them: after "<f", "=A>" is allowed with the
+ * tag "A>" and rejected with "B>", in either order through the cross-grammar cache. */
+static void test_dispatch_entries_keyed_by_tag_first_bytes(void) {
+    static const char *const extra[] = {"<f", "=A", "=B", "=A>", "=B>", "=Ax", " the"};
+    enum { NE = sizeof extra / sizeof *extra, N = 256 + NE + 1 };
+    uint8_t data[1024];
+    uint32_t off[N + 1], pos = 0;
+    for (int32_t i = 0; i < N; i++) {
+        off[i] = pos;
+        if (i < 256) {
+            data[pos++] = (uint8_t)i;
+        } else if (i < 256 + NE) {
+            size_t l = strlen(extra[i - 256]);
+            memcpy(data + pos, extra[i - 256], l);
+            pos += (uint32_t)l;
+        }
+    }
+    off[N] = pos;
+    int32_t stop = N - 1, lt_f = 256, eq_a_gt = 259, eq_b_gt = 260;
+    xgr_vocab *v = NULL;
+    CHECK(xgr_vocab_new(data, off, N, N, NULL, 0, &stop, 1, &v) == 0);
+    static const char *const src[2] = {
+        "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true)\ng ::= \"A>\"\n",
+        "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true)\ng ::= \"B>\"\n",
+    };
+    size_t words = ((size_t)N + 31) / 32;
+    int32_t row[16], brute[16];
+    for (int order = 0; order < 2 && v; order++) {
+        xgr_cache_clear();
+        for (int k = 0; k < 2; k++) {
+            int gi = order ? 1 - k : k;
+            xgr_grammar *g = parse(src[gi]);
+            xgr_compiled *c = NULL;
+            xgr_matcher *m = NULL;
+            CHECK(g && xgr_compile(g, v, NULL, &c) == 0);
+            if (c && !xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+                CHECK(acc_tok(m, lt_f));
+                CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
+                CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
+                CHECKM(memcmp(row, brute, words * 4) == 0, "order %d grammar %d", order, gi);
+                int32_t yes = gi ? eq_b_gt : eq_a_gt, no = gi ? eq_a_gt : eq_b_gt;
+                CHECK((row[yes / 32] >> (yes % 32)) & 1);
+                CHECK(!((row[no / 32] >> (no % 32)) & 1));
+                xgr_matcher_free(m);
+            }
+            xgr_compiled_release(c);
+            xgr_grammar_release(g);
+        }
+    }
+    /* tags that start with the same bytes still share the dispatch's entries */
+    xgr_cache_clear();
+    static const char *const same[2] = {
+        "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true)\ng ::= \"A>\"\n",
+        "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true)\ng ::= \"Ax\" | \"A>\" g\n",
+    };
+    uint64_t hits[2] = {0, 0};
+    for (int gi = 0; gi < 2 && v; gi++) {
+        xgr_grammar *g = parse(same[gi]);
+        xgr_compiled *c = NULL;
+        xgr_matcher *m = NULL;
+        CHECK(g && xgr_compile(g, v, NULL, &c) == 0);
+        if (c && !xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+            CHECK(acc_tok(m, lt_f));
+            CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
+            CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
+            CHECKM(memcmp(row, brute, words * 4) == 0, "same first bytes, grammar %d", gi);
+            xgr_matcher_free(m);
+        }
+        xgr_cache_stats st;
+        xgr_cache_get_stats(&st);
+        hits[gi] = st.hits;
+        xgr_compiled_release(c);
+        xgr_grammar_release(g);
+    }
+    CHECK(hits[1] > hits[0]);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     test_round_trip();
     test_syntax_errors();
@@ -769,6 +860,7 @@ int main(void) {
     test_random_vs_oracle();
     test_runtime_masks();
     test_markers_are_not_free_text();
+    test_dispatch_entries_keyed_by_tag_first_bytes();
     printf("test_tag_dispatch: %d checks, %d failures\n", n_check, n_fail);
     return n_fail ? 1 : 0;
 }
