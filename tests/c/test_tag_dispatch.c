@@ -678,6 +678,32 @@ static void test_runtime_masks(void) {
     xgr_vocab_release(v);
 }
 
+/* A vocabulary of the 256 single bytes, then extra[0..n) (ids 256..), then a stop token
+ * (the last id); special[] names special ids among them. NULL (and a failed check) when it
+ * cannot be built. */
+static xgr_vocab *bytes_plus(const char *const *extra, size_t n, const int32_t *special,
+                             size_t n_special) {
+    int32_t count = 256 + (int32_t)n + 1, stop = count - 1;
+    uint8_t data[2048];
+    uint32_t off[512], pos = 0;
+    if (count >= 512) return NULL;
+    for (int32_t i = 0; i < count; i++) {
+        off[i] = pos;
+        if (i < 256) {
+            data[pos++] = (uint8_t)i;
+        } else if (i < stop) {
+            size_t l = strlen(extra[i - 256]);
+            if (pos + l > sizeof data) return NULL;
+            memcpy(data + pos, extra[i - 256], l);
+            pos += (uint32_t)l;
+        }
+    }
+    off[count] = pos;
+    xgr_vocab *v = NULL;
+    CHECK(xgr_vocab_new(data, off, count, count, special, n_special, &stop, 1, &v) == 0);
+    return v;
+}
+
 /* Special tokens the grammar spells (gpt-oss's <|end|>, as token markers) are never free
  * text: an excluded spelling cannot slip through as its token, a token named elsewhere
  * in the grammar is refused in free text, and past a trigger's marker the text must
@@ -697,21 +723,8 @@ static void test_markers_are_not_free_text(void) {
     /* 0..255 single bytes, then "<|s|>", "<|e|>", "<|x|>" (special), stop */
     static const char *const sp[] = {"<|s|>", "<|e|>", "<|x|>"};
     enum { S = 256, E = 257, X = 258, STOP = 259, N = 260 };
-    uint8_t data[512];
-    uint32_t off[N + 1], pos = 0;
-    for (int32_t i = 0; i < N; i++) {
-        off[i] = pos;
-        if (i < 256) {
-            data[pos++] = (uint8_t)i;
-        } else if (i < STOP) {
-            memcpy(data + pos, sp[i - 256], 5);
-            pos += 5;
-        }
-    }
-    off[N] = pos;
-    int32_t special[3] = {S, E, X}, stop = STOP;
-    xgr_vocab *v = NULL;
-    CHECK(xgr_vocab_new(data, off, N, N, special, 3, &stop, 1, &v) == 0);
+    int32_t special[3] = {S, E, X};
+    xgr_vocab *v = bytes_plus(sp, 3, special, 3);
     xgr_grammar *g0 = parse("root ::= TagDispatch((\"<|s|>a\", o), loop_after_dispatch=true, "
                             "excludes=(\"<|e|>\")) \"<|e|>\"\no ::= \"b\" | \"<|x|>\"\n");
     /* the spellings, as the Python compiler passes them */
@@ -771,55 +784,46 @@ out:
     xgr_vocab_release(v);
 }
 
+/* Compiles src over v, accepts token `prefix`, and checks the mask against brute force,
+ * with token `yes` allowed and `no` refused. */
+static void mask_after_trigger_prefix(const xgr_vocab *v, const char *src, int32_t prefix,
+                                      int32_t yes, int32_t no, int label) {
+    int32_t row[16], brute[16];
+    size_t words = ((size_t)xgr_vocab_size(v) + 31) / 32;
+    xgr_grammar *g = parse(src);
+    xgr_compiled *c = NULL;
+    xgr_matcher *m = NULL;
+    CHECK(g && xgr_compile(g, v, NULL, &c) == 0);
+    if (c && words <= 16 && !xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+        CHECK(acc_tok(m, prefix));
+        CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
+        CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
+        CHECKM(memcmp(row, brute, words * 4) == 0, "grammar %d", label);
+        CHECK((row[yes / 32] >> (yes % 32)) & 1);
+        CHECK(!((row[no / 32] >> (no % 32)) & 1));
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    xgr_grammar_release(g);
+}
+
 /* A dispatch rule's entries keep a token that finishes a trigger only when its next byte
  * can start the tag (`{"name": ` then `"`), so two grammars with the same triggers but
  * tags that start differently must not share them: after "<f", "=A>" is allowed with the
  * tag "A>" and rejected with "B>", in either order through the cross-grammar cache. */
 static void test_dispatch_entries_keyed_by_tag_first_bytes(void) {
     static const char *const extra[] = {"<f", "=A", "=B", "=A>", "=B>", "=Ax", " the"};
-    enum { NE = sizeof extra / sizeof *extra, N = 256 + NE + 1 };
-    uint8_t data[1024];
-    uint32_t off[N + 1], pos = 0;
-    for (int32_t i = 0; i < N; i++) {
-        off[i] = pos;
-        if (i < 256) {
-            data[pos++] = (uint8_t)i;
-        } else if (i < 256 + NE) {
-            size_t l = strlen(extra[i - 256]);
-            memcpy(data + pos, extra[i - 256], l);
-            pos += (uint32_t)l;
-        }
-    }
-    off[N] = pos;
-    int32_t stop = N - 1, lt_f = 256, eq_a_gt = 259, eq_b_gt = 260;
-    xgr_vocab *v = NULL;
-    CHECK(xgr_vocab_new(data, off, N, N, NULL, 0, &stop, 1, &v) == 0);
+    int32_t lt_f = 256, eq_a_gt = 259, eq_b_gt = 260;
+    xgr_vocab *v = bytes_plus(extra, sizeof extra / sizeof *extra, NULL, 0);
     static const char *const src[2] = {
         "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true)\ng ::= \"A>\"\n",
         "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true)\ng ::= \"B>\"\n",
     };
-    size_t words = ((size_t)N + 31) / 32;
-    int32_t row[16], brute[16];
     for (int order = 0; order < 2 && v; order++) {
         xgr_cache_clear();
         for (int k = 0; k < 2; k++) {
             int gi = order ? 1 - k : k;
-            xgr_grammar *g = parse(src[gi]);
-            xgr_compiled *c = NULL;
-            xgr_matcher *m = NULL;
-            CHECK(g && xgr_compile(g, v, NULL, &c) == 0);
-            if (c && !xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
-                CHECK(acc_tok(m, lt_f));
-                CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
-                CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
-                CHECKM(memcmp(row, brute, words * 4) == 0, "order %d grammar %d", order, gi);
-                int32_t yes = gi ? eq_b_gt : eq_a_gt, no = gi ? eq_a_gt : eq_b_gt;
-                CHECK((row[yes / 32] >> (yes % 32)) & 1);
-                CHECK(!((row[no / 32] >> (no % 32)) & 1));
-                xgr_matcher_free(m);
-            }
-            xgr_compiled_release(c);
-            xgr_grammar_release(g);
+            mask_after_trigger_prefix(v, src[gi], lt_f, gi ? eq_b_gt : eq_a_gt, gi ? eq_a_gt : eq_b_gt, gi);
         }
     }
     /* tags that start with the same bytes still share the dispatch's entries */
@@ -830,22 +834,10 @@ static void test_dispatch_entries_keyed_by_tag_first_bytes(void) {
     };
     uint64_t hits[2] = {0, 0};
     for (int gi = 0; gi < 2 && v; gi++) {
-        xgr_grammar *g = parse(same[gi]);
-        xgr_compiled *c = NULL;
-        xgr_matcher *m = NULL;
-        CHECK(g && xgr_compile(g, v, NULL, &c) == 0);
-        if (c && !xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
-            CHECK(acc_tok(m, lt_f));
-            CHECK(xgr_matcher_fill_bitmask(m, row, words, NULL) == 0);
-            CHECK(xgr_matcher_fill_bitmask_bruteforce(m, brute, words) == 0);
-            CHECKM(memcmp(row, brute, words * 4) == 0, "same first bytes, grammar %d", gi);
-            xgr_matcher_free(m);
-        }
+        mask_after_trigger_prefix(v, same[gi], lt_f, eq_a_gt, eq_b_gt, 10 + gi);
         xgr_cache_stats st;
         xgr_cache_get_stats(&st);
         hits[gi] = st.hits;
-        xgr_compiled_release(c);
-        xgr_grammar_release(g);
     }
     CHECK(hits[1] > hits[0]);
     xgr_vocab_release(v);
