@@ -104,8 +104,14 @@ void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], u
         if (xgr_popcount64(set[0]) + xgr_popcount64(set[1]) > XGR_STAY_MAX_LEAVE) continue;
         size_t w0 = (size_t)lo >> 6, w1 = (size_t)(hi - 1) >> 6;
         memset(scratch + w0, 0, (w1 - w0 + 1) * sizeof *scratch);
+        uint64_t bits[2] = {set[0], set[1]};
+        if ((bits[0] & XGR_CTRL_BITS) == XGR_CTRL_BITS) { /* all control bytes: one row */
+            const uint64_t *has = v->byte_sets + (size_t)XGR_CTRL_SET * sw;
+            for (size_t w = w0; w <= w1; w++) scratch[w] |= has[w];
+            bits[0] &= ~XGR_CTRL_BITS;
+        }
         for (int b = 0; b < 128; b++) {
-            if (!((set[b >> 6] >> (b & 63)) & 1)) continue;
+            if (!((bits[b >> 6] >> (b & 63)) & 1)) continue;
             const uint64_t *has = v->byte_sets + (size_t)b * sw;
             for (size_t w = w0; w <= w1; w++) scratch[w] |= has[w];
         }

@@ -143,7 +143,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     }
     v->n_sorted = n;
     v->set_words = (n + 63) / 64;
-    v->byte_sets = xgr_calloc((size_t)v->set_words * 128 + 1, sizeof *v->byte_sets);
+    v->byte_sets = xgr_calloc((size_t)v->set_words * (XGR_CTRL_SET + 1) + 1, sizeof *v->byte_sets);
     if (!v->byte_sets) {
         free(refs);
         free(is_stop);
@@ -161,6 +161,8 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
                 size_t b = (size_t)(64 * h + xgr_ctz64(m));
                 v->byte_sets[b * (size_t)v->set_words + ((size_t)i >> 6)] |= (uint64_t)1 << (i & 63);
             }
+        if (tb[0] & XGR_CTRL_BITS)
+            v->byte_sets[(size_t)XGR_CTRL_SET * (size_t)v->set_words + ((size_t)i >> 6)] |= (uint64_t)1 << (i & 63);
     }
     /* next_shorter by a backward scan that jumps along the chains already built
      * (amortised linear: the classic next-smaller-value construction) */

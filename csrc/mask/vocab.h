@@ -37,7 +37,9 @@ struct xgr_vocab {
      * token whose bits miss that set's without walking it (free text before a trigger). */
     uint64_t *sorted_bytes;
     /* The same transposed: for folded bit b, byte_sets[b * set_words ..] has bit i set when
-     * sorted token i holds b, so a first-byte range is judged 64 tokens at a time (stay.h). */
+     * sorted token i holds b, so a first-byte range is judged 64 tokens at a time (stay.h).
+     * Row XGR_CTRL_SET holds the tokens with any control byte 0x01-0x1F: a JSON string's
+     * leave set has all 31, which one OR then covers. */
     uint64_t *byte_sets;
     int32_t set_words; /* ceil(n_sorted / 64) */
     int32_t n_sorted;
@@ -61,6 +63,8 @@ struct xgr_vocab {
  * character boundary of the token: callers test only where the next byte is not a UTF-8
  * continuation byte. */
 static inline int xgr_byte_fold(uint8_t b) { return b < 0x80 ? b : 0; }
+#define XGR_CTRL_SET 128                     /* vocab byte_sets row: any of bits 1..31 */
+#define XGR_CTRL_BITS ((uint64_t)0xFFFFFFFEu) /* folded bits 1..31 in word 0 */
 #define XGR_FOLD_CHAR 0x7F
 static inline int xgr_utf8_cont(uint8_t b) { return (b & 0xC0) == 0x80; }
 
