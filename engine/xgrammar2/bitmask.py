@@ -24,8 +24,8 @@ __all__ = [
 ]
 
 
-def _torch_available() -> bool:
-    return "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+def _installed(module: str) -> bool:
+    return module in sys.modules or importlib.util.find_spec(module) is not None
 
 
 def _is_torch_tensor(x: Any) -> bool:
@@ -40,7 +40,7 @@ def _is_ndarray(x: Any) -> bool:
 
 def __getattr__(name: str) -> Any:
     if name == "bitmask_dtype":
-        if _torch_available():
+        if _installed("torch"):
             import torch
 
             return torch.int32
@@ -68,7 +68,7 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int) -> Any:
     :func:`get_bitmask_shape` and ``bitmask_dtype``.
     """
     shape = get_bitmask_shape(batch_size, vocab_size)
-    if _torch_available():
+    if _installed("torch"):
         import torch
 
         return torch.full(shape, -1, dtype=torch.int32)
@@ -310,21 +310,17 @@ def _torch_backend(logits2d: Any, backend: str) -> str:
     if backend in ("triton", "cuda"):
         if not on_cuda:
             raise ValueError(f"backend {backend!r} needs CUDA logits, got {logits2d.device}")
-        if not _triton_available():
+        if not _installed("triton"):
             raise ValueError(f"backend {backend!r} needs triton, which is not installed")
         if logits2d.stride(-1) != 1:
             raise ValueError(f"backend {backend!r} needs logits contiguous in the last dimension")
         return "triton"
     if backend == "auto":
-        usable = _TRITON_FAILED.reason is None and _triton_available()
+        usable = _TRITON_FAILED.reason is None and _installed("triton")
         if on_cuda and usable and logits2d.stride(-1) == 1:
             return "triton"
         return "torch_native"
     return backend
-
-
-def _triton_available() -> bool:
-    return "triton" in sys.modules or importlib.util.find_spec("triton") is not None
 
 
 def _unpack_torch(words: Any, width: int) -> Any:

@@ -9,6 +9,7 @@ import gzip
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,3 +49,28 @@ def canonical_path(name: str) -> Path:
     if not path.exists():
         pytest.skip(f"canonical vocabulary {name} not found")
     return path
+
+
+def random_bitmask(rng: np.random.Generator, rows: int, vocab: int, extra_words: int = 0) -> np.ndarray:
+    """Random int32 bitmask words for `vocab` tokens (plus `extra_words` of padding)."""
+    words = rng.integers(-(2**31), 2**31, size=(rows, (vocab + 31) // 32 + extra_words), dtype=np.int64)
+    return words.astype(np.int32)
+
+
+def reference_apply(logits, bitmask, vocab_size=None, indices=None):
+    """apply_token_bitmask_inplace's documented semantics, one element at a time, on a float64
+    copy."""
+    logits = np.array(logits, dtype=np.float64, copy=True)
+    bitmask = np.asarray(bitmask)
+    squeeze = logits.ndim == 1
+    if squeeze:
+        logits = logits[None]
+        bitmask = bitmask.reshape(1, -1)
+    width = min(logits.shape[-1], bitmask.shape[-1] * 32) if vocab_size is None else vocab_size
+    rows = range(logits.shape[0]) if indices is None else indices
+    for i in rows:
+        for j in range(width):
+            word = int(bitmask[i, j // 32]) & 0xFFFFFFFF
+            if not (word >> (j % 32)) & 1:
+                logits[i, j] = -np.inf
+    return logits[0] if squeeze else logits

@@ -7,30 +7,9 @@ import numpy as np
 import pytest
 
 import xgrammar2 as xgr
+from pyapi_helpers import random_bitmask, reference_apply
 
 torch = pytest.importorskip("torch")
-
-
-def reference_apply(logits, bitmask, vocab_size=None, indices=None):
-    """The documented semantics, one element at a time (on float64 copies)."""
-    logits = np.array(logits, dtype=np.float64, copy=True)
-    bitmask = np.asarray(bitmask)
-    squeeze = logits.ndim == 1
-    if squeeze:
-        logits = logits[None]
-        bitmask = bitmask.reshape(1, -1)
-    width = min(logits.shape[-1], bitmask.shape[-1] * 32) if vocab_size is None else vocab_size
-    rows = range(logits.shape[0]) if indices is None else indices
-    for i in rows:
-        for j in range(width):
-            word = int(bitmask[i, j // 32]) & 0xFFFFFFFF
-            if not (word >> (j % 32)) & 1:
-                logits[i, j] = -np.inf
-    return logits[0] if squeeze else logits
-
-
-def random_bitmask(rng, batch, vocab):
-    return rng.integers(-(2**31), 2**31, size=xgr.get_bitmask_shape(batch, vocab), dtype=np.int64).astype(np.int32)
 
 
 def test_shape_and_allocation():

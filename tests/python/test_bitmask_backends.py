@@ -10,26 +10,12 @@ import numpy as np
 import pytest
 
 import xgrammar2 as xgr
+from pyapi_helpers import random_bitmask, reference_apply
 
 torch = pytest.importorskip("torch")
 
 HAS_CUDA = torch.cuda.is_available()
-HAS_TRITON = xgr.bitmask._triton_available()
-
-
-def random_bitmask(rng: np.random.Generator, rows: int, vocab: int, extra_words: int = 0) -> np.ndarray:
-    words = rng.integers(-(2**31), 2**31, size=(rows, (vocab + 31) // 32 + extra_words), dtype=np.int64)
-    return words.astype(np.int32)
-
-
-def reference(logits: np.ndarray, bitmask: np.ndarray, width: int, rows) -> np.ndarray:
-    """Bit by bit, as the docstring defines the operation."""
-    out = logits.copy()
-    for r in range(logits.shape[0]) if rows is None else rows:
-        for j in range(width):
-            if not (int(bitmask[r, j // 32]) >> (j % 32)) & 1:
-                out[r, j] = -np.inf
-    return out
+HAS_TRITON = xgr.bitmask._installed("triton")
 
 
 INTERPRETED_CHECK = textwrap.dedent(
@@ -103,10 +89,10 @@ def test_cpu_backends_match_the_bitwise_reference(backend):
     logits = np.random.default_rng(6).standard_normal((3, 1275)).astype(np.float32)
     got = torch.from_numpy(logits.copy())
     xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm), vocab_size=1270, backend=backend)
-    assert np.array_equal(got.numpy(), reference(logits, bm, 1270, None))
+    assert np.array_equal(got.numpy(), reference_apply(logits, bm, 1270, None))
     got = torch.from_numpy(logits.copy())
     xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm), vocab_size=1270, indices=[2, 0], backend=backend)
-    assert np.array_equal(got.numpy(), reference(logits, bm, 1270, [2, 0]))
+    assert np.array_equal(got.numpy(), reference_apply(logits, bm, 1270, [2, 0]))
 
 
 def test_numpy_logits_take_the_cpu_backend():
@@ -115,7 +101,7 @@ def test_numpy_logits_take_the_cpu_backend():
     logits = np.ones((2, 100), np.float32)
     got = logits.copy()
     xgr.apply_token_bitmask_inplace(got, bm, backend="cpu")
-    assert np.array_equal(got, reference(logits, bm, 100, None))
+    assert np.array_equal(got, reference_apply(logits, bm, 100, None))
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
@@ -132,7 +118,7 @@ def test_cuda_backends_match_the_bitwise_reference(backend):
     ]:
         bm = random_bitmask(rng, n_rows, vocab, extra_words=1)
         logits = torch.randn(n_rows, vocab + pad, generator=torch.Generator().manual_seed(n_rows)).to(dtype)
-        want = torch.from_numpy(reference(logits.float().numpy(), bm, vocab, None)).to(dtype)
+        want = torch.from_numpy(reference_apply(logits.float().numpy(), bm, vocab, None)).to(dtype)
         got = logits.cuda()
         xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm).cuda(), vocab_size=vocab, backend=backend)
         assert torch.equal(got.cpu(), want), (n_rows, vocab, dtype)
@@ -149,7 +135,7 @@ def test_cuda_kernel_handles_strided_rows_and_1d_logits():
     rng = np.random.default_rng(4)
     bm = random_bitmask(rng, 2, 5000)
     big = torch.randn(2, 6000)
-    want = torch.from_numpy(reference(big[:, :5000].numpy(), bm, 5000, None))
+    want = torch.from_numpy(reference_apply(big[:, :5000].numpy(), bm, 5000, None))
     got = big.cuda()[:, :5000]  # row stride 6000, last dimension contiguous
     xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm).cuda(), backend="triton")
     assert torch.equal(got.cpu(), want)
@@ -183,10 +169,10 @@ def test_auto_falls_back_to_torch_once_when_triton_breaks(monkeypatch):
     got = torch.from_numpy(logits.copy())
     with pytest.warns(RuntimeWarning, match="no C compiler for the launcher"):
         xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm))
-    assert np.array_equal(got.numpy(), reference(logits, bm, 300, None))
+    assert np.array_equal(got.numpy(), reference_apply(logits, bm, 300, None))
     got = torch.from_numpy(logits.copy())
     xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm))  # no second attempt
-    assert calls == [1] and np.array_equal(got.numpy(), reference(logits, bm, 300, None))
+    assert calls == [1] and np.array_equal(got.numpy(), reference_apply(logits, bm, 300, None))
     with pytest.raises(RuntimeError, match="no C compiler"):  # an explicit backend is not rescued
         monkeypatch.setattr(bitmask_mod, "_torch_backend", lambda lg, b: "triton")
         xgr.apply_token_bitmask_inplace(got, torch.from_numpy(bm), backend="triton")
