@@ -202,7 +202,7 @@ class XGrammarFamily(Engine):
         kind = spec["kind"]
         try:
             if kind == "json_schema":
-                cg = comp.compile_json_schema(json.dumps(spec["schema"]))
+                cg = comp.compile_json_schema(json.dumps(spec["schema"]), strict_mode=spec.get("strict_mode", True))
             elif kind == "builtin_json":
                 cg = comp.compile_builtin_json_grammar()
             elif kind == "grammar":

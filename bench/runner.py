@@ -171,6 +171,8 @@ class ItemsRun:
         self.dataset_mismatches: list[dict[str, Any]] = []
         self.per_item: list[dict[str, Any]] = []
         self.n_instances = {"valid": 0, "invalid": 0}
+        #: Per engine: verdicts with the compile options of `run_items(semantics=...)` (see there).
+        self.semantics: dict[str, dict[str, Any]] = {}
 
     def _count(self, e: str, valid: bool, outcome: str) -> None:
         d = self.outcomes[e]["valid" if valid else "invalid"]
@@ -178,9 +180,16 @@ class ItemsRun:
 
 
 def run_items(label: str, items: list[Item], workers: dict[str, Worker], cfg: Config,
-              tokenize: Callable[[str], list[int]], compile_repeats: int = 1) -> ItemsRun:
+              tokenize: Callable[[str], list[int]], compile_repeats: int = 1,
+              semantics: dict[str, dict[str, Any]] | None = None) -> ItemsRun:
+    """Compile and trace every item on every engine. `semantics` maps an engine to spec overrides (e.g.
+    {"strict_mode": False}): each item it compiled is compiled again with them and every instance's verdict is
+    recorded, untimed, in `run.semantics`."""
     engines = list(workers)
     run = ItemsRun(engines)
+    sem = {e: o for e, o in (semantics or {}).items() if e in workers}
+    for e, o in sem.items():
+        run.semantics[e] = {"options": o, "valid": {}, "invalid": {}, "compile_failed": [], "misses": []}
     t_start = time.time()
     for ii, item in enumerate(items):
         order = _rot(engines, ii)
@@ -265,6 +274,22 @@ def run_items(label: str, items: list[Item], workers: dict[str, Worker], cfg: Co
                 run.disagreements.append({"item": item.id, "instance": k, "valid_in_dataset": inst.valid,
                                           "text": inst.text if len(inst.text) <= 300 else inst.text[:300] + "...",
                                           "n_tokens": len(inst.tokens), "outcomes": outs})
+        for e, over in sem.items():
+            if e not in gen or workers[e].generation != gen[e] or not item.instances:
+                continue
+            r = workers[e].call(("verdicts", {**item.spec, **over}, [inst.tokens for inst in item.instances]),
+                                cfg.trace_timeout)
+            d = run.semantics[e]
+            if not r.get("ok"):
+                d["compile_failed"].append({"item": item.id, "error": str(r.get("error"))[:300]})
+                continue
+            for k, (inst, o) in enumerate(zip(item.instances, r["outcomes"])):
+                kind = "valid" if inst.valid else "invalid"
+                short = "rejected" if o.startswith("rejected") else ("error" if o.startswith("error") else o)
+                d[kind][short] = d[kind].get(short, 0) + 1
+                if (o == "accepted") != inst.valid:
+                    d["misses"].append({"item": item.id, "instance": k, "valid_in_dataset": inst.valid,
+                                        "outcome": o})
         # Then warm (cache hit) and no-cache compiles, after the traces so that a no-cache timeout (which restarts
         # the worker) costs only its own number; skipped where the worker restarted since the cold compile.
         for mode in ("warm", "nocache"):
@@ -331,4 +356,12 @@ def summarize_run(run: ItemsRun, keep_cdf: bool = True) -> dict[str, Any]:
             "invalid_total": sum(o["invalid"].values()),
             "mask_accept_inconsistencies": len(run.violations[e]),
         }
+    if run.semantics:
+        out["acceptance_semantics"] = {}
+        for e, d in run.semantics.items():
+            v, i = d["valid"], d["invalid"]
+            out["acceptance_semantics"][e] = {
+                **d, "valid_accepted": v.get("accepted", 0), "valid_total": sum(v.values()),
+                "invalid_rejected": i.get("rejected", 0) + i.get("not_terminated", 0),
+                "invalid_total": sum(i.values())}
     return out

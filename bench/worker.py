@@ -141,6 +141,31 @@ def serve(conn, engine_name: str, tokenizer_json: str, canonical_path: str, thre
                 gc.enable()
             conn.send(res)
             continue
+        if op == "verdicts":
+            # Accept-only runs (no timing) of several token sequences through one grammar compiled from spec: the
+            # acceptance cross-check under options other than the timed run's.
+            _, spec, token_lists = msg
+            try:
+                h = eng.compile(spec, cache=True)
+            except Exception as e:  # noqa: BLE001 - a compile failure is this item's verdict, not the run's
+                conn.send({"ok": False, "error": _err(e)[:600]})
+                continue
+            outs: list[str] = []
+            for tokens in token_lists:
+                try:
+                    m = eng.new_matcher(h)
+                    o = "accepted"
+                    for i, t in enumerate(tokens):
+                        if not eng.accept(m, t):
+                            o = f"rejected@{i}/{len(tokens)}"
+                            break
+                    if o == "accepted" and not eng.is_terminated(m):
+                        o = "not_terminated"
+                except Exception as e:  # noqa: BLE001 - some engines raise on a rejected token
+                    o = "error: " + _err(e)[:200]
+                outs.append(o)
+            conn.send({"ok": True, "outcomes": outs})
+            continue
         if op == "trace":
             _, key, tokens = msg
             h = handles.get(key)
