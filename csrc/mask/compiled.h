@@ -59,6 +59,17 @@ typedef struct xgr_mask_entry_s {
      * trigger, every token that starts with a space and a letter is one run). NULL else. */
     int32_t *run_begin;
     int32_t n_runs;
+    /* Loop entries (a unit repetition's body, mask_cache.c loop_raw_entry) only: the
+     * accepted tokens that run more than one repetition, most repetitions first, and
+     * unit_end[u] = how many of them run more than u (u in [0, max_units]); a matcher whose
+     * REPEAT caller has u repetitions left drops the first unit_end[u]. NULL else. */
+    int32_t *unit_ids;
+    int32_t *unit_end;
+    int32_t max_units;
+    /* This grammar's view of a loop entry (REFINED over it): the first bytes of what may
+     * follow the repetition, so a dropped token that holds none of them after its first
+     * byte cannot leave the repetition and is rejected without an exact check. */
+    uint32_t *exit_first;
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */
@@ -125,7 +136,9 @@ struct xgr_compiled {
      * (the tag bodies, different in every request) start only after a whole trigger. */
     uint8_t *rule_opaque; /* 0, or XGR_OPAQUE_DISPATCH / XGR_OPAQUE_GROUP */
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
-    _Atomic(xgr_flat_table *) *flat_tables; /* per rule, built on first use */
+    /* per rule, built on first use; for a unit REPEAT rule, its child's loop table
+     * (mask_cache.c loop_child) */
+    _Atomic(xgr_flat_table *) *flat_tables;
     /* per rule, built on first use (mask/region.c): for each of its states, the id of its
      * strongly connected component when that is a loop, else -1 */
     _Atomic(int32_t *) *rule_loops;

@@ -29,6 +29,9 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     free(e->ids);
     free(e->bits);
     free(e->uncertain);
+    free(e->unit_ids);
+    free(e->unit_end);
+    free(e->exit_first);
     free(e);
 }
 
@@ -94,8 +97,19 @@ static int32_t flat_next(const void *ctx, int32_t s, uint8_t b) {
  * rules. Built on first use and published like the entries. `utf8`: search which states
  * every whole multi-byte character brings back (stay.h); without it their leave sets keep
  * the character bit (correct, and a walk for non-ASCII tokens). */
+static int flat_table_at(xgr_compiled *c, int32_t r, int32_t at, int loop, int utf8,
+                         const xgr_flat_table **out);
+
 static int flat_table(xgr_compiled *c, int32_t r, int utf8, const xgr_flat_table **out) {
-    xgr_flat_table *t = atomic_load_explicit(&c->flat_tables[r], memory_order_acquire);
+    return flat_table_at(c, r, r, 0, utf8, out);
+}
+
+/* The table of rule r, kept in flat_tables[at]. `loop`: r is a unit repetition's child
+ * (loop_child), and every final state, which has no byte edge, takes its start state's
+ * row: the next repetition, its counter aside. */
+static int flat_table_at(xgr_compiled *c, int32_t r, int32_t at, int loop, int utf8,
+                         const xgr_flat_table **out) {
+    xgr_flat_table *t = atomic_load_explicit(&c->flat_tables[at], memory_order_acquire);
     if (t) {
         *out = t;
         return XGR_OK;
@@ -137,6 +151,10 @@ static int flat_table(xgr_compiled *c, int32_t r, int utf8, const xgr_flat_table
             for (int32_t q = t->cls[f->edges[e].lo]; q <= t->cls[f->edges[e].hi]; q++)
                 t->next[(size_t)(s - s0) * (size_t)t->n_cls + (size_t)q] = f->edges[e].target;
         }
+    for (int32_t s = s0; s < s1 && loop; s++)
+        if (f->final[s])
+            memcpy(t->next + (size_t)(s - s0) * (size_t)t->n_cls, t->next,
+                   (size_t)t->n_cls * sizeof *t->next);
     uint64_t cls_bits[256][2];
     memset(cls_bits, 0, sizeof cls_bits[0] * (size_t)t->n_cls);
     for (int b = 0; b < 256; b++) {
@@ -161,7 +179,7 @@ static int flat_table(xgr_compiled *c, int32_t r, int utf8, const xgr_flat_table
             lv[1] |= ch;
     }
     xgr_flat_table *expected = NULL;
-    if (atomic_compare_exchange_strong(&c->flat_tables[r], &expected, t)) {
+    if (atomic_compare_exchange_strong(&c->flat_tables[at], &expected, t)) {
         atomic_fetch_add(&c->memory, sizeof *t + bytes);
     } else {
         free(t->next);
@@ -186,6 +204,34 @@ static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t de
     /* a tag group's table is built in every request: its states' UTF-8 closure (a few
      * microseconds each) would cost more there than the walks it saves */
     return flat_table(c, r, c->rule_opaque[r] != XGR_OPAQUE_GROUP, &w->ft);
+}
+
+/* The child of a unit repetition: REPEAT rule `rep` over a reference-free rule whose
+ * final states have no byte edge (each repetition ends where it can end: a JSON string's
+ * `char` in `char{0,255}`), small enough for a table. Its body is then a plain automaton
+ * (flat_table_at `loop`), and the pair slots of its states under `rep` are classified by
+ * one table walk over the vocabulary instead of the parser on every token. -1 if not. */
+static int32_t loop_child(const xgr_compiled *c, int32_t rep) {
+    const xgr_fsm *f = c->fsm;
+    if (f->rule_kind[rep] != XGR_RULE_REPEAT) return -1;
+    int32_t r = f->repeat_child[rep];
+    if (r < 0 || !c->rule_flat[r] || c->rule_opaque[r]) return -1;
+    int32_t s0 = f->rule_start[r], s1 = xgr_fsm_rule_end(f, r);
+    if (s1 - s0 > FLAT_TABLE_MAX_STATES || f->final[s0]) return -1;
+    for (int32_t s = s0; s < s1; s++)
+        if (f->final[s] && f->edge_begin[s + 1] > f->edge_begin[s]) return -1;
+    return r;
+}
+
+static int walker_loop_init(xgr_compiled *c, walker *w, int32_t state, int32_t rep,
+                            size_t depth_cap) {
+    int32_t r = c->fsm->state_rule[state];
+    w->f = c->fsm;
+    w->rule_start = c->fsm->rule_start[r];
+    w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
+    if (!w->dstate) return XGR_ERR_NOMEM;
+    w->dstate[0] = state;
+    return flat_table_at(c, r, rep, 1, 0, &w->ft);
 }
 
 /* Hybrid walks: at depth d, on a state with reference edges, hand over to the parser
@@ -279,7 +325,31 @@ typedef struct {
      * after the same prefix, so share their pops and every verdict that depends on bytes
      * up to there (sharpen_dispatch decides such runs at once). */
     pop_list *groups;
+    /* Loop mode (the whole vocabulary, a pair slot whose caller is a unit repetition,
+     * loop_child): walk the child's loop table, and for every accepted sorted position
+     * write how many repetitions it runs (1 + the final states it passes before its end). */
+    uint16_t *units;
 } cl_out;
+
+/* The bytes a classification's walk can step on first, as 256 bits, when its start is
+ * known without a step: the start state's byte edges for an automaton walk that begins on
+ * it (a hybrid walk hands over to the parser at once where the state has references),
+ * the parser row's scannable bytes otherwise. Returns 0 where it cannot tell. */
+static int first_bytes(const xgr_compiled *c, const walker *w, int32_t state, uint32_t out[8]) {
+    const xgr_fsm *f = c->fsm;
+    if (!w->ft && !w->edges) {
+        xgr_parser_next_bytes(w->p, out);
+        return 1;
+    }
+    if (w->hybrid && c->ref_begin[state] != f->edge_begin[state + 1]) return 0;
+    memset(out, 0, 8 * sizeof *out);
+    for (int32_t x = f->edge_begin[state]; x < f->edge_begin[state + 1]; x++) {
+        const xgr_edge *ed = &f->edges[x];
+        if (ed->ref >= 0) continue;
+        for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
+    }
+    return 1;
+}
 
 /* `earley`: simulate through the parser even for an opaque rule, following its
  * references (a grammar's own view, where those references are known). */
@@ -296,7 +366,10 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     size_t depth_cap = (size_t)v->max_token_len + 2;
     walker w = {0};
     int rc;
-    if (slot >= ns) {
+    if (o->units) {
+        pop_rule = c->fsm->state_rule[caller];
+        rc = walker_loop_init(c, &w, state, pop_rule, depth_cap);
+    } else if (slot >= ns) {
         pop_rule = c->fsm->state_rule[caller];
         xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
@@ -334,7 +407,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     /* A table walk over the whole sorted vocabulary stops early where the state goes to
      * itself on every byte the token holds (free text away from a trigger): the token is
      * accepted there, without a step per byte. */
-    const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids ? v->sorted_bytes : NULL;
+    const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids && !o->units ? v->sorted_bytes : NULL;
     if (blk && tbytes) {
         int32_t to[256], s0 = w.rule_start;
         const uint64_t *lv[256];
@@ -351,6 +424,12 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         xgr_stay_accept(v, lv, blk, scratch);
         free(scratch);
     }
+    /* Over the whole sorted vocabulary, a first byte the start state cannot step on kills
+     * every token in its range at depth 0, where no pop is open: rejected, nothing to
+     * record. Such ranges (most of the ~250 of a key or punctuation state) are skipped
+     * whole instead of stepping one token of each. */
+    uint32_t first_ok[8];
+    int skip_first = !tl->ids && first_bytes(c, &w, state, first_ok);
     /* the token whose prefix states dstate[0..cur] hold, once positions were skipped */
     const uint8_t *ptok = NULL;
     uint32_t plen = 0;
@@ -362,6 +441,15 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         }
         uint32_t len;
         const uint8_t *tok = tl_token(tl, i, &len);
+        if (skip_first && !((first_ok[tok[0] >> 5] >> (tok[0] & 31)) & 1)) {
+            int b = tok[0] + 1;
+            while (b < 256 && !((first_ok[b >> 5] >> (b & 31)) & 1)) b++;
+            int32_t end = v->first_byte_start[b];
+            if (verdict) memset(verdict + i, V_REJECT, (size_t)(end - i));
+            i = end - 1;
+            skipped = 1; /* the next token's prefix states are not those of the one before */
+            continue;
+        }
         int32_t li = skipped && ptok ? (int32_t)common_prefix(ptok, plen, tok, len) : tl_lcp(tl, i);
         skipped = 0;
         ptok = tok;
@@ -398,6 +486,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         }
         cur = d;
         if (!dead) {
+            if (o->units) o->units[i] = (uint16_t)(npop[len - 1] < 65534 ? npop[len - 1] + 1 : 65535);
             if (verdict) verdict[i] = V_ACCEPT;
             if (blk) blk[i >> 6] |= (uint64_t)1 << (i & 63);
             else if (acc && XGR_VEC_PUSH(*acc, i)) {
@@ -769,7 +858,7 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
         token_list tl = {v, keep.data, n_keep};
         int ok = n_keep && n_keep <= XGR_SHARPEN_MAX;
         if (ok) {
-            cl_out o = {exact, NULL, NULL, NULL, NULL};
+            cl_out o = {exact, NULL, NULL, NULL, NULL, NULL};
             rc = classify(c, p, fo, state, &tl, &o, 1);
             if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0; /* too much parser work: left open */
         }
@@ -799,20 +888,37 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
  * rest are rejected. A TagDispatch state's entry (which always records its runs) is
  * settled by sharpen_dispatch; a tag group's classification already kept only viable
  * reference starts. */
+/* `rep` >= 0: raw is a loop entry of state under unit repetition `rep` (loop_raw_entry),
+ * whose pops leave `rep`: follow `rep`, and keep the first bytes of its follow. */
 static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
-                   xgr_mask_entry *raw, xgr_mask_entry **out) {
-    if (raw->run_begin && raw->n_uncertain &&
+                   int32_t rep, xgr_mask_entry *raw, xgr_mask_entry **out) {
+    if (rep < 0 && raw->run_begin && raw->n_uncertain &&
         c->rule_opaque[c->fsm->state_rule[state]] == XGR_OPAQUE_DISPATCH)
         return sharpen_dispatch(c, p, fo, state, raw, out);
     const struct xgr_vocab *v = c->vocab;
     const xgr_fsm *f = c->fsm;
-    int32_t rule = f->state_rule[state];
+    int32_t rule = rep >= 0 ? rep : f->state_rule[state];
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
     if (!e || !unc) {
         free(e);
         free(unc);
         return XGR_ERR_NOMEM;
+    }
+    if (rep >= 0) {
+        e->exit_first = xgr_calloc(8, sizeof *e->exit_first);
+        int rc = e->exit_first ? (fo->t ? XGR_OK : follow_tables(c, fo)) : XGR_ERR_NOMEM;
+        for (int b = 0; b < 256 && !rc; b++) {
+            uint8_t byte = (uint8_t)b;
+            int ok = xgr_follow_possible(fo, rule, &byte, 1);
+            if (ok != 0) e->exit_first[b >> 5] |= 1u << (b & 31); /* 1, or unknown */
+        }
+        if (rc) {
+            free(e->exit_first);
+            free(e);
+            free(unc);
+            return rc;
+        }
     }
     int opaque = c->rule_opaque[rule];
     int32_t n = 0;
@@ -821,7 +927,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
      * re-decide the raw list anyway: sharpening it would cost a follow check per token for
      * nothing. Not for the root, which has no caller, nor without caller-context slots,
      * nor for opaque rules: their callers' entries are not shared. */
-    int unsharpened = raw->n_uncertain > XGR_SHARPEN_MAX && rule != f->root &&
+    int unsharpened = rep < 0 && raw->n_uncertain > XGR_SHARPEN_MAX && rule != f->root &&
                       c->n_slots > f->n_states && !opaque;
     if (unsharpened) {
         memcpy(unc, raw->uncertain, (size_t)raw->n_uncertain * sizeof *unc);
@@ -848,7 +954,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     e->n_uncertain = n;
     e->n_accepted = raw->n_accepted;
     e->wants_context = unsharpened || n > c->opts.context_min_uncertain;
-    e->bytes = sizeof *e + ((size_t)n + 1) * 4;
+    e->bytes = sizeof *e + ((size_t)n + 1) * 4 + (e->exit_first ? 32 : 0);
     *out = e;
     return XGR_OK;
 }
@@ -1014,7 +1120,7 @@ static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t 
     pop_list pops = {0}, groups = {0};
     int runs = c->rule_opaque[c->fsm->state_rule[state]] == XGR_OPAQUE_DISPATCH;
     uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
-    cl_out o = {NULL, &pops, NULL, bits, runs ? &groups : NULL};
+    cl_out o = {NULL, &pops, NULL, bits, runs ? &groups : NULL, NULL};
     int rc = bits ? classify(c, p, fo, state, &tl, &o, 0) : XGR_ERR_NOMEM;
     if (!rc) rc = xgr_mask_entry_from_bits(v, bits, &pops, out);
     if (!rc && runs && (rc = set_runs(*out, &groups))) {
@@ -1117,7 +1223,7 @@ static int shared_pair_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int
         token_list tl = {v, raw->uncertain, raw->n_uncertain};
         uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
         pop_list pops = {0}, acc = {0};
-        cl_out o = {verdict, &pops, &acc, NULL, NULL};
+        cl_out o = {verdict, &pops, &acc, NULL, NULL, NULL};
         rc = verdict ? classify(c, p, fo, slot, &tl, &o, 0) : XGR_ERR_NOMEM;
         if (!rc) rc = make_pair_entry(&tl, &pops, &acc, &e);
         free(verdict);
@@ -1181,6 +1287,102 @@ out:
     return rc;
 }
 
+/* Loop entries: the unit-ordered list of a loop entry's accepted tokens that run more
+ * than one repetition (units by sorted position), for the matcher's counter check. */
+static int set_units(xgr_mask_entry *e, const struct xgr_vocab *v, const uint64_t *acc_bits,
+                     const uint16_t *units) {
+    int32_t maxu = 1, n = 0;
+    for (size_t w = 0; w < (size_t)v->set_words; w++)
+        for (uint64_t m = acc_bits[w]; m; m &= m - 1) {
+            int32_t u = units[w * 64 + (size_t)xgr_ctz64(m)];
+            if (u > 1) n++;
+            if (u > maxu) maxu = u;
+        }
+    e->max_units = maxu;
+    e->unit_ids = xgr_malloc(((size_t)n + 1) * sizeof *e->unit_ids);
+    e->unit_end = xgr_calloc((size_t)maxu + 2, sizeof *e->unit_end);
+    if (!e->unit_ids || !e->unit_end) return XGR_ERR_NOMEM;
+    /* counting sort, most units first: unit_end[u] counts the tokens with more than u */
+    int32_t *cnt = e->unit_end;
+    for (size_t w = 0; w < (size_t)v->set_words; w++)
+        for (uint64_t m = acc_bits[w]; m; m &= m - 1) {
+            int32_t u = units[w * 64 + (size_t)xgr_ctz64(m)];
+            if (u > 1) cnt[u]++;
+        }
+    for (int32_t u = maxu, acc = 0; u >= 0; u--) { /* cnt[u] becomes the start of units u */
+        int32_t k = cnt[u];
+        cnt[u] = acc;
+        acc += k;
+    }
+    int32_t *pos = xgr_malloc(((size_t)maxu + 2) * sizeof *pos);
+    if (!pos) return XGR_ERR_NOMEM;
+    memcpy(pos, cnt, ((size_t)maxu + 1) * sizeof *pos);
+    for (size_t w = 0; w < (size_t)v->set_words; w++)
+        for (uint64_t m = acc_bits[w]; m; m &= m - 1) {
+            size_t i = w * 64 + (size_t)xgr_ctz64(m);
+            if (units[i] > 1) e->unit_ids[pos[units[i]]++] = v->sorted[i];
+        }
+    free(pos);
+    /* the start of units u is the count of tokens with more than u */
+    e->unit_end[maxu + 1] = 0;
+    e->bytes += ((size_t)n + 1) * 4 + ((size_t)maxu + 2) * 4;
+    return XGR_OK;
+}
+
+/* The context-free entry of child state `state` under unit repetition `rep` (loop_child),
+ * its counter aside: one walk of the child's loop table over the whole vocabulary, the
+ * final states recorded as pops (the repetition may end there). Shared across grammars
+ * by the child's closure key, so every bound of `char{0,n}` uses one entry. */
+static int loop_raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot,
+                          int32_t state, xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    int32_t r = c->fsm->state_rule[state], local = state - c->fsm->rule_start[r];
+    const xgr_rule_key *key = NULL;
+    uint8_t *k = NULL;
+    size_t klen = 0;
+    uint64_t h = 0;
+    int rc;
+    if (c->opts.cross_grammar_cache > 0) {
+        if ((rc = rule_key(c, r, &key))) return rc;
+        if (!key->unshareable) {
+            if (!(k = xgr_malloc(key->len + 4))) return XGR_ERR_NOMEM;
+            memcpy(k, key->bytes, key->len);
+            memcpy(k + key->len, "LOOP", 4);
+            klen = key->len + 4;
+            h = xgr_hash_combine(key->hash, 0x4c4f4f50u);
+            if ((*out = xgr_gcache_lookup(v->fingerprint, h, k, klen, local))) {
+                free(k);
+                return XGR_OK;
+            }
+        }
+    }
+    token_list tl = {v, NULL, v->n_sorted};
+    pop_list pops = {0};
+    uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
+    uint16_t *units = xgr_malloc(((size_t)v->n_sorted + 1) * sizeof *units);
+    cl_out o = {NULL, &pops, NULL, bits, NULL, units};
+    xgr_mask_entry *e = NULL;
+    rc = bits && units ? classify(c, p, fo, slot, &tl, &o, 0) : XGR_ERR_NOMEM;
+    if (!rc) rc = xgr_mask_entry_from_bits(v, bits, &pops, &e);
+    if (!rc && (rc = set_units(e, v, bits, units))) {
+        xgr_mask_entry_free(e);
+        e = NULL;
+    }
+    free(bits);
+    free(units);
+    XGR_VEC_FREE(pops);
+    if (!rc && k) {
+        xgr_mask_entry *shared = xgr_gcache_insert(v->fingerprint, h, k, klen, local, e);
+        if (shared) {
+            xgr_mask_entry_release(e);
+            e = shared;
+        }
+    }
+    free(k);
+    *out = e;
+    return rc;
+}
+
 static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
                        xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
@@ -1191,7 +1393,7 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
     if (slot < ns) {
         xgr_mask_entry *raw = NULL;
         rc = raw_entry(c, p, fo, slot, &raw);
-        if (!rc) rc = sharpen(c, p, fo, slot, raw, out);
+        if (!rc) rc = sharpen(c, p, fo, slot, -1, raw, out);
         xgr_mask_entry_release(raw);
         return rc;
     }
@@ -1200,6 +1402,14 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
     const xgr_mask_entry *base = NULL;
     int32_t child, caller;
     xgr_pair_slot(c, slot, &child, &caller);
+    int32_t rep = c->fsm->state_rule[caller];
+    if (loop_child(c, rep) == c->fsm->state_rule[child]) {
+        xgr_mask_entry *raw = NULL;
+        rc = loop_raw_entry(c, p, fo, slot, child, &raw);
+        if (!rc) rc = sharpen(c, p, fo, child, rep, raw, out);
+        xgr_mask_entry_release(raw);
+        return rc;
+    }
     if ((rc = xgr_mask_entry_get(c, s, child, &base))) return rc;
     int32_t caller_rule = c->fsm->state_rule[caller];
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[caller_rule] && base->owns_base) {
@@ -1216,7 +1426,7 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
     token_list tl = {v, base->uncertain, base->n_uncertain};
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
-    cl_out o = {verdict, NULL, NULL, NULL, NULL};
+    cl_out o = {verdict, NULL, NULL, NULL, NULL, NULL};
     if (!rc) rc = classify(c, p, fo, slot, &tl, &o, 0);
     if (!rc) rc = make_refined_entry(v, base, verdict, out);
     free(verdict);

@@ -440,7 +440,8 @@ static int collect_states(xgr_matcher *m) {
                  * a token completes from here consumes at least one of its bytes (one that
                  * completes with none is already in this row, under a caller with count+1),
                  * so a token of L <= max - count bytes cannot overrun; longer tokens that
-                 * the entry accepts are checked exactly. */
+                 * the entry accepts are checked exactly. A loop entry counts each token's
+                 * repetitions instead (drop_units). */
                 int32_t lim = INT32_MAX;
                 if (f->rule_kind[pr] == XGR_RULE_REPEAT && f->repeat_max[pr] >= 0) {
                     if (par.count >= f->repeat_max[pr]) continue; /* never predicted it */
@@ -479,6 +480,28 @@ static void clear_checked(xgr_matcher *m, const xgr_mask_entry **ents, size_t n_
     for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
 }
 
+/* A loop entry (compiled.h unit_ids) accepts tokens whatever its REPEAT caller's counter:
+ * those that run more repetitions than the `lim` left are cleared from `row`. One that
+ * holds, after its first byte, a byte that may follow the repetition (top's exit_first)
+ * could leave it before the limit and go on in the caller: it goes to the exact check. */
+static int drop_units(xgr_matcher *m, const xgr_mask_entry *top, const xgr_mask_entry *base,
+                      int32_t lim, uint32_t *row) {
+    if (lim > base->max_units) return XGR_OK;
+    const struct xgr_vocab *v = m->c->vocab;
+    const uint32_t *ex = top->exit_first;
+    int32_t n = base->unit_end[lim < 0 ? 0 : lim];
+    for (int32_t k = 0; k < n; k++) {
+        int32_t id = base->unit_ids[k];
+        clear_bit(row, id);
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_token(v, id, &len);
+        int open = !ex;
+        for (uint32_t j = 1; j < len && !open; j++) open = (ex[tok[j] >> 5] >> (tok[j] & 31)) & 1;
+        if (open && XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+    }
+    return XGR_OK;
+}
+
 /* Writes the row for the states collect_states found. One context-free entry (the common
  * case: free text, a string body) is written straight into the row, in one pass over it;
  * anything else is OR-ed into a zeroed row. */
@@ -505,10 +528,10 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
                 for (size_t w = 0; w < rw; w++) row[w] |= e->bits[w];
             else
                 for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
-        if (one->n_uncertain) {
-            rc = check_uncertain(m, one->uncertain, one->n_uncertain, row);
-            clear_checked(m, &one, 1);
-        }
+        if (base->unit_ids) rc = drop_units(m, one, base, m->lims.data[0], row);
+        if (!rc && one->n_uncertain) rc = check_uncertain(m, one->uncertain, one->n_uncertain, row);
+        if (!rc && m->extra.len) rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, row);
+        if (one->n_uncertain || m->extra.len) clear_checked(m, &one, 1);
         return rc;
     }
     memset(row, 0, row_words * sizeof *row);
@@ -554,6 +577,14 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
         while (e->form == XGR_MASK_REFINED) {
             for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
             e = e->base;
+        }
+        if (e->unit_ids && lim <= e->max_units) {
+            /* this caller's counter drops some of its tokens: a row of its own */
+            apply_accepted(m, e, m->tmp_bits, 1);
+            rc = drop_units(m, ents[j], e, lim, m->tmp_bits);
+            for (size_t w = 0; w < rw; w++) row[w] |= m->tmp_bits[w];
+            raws[j] = NULL;
+            continue;
         }
         int seen = 0;
         for (size_t k = 0; k < j && !seen; k++) seen = raws[k] == e;

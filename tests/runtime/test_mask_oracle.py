@@ -32,6 +32,22 @@ tags ::= "[" ws (string (ws "," ws string){0,30})? ws "]"
 ws ::= [ \n\t]{0,4}
 ''',
     "repetition": r'''root ::= "\"" [a-z ]{5,300} "\"" | "[" ("ab" | "c"){20,2000} "]"''',
+    # JSON Schema's maxLength / minLength: a unit repetition of `char` (one character or
+    # escape per repetition) whose mask is one walk of the char automaton as a loop, with
+    # the repetitions left applied per fill; bounds just above the unrolling threshold
+    # (16) so the walks reach them.
+    "bounded_strings": r'''
+root ::= "{" "\"a\":" s17 "," "\"b\":" s18to22 "," "\"c\":" s20 "}"
+s17 ::= "\"" char{0,17} "\""
+s18to22 ::= "\"" char{18,22} "\""
+s20 ::= "\"" char{0,20} "\"" | "null"
+char ::= [^\x00-\x1f"\\] | "\\" ["/\\bfnrt] | "\\u" [0-9a-fA-F]{4}
+''',
+    # A bounded repetition that a token may leave for what follows it: letters past the
+    # bound go on in `tail` (not yet in the row while the minimum is unmet), so dropping a
+    # token that runs too many repetitions needs the exact check.
+    "bounded_then_tail": r'''root ::= "<" [a-z]{17,20} tail ">" "\n" | "[" [a-z ]{20,30} "]"
+tail ::= [a-z0-9]*''',
     "unicode": r'''root ::= ([\u4e00-\u9fff] | [\u00c0-\u00ff] | [\U0001F600-\U0001F64F] | " ")+ "."''',
     "recursive": r'''
 root ::= expr
