@@ -190,13 +190,16 @@ static int flat_table_at(xgr_compiled *c, int32_t r, int32_t at, int loop, int u
     return XGR_OK;
 }
 
-static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, size_t depth_cap) {
+/* `rep` >= 0: walk the state's rule as the loop of unit repetition `rep` (loop_child). */
+static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, int32_t rep,
+                            size_t depth_cap) {
     int32_t r = c->fsm->state_rule[state];
     w->f = c->fsm;
     w->rule_start = c->fsm->rule_start[r];
     w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
     if (!w->dstate) return XGR_ERR_NOMEM;
     w->dstate[0] = state;
+    if (rep >= 0) return flat_table_at(c, r, rep, 1, 0, &w->ft);
     if (xgr_fsm_rule_end(c->fsm, r) - w->rule_start > FLAT_TABLE_MAX_STATES) {
         w->edges = 1;
         return XGR_OK;
@@ -221,17 +224,6 @@ static int32_t loop_child(const xgr_compiled *c, int32_t rep) {
     for (int32_t s = s0; s < s1; s++)
         if (f->final[s] && f->edge_begin[s + 1] > f->edge_begin[s]) return -1;
     return r;
-}
-
-static int walker_loop_init(xgr_compiled *c, walker *w, int32_t state, int32_t rep,
-                            size_t depth_cap) {
-    int32_t r = c->fsm->state_rule[state];
-    w->f = c->fsm;
-    w->rule_start = c->fsm->rule_start[r];
-    w->dstate = xgr_malloc(depth_cap * sizeof *w->dstate);
-    if (!w->dstate) return XGR_ERR_NOMEM;
-    w->dstate[0] = state;
-    return flat_table_at(c, r, rep, 1, 0, &w->ft);
 }
 
 /* Hybrid walks: at depth d, on a state with reference edges, hand over to the parser
@@ -368,17 +360,17 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     int rc;
     if (o->units) {
         pop_rule = c->fsm->state_rule[caller];
-        rc = walker_loop_init(c, &w, state, pop_rule, depth_cap);
+        rc = walker_flat_init(c, &w, state, pop_rule, depth_cap);
     } else if (slot >= ns) {
         pop_rule = c->fsm->state_rule[caller];
         xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
         xgr_item child = {state, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
     } else if (!earley && (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule])) {
-        rc = walker_flat_init(c, &w, state, depth_cap);
+        rc = walker_flat_init(c, &w, state, -1, depth_cap);
     } else if (!earley && !tl->ids) {
         /* the whole vocabulary: most tokens die on the rule's own bytes */
-        rc = walker_flat_init(c, &w, state, depth_cap);
+        rc = walker_flat_init(c, &w, state, -1, depth_cap);
         w.hybrid = 1;
         w.ref_begin = c->ref_begin;
     } else {
