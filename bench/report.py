@@ -116,12 +116,16 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 bp is not None and v is not None and v < bp[1], "µs")
         acc = _g(w, "acceptance", OURS)
         sem = _g(w, "acceptance_semantics", OURS)
+
+        def valid_frac(a: dict[str, Any]) -> Any:
+            return a["valid_accepted"] / a["valid_total"] if a["valid_total"] else None
+
         if sem:
             # "Valid" is JSON Schema's verdict, so the target is checked with JSON Schema's semantics
             # (strict_mode=False); the default strict mode narrows undeclared properties on purpose.
             add(f"{label}: every valid instance of a compiled schema accepted (strict_mode=False)", "100%",
-                sem["valid_accepted"] / sem["valid_total"] if sem["valid_total"] else None,
-                sem["valid_accepted"] == sem["valid_total"] and not sem["compile_failed"], None, None, "fraction")
+                valid_frac(sem), sem["valid_accepted"] == sem["valid_total"] and not sem["compile_failed"],
+                None, None, "fraction")
             if sem["invalid_total"]:
                 add(f"{label}: invalid instances rejected (strict_mode=False)", "100%",
                     sem["invalid_rejected"] / sem["invalid_total"],
@@ -130,13 +134,11 @@ def evaluate_targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             name = f"{label}: every valid instance of a compiled schema accepted"
             if sem:
                 # Informational: with strict_mode=True a valid instance with undeclared properties is refused.
-                v = acc["valid_accepted"] / acc["valid_total"] if acc["valid_total"] else None
                 rows.append({"target": name + " (default strict_mode=True; not a target: it forbids undeclared "
-                             "properties)", "threshold": "—", "value": v, "unit": "fraction", "met": None,
-                             "best_peer": None, "beats_best_peer": None})
+                             "properties)", "threshold": "—", "value": valid_frac(acc), "unit": "fraction",
+                             "met": None, "best_peer": None, "beats_best_peer": None})
             else:
-                add(name, "100%", acc["valid_accepted"] / acc["valid_total"] if acc["valid_total"] else None,
-                    acc["valid_accepted"] == acc["valid_total"], None, None, "fraction")
+                add(name, "100%", valid_frac(acc), acc["valid_accepted"] == acc["valid_total"], None, None, "fraction")
             if acc["invalid_total"]:
                 add(f"{label}: invalid instances rejected (default options)", "100%",
                     acc["invalid_rejected"] / acc["invalid_total"],

@@ -179,6 +179,14 @@ class ItemsRun:
         d[outcome] = d.get(outcome, 0) + 1
 
 
+def _tally(valid: dict[str, int], invalid: dict[str, int]) -> dict[str, int]:
+    """Outcome counts by kind as accepted / rejected totals. An invalid instance is rejected when the engine
+    refuses a token or does not terminate at EOS."""
+    return {"valid_accepted": valid.get("accepted", 0), "valid_total": sum(valid.values()),
+            "invalid_rejected": invalid.get("rejected", 0) + invalid.get("not_terminated", 0),
+            "invalid_total": sum(invalid.values())}
+
+
 def run_items(label: str, items: list[Item], workers: dict[str, Worker], cfg: Config,
               tokenize: Callable[[str], list[int]], compile_repeats: int = 1,
               semantics: dict[str, dict[str, Any]] | None = None) -> ItemsRun:
@@ -348,20 +356,11 @@ def summarize_run(run: ItemsRun, keep_cdf: bool = True) -> dict[str, Any]:
             }
         o = run.outcomes[e]
         out["acceptance"][e] = {
-            "valid": o["valid"], "invalid": o["invalid"],
-            "valid_accepted": o["valid"].get("accepted", 0),
-            "valid_total": sum(o["valid"].values()),
-            # An invalid instance is rejected when the engine refuses a token or does not terminate at EOS.
-            "invalid_rejected": o["invalid"].get("rejected", 0) + o["invalid"].get("not_terminated", 0),
-            "invalid_total": sum(o["invalid"].values()),
+            "valid": o["valid"], "invalid": o["invalid"], **_tally(o["valid"], o["invalid"]),
             "mask_accept_inconsistencies": len(run.violations[e]),
         }
     if run.semantics:
         out["acceptance_semantics"] = {}
         for e, d in run.semantics.items():
-            v, i = d["valid"], d["invalid"]
-            out["acceptance_semantics"][e] = {
-                **d, "valid_accepted": v.get("accepted", 0), "valid_total": sum(v.values()),
-                "invalid_rejected": i.get("rejected", 0) + i.get("not_terminated", 0),
-                "invalid_total": sum(i.values())}
+            out["acceptance_semantics"][e] = {**d, **_tally(d["valid"], d["invalid"])}
     return out

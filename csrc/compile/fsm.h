@@ -76,6 +76,15 @@ static inline int32_t xgr_fsm_byte_target(const xgr_fsm *f, int32_t s, uint8_t b
     return -1;
 }
 
+/* ORs the bytes state s has a byte edge on into the 256-bit set `out`. */
+static inline void xgr_fsm_byte_set(const xgr_fsm *f, int32_t s, uint32_t out[8]) {
+    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+        const xgr_edge *ed = &f->edges[e];
+        if (ed->ref >= 0) break; /* byte edges come first */
+        for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
+    }
+}
+
 /* Lowers a validated grammar to automata: inlines small non-recursive rules
  * (opts->inline_max_states), expands UTF-8 classes to byte ranges, unrolls or
  * compresses repetitions (opts->repeat_threshold), determinises and minimises each

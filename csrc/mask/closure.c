@@ -17,12 +17,10 @@ void xgr_ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t sta
     }
     while (sp) {
         int32_t s = stack[--sp];
+        xgr_fsm_byte_set(f, s, out);
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
             const xgr_edge *ed = &f->edges[e];
-            if (ed->ref < 0) {
-                for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
-                continue;
-            }
+            if (ed->ref < 0) continue;
             int32_t next[2] = {f->rule_start[ed->ref], f->rule_nullable[ed->ref] ? ed->target : -1};
             for (int k = 0; k < 2; k++)
                 if (next[k] >= 0 && seen[next[k]] != stamp) seen[next[k]] = stamp, stack[sp++] = next[k];

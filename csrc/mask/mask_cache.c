@@ -335,11 +335,7 @@ static int first_bytes(const xgr_compiled *c, const walker *w, int32_t state, ui
     }
     if (w->hybrid && c->ref_begin[state] != f->edge_begin[state + 1]) return 0;
     memset(out, 0, 8 * sizeof *out);
-    for (int32_t x = f->edge_begin[state]; x < f->edge_begin[state + 1]; x++) {
-        const xgr_edge *ed = &f->edges[x];
-        if (ed->ref >= 0) continue;
-        for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
-    }
+    xgr_fsm_byte_set(f, state, out);
     return 1;
 }
 
@@ -1283,40 +1279,34 @@ out:
  * than one repetition (units by sorted position), for the matcher's counter check. */
 static int set_units(xgr_mask_entry *e, const struct xgr_vocab *v, const uint64_t *acc_bits,
                      const uint16_t *units) {
-    int32_t maxu = 1, n = 0;
+    /* a counting sort, most units first; a token runs at most one repetition per byte */
+    int32_t maxl = v->max_token_len, maxu = 1, n = 0;
+    int32_t *pos = xgr_calloc((size_t)maxl + 2, sizeof *pos); /* count, then next slot */
+    if (!pos) return XGR_ERR_NOMEM;
     for (size_t w = 0; w < (size_t)v->set_words; w++)
         for (uint64_t m = acc_bits[w]; m; m &= m - 1) {
             int32_t u = units[w * 64 + (size_t)xgr_ctz64(m)];
-            if (u > 1) n++;
+            if (u > 1) pos[u]++, n++;
             if (u > maxu) maxu = u;
         }
     e->max_units = maxu;
     e->unit_ids = xgr_malloc(((size_t)n + 1) * sizeof *e->unit_ids);
     e->unit_end = xgr_calloc((size_t)maxu + 2, sizeof *e->unit_end);
-    if (!e->unit_ids || !e->unit_end) return XGR_ERR_NOMEM;
-    /* counting sort, most units first: unit_end[u] counts the tokens with more than u */
-    int32_t *cnt = e->unit_end;
-    for (size_t w = 0; w < (size_t)v->set_words; w++)
-        for (uint64_t m = acc_bits[w]; m; m &= m - 1) {
-            int32_t u = units[w * 64 + (size_t)xgr_ctz64(m)];
-            if (u > 1) cnt[u]++;
-        }
-    for (int32_t u = maxu, acc = 0; u >= 0; u--) { /* cnt[u] becomes the start of units u */
-        int32_t k = cnt[u];
-        cnt[u] = acc;
+    if (!e->unit_ids || !e->unit_end) {
+        free(pos);
+        return XGR_ERR_NOMEM;
+    }
+    for (int32_t u = maxu, acc = 0; u >= 0; u--) { /* units u start after every larger one */
+        int32_t k = pos[u];
+        e->unit_end[u] = pos[u] = acc;
         acc += k;
     }
-    int32_t *pos = xgr_malloc(((size_t)maxu + 2) * sizeof *pos);
-    if (!pos) return XGR_ERR_NOMEM;
-    memcpy(pos, cnt, ((size_t)maxu + 1) * sizeof *pos);
     for (size_t w = 0; w < (size_t)v->set_words; w++)
         for (uint64_t m = acc_bits[w]; m; m &= m - 1) {
             size_t i = w * 64 + (size_t)xgr_ctz64(m);
             if (units[i] > 1) e->unit_ids[pos[units[i]]++] = v->sorted[i];
         }
     free(pos);
-    /* the start of units u is the count of tokens with more than u */
-    e->unit_end[maxu + 1] = 0;
     e->bytes += ((size_t)n + 1) * 4 + ((size_t)maxu + 2) * 4;
     return XGR_OK;
 }

@@ -272,12 +272,6 @@ void xgr_parser_next_bytes(const xgr_parser *p, uint32_t out[8]) {
     const xgr_fsm *f = p->fsm;
     memset(out, 0, 8 * sizeof *out);
     int32_t last = xgr_parser_rows(p) - 1;
-    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
-        int32_t s = p->items.data[k].state;
-        for (int32_t x = f->edge_begin[s]; x < f->edge_begin[s + 1]; x++) {
-            const xgr_edge *ed = &f->edges[x];
-            if (ed->ref >= 0) break;
-            for (int c = ed->lo; c <= ed->hi; c++) out[c >> 5] |= 1u << (c & 31);
-        }
-    }
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++)
+        xgr_fsm_byte_set(f, p->items.data[k].state, out);
 }
