@@ -103,6 +103,11 @@ class Engine:
     def load_vocab(self, tokenizer_json: str, canonical: dict[str, Any], threads: int) -> dict[str, Any]:
         raise NotImplementedError
 
+    def request(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The spec with what a serving engine receives from its client built in (untimed: the client's
+        work, not the engine's); compile() takes the result."""
+        return spec
+
     def compile(self, spec: dict[str, Any], cache: bool = True) -> Any:
         raise NotImplementedError
 
@@ -210,7 +215,7 @@ class XGrammarFamily(Engine):
             elif kind == "regex":
                 cg = comp.compile_regex(spec["regex"])
             elif kind == "tools":
-                cg = comp.compile_structural_tag(self.structural_tag(spec))
+                cg = comp.compile_structural_tag(spec.get("request") or self.structural_tag(spec))
             else:
                 raise Unsupported(kind)
         except Unsupported:
@@ -218,6 +223,12 @@ class XGrammarFamily(Engine):
         except Exception as e:  # noqa: BLE001 - any engine exception is a compile failure
             raise CompileError(f"{type(e).__name__}: {e}") from e
         return cg
+
+    def request(self, spec):
+        # A server receives the structural tag as JSON text (vLLM and SGLang pass it on as a string).
+        if spec["kind"] == "tools" and spec["format"] == "function":
+            return {**spec, "request": self.structural_tag(spec)}
+        return spec
 
     def structural_tag(self, spec):
         """The tool format as this engine's structural tag: the model templates of get_model_structural_tag

@@ -231,8 +231,11 @@ def tools_markdown(results: dict[str, Any]) -> list[str]:
           f"{s.get('tool_requests_seen_before')} further requests, each a new combination of tools used earlier in "
           "the same sequence. Engine caches (compile cache, xgrammar2's cross-grammar cache) are cleared at the "
           "start of every sequence; the compiler lives on across its requests, as in a server. Time = cold compile "
-          "from the OpenAI `tools` list (structural-tag construction included) to a matcher ready to give its "
-          "first mask, plus that first mask. Per request one real call is traced (a tool of the request, "
+          "from the request as the engine receives it to a matcher ready to give its first mask, plus that first "
+          "mask: for the `<function=NAME>` format, xgrammar and xgrammar2 get the structural tag as JSON text "
+          "(what vLLM and SGLang pass on; the harness serialises it before the timer) while llguidance's "
+          "`StructTag` list and `StructTag.to_grammar` stay inside the timer (its own front end); the Llama and Harmony formats start from the OpenAI `tools` "
+          "list (`get_model_structural_tag` timed). Per request one real call is traced (a tool of the request, "
           "arguments from BFCL's possible answers, after a CONFETTI assistant sentence), tokenized by the Llama-3 "
           "tokenizer (gpt-oss's for Harmony), mask fill and accept timed separately.", ""]
     fseqs = [x for x in seqs if x["format"] == "function"]

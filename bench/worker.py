@@ -120,6 +120,7 @@ def serve(conn, engine_name: str, tokenizer_json: str, canonical_path: str, thre
             gc.collect()
             gc.disable()
             try:
+                spec = eng.request(spec)  # untimed: the request as the engine receives it
                 t0 = pc()
                 h = eng.compile(spec, cache=(mode != "nocache"))
                 m = eng.new_matcher(h)

@@ -1,8 +1,9 @@
 /* xgr_compile: lower a grammar to automata and set up its (lazy) mask cache. */
 #include "../common/token_marker.h"
 #include "../mask/compiled.h"
+#include "link.h"
 
-static void fill_defaults(xgr_compile_options *o) {
+void xgr_compile_fill_defaults(xgr_compile_options *o) {
     if (o->max_rules <= 0) o->max_rules = 100000;
     if (o->max_fsm_states <= 0) o->max_fsm_states = 2000000;
     if (o->inline_max_states == 0) o->inline_max_states = 64;
@@ -29,7 +30,7 @@ static int edge_productive(const xgr_fsm *f, const uint8_t *prod_state, int32_t 
  * edge is listed under the states it depends on (its target, its referenced rule's start)
  * and re-examined alone when one of them becomes productive, so this is linear in the
  * edges even for free-text states with hundreds of them. */
-static int check_productive(const xgr_fsm *f) {
+int xgr_fsm_check_productive(const xgr_fsm *f) {
     int32_t ns = f->n_states, ne = f->n_edges;
     uint8_t *prod_state = xgr_calloc((size_t)ns + 1, 1);
     int32_t *dep_begin = xgr_calloc((size_t)ns + 2, sizeof *dep_begin);
@@ -94,32 +95,36 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Collects the token ids of every marker in the grammar's literals (TagDispatch strings
- * included). With one, the vocabulary's tokens containing byte 0xFF are never text
- * (vocab.h ff_bits, computed once per vocabulary). */
-static int collect_token_terms(xgr_compiled *c) {
-    const xgr_grammar *g = c->grammar;
+/* The sorted, distinct token ids of every marker in g's literals (TagDispatch strings
+ * included), plus `extra`. With one, the vocabulary's tokens containing byte 0xFF are
+ * never text (vocab.h ff_bits, computed once per vocabulary). *out = NULL when none. */
+int xgr_grammar_token_terms(const xgr_grammar *g, const int32_t *extra, int32_t n_extra,
+                            int32_t **out, int32_t *n_out) {
     XGR_VEC(int32_t) ids = {0};
-    for (size_t i = 0; i < g->nodes.len; i++) {
+    *out = NULL;
+    *n_out = 0;
+    for (int32_t i = 0; i < n_extra; i++)
+        if (XGR_VEC_PUSH(ids, extra[i])) goto oom;
+    for (size_t i = 0; g && i < g->nodes.len; i++) {
         const xgr_node *nd = &g->nodes.data[i];
         if (nd->kind != XGR_NODE_BYTES) continue;
         int32_t id;
         for (size_t pos = 0; (id = xgr_token_marker_find(g->bytes.data + nd->off, (size_t)nd->count,
                                                           &pos)) >= 0;
              pos++)
-            if (XGR_VEC_PUSH(ids, id)) {
-                XGR_VEC_FREE(ids);
-                return XGR_ERR_NOMEM;
-            }
+            if (XGR_VEC_PUSH(ids, id)) goto oom;
     }
     if (!ids.len) return XGR_OK;
     qsort(ids.data, ids.len, sizeof *ids.data, cmp_i32);
     size_t n = 0;
     for (size_t i = 0; i < ids.len; i++)
         if (n == 0 || ids.data[n - 1] != ids.data[i]) ids.data[n++] = ids.data[i];
-    c->token_ids = ids.data;
-    c->n_token_ids = (int32_t)n;
+    *out = ids.data;
+    *n_out = (int32_t)n;
     return XGR_OK;
+oom:
+    XGR_VEC_FREE(ids);
+    return XGR_ERR_NOMEM;
 }
 
 /* Lays out the parent-context slots (see compiled.h). Above `budget` pair slots the
@@ -231,12 +236,46 @@ static void compiled_free(xgr_compiled *c) {
     free(c);
 }
 
+static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
+                        xgr_compiled **out);
+static int compiled_finish(xgr_compiled *c, xgr_compiled **out);
+
 int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                 xgr_compiled **out) {
     if (!g || !v || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_compile: NULL argument");
     *out = NULL;
     int rc = xgr_ir_validate(g);
     if (rc) return rc;
+    xgr_compiled *c;
+    if ((rc = compiled_new(g, v, opts, &c))) return rc;
+    if ((rc = xgr_fsm_build(g, &c->opts, &c->fsm)) || (rc = xgr_fsm_check_productive(c->fsm)) ||
+        (rc = xgr_grammar_token_terms(g, NULL, 0, &c->token_ids, &c->n_token_ids))) {
+        compiled_free(c);
+        return rc;
+    }
+    return compiled_finish(c, out);
+}
+
+int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
+                       xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
+                       const xgr_compile_options *opts, xgr_compiled **out) {
+    if (!g || !v || !out || (n && (!names || !frags)))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_compile_linked: NULL argument");
+    *out = NULL;
+    int rc = xgr_ir_validate(g);
+    if (rc) return rc;
+    xgr_compiled *c;
+    if ((rc = compiled_new(g, v, opts, &c))) return rc;
+    if ((rc = xgr_link(g, names, frags, n, &c->opts, &c->fsm, &c->token_ids, &c->n_token_ids))) {
+        compiled_free(c);
+        return rc;
+    }
+    return compiled_finish(c, out);
+}
+
+/* A compiled grammar with no automata yet: options, grammar and vocabulary retained. */
+static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
+                        xgr_compiled **out) {
     xgr_compiled *c = xgr_calloc(1, sizeof *c);
     if (!c) return XGR_ERR_NOMEM;
     atomic_init(&c->refcount, 1);
@@ -246,14 +285,19 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         return xgr_fail(XGR_ERR_NOMEM, "xgr_compile: cannot create a mutex");
     }
     if (opts) c->opts = *opts;
-    fill_defaults(&c->opts);
+    xgr_compile_fill_defaults(&c->opts);
     xgr_grammar_retain((xgr_grammar *)g);
     c->grammar = (xgr_grammar *)g;
     xgr_vocab_retain((xgr_vocab *)v);
     c->vocab = (xgr_vocab *)v;
-    if ((rc = xgr_fsm_build(g, &c->opts, &c->fsm))) goto fail;
-    if ((rc = check_productive(c->fsm))) goto fail;
-    if ((rc = collect_token_terms(c))) goto fail;
+    *out = c;
+    return XGR_OK;
+}
+
+/* Everything after the automata (c->fsm, c->token_ids set): scan flags, slot layout,
+ * per-rule tables, memory accounting. Frees c on failure. */
+static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
+    int rc;
     int32_t ns = c->fsm->n_states;
     c->scannable = xgr_calloc((size_t)ns + 1, 1);
     if (!c->scannable) {
@@ -309,7 +353,7 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         goto fail;
     }
     for (size_t k = 0; k < n_chunks; k++) atomic_init(&c->entry_chunks[k], NULL);
-    if (c->opts.drop_grammar) { /* collect_token_terms was its last reader */
+    if (c->opts.drop_grammar) { /* xgr_grammar_token_terms was its last reader */
         xgr_grammar_release(c->grammar);
         c->grammar = NULL;
     }

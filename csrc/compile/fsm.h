@@ -92,6 +92,17 @@ static inline void xgr_fsm_byte_set(const xgr_fsm *f, int32_t s, uint32_t out[8]
  * Enforces opts->max_rules / max_fsm_states (XGR_ERR_LIMIT). opts must be non-NULL with
  * defaults already filled in. */
 int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm **out);
+
+/* Rules of a grammar that stand in for automata linked in afterwards (link.c). */
+typedef struct {
+    const uint8_t *is_extern; /* per IR rule: never inlined, so every use is a reference */
+    int markers;              /* token-level terminals occur in the linked automata */
+    int32_t *rule_extern;     /* out, per output rule (caller frees): the IR stand-in it
+                               * was built from ("minus ''" variants too), or -1 */
+} xgr_fsm_externs;
+/* xgr_fsm_build with stand-in rules; ext may be NULL. */
+int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
+                     xgr_fsm_externs *ext, xgr_fsm **out);
 void xgr_fsm_free(xgr_fsm *f);
 /* Bytes held by f, for memory accounting. */
 size_t xgr_fsm_memory(const xgr_fsm *f);

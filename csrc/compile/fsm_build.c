@@ -454,6 +454,11 @@ static int has_markers(const xgr_grammar *g) {
 }
 
 int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm **out) {
+    return xgr_fsm_build_ex(g, opts, NULL, out);
+}
+
+int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
+                     xgr_fsm_externs *ext, xgr_fsm **out) {
     if (!g || !opts || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_fsm_build: NULL argument");
     *out = NULL;
     lw_ctx c;
@@ -464,7 +469,8 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
     c.inline_max = opts->inline_max_states;
     c.rthresh = opts->repeat_threshold > 0 ? opts->repeat_threshold : 16;
     c.memo = opts->cross_grammar_cache != -1;
-    c.markers = has_markers(g);
+    c.markers = has_markers(g) || (ext && ext->markers);
+    c.externs = ext ? ext->is_extern : NULL;
     c.nfa_limit = 4 * c.max_states + 4096;
     if (c.nfa_limit > INT32_MAX / 2) c.nfa_limit = INT32_MAX / 2;
     lw_out o;
@@ -498,6 +504,28 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
         }
         const lw_dfa *d = &tdd;
         int64_t remaining = c.max_states - (int64_t)o.state_rule.len;
+        if (r.src == LW_SRC_RULE && c.externs && c.externs[r.a]) {
+            /* A stand-in's own automaton is never entered (link.c redirects its uses):
+             * one byte, so it is productive and not nullable, with nothing to lower. A
+             * nullable stand-in would have been lowered with "" in mind: refused. */
+            if (r.nullable) {
+                rc = xgr_fail(XGR_ERR_SEMANTIC, "stand-in rule '%s' matches the empty string",
+                              r.name);
+                goto done;
+            }
+            static const uint8_t fin[2] = {0, 1};
+            static const int32_t eb[3] = {0, 1, 1};
+            static const xgr_edge one = {1, -1, 'L', 'L'};
+            lw_dfa stub;
+            memset(&stub, 0, sizeof stub);
+            stub.n = 2;
+            stub.final.data = (uint8_t *)fin;
+            stub.ebeg.data = (int32_t *)eb;
+            stub.edges.data = (xgr_edge *)&one;
+            stub.edges.len = 1;
+            if ((rc = emit(&c, &o, (int32_t)i, &stub))) goto done;
+            continue;
+        }
         if (r.src == LW_SRC_RULE && g->nodes.data[g->rules.data[r.a].body].kind ==
                                         XGR_NODE_TAG_DISPATCH) {
             c.orules.data[i].dispatch = 1;
@@ -514,6 +542,18 @@ int xgr_fsm_build(const xgr_grammar *g, const xgr_compile_options *opts, xgr_fsm
         goto done;
     }
     if ((rc = check_nullable(&c, &o))) goto done;
+    if (ext) { /* a stand-in is never nullable (link.c checks), so "minus ''" is itself */
+        ext->rule_extern = xgr_malloc((c.orules.len + 1) * sizeof *ext->rule_extern);
+        if (!ext->rule_extern) {
+            rc = XGR_ERR_NOMEM;
+            goto done;
+        }
+        for (size_t i = 0; i < c.orules.len; i++) {
+            const lw_orule *r = &c.orules.data[i];
+            ext->rule_extern[i] =
+                r->src == LW_SRC_RULE && ext->is_extern[r->a] ? r->a : -1;
+        }
+    }
     rc = make_fsm(&c, &o, out);
 done:
     lw_dfa_ws_free(ws);

@@ -231,7 +231,9 @@ static int finish_scc(lw_ctx *c, const int32_t *m, size_t k, const lw_i32v *refs
             c->rflags[r] |= RF_RECURSIVE;
             continue;
         }
-        if (r == g->root || g->rules.data[r].lookahead >= 0 || c->inline_max < 0) continue;
+        if (r == g->root || g->rules.data[r].lookahead >= 0 || c->inline_max < 0 ||
+            (c->externs && c->externs[r]))
+            continue;
         int64_t e = est_node(c, g->rules.data[r].body, 0);
         c->est[r] = (int32_t)(e < EST_CAP ? e : EST_CAP);
         if (e <= c->inline_max) c->rflags[r] |= RF_INLINED;

@@ -118,6 +118,8 @@ typedef struct lw_ctx {
     int32_t max_rules, inline_max, rthresh;
     int memo;          /* determinise through the process-wide memo (dfa_memo.c) */
     int markers;       /* the grammar has token-level terminals (common/token_marker.h) */
+    const uint8_t *externs; /* per IR rule, or NULL: stand-ins for linked automata, never
+                             * inlined (link.c replaces their output rules) */
     lw_dfa memo_out;   /* its result for the current rule */
     int64_t max_states, nfa_limit;
     int status; /* first error of a pass that cannot return one directly */

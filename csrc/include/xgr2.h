@@ -118,6 +118,39 @@ typedef struct xgr_compiled xgr_compiled;
  * `opts` may be NULL for defaults. */
 int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                 xgr_compiled **out);
+/* ---- linking ------------------------------------------------------------------------
+ * A request's tool set changes while its tools recur. A fragment is one tool's grammar
+ * (say its argument schema) lowered to automata once; xgr_compile_linked compiles a
+ * request grammar whose stand-in rules are replaced by fragments, so a tool seen before
+ * costs a copy of its automata instead of a parse and a lowering. */
+typedef struct xgr_fragment xgr_fragment;
+
+/* Lowers g (validated, every rule productive) to a fragment. Its root rule must not match
+ * the empty string (XGR_ERR_SEMANTIC). `opts` as for xgr_compile (NULL for defaults); a
+ * fragment must be linked with the same options. The caller owns *out. Thread-safe;
+ * a fragment is immutable and may be linked from many threads at once. */
+int xgr_fragment_new(const xgr_grammar *g, const xgr_compile_options *opts,
+                     xgr_fragment **out);
+size_t xgr_fragment_memory(const xgr_fragment *f); /* bytes held, 0 for NULL */
+void xgr_fragment_retain(xgr_fragment *f);
+void xgr_fragment_release(xgr_fragment *f); /* NULL is a no-op */
+/* Compiles g with its rules names[i] (i < n, distinct, each a non-nullable stand-in whose
+ * body does not matter) replaced by frags[i]: every reference to names[i] enters
+ * frags[i]'s root. Each stand-in is kept out of inlining so its uses stay references.
+ * Borrows names and frags (the result retains what it needs). Errors as xgr_compile, plus
+ * XGR_ERR_SEMANTIC for a name g does not define. Thread-safe. */
+int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
+                       xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
+                       const xgr_compile_options *opts, xgr_compiled **out);
+/* The byte spans of the tags in a structural tag's JSON text: the elements of every "tags"
+ * array reached from the top-level object through "format", "content" and "elements"
+ * only, in document order; (*spans)[2i], (*spans)[2i + 1] are the i-th tag's begin and
+ * end offsets. Strict JSON; XGR_ERR_SYNTAX for text that is not, or that repeats one of
+ * those four keys in an object (its reader would keep only the last), so the caller reads
+ * it in full instead. *spans is freed with xgr_free (NULL when there are none).
+ * Thread-safe. */
+int xgr_structural_tag_spans(const char *text, size_t len, uint64_t **spans, size_t *n_spans);
+
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
  * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
  * holding them). */

@@ -322,6 +322,11 @@ class GrammarCompiler:
         self._cache_enabled = bool(cache_enabled)
         self._cache_limit_bytes = cache_limit_bytes
         self._cache = _CompileCache(cache_limit_bytes)
+        # Structural tags' tags with their contents lowered once (structural_tag/link.py);
+        # an eighth of the budget: a tool's automata are small next to its masks.
+        from .structural_tag.link import TagCache
+
+        self._tags = TagCache(cache_limit_bytes // 8 if cache_limit_bytes >= 0 else -1)
         opts = _core.ffi.new("xgr_compile_options *")
         opts.max_rules = _opt_int(max_rules, "max_rules")
         opts.max_fsm_states = _opt_int(max_fsm_states, "max_fsm_states")
@@ -370,18 +375,7 @@ class GrammarCompiler:
         ``rebuild`` when asked for."""
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_compiled **")
-        gptr = grammar._ptr
-        # Literals that spell a special token's text (gpt-oss's "<|channel|>", Kimi's
-        # section markers) also admit that token: models emit the token, not its letters.
-        spelled = None
-        sp = self._tokenizer_info._special_spellings()
-        if sp is not None:
-            sout = ffi.new("xgr_grammar **")
-            _core.check(lib.xgr_grammar_spell_tokens(gptr, sp[0], sp[1], sp[2], sp[3], sout),
-                        "admitting special tokens where the grammar spells them")
-            if sout[0] != ffi.NULL:
-                spelled = ffi.gc(sout[0], lib.xgr_grammar_release)
-                gptr = spelled
+        gptr = self._spelled(grammar)
         opts = self._opts if rebuild is None else self._opts_drop
         _core.check(
             lib.xgr_compile(gptr, self._tokenizer_info._handle(), opts, out),
@@ -390,6 +384,67 @@ class GrammarCompiler:
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
         kept = grammar if rebuild is None else None
         return CompiledGrammar._create(ptr, self._tokenizer_info, kept, rebuild)
+
+    def _spelled(self, grammar: Grammar) -> Any:
+        """The grammar pointer to compile: literals that spell a special token's text
+        (gpt-oss's "<|channel|>", Kimi's section markers) also admit that token, since
+        models emit the token, not its letters. (The pointer owns itself via ffi.gc.)"""
+        ffi, lib = _core.ffi, _core.lib
+        sp = self._tokenizer_info._special_spellings()
+        if sp is None:
+            return grammar._ptr
+        sout = ffi.new("xgr_grammar **")
+        _core.check(lib.xgr_grammar_spell_tokens(grammar._ptr, sp[0], sp[1], sp[2], sp[3], sout),
+                    "admitting special tokens where the grammar spells them")
+        if sout[0] == ffi.NULL:
+            return grammar._ptr
+        return ffi.gc(sout[0], lib.xgr_grammar_release)
+
+    def _fragment(self, content: Any) -> Tuple[Any, int]:
+        """A structural tag's JSON-schema content lowered to a linkable fragment, and its
+        size in bytes. Errors as converting the content in the whole tag."""
+        from .structural_tag.converter import format_to_ebnf
+
+        ffi, lib = _core.ffi, _core.lib
+        g = Grammar.from_ebnf(format_to_ebnf(content))
+        out = ffi.new("xgr_fragment **")
+        _core.check(lib.xgr_fragment_new(self._spelled(g), self._opts, out),
+                    "compiling the grammar")
+        frag = ffi.gc(out[0], lib.xgr_fragment_release)
+        return frag, int(lib.xgr_fragment_memory(frag))
+
+    def _compile_tag_text(self, text: str, resolver: Any,
+                          rebuild: Callable[[], Grammar]) -> CompiledGrammar:
+        """A structural tag given as JSON text, each tag's JSON-schema content linked as a
+        fragment built once per distinct tag text (structural_tag/link.py); a text that
+        cannot be split by tags compiles as a whole."""
+        from .structural_tag.converter import ebnf_from_api_args, format_to_linked_ebnf
+        from .structural_tag.link import read_linked, split
+
+        ffi, lib = _core.ffi, _core.lib
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = b""
+        spans = split(raw) if raw else None
+        node = read_linked(raw, spans, self._tags, self._fragment) if spans else None
+        if node is None:
+            return self._compile(Grammar.from_ebnf(ebnf_from_api_args(text, token_resolver=resolver)),
+                                 rebuild)
+        ebnf, links = format_to_linked_ebnf(node, token_resolver=resolver)
+        grammar = Grammar.from_ebnf(ebnf)
+        if not links:
+            return self._compile(grammar, rebuild)
+        names = [ffi.new("char[]", name.encode()) for name, _ in links]
+        frags = [frag for _, frag in links]
+        out = ffi.new("xgr_compiled **")
+        _core.check(
+            lib.xgr_compile_linked(self._spelled(grammar), names, frags, len(links),
+                                   self._tokenizer_info._handle(), self._opts_drop, out),
+            "compiling the grammar",
+        )
+        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
+        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
 
     def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar],
                 rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:
@@ -499,6 +554,9 @@ class GrammarCompiler:
 
         # Keyed by the tag itself, so a repeated tag (a static tool set) skips the
         # conversion to EBNF as well as the compile.
+        if key.startswith("s:"):  # JSON text: its tags' contents are linked
+            return self._cache.get_or_compile(
+                ("structural_tag", key), lambda: self._compile_tag_text(key[2:], resolver, rebuild))
         return self._cached(("structural_tag", key),
                             lambda: Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs)), rebuild)
 
@@ -559,9 +617,12 @@ class GrammarCompiler:
         return bg.submit(compiled, k)
 
     def clear_cache(self) -> None:
-        """Drops every cached compiled grammar."""
+        """Drops every cached compiled grammar (and every structural-tag tag lowered for
+        linking)."""
         self._cache.clear()
+        self._tags.clear()
 
     def get_cache_size_bytes(self) -> int:
-        """The memory currently held by the cached compiled grammars, in bytes."""
-        return self._cache.size_bytes()
+        """The memory currently held by the cached compiled grammars (and the lowered
+        structural-tag tags), in bytes."""
+        return self._cache.size_bytes() + self._tags.size_bytes()

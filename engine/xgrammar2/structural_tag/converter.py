@@ -24,7 +24,7 @@ from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body
 from .tokens import TOKEN_ID_MAX, TokenResolver
 from .errors import StructuralTagError, path_join
 
-__all__ = ["structural_tag_to_ebnf", "format_to_ebnf", "JsonSchemaToEbnf"]
+__all__ = ["structural_tag_to_ebnf", "format_to_ebnf", "format_to_linked_ebnf", "JsonSchemaToEbnf"]
 
 JsonSchemaToEbnf = Callable[..., str]
 
@@ -73,6 +73,17 @@ def format_to_ebnf(node: N.Node, *, json_schema_to_ebnf: Optional[JsonSchemaToEb
     expr = conv.convert(node)
     conv.rules.define("root", expr)
     return conv.rules.to_ebnf(root="root")
+
+
+def format_to_linked_ebnf(node: N.Node, *, token_resolver: Optional[TokenResolver] = None
+                          ) -> Tuple[str, List[Tuple[str, Any]]]:
+    """EBNF text (start rule ``root``) for a format tree whose :class:`~.nodes.LinkedJSON`
+    contents become stand-in rules, and the (rule name, fragment) pairs to link."""
+    conv = _Converter(_default_json_schema_to_ebnf, token_resolver)
+    conv.linked = {}
+    expr = conv.convert(node)
+    conv.rules.define("root", expr)
+    return conv.rules.to_ebnf(root="root"), list(conv.linked.values())
 
 
 def _seq(parts: Sequence[str]) -> str:
@@ -127,8 +138,20 @@ class _Converter:
         self.ends: List[List[str]] = []
         self._any_text_rule: Optional[str] = None
         self._json_cache: Dict[Any, Tuple[str, Any]] = {}
+        # Linking converter only: fragment id -> (stand-in rule name, fragment).
+        self.linked: Optional[Dict[int, Tuple[str, Any]]] = None
 
     # -- helpers ----------------------------------------------------------------------
+
+    def link(self, node: N.LinkedJSON) -> str:
+        """The stand-in rule for a linked fragment (one per fragment, named after it). Its
+        body is never matched: the compiler replaces the rule by the fragment's automata."""
+        hit = self.linked.get(id(node.fragment))
+        if hit is None:
+            name = node.name if node.name not in self.rules.taken else self.rules.fresh(node.name)
+            hit = (self.rules.define(name, '"L"'), node.fragment)
+            self.linked[id(node.fragment)] = hit
+        return hit[0]
 
     def as_rule(self, expr: str, hint: str) -> str:
         """A rule name for ``expr`` (itself when it already is a rule name)."""
@@ -210,6 +233,8 @@ class _Converter:
         return _lit(tag.begin)
 
     def tag_content(self, tag: N.Tag) -> str:
+        if type(tag.content) is N.LinkedJSON and self.linked is not None:
+            return self.link(tag.content)  # no free text inside: the end needs no exclude
         token_end = isinstance(tag.end, N.TokenLevel)
         # A token end needs no exclude in the content: free text never produces a token
         # terminal, so the end token always closes the tag.
@@ -236,6 +261,8 @@ class _Converter:
         return _lit(node.value)
 
     def visit_json_schema(self, node: N.JSONSchema) -> str:
+        if self.linked is not None and type(node) is N.LinkedJSON:
+            return self.link(node)
         if node.style != "json":
             from .xml import xml_schema_expr
 

@@ -306,6 +306,11 @@ class RuleSet:
     def __contains__(self, name: str) -> bool:
         return name in self._bodies
 
+    @property
+    def taken(self) -> Set[str]:
+        """Every name defined or reserved (read-only view)."""
+        return self._reserved
+
     def fresh(self, hint: str) -> str:
         """A rule name not used yet, derived from ``hint`` (``hint``, ``hint_1``, ...)."""
         if not hint or not _NAME_START.match(hint[0]):

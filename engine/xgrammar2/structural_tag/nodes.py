@@ -102,6 +102,30 @@ class JSONSchema(Node):
         self.excludes = list(excludes)
 
 
+class LinkedJSON(JSONSchema):
+    """A json_schema content whose grammar was lowered once to a linked fragment (see
+    ``structural_tag.link``): the linking converter refers to the fragment instead of
+    writing the schema's rules; any other converter reads ``schema`` as usual."""
+
+    __slots__ = ("fragment", "name")
+
+    def __init__(self, node: JSONSchema, fragment: Any, name: str):
+        super().__init__(node.path, node.schema, node.style, node.any_order,
+                         node.max_whitespace_cnt, node.excludes)
+        self.fragment = fragment
+        self.name = name  # of its stand-in rule, unique to the fragment
+
+
+class ReadTag:
+    """A tag read before (the compiler's tag cache), put where its JSON stood: read as that
+    tag at its new path."""
+
+    __slots__ = ("tag",)
+
+    def __init__(self, tag: "Tag"):
+        self.tag = tag
+
+
 class AnyText(Node):
     __slots__ = ("excludes", "max_tokens", "max_chars", "token_excludes")
     kind = "any_text"
@@ -438,7 +462,7 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
     if t == "triggered_tags":
         triggers = _str_list(value, "triggers", path, required=True, non_empty=True,
                              non_empty_items=True)
-        tags = [_read_tag_item(x, path_join(path, "tags", i), d)
+        tags = [_read_tag_item(x, f"{path}.tags[{i}]", d)  # path_join(path, "tags", i)
                 for i, x in enumerate(_list(value, "tags", path, non_empty=True))]
         return TriggeredTags(path, triggers, tags, _bool(value, "at_least_one", path, False),
                              _bool(value, "stop_after_first", path, False),
@@ -550,6 +574,9 @@ def _simple_json_tag(value: Dict[str, Any], path: str) -> Optional[Tag]:
 
 
 def _read_tag_item(value: Any, path: str, depth: int) -> Tag:
+    if type(value) is ReadTag:
+        t = value.tag
+        return Tag(path, t.begin, t.content, t.end)
     if type(value) is dict:
         simple = _simple_json_tag(value, path)
         if simple is not None:

@@ -1,0 +1,219 @@
+/* Fragments and linking: a request grammar's stand-in rules replaced by automata lowered
+ * once (one per tool), so recurring tools skip parsing and lowering. */
+#include <string.h>
+
+#include "link.h"
+
+int xgr_fragment_new(const xgr_grammar *g, const xgr_compile_options *opts,
+                     xgr_fragment **out) {
+    if (!g || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_fragment_new: NULL argument");
+    *out = NULL;
+    int rc = xgr_ir_validate(g);
+    if (rc) return rc;
+    xgr_compile_options o;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    xgr_compile_fill_defaults(&o);
+    xgr_fragment *f = xgr_calloc(1, sizeof *f);
+    if (!f) return XGR_ERR_NOMEM;
+    atomic_init(&f->refcount, 1);
+    if ((rc = xgr_fsm_build(g, &o, &f->fsm)) || (rc = xgr_fsm_check_productive(f->fsm)) ||
+        (rc = xgr_grammar_token_terms(g, NULL, 0, &f->token_ids, &f->n_token_ids)))
+        goto fail;
+    if (f->fsm->rule_nullable[f->fsm->root]) {
+        rc = xgr_fail(XGR_ERR_SEMANTIC,
+                      "the root rule '%s' matches the empty string, so it cannot be linked",
+                      f->fsm->rule_name[f->fsm->root]);
+        goto fail;
+    }
+    f->memory = sizeof *f + xgr_fsm_memory(f->fsm) + (size_t)f->n_token_ids * sizeof(int32_t);
+    *out = f;
+    return XGR_OK;
+fail:
+    xgr_fragment_release(f);
+    return rc;
+}
+
+size_t xgr_fragment_memory(const xgr_fragment *f) { return f ? f->memory : 0; }
+
+void xgr_fragment_retain(xgr_fragment *f) {
+    if (f) atomic_fetch_add(&f->refcount, 1);
+}
+
+void xgr_fragment_release(xgr_fragment *f) {
+    if (!f || atomic_fetch_sub(&f->refcount, 1) != 1) return;
+    xgr_fsm_free(f->fsm);
+    free(f->token_ids);
+    free(f);
+}
+
+/* An empty automaton with room for the given totals (every array allocated). */
+static xgr_fsm *fsm_alloc(size_t nr, size_t ns, size_t ne) {
+    xgr_fsm *f = xgr_calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->rule_name = xgr_calloc(nr + 1, sizeof *f->rule_name);
+    f->rule_start = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->rule_kind = xgr_malloc(nr + 1);
+    f->rule_nullable = xgr_malloc(nr + 1);
+    f->repeat_child = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->repeat_min = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->repeat_max = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->rule_lookahead = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->rule_dispatch = xgr_malloc(nr + 1);
+    f->state_rule = xgr_malloc((ns + 1) * sizeof(int32_t));
+    f->final = xgr_malloc(ns + 1);
+    f->edge_begin = xgr_malloc((ns + 1) * sizeof(int32_t));
+    f->edges = xgr_malloc((ne + 1) * sizeof(xgr_edge));
+    f->n_rules = (int32_t)nr; /* so xgr_fsm_free walks the (NULL) names */
+    if (!f->rule_name || !f->rule_start || !f->rule_kind || !f->rule_nullable ||
+        !f->repeat_child || !f->repeat_min || !f->repeat_max || !f->rule_lookahead ||
+        !f->rule_dispatch || !f->state_rule || !f->final || !f->edge_begin || !f->edges) {
+        xgr_fsm_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* Appends automaton `src` at rule offset `ro`, state offset `so`, edge offset `eo`; its
+ * references go through `remap` (NULL: shift by ro). Names are moved when `take`. */
+static int fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32_t eo,
+                      const int32_t *remap, int take) {
+    for (int32_t r = 0; r < src->n_rules; r++) {
+        int32_t d = ro + r;
+        if (take) {
+            dst->rule_name[d] = src->rule_name[r];
+            src->rule_name[r] = NULL;
+        } else if (!(dst->rule_name[d] = xgr_strndup(src->rule_name[r],
+                                                      strlen(src->rule_name[r])))) {
+            return XGR_ERR_NOMEM;
+        }
+        dst->rule_start[d] = src->rule_start[r] + so;
+        dst->rule_kind[d] = src->rule_kind[r];
+        dst->rule_nullable[d] = src->rule_nullable[r];
+        int32_t ch = src->repeat_child[r], la = src->rule_lookahead[r];
+        dst->repeat_child[d] = ch < 0 ? -1 : remap ? remap[ch] : ch + ro;
+        dst->repeat_min[d] = src->repeat_min[r];
+        dst->repeat_max[d] = src->repeat_max[r];
+        dst->rule_lookahead[d] = la < 0 ? -1 : remap ? remap[la] : la + ro;
+        dst->rule_dispatch[d] = src->rule_dispatch[r];
+    }
+    for (int32_t s = 0; s < src->n_states; s++) {
+        dst->state_rule[so + s] = src->state_rule[s] + ro;
+        dst->final[so + s] = src->final[s];
+        dst->edge_begin[so + s] = src->edge_begin[s] + eo;
+    }
+    for (int32_t e = 0; e < src->n_edges; e++) {
+        xgr_edge ed = src->edges[e];
+        ed.target += so;
+        if (ed.ref >= 0) ed.ref = remap ? remap[ed.ref] : ed.ref + ro;
+        dst->edges[eo + e] = ed;
+    }
+    return XGR_OK;
+}
+
+int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const *frags,
+             size_t n, const xgr_compile_options *opts, xgr_fsm **fsm, int32_t **token_ids,
+             int32_t *n_token_ids) {
+    size_t nr = g->rules.len;
+    uint8_t *is_ext = xgr_calloc(nr + 1, 1);
+    int32_t *frag_of = xgr_malloc((nr + 1) * sizeof *frag_of);
+    int32_t *extra = NULL, *remap = NULL, *rule_off = NULL;
+    xgr_fsm *sk = NULL, *f = NULL;
+    xgr_fsm_externs ext = {is_ext, 0, NULL};
+    int rc = XGR_OK;
+    if (!is_ext || !frag_of) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    size_t n_extra = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i] || !frags[i]) {
+            rc = xgr_fail(XGR_ERR_INVALID_ARG, "xgr_compile_linked: NULL name or fragment %zu", i);
+            goto done;
+        }
+        int32_t r = xgr_ir_find_rule(g, names[i], strlen(names[i]));
+        if (r < 0) {
+            rc = xgr_fail(XGR_ERR_SEMANTIC, "no rule named '%.200s' to link a fragment to",
+                          names[i]);
+            goto done;
+        }
+        if (is_ext[r] || r == g->root) {
+            rc = xgr_fail(XGR_ERR_INVALID_ARG, "rule '%.200s' %s", names[i],
+                          is_ext[r] ? "is named twice" : "is the root: it cannot be a stand-in");
+            goto done;
+        }
+        is_ext[r] = 1;
+        frag_of[r] = (int32_t)i;
+        n_extra += (size_t)frags[i]->n_token_ids;
+        if (frags[i]->n_token_ids) ext.markers = 1;
+    }
+    if ((rc = xgr_fsm_build_ex(g, opts, &ext, &sk)) || (rc = xgr_fsm_check_productive(sk)))
+        goto done;
+    /* Totals, and where each fragment's rules start. */
+    int64_t ns = sk->n_states, ne = sk->n_edges, nrules = sk->n_rules;
+    rule_off = xgr_malloc((n + 1) * sizeof *rule_off);
+    remap = xgr_malloc(((size_t)sk->n_rules + 1) * sizeof *remap);
+    extra = xgr_malloc((n_extra + 1) * sizeof *extra);
+    if (!rule_off || !remap || !extra) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    n_extra = 0;
+    for (size_t i = 0; i < n; i++) {
+        const xgr_fsm *q = frags[i]->fsm;
+        rule_off[i] = (int32_t)nrules;
+        nrules += q->n_rules;
+        ns += q->n_states;
+        ne += q->n_edges;
+        if (frags[i]->n_token_ids)
+            memcpy(extra + n_extra, frags[i]->token_ids,
+                   (size_t)frags[i]->n_token_ids * sizeof *extra);
+        n_extra += (size_t)frags[i]->n_token_ids;
+    }
+    if (ns > opts->max_fsm_states) {
+        rc = xgr_fail(XGR_ERR_LIMIT, "linked grammar exceeds max_fsm_states = %d",
+                      (int)opts->max_fsm_states);
+        goto done;
+    }
+    if (nrules > opts->max_rules || ne > INT32_MAX) {
+        rc = xgr_fail(XGR_ERR_LIMIT, "linked grammar needs more than max_rules = %d rules",
+                      (int)opts->max_rules);
+        goto done;
+    }
+    /* A stand-in's uses (its "minus ''" variant too: the build refuses a nullable
+     * stand-in) enter the fragment's root; the stand-in's stub stays behind, unreachable. */
+    for (int32_t r = 0; r < sk->n_rules; r++) {
+        int32_t x = ext.rule_extern[r];
+        remap[r] = x < 0 ? r : rule_off[frag_of[x]] + frags[frag_of[x]]->fsm->root;
+    }
+    if (!(f = fsm_alloc((size_t)nrules, (size_t)ns, (size_t)ne))) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    f->root = sk->root;
+    f->n_states = (int32_t)ns;
+    f->n_edges = (int32_t)ne;
+    int32_t so = sk->n_states, eo = sk->n_edges;
+    if ((rc = fsm_append(f, sk, 0, 0, 0, remap, 1))) goto done;
+    for (size_t i = 0; i < n; i++) {
+        xgr_fsm *q = frags[i]->fsm;
+        if ((rc = fsm_append(f, q, rule_off[i], so, eo, NULL, 0))) goto done;
+        so += q->n_states;
+        eo += q->n_edges;
+    }
+    f->edge_begin[ns] = (int32_t)ne;
+    if ((rc = xgr_grammar_token_terms(g, extra, (int32_t)n_extra, token_ids, n_token_ids)))
+        goto done;
+    *fsm = f;
+    f = NULL;
+done:
+    xgr_fsm_free(f);
+    xgr_fsm_free(sk);
+    free(ext.rule_extern);
+    free(is_ext);
+    free(frag_of);
+    free(extra);
+    free(remap);
+    free(rule_off);
+    return rc;
+}

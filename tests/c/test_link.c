@@ -1,0 +1,282 @@
+/* Tests for linking (csrc/compile/link.c) and the structural-tag span scanner
+ * (csrc/front/tag_spans.c).
+ *
+ * Build and run (from the repository root), as tests/c/run_sanitized.sh does:
+ *   gcc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra \
+ *       -Werror -pedantic-errors -pthread -Icsrc/include tests/c/test_link.c \
+ *       $(find csrc -name '*.c' | sort) -o /tmp/test_link -lm && /tmp/test_link
+ *
+ * A linked grammar must behave exactly as the same grammar written out whole: masks and
+ * accepted strings are compared with the unlinked compile (and masks with the brute-force
+ * oracle) along random walks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "xgr2.h"
+
+static int n_fail = 0, n_check = 0;
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        n_check++;                                                                     \
+        if (!(cond)) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);   \
+            n_fail++;                                                                  \
+        }                                                                              \
+    } while (0)
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static xgr_grammar *parse(const char *src) {
+    xgr_grammar *g = NULL;
+    if (xgr_grammar_from_ebnf(src, strlen(src), NULL, 0, &g)) {
+        fprintf(stderr, "parse failed: %s\n", xgr_last_error());
+        return NULL;
+    }
+    return g;
+}
+
+static xgr_fragment *fragment(const char *src) {
+    xgr_grammar *g = parse(src);
+    xgr_fragment *f = NULL;
+    CHECK(g && xgr_fragment_new(g, NULL, &f) == XGR_OK);
+    xgr_grammar_release(g);
+    return f;
+}
+
+/* Single bytes plus a few multi-byte tokens that cross the linked boundaries. */
+static const char *const extra[] = {"<f=", "a>{", "}</f>", "b>[", "]</f>", "</f>", "{1", "23}",
+                                    "qr", "r]", "a>", "b>", "x<f", "=a", "1}</f><f=b>["};
+
+static xgr_vocab *vocab(int32_t *n_out) {
+    static uint8_t data[1024];
+    static uint32_t off[300];
+    size_t ne = sizeof extra / sizeof *extra;
+    int32_t n = 256 + (int32_t)ne + 1;
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < n; i++) {
+        off[i] = pos;
+        if (i < 256) {
+            data[pos++] = (uint8_t)i;
+        } else if (i < 256 + (int32_t)ne) {
+            size_t l = strlen(extra[i - 256]);
+            memcpy(data + pos, extra[i - 256], l);
+            pos += (uint32_t)l;
+        }
+    }
+    off[n] = pos;
+    int32_t stop = n - 1;
+    xgr_vocab *v = NULL;
+    CHECK(xgr_vocab_new(data, off, n, n, NULL, 0, &stop, 1, &v) == XGR_OK);
+    *n_out = n;
+    return v;
+}
+
+#define SKELETON                                                                        \
+    "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true, excludes=(\"</f>\"))\n" \
+    "g ::= \"a>\" x \"</f>\" | \"b>\" y \"</f>\" | \"c>\" x \"|\" y \"</f>\"\n"
+#define X_BODY "\"{\" [0-9]+ \"}\""
+#define Y_BODY(self) "\"[\" (\"q\" | \"r\" " self ")* \"]\""
+
+static void test_linked_equals_whole(void) {
+    int32_t n;
+    xgr_vocab *v = vocab(&n);
+    xgr_grammar *skel = parse(SKELETON "x ::= \"L\"\ny ::= \"L\"\n");
+    xgr_grammar *whole = parse(SKELETON "x ::= " X_BODY "\ny ::= " Y_BODY("y") "\n");
+    xgr_fragment *fx = fragment("root ::= " X_BODY "\n");
+    xgr_fragment *fy = fragment("root ::= " Y_BODY("root") "\n");
+    CHECK(xgr_fragment_memory(fx) > 0 && xgr_fragment_memory(NULL) == 0);
+    const char *names[2] = {"x", "y"};
+    xgr_fragment *frags[2] = {fx, fy};
+    xgr_compiled *cl = NULL, *cw = NULL;
+    CHECK(xgr_compile_linked(skel, names, frags, 2, v, NULL, &cl) == XGR_OK);
+    CHECK(xgr_compile(whole, v, NULL, &cw) == XGR_OK);
+    /* the result holds what it needs: fragments and skeleton may go */
+    xgr_fragment_release(fx);
+    xgr_fragment_release(fy);
+    xgr_grammar_release(skel);
+    if (!cl || !cw) return;
+    size_t words = ((size_t)n + 31) / 32;
+    int32_t ml[16], mw[16], mb[16];
+    for (int walk = 0; walk < 200; walk++) {
+        xgr_matcher *a = NULL, *b = NULL;
+        CHECK(xgr_matcher_new(cl, NULL, 0, 0, 0, -1, &a) == XGR_OK);
+        CHECK(xgr_matcher_new(cw, NULL, 0, 0, 0, -1, &b) == XGR_OK);
+        for (int step = 0; step < 24 && a && b; step++) {
+            int ea = 0, eb = 0;
+            CHECK(xgr_matcher_fill_bitmask(a, ml, words, &ea) == XGR_OK);
+            CHECK(xgr_matcher_fill_bitmask(b, mw, words, &eb) == XGR_OK);
+            CHECK(xgr_matcher_fill_bitmask_bruteforce(a, mb, words) == XGR_OK);
+            CHECK(memcmp(ml, mw, words * 4) == 0);
+            CHECK(memcmp(ml, mb, words * 4) == 0);
+            /* mostly allowed tokens, sometimes any token: both must agree on it */
+            int32_t allowed[512], k = 0;
+            for (int32_t t = 0; t < n; t++)
+                if ((ml[t >> 5] >> (t & 31)) & 1) allowed[k++] = t;
+            int32_t t = k && rnd(8) ? allowed[rnd((uint32_t)k)] : (int32_t)rnd((uint32_t)n);
+            int oka = 0, okb = 0;
+            CHECK(xgr_matcher_accept_token(a, t, &oka) == XGR_OK);
+            CHECK(xgr_matcher_accept_token(b, t, &okb) == XGR_OK);
+            CHECK(oka == okb);
+            if (xgr_matcher_is_terminated(a)) break;
+        }
+        xgr_matcher_free(a);
+        xgr_matcher_free(b);
+    }
+    /* a whole string, crossing both fragments and a nested one */
+    static const char *const texts[] = {"hi <f=a>{12}</f> <f=c>{3}|[qr[q]]</f>", "<f=b>[]</f>",
+                                        "<f=a>{}</f>", "<f=b>[rq]</f>", "<f=c>{1}[q]</f>"};
+    static const int ok[] = {1, 1, 0, 0, 0};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        xgr_matcher *a = NULL, *b = NULL;
+        CHECK(xgr_matcher_new(cl, NULL, 0, 0, 0, -1, &a) == XGR_OK);
+        CHECK(xgr_matcher_new(cw, NULL, 0, 0, 0, -1, &b) == XGR_OK);
+        int oka = 0, okb = 0;
+        CHECK(xgr_matcher_accept_bytes(a, (const uint8_t *)texts[i], strlen(texts[i]), &oka) == XGR_OK);
+        CHECK(xgr_matcher_accept_bytes(b, (const uint8_t *)texts[i], strlen(texts[i]), &okb) == XGR_OK);
+        CHECK(oka == ok[i] && okb == ok[i]);
+        if (oka) CHECK(xgr_matcher_can_end(a));
+        xgr_matcher_free(a);
+        xgr_matcher_free(b);
+    }
+    xgr_grammar_release(whole);
+    xgr_compiled_release(cl);
+    xgr_compiled_release(cw);
+    xgr_vocab_release(v);
+}
+
+static void test_link_errors(void) {
+    int32_t n;
+    xgr_vocab *v = vocab(&n);
+    xgr_grammar *skel = parse("root ::= \"<\" x \">\"\nx ::= \"L\"\n");
+    xgr_fragment *f = fragment("root ::= [a-z]+\n");
+    xgr_compiled *c = NULL;
+    const char *missing[1] = {"nope"}, *root[1] = {"root"}, *twice[2] = {"x", "x"},
+               *x[1] = {"x"};
+    xgr_fragment *fs[2] = {f, f};
+    CHECK(xgr_compile_linked(skel, missing, fs, 1, v, NULL, &c) == XGR_ERR_SEMANTIC && !c);
+    CHECK(strstr(xgr_last_error(), "nope") != NULL);
+    CHECK(xgr_compile_linked(skel, root, fs, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG && !c);
+    CHECK(xgr_compile_linked(skel, twice, fs, 2, v, NULL, &c) == XGR_ERR_INVALID_ARG && !c);
+    CHECK(xgr_compile_linked(NULL, x, fs, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG);
+    CHECK(xgr_compile_linked(skel, NULL, fs, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG);
+    xgr_fragment *nul[1] = {NULL};
+    CHECK(xgr_compile_linked(skel, x, nul, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG);
+    /* a fragment that matches "" cannot stand in for a non-nullable rule */
+    xgr_grammar *g = parse("root ::= [a-z]*\n");
+    xgr_fragment *bad = NULL;
+    CHECK(xgr_fragment_new(g, NULL, &bad) == XGR_ERR_SEMANTIC && !bad);
+    xgr_grammar_release(g);
+    /* a stand-in that is nullable */
+    xgr_grammar *skel2 = parse("root ::= \"<\" x \">\"\nx ::= \"\" | \"L\"\n");
+    CHECK(xgr_compile_linked(skel2, x, fs, 1, v, NULL, &c) == XGR_ERR_SEMANTIC && !c);
+    xgr_grammar_release(skel2);
+    /* limits hold for the linked total */
+    xgr_compile_options o;
+    memset(&o, 0, sizeof o);
+    o.max_fsm_states = 6;
+    CHECK(xgr_compile_linked(skel, x, fs, 1, v, &o, &c) == XGR_ERR_LIMIT && !c);
+    /* and the good case, with no fragment at all too */
+    CHECK(xgr_compile_linked(skel, x, fs, 1, v, NULL, &c) == XGR_OK && c);
+    xgr_matcher *m = NULL;
+    int ok = 0;
+    CHECK(c && xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m) == XGR_OK);
+    CHECK(m && xgr_matcher_accept_bytes(m, (const uint8_t *)"<abc>", 5, &ok) == XGR_OK && ok);
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+    c = NULL;
+    CHECK(xgr_compile_linked(skel, NULL, NULL, 0, v, NULL, &c) == XGR_OK && c);
+    xgr_compiled_release(c);
+    xgr_fragment_release(f);
+    xgr_grammar_release(skel);
+    xgr_vocab_release(v);
+}
+
+/* The spans' texts joined by "|", or "ERR". */
+static void spans_text(const char *text, char *out, size_t cap) {
+    uint64_t *sp = NULL;
+    size_t n = 0;
+    int rc = xgr_structural_tag_spans(text, strlen(text), &sp, &n);
+    if (rc) {
+        snprintf(out, cap, "ERR");
+        CHECK(sp == NULL && n == 0);
+        return;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        char buf[64];
+        size_t l = (size_t)(sp[2 * i + 1] - sp[2 * i]);
+        snprintf(buf, sizeof buf, "%.*s", (int)(l < 60 ? l : 60), text + sp[2 * i]);
+        len += (size_t)snprintf(out + len, cap > len ? cap - len : 0, "%s%s", i ? "|" : "", buf);
+    }
+    xgr_free(sp);
+}
+
+static void test_spans(void) {
+    static const char *const cases[][2] = {
+        {"{\"format\": {\"type\": \"triggered_tags\", \"tags\": [{\"a\": 1}, 2 , \"x\"]}}",
+         "{\"a\": 1}|2|\"x\""},
+        /* nested through content and elements; tags inside a tag are not split out */
+        {"{\"format\":{\"elements\":[{\"content\":{\"tags\":[{\"content\":{\"tags\":[1]}}]}},"
+         "{\"tags\":[true]}]}}",
+         "{\"content\":{\"tags\":[1]}}|true"},
+        /* keys elsewhere (a schema's "tags", a string that spells a key) are not followed */
+        {"{\"format\":{\"json_schema\":{\"tags\":[1]},\"x\":\"\\\"tags\\\": [2]\","
+         "\"tags\":[\"\\u005d\\\\\"]}}",
+         "\"\\u005d\\\\\""},
+        {"{\"format\":{\"tags\":[]}}", ""},
+        {"  {\"type\":\"structural_tag\"}  ", ""},
+        /* a repeated key on the path: its JSON reader keeps the last, so not split */
+        {"{\"format\":{\"tags\":[1],\"tags\":[2]}}", "ERR"},
+        {"{\"format\":{},\"format\":{}}", "ERR"},
+        /* a repeated key elsewhere is fine */
+        {"{\"format\":{\"tags\":[{\"a\":1,\"a\":2}]},\"x\":1,\"x\":2}", "{\"a\":1,\"a\":2}"},
+        /* not JSON */
+        {"{\"format\":{\"tags\":[1,]}}", "ERR"},
+        {"{\"format\":{\"tags\":[01]}}", "ERR"},
+        {"{\"format\":{\"tags\":[\"\\x\"]}}", "ERR"},
+        {"{\"format\":{\"tags\":[\"a\tb\"]}}", "ERR"},
+        {"{\"format\":{\"tags\":[NaN]}}", "ERR"},
+        {"{\"format\":{\"tags\":[1]}} x", "ERR"},
+        {"[1]", "ERR"},
+        {"{\"format\":{\"tags\":[1e5, -0.5E-3, tru]}}", "ERR"},
+        {"{\"format\":{\"tags\":[1e5, -0.5E-3, null]}}", "1e5|-0.5E-3|null"},
+        {"{\"format\":{\"tags\":[\"\\u12G4\"]}}", "ERR"},
+        {"{\"format\":{\"tags\":[\"unterminated]}}", "ERR"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char got[512];
+        spans_text(cases[i][0], got, sizeof got);
+        const char *body = got;
+        if (strcmp(body, cases[i][1]) != 0) {
+            fprintf(stderr, "case %zu: got <%s> want <%s>\n", i, body, cases[i][1]);
+            n_fail++;
+        }
+        n_check++;
+    }
+    /* deep nesting is refused, not recursed into without bound */
+    char deep[3000];
+    size_t k = 0;
+    k += (size_t)snprintf(deep, sizeof deep, "{\"format\":{\"tags\":[");
+    for (int i = 0; i < 600; i++) deep[k++] = '[';
+    for (int i = 0; i < 600; i++) deep[k++] = ']';
+    k += (size_t)snprintf(deep + k, sizeof deep - k, "]}}");
+    uint64_t *sp = NULL;
+    size_t n = 0;
+    CHECK(xgr_structural_tag_spans(deep, k, &sp, &n) == XGR_ERR_SYNTAX && !sp);
+    CHECK(xgr_structural_tag_spans(NULL, 3, &sp, &n) == XGR_ERR_INVALID_ARG);
+}
+
+int main(void) {
+    test_linked_equals_whole();
+    test_link_errors();
+    test_spans();
+    printf("test_link: %d checks, %d failures\n", n_check, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -1,0 +1,216 @@
+"""Linked compiles of structural tags (structural_tag/link.py, csrc/compile/link.c): a
+structural tag given as JSON text has each tag's JSON-schema content lowered once and
+linked into every request that carries that tag. The result must be the grammar the
+unlinked compile gives (masks compared token by token on a real vocabulary), tools seen
+before must hit the tag cache, and errors keep their JSON paths."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+import xgrammar2 as xgr
+from xgrammar2.structural_tag.errors import StructuralTagError
+from xgrammar2.structural_tag.link import split, tag_slots
+
+from chat import load_pool
+from st_support import DATA
+
+END = "</function>"
+
+
+@pytest.fixture(scope="module")
+def tok():
+    path = DATA / "tokenizers" / "canonical" / "llama-3-instruct.json"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    return xgr.TokenizerInfo.from_canonical_json(str(path))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    return load_pool(size=12)
+
+
+def _tag(tool, content=None):
+    fn = tool.tool["function"]
+    return {"type": "tag", "begin": f"<function={fn['name']}>",
+            "content": content or {"type": "json_schema", "json_schema": fn["parameters"]}, "end": END}
+
+
+def _triggered(tags, **kw):
+    return {"type": "triggered_tags", "triggers": ["<function="], "tags": tags, **kw}
+
+
+FORMS = {
+    "triggered_tags": lambda tags: _triggered(tags),
+    "at_least_one_stop_after_first": lambda tags: _triggered(tags, at_least_one=True, stop_after_first=True),
+    "tags_with_separator": lambda tags: {"type": "tags_with_separator", "separator": "\n", "tags": tags},
+    "reasoning_then_tools": lambda tags: {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<think>", "content": {"type": "any_text"}, "end": "</think>"},
+        _triggered(tags)]},
+    # a tag that is not linked (free text, XML arguments) among linked ones
+    "mixed_contents": lambda tags: _triggered(tags + [
+        {"type": "tag", "begin": "<function=note>", "content": {"type": "any_text"}, "end": END},
+        {"type": "tag", "begin": "<function=xml_args>", "end": END, "content": {
+            "type": "json_schema", "style": "qwen_xml",
+            "json_schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]),
+}
+
+
+def _text(form, tags):
+    return json.dumps({"type": "structural_tag", "format": FORMS[form](tags)}, ensure_ascii=False)
+
+
+def _allowed(m, vocab_size):
+    bm = xgr.allocate_token_bitmask(1, vocab_size)
+    m.fill_next_token_bitmask(bm)
+    arr = bm.numpy() if hasattr(bm, "numpy") else np.asarray(bm)
+    bits = np.unpackbits(arr.reshape(-1).view(np.uint8), bitorder="little")[:vocab_size]
+    return np.flatnonzero(bits)
+
+
+def _same_masks_along_walks(linked, whole, tok, seed, prefix=""):
+    rng = random.Random(seed)
+    for walk in range(3):
+        a, b = xgr.GrammarMatcher(linked), xgr.GrammarMatcher(whole)
+        if prefix:
+            assert a.accept_string(prefix) and b.accept_string(prefix)
+        for step in range(20):
+            ia, ib = _allowed(a, tok.vocab_size), _allowed(b, tok.vocab_size)
+            assert np.array_equal(ia, ib), f"walk {walk} step {step}: {len(np.setxor1d(ia, ib))} tokens differ"
+            if a.is_terminated() or not len(ia):
+                break
+            t = int(rng.choice(ia.tolist()))
+            assert a.accept_token(t) and b.accept_token(t)
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_linked_compile_gives_the_unlinked_grammar(form, tok, pool):
+    comp = xgr.GrammarCompiler(tok)
+    whole = xgr.GrammarCompiler(tok, cache_enabled=False)  # no cache: the unlinked path
+    rng = random.Random(form)
+    for request in range(3):  # later requests reuse earlier tools: tag-cache hits
+        tools = rng.sample(pool[:6], 4)
+        text = _text(form, [_tag(t) for t in tools])
+        linked, ref = comp.compile_structural_tag(text), whole.compile_structural_tag(text)
+        call = tools[0]
+        args = json.dumps(call.calls[0])
+        name = call.tool["function"]["name"]
+        good = f"<function={name}>{args}{END}"
+        prefix = "<think>ok</think>" if form == "reasoning_then_tools" else ""
+        for g in (linked, ref):
+            assert xgr.GrammarMatcher(g).accept_string(prefix + good), (form, good)
+            assert not xgr.GrammarMatcher(g).accept_string(prefix + f"<function={name}>{{\"no\": 1}}{END}")
+        _same_masks_along_walks(linked, ref, tok, f"{form}/{request}", prefix + f"<function={name}>")
+        _same_masks_along_walks(linked, ref, tok, f"{form}/{request}/free", prefix)
+        # the grammar it reports is the whole one
+        assert str(linked.grammar) == str(ref.grammar)
+
+
+def test_tools_seen_before_are_linked_from_the_tag_cache(tok, pool):
+    comp = xgr.GrammarCompiler(tok)
+    a, b = pool[:5], pool[5:10]
+    comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in a]))
+    comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in b]))
+    assert (comp._tags.hits, comp._tags.misses, len(comp._tags)) == (0, 10, 10)
+    mix = [pool[i] for i in (7, 1, 9, 3)]
+    cg = comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in mix]))
+    assert (comp._tags.hits, comp._tags.misses) == (4, 10)
+    # the same tools in another form: still the cached tags
+    comp.compile_structural_tag(_text("tags_with_separator", [_tag(t) for t in mix]))
+    assert (comp._tags.hits, comp._tags.misses) == (8, 10)
+    name = mix[2].tool["function"]["name"]
+    assert xgr.GrammarMatcher(cg).accept_string(f"<function={name}>{json.dumps(mix[2].calls[0])}{END}")
+    other = pool[0].tool["function"]["name"]  # known tool, not in this request
+    assert not xgr.GrammarMatcher(cg).accept_string(f"<function={other}>")
+    size = comp.get_cache_size_bytes()
+    assert size > comp._cache.size_bytes() and comp._tags.size_bytes() > 0
+    comp.clear_cache()
+    assert len(comp._tags) == 0 and comp.get_cache_size_bytes() == 0
+
+
+def test_errors_keep_their_json_paths_when_tags_are_cached(tok, pool):
+    comp = xgr.GrammarCompiler(tok)
+    tags = [_tag(t) for t in pool[:3]]
+    comp.compile_structural_tag(_text("triggered_tags", tags))
+    # every tag cached; the trigger starts none of them
+    bad = json.dumps({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<tool="], "tags": tags[::-1]}})
+    with pytest.raises(StructuralTagError, match=r"\$\.format\.tags\[0\]\.begin"):
+        comp.compile_structural_tag(bad)
+    # a malformed tag after cached ones
+    broken = tags + [{"type": "tag", "begin": 5, "content": {"type": "any_text"}, "end": END}]
+    with pytest.raises(StructuralTagError, match=r"\$\.format\.tags\[3\]\.begin"):
+        comp.compile_structural_tag(_text("triggered_tags", broken))
+    # a schema the converter refuses, in a new tag after cached ones
+    refused = tags[:2] + [_tag(pool[5], {"type": "json_schema", "json_schema": {
+        "type": "object", "properties": {"a": {"type": "strnig"}}}})]
+    with pytest.raises(Exception, match=r"\$\.format\.tags\[2\]\.content"):
+        comp.compile_structural_tag(_text("triggered_tags", refused))
+    # and the good request still compiles afterwards
+    comp.compile_structural_tag(_text("triggered_tags", tags[::-1]))
+
+
+def test_texts_the_scanner_cannot_split_compile_whole(tok, pool):
+    """A repeated "tags" key: JSON readers keep the last one, so must the compile."""
+    comp = xgr.GrammarCompiler(tok)
+    first, last = _tag(pool[0]), _tag(pool[1])
+    comp.compile_structural_tag(_text("triggered_tags", [first, last]))  # both tags cached
+    text = ('{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], '
+            f'"tags": [{json.dumps(first)}], "tags": [{json.dumps(last)}]}}}}')
+    assert split(text.encode()) is None
+    cg = comp.compile_structural_tag(text)
+    for tool, ok in ((pool[1], True), (pool[0], False)):
+        name = tool.tool["function"]["name"]
+        call = f"<function={name}>{json.dumps(tool.calls[0])}{END}"
+        assert xgr.GrammarMatcher(cg).accept_string(call) is ok
+
+
+def test_spans_and_slots_agree(pool):
+    """The C scanner's spans and the Python walker's slots are the same places."""
+    tags = [_tag(t) for t in pool[:3]]
+    docs = [{"type": "structural_tag", "format": FORMS[f](tags)} for f in FORMS]
+    docs.append({"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "é\"tags\": [1]"}, _triggered(tags),
+        {"type": "json_schema", "json_schema": {"type": "object", "tags": [{"a": 1}]}}]}})
+    for doc in docs:
+        for text in (json.dumps(doc), json.dumps(doc, ensure_ascii=False, indent=2)):
+            raw = text.encode()
+            spans = split(raw)
+            slots = tag_slots(json.loads(text))
+            assert spans is not None and len(spans) == len(slots)
+            for (a, b), (arr, i) in zip(spans, slots):
+                assert json.loads(raw[a:b]) == arr[i]
+
+
+def test_tag_cache_stays_within_its_budget(tok, pool):
+    comp = xgr.GrammarCompiler(tok, cache_limit_bytes=1 << 20)
+    budget = (1 << 20) // 8
+    rng = random.Random(3)
+    for k in range(40):
+        tool = rng.choice(pool)
+        props = dict(tool.tool["function"]["parameters"])
+        props["description"] = f"variant {k}"  # a new tag text every time
+        comp.compile_structural_tag(_text("triggered_tags", [_tag(tool, {"type": "json_schema",
+                                                                         "json_schema": props})]))
+        assert comp._tags.size_bytes() <= budget
+    assert 0 < len(comp._tags) < 40
+
+
+def test_threads_share_the_tag_cache(tok, pool):
+    """Compiles from several threads on one compiler (the GIL is released in the core):
+    each result is the grammar its text compiles to alone."""
+    import concurrent.futures
+
+    comp = xgr.GrammarCompiler(tok)
+    rng = random.Random(11)
+    texts = [_text("triggered_tags", [_tag(t) for t in rng.sample(pool, 5)]) for _ in range(24)]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        linked = list(ex.map(comp.compile_structural_tag, texts))
+    whole = xgr.GrammarCompiler(tok, cache_enabled=False)
+    for i, (text, g) in enumerate(zip(texts, linked)):
+        if i % 4 == 0:
+            _same_masks_along_walks(g, whole.compile_structural_tag(text), tok, f"threads/{i}")
+    assert comp._tags.hits > 0
