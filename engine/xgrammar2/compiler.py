@@ -418,7 +418,7 @@ class GrammarCompiler:
         """A structural tag given as JSON text, each tag's JSON-schema content linked as a
         fragment built once per distinct tag text (structural_tag/link.py); a text that
         cannot be split by tags compiles as a whole."""
-        from .structural_tag.converter import ebnf_from_api_args, format_to_linked_ebnf
+        from .structural_tag.converter import format_to_linked_ebnf
         from .structural_tag.link import read_linked, split
 
         ffi, lib = _core.ffi, _core.lib
@@ -428,9 +428,8 @@ class GrammarCompiler:
             raw = b""
         spans = split(raw) if raw else None
         node = read_linked(raw, spans, self._tags, self._fragment) if spans else None
-        if node is None:
-            return self._compile(Grammar.from_ebnf(ebnf_from_api_args(text, token_resolver=resolver)),
-                                 rebuild)
+        if node is None:  # the whole conversion, which is what rebuild does
+            return self._compile(rebuild(), rebuild)
         ebnf, links = format_to_linked_ebnf(node, token_resolver=resolver)
         grammar = Grammar.from_ebnf(ebnf)
         if not links:

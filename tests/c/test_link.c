@@ -165,6 +165,9 @@ static void test_link_errors(void) {
     CHECK(xgr_compile_linked(skel, twice, fs, 2, v, NULL, &c) == XGR_ERR_INVALID_ARG && !c);
     CHECK(xgr_compile_linked(NULL, x, fs, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG);
     CHECK(xgr_compile_linked(skel, NULL, fs, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG);
+    xgr_fragment *none = NULL;
+    CHECK(xgr_fragment_new(NULL, NULL, &none) == XGR_ERR_INVALID_ARG && !none);
+    CHECK(xgr_fragment_new(skel, NULL, NULL) == XGR_ERR_INVALID_ARG);
     xgr_fragment *nul[1] = {NULL};
     CHECK(xgr_compile_linked(skel, x, nul, 1, v, NULL, &c) == XGR_ERR_INVALID_ARG);
     /* a fragment that matches "" cannot stand in for a non-nullable rule */

@@ -214,3 +214,22 @@ def test_threads_share_the_tag_cache(tok, pool):
         if i % 4 == 0:
             _same_masks_along_walks(g, whole.compile_structural_tag(text), tok, f"threads/{i}")
     assert comp._tags.hits > 0
+
+
+@pytest.mark.parametrize("text, error", [
+    ('{"type": "structural_tag", "format": {"tags": [', ValueError),        # not JSON
+    ('{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="], '
+     '"tags": [{"begin": "<f=a>", "content": {"type": "json_schema", "json_schema": {}}, "end": "x", '
+     '"extra": 1}, NaN]}}', ValueError),                                     # not strict JSON
+    ('{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="], '
+     '"tags": [7]}}', StructuralTagError),                                   # a tag that is no object
+    ('{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["\ud800"], '
+     '"tags": [{"begin": "\ud800a", "content": {"type": "any_text"}, "end": "x"}]}}',
+     ValueError),                                                            # a lone surrogate
+    ('[1, 2]', StructuralTagError),
+])
+def test_garbage_text_raises_a_clear_error(tok, text, error):
+    comp = xgr.GrammarCompiler(tok)
+    with pytest.raises(error) as e:
+        comp.compile_structural_tag(text)
+    assert str(e.value)

@@ -183,7 +183,8 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
         for (arr, i), e in zip(slots, entries):
             arr[i] = e.value if type(e) is _Plain else N.ReadTag(e)
         return N.read_structural_tag(skeleton)
-    full = N.read_structural_tag(raw)  # raises the errors, with their JSON paths
+    doc = json.loads(raw)  # strict JSON: the scanner accepted it
+    full = N.read_structural_tag(doc)  # raises the errors, with their JSON paths
     tags = _tag_nodes(full)
     if len(tags) != len(spans):
         return None
@@ -197,7 +198,7 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
                 cache.put(keys[k], entry, 2 * len(keys[k]) + size)
             else:
                 if values is None:
-                    values = tag_slots(json.loads(raw))
+                    values = tag_slots(doc)
                     if len(values) != len(spans):
                         return None
                 arr, i = values[k]
