@@ -130,6 +130,9 @@ struct xgr_compiled {
     int32_t n_pair_edges;
     int32_t *ref_begin;   /* per state: first ref edge (byte edges come first) */
     uint8_t *rule_flat;   /* per rule: no ref edges (its automaton alone decides) */
+    /* Tests only: classify every plain state by the full vocabulary pass, never by
+     * descent (mask_cache.c classify_all), to compare the two. */
+    uint8_t no_descend;
     /* per rule: plain entries stop at references (a token that would enter one stays
      * uncertain), so they depend on the rule alone and are shared by every grammar with
      * the same rule, whatever it references. Set for TagDispatch rules, whose references

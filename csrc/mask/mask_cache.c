@@ -2,6 +2,7 @@
  * rejected and uncertain tokens by simulating the state's rule alone over the sorted
  * vocabulary, reusing parser rows across shared prefixes and skipping subtrees. */
 #include "closure.h"
+#include "descend.h"
 #include "compiled.h"
 #include "follow.h"
 #include "global_cache.h"
@@ -13,11 +14,11 @@ enum { V_ACCEPT = XGR_V_ACCEPT, V_REJECT = XGR_V_REJECT, V_UNCERTAIN = XGR_V_UNC
 /* pop[] flags: the rule can end here (POP_END), or a reference starts here in an opaque
  * rule (POP_REF, see compiled.h rule_opaque). A stored pop depth with POP_REF_BIT set
  * marks the latter: no follow check applies, the token stays uncertain. */
-enum { POP_END = 1, POP_REF = 2 };
+enum { POP_END = XGR_POP_END, POP_REF = XGR_POP_REF }; /* descend.h */
 
 /* Raw entries leaving more tokens open than this skip sharpening (see sharpen). */
 #define XGR_SHARPEN_MAX 4096
-#define POP_REF_BIT 0x8000u
+#define POP_REF_BIT XGR_POP_REF_BIT
 
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
@@ -578,6 +579,46 @@ static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, const int3
     return (int64_t)np;
 }
 
+/* The form of a context-free entry with n_acc accepted and n_unc uncertain tokens: the
+ * smallest of the three. A rejected-list entry is applied by clearing its rejected and its
+ * uncertain tokens from the text row (matcher.c), so a long uncertain list (a TagDispatch
+ * state just before a trigger's last byte) makes the bitset cheaper to apply. */
+static int entry_form(const struct xgr_vocab *v, int32_t n_acc, int32_t n_unc) {
+    int32_t n_rej = v->n_sorted - n_acc - n_unc;
+    size_t list_acc = (size_t)n_acc * 4, list_rej = (size_t)n_rej * 4,
+           bitset = (size_t)v->row_words * 4;
+    if (list_acc <= list_rej && list_acc <= bitset) return XGR_MASK_ACCEPTED_LIST;
+    if (list_rej + (size_t)n_unc * 4 <= bitset) return XGR_MASK_REJECTED_LIST;
+    return XGR_MASK_BITSET;
+}
+
+/* A context-free entry of `form` with its uncertain part filled from pops and room for its
+ * ids or bits (e->bytes set); NULL when out of memory. */
+static xgr_mask_entry *entry_shell(const struct xgr_vocab *v, int form, int32_t n_acc,
+                                   const pop_list *pops) {
+    int32_t n_unc = pop_tokens(pops);
+    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->form = form;
+    e->n_ids = form == XGR_MASK_ACCEPTED_LIST   ? n_acc
+               : form == XGR_MASK_REJECTED_LIST ? v->n_sorted - n_acc - n_unc
+                                                : 0;
+    atomic_init(&e->refcount, 1);
+    e->n_accepted = n_acc;
+    if (form == XGR_MASK_BITSET)
+        e->bits = xgr_malloc((size_t)v->row_words * sizeof *e->bits);
+    else
+        e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
+    int64_t np = set_uncertain(e, pops, v->sorted);
+    if (np < 0 || (!e->bits && !e->ids)) {
+        xgr_mask_entry_free(e);
+        return NULL;
+    }
+    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
+               (form == XGR_MASK_BITSET ? (size_t)v->row_words * 4 : ((size_t)e->n_ids + 1) * 4);
+    return e;
+}
+
 /* Builds the context-free entry of a state from its classification of the whole sorted
  * vocabulary (accepted sorted positions as bits, set_words words; the (position, pop
  * depth) pairs of the uncertain ones; the rest rejected), in the smallest of the three
@@ -587,36 +628,10 @@ static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, const int3
 int xgr_mask_entry_from_bits(const struct xgr_vocab *v, const uint64_t *acc_bits,
                              const pop_list *pops, xgr_mask_entry **out) {
     size_t sw = (size_t)v->set_words;
-    int32_t n_acc = 0, n_unc = pop_tokens(pops);
+    int32_t n_acc = 0;
     for (size_t w = 0; w < sw; w++) n_acc += xgr_popcount64(acc_bits[w]);
-    int32_t n_rej = v->n_sorted - n_acc - n_unc;
-    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    xgr_mask_entry *e = entry_shell(v, entry_form(v, n_acc, pop_tokens(pops)), n_acc, pops);
     if (!e) return XGR_ERR_NOMEM;
-    size_t list_acc = (size_t)n_acc * 4, list_rej = (size_t)n_rej * 4,
-           bitset = (size_t)v->row_words * 4;
-    /* A rejected-list entry is applied by clearing its rejected and its uncertain tokens
-     * from the text row (matcher.c), so a long uncertain list (a TagDispatch state just
-     * before a trigger's last byte) makes the bitset cheaper to apply. */
-    if (list_acc <= list_rej && list_acc <= bitset) {
-        e->form = XGR_MASK_ACCEPTED_LIST;
-        e->n_ids = n_acc;
-    } else if (list_rej + (size_t)n_unc * 4 <= bitset) {
-        e->form = XGR_MASK_REJECTED_LIST;
-        e->n_ids = n_rej;
-    } else {
-        e->form = XGR_MASK_BITSET;
-    }
-    atomic_init(&e->refcount, 1);
-    e->n_accepted = n_acc;
-    if (e->form == XGR_MASK_BITSET)
-        e->bits = xgr_malloc((size_t)v->row_words * sizeof *e->bits);
-    else
-        e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
-    int64_t np = set_uncertain(e, pops, v->sorted);
-    if (np < 0 || (!e->bits && !e->ids)) {
-        xgr_mask_entry_free(e);
-        return XGR_ERR_NOMEM;
-    }
     int32_t k = 0;
     if (e->form == XGR_MASK_ACCEPTED_LIST) {
         for (size_t w = 0; w < sw; w++)
@@ -641,8 +656,28 @@ int xgr_mask_entry_from_bits(const struct xgr_vocab *v, const uint64_t *acc_bits
             }
         }
     }
-    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
-               (e->form == XGR_MASK_BITSET ? bitset : ((size_t)e->n_ids + 1) * 4);
+    *out = e;
+    return XGR_OK;
+}
+
+/* The same entry from the accepted sorted positions as a list (ascending), as the descent
+ * gives them: an accepted list straight from it, without a pass over set_words words. */
+static int entry_from_lists(const struct xgr_vocab *v, const pop_list *acc, const pop_list *pops,
+                            xgr_mask_entry **out) {
+    int32_t n_acc = (int32_t)acc->len;
+    int form = entry_form(v, n_acc, pop_tokens(pops));
+    if (form != XGR_MASK_ACCEPTED_LIST) {
+        uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
+        if (!bits) return XGR_ERR_NOMEM;
+        for (size_t k = 0; k < acc->len; k++)
+            bits[acc->data[k] >> 6] |= (uint64_t)1 << (acc->data[k] & 63);
+        int rc = xgr_mask_entry_from_bits(v, bits, pops, out);
+        free(bits);
+        return rc;
+    }
+    xgr_mask_entry *e = entry_shell(v, form, n_acc, pops);
+    if (!e) return XGR_ERR_NOMEM;
+    for (int32_t k = 0; k < n_acc; k++) e->ids[k] = v->sorted[acc->data[k]];
     *out = e;
     return XGR_OK;
 }
@@ -1104,9 +1139,19 @@ static int set_runs(xgr_mask_entry *e, const pop_list *groups) {
 static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
+    int32_t rule = c->fsm->state_rule[state];
+    int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
+    if (!runs && !c->no_descend && xgr_descend_applies(c->fsm, state)) {
+        pop_list acc = {0}, pops = {0};
+        int rc = xgr_descend(v, c->fsm, state, c->rule_opaque[rule] != 0,
+                             !c->rule_flat[rule] && !c->rule_opaque[rule], &acc, &pops);
+        if (!rc) rc = entry_from_lists(v, &acc, &pops, out);
+        XGR_VEC_FREE(acc);
+        XGR_VEC_FREE(pops);
+        if (rc != XGR_DESCEND_STOP) return rc;
+    }
     token_list tl = {v, NULL, v->n_sorted};
     pop_list pops = {0}, groups = {0};
-    int runs = c->rule_opaque[c->fsm->state_rule[state]] == XGR_OPAQUE_DISPATCH;
     uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
     cl_out o = {NULL, &pops, NULL, bits, runs ? &groups : NULL, NULL};
     int rc = bits ? classify(c, p, fo, state, &tl, &o, 0) : XGR_ERR_NOMEM;

@@ -1,0 +1,49 @@
+/* Sparse states: the context-free vocabulary pass by descent (descend.c).
+ * Internal header. */
+#ifndef XGR_DESCEND_H
+#define XGR_DESCEND_H
+
+#include "../compile/fsm.h"
+#include "region.h"
+#include "vocab.h"
+
+/* Start states with byte edges on at most this many byte values take the descent;
+ * wider ones (free text, a string body) the full pass, whose block-wise stay test
+ * settles most of their tokens without a walk. */
+#define XGR_DESCEND_ROOT_MAX 32
+/* ... and whose successors have edges on at most this many. */
+#define XGR_DESCEND_NEXT_MAX 64
+
+/* Pop flags of a state (mask_cache.c pop[]): the rule can end here, or (in an opaque
+ * rule) a reference starts here. A recorded pop depth with XGR_POP_REF_BIT set is a
+ * reference start: no follow check applies to it. */
+enum { XGR_POP_END = 1, XGR_POP_REF = 2 };
+#define XGR_POP_REF_BIT 0x8000u
+
+/* Does `state` take the descent? (its byte edges cover few byte values) */
+int xgr_descend_applies(const xgr_fsm *f, int32_t state);
+
+/* xgr_descend's answer when a token reaches a reference edge of a `hybrid` walk. */
+#define XGR_DESCEND_STOP (-1)
+
+/* Classifies every sorted token of v from `state`, walking the state's rule alone (its
+ * byte edges; a reference edge is a pop, as for a flat or opaque rule in mask_cache.c).
+ * `refchk`: a reference start counts as a pop only where the token's next byte can begin
+ * the reference (xgr_ref_first), as for opaque rules. `hybrid`: the rule's references are
+ * entered instead (a rule with references, whose walk goes on in the Earley parser there):
+ * returns XGR_DESCEND_STOP, with partial lists, as soon as a token goes on at a state with
+ * one, and the caller classifies the state by the full pass instead (most key and
+ * punctuation states of such rules die before their value's reference).
+ *
+ * Same verdicts as the full pass: *acc gets the accepted sorted positions, *pops the
+ * (position, depth) pairs of the uncertain ones, both ascending; every other token is
+ * rejected. Instead of visiting one token per distinct prefix of the vocabulary, it
+ * descends the sorted order along the automaton: the tokens that continue on an edge are
+ * found by binary search, so a key or punctuation state, which admits a few byte paths,
+ * touches a few dozen tokens instead of thousands (the pass is memory-bound: each token
+ * visited is a cache miss at 128k tokens). The lists are appended to; the caller frees
+ * them. Thread-safe (reads only). */
+int xgr_descend(const struct xgr_vocab *v, const xgr_fsm *f, int32_t state, int refchk,
+                int hybrid, xgr_pop_list *acc, xgr_pop_list *pops);
+
+#endif
