@@ -23,6 +23,18 @@ struct xgr_matcher {
     XGR_VEC(int32_t) states;
     XGR_VEC(int32_t) lims;   /* per key: tokens longer than this need an exact check */
     XGR_VEC(int32_t) extra;  /* tokens a key's length limit sent to the exact check */
+    /* The row of the last fill that did parser work (exact checks, several entries), for
+     * the last parser row it was computed at: its items, with every origin at or past
+     * that row written as -1 ("this row"). A fill whose last parser row holds the same
+     * items reuses it: the rows their origins point to are the same rows, unchanged
+     * (rollback and reset drop the memo), so every verdict would be the same. Inside a
+     * key or a string value of a wide object, the parser comes back to the same items
+     * token after token, and the exact checks of a wide row cost hundreds of
+     * microseconds per fill. */
+    uint32_t *memo_row; /* row_words, allocated on first use */
+    XGR_VEC(xgr_item) memo_items;
+    int memo_ok, memo_need_apply;
+    int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
 };
 
 #ifdef XGR_STATS
@@ -60,6 +72,8 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->states);
     XGR_VEC_FREE(m->lims);
     XGR_VEC_FREE(m->extra);
+    free(m->memo_row);
+    XGR_VEC_FREE(m->memo_items);
     xgr_compiled_release(m->c);
     free(m);
 }
@@ -68,6 +82,7 @@ static int start_root(xgr_matcher *m) {
     const xgr_fsm *f = m->c->fsm;
     xgr_item root = {f->rule_start[f->root], 0, 0};
     m->terminated = 0;
+    m->memo_ok = 0;
     m->steps.len = 0;
     return xgr_parser_start(&m->parser, root);
 }
@@ -253,6 +268,7 @@ int xgr_matcher_rollback(xgr_matcher *m, int32_t n) {
     if (n == 0) return XGR_OK;
     step_rec first = m->steps.data[m->steps.len - (size_t)n];
     m->steps.len -= (size_t)n;
+    m->memo_ok = 0; /* rows its origins point to may be rebuilt otherwise */
     xgr_parser_truncate(&m->parser, first.rows_before);
     m->terminated = 0;
     for (size_t i = 0; i < m->steps.len; i++)
@@ -340,6 +356,7 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32
         int32_t id = ids[i];
         if (get_bit(row, id) || get_bit(m->checked_bits, id)) continue;
         set_bit(m->checked_bits, id);
+        m->worked = 1;
 #ifdef XGR_STATS
         xgr_stat_checks++;
 #endif
@@ -536,6 +553,7 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
     }
     memset(row, 0, row_words * sizeof *row);
     if (!m->states.len) return XGR_OK;
+    m->worked = 1;
     const xgr_mask_entry **ents = xgr_malloc(2 * m->states.len * sizeof *ents), **raws;
     if (!ents) return XGR_ERR_NOMEM;
     raws = ents + m->states.len;
@@ -599,6 +617,73 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
     return rc;
 }
 
+/* An item's counter as the memo compares it. A REPEAT item whose counter is more than a
+ * token's length (each repetition of a child that cannot be empty consumes a byte) away
+ * from both bounds accepts the same tokens at any such count: exit always possible (count
+ * at or above the minimum) or never (below it by more), the loop never closed. Inside a
+ * bounded string (maxLength) far from its bounds, the rows of successive tokens then
+ * compare equal. */
+static inline int32_t memo_count(const xgr_compiled *c, xgr_item it) {
+    const xgr_fsm *f = c->fsm;
+    int32_t r = f->state_rule[it.state];
+    if (f->rule_kind[r] != XGR_RULE_REPEAT || f->repeat_child[r] < 0 ||
+        f->rule_nullable[f->repeat_child[r]])
+        return it.count;
+    int32_t L = c->vocab->max_token_len, lo = f->repeat_min[r], hi = f->repeat_max[r], k = it.count;
+    if ((k < lo && lo - k <= L) || (hi >= 0 && hi - k <= L)) return k;
+    return k >= lo ? -2 : -3;
+}
+
+/* Items that matter for what the row allows: a state without edges (a rule's end, its
+ * completion already applied to this row's items) can neither scan nor complete again,
+ * except the root's, which says whether the grammar can end here (stop tokens). */
+static inline int memo_keeps(const xgr_fsm *f, xgr_item it) {
+    return f->edge_begin[it.state + 1] > f->edge_begin[it.state] ||
+           f->state_rule[it.state] == f->root;
+}
+
+/* Does the parser's last row hold the memo's items (origins and counters mapped as
+ * memo_store maps them)? */
+static int memo_hit(const xgr_matcher *m) {
+    if (!m->memo_ok) return 0;
+    const xgr_parser *p = &m->parser;
+    const xgr_fsm *f = m->c->fsm;
+    int32_t last = xgr_parser_rows(p) - 1;
+    size_t j = 0;
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
+        xgr_item it = p->items.data[k];
+        if (!memo_keeps(f, it)) continue;
+        if (j == m->memo_items.len) return 0;
+        xgr_item mt = m->memo_items.data[j++];
+        if (it.state != mt.state || memo_count(m->c, it) != mt.count ||
+            (it.origin >= last ? -1 : it.origin) != mt.origin)
+            return 0;
+    }
+    return j == m->memo_items.len;
+}
+
+/* Keeps `row` (the finished row) for memo_hit; without memory it just keeps nothing. */
+static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
+    size_t rw = (size_t)m->c->vocab->row_words;
+    const xgr_parser *p = &m->parser;
+    int32_t last = xgr_parser_rows(p) - 1;
+    int32_t b = p->row_begin.data[last], e = p->row_begin.data[last + 1];
+    m->memo_ok = 0;
+    if (!m->memo_row && !(m->memo_row = xgr_malloc(rw * sizeof *m->memo_row))) return;
+    if (XGR_VEC_RESERVE(m->memo_items, (size_t)(e - b))) return;
+    m->memo_items.len = 0;
+    for (int32_t k = b; k < e; k++) {
+        xgr_item it = p->items.data[k];
+        if (!memo_keeps(m->c->fsm, it)) continue;
+        if (it.origin >= last) it.origin = -1;
+        it.count = memo_count(m->c, it);
+        m->memo_items.data[m->memo_items.len++] = it;
+    }
+    memcpy(m->memo_row, row, rw * sizeof *row);
+    m->memo_need_apply = need;
+    m->memo_ok = 1;
+}
+
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
                              int *need_apply) {
     if (!m || !row_out) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
@@ -610,8 +695,14 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
                         row_words, rw);
     uint32_t *row = (uint32_t *)row_out;
     int rc = XGR_OK;
+    m->worked = 0;
     if (xgr_matcher_is_terminated(m)) {
         memset(row, 0, row_words * sizeof *row);
+    } else if (memo_hit(m)) {
+        memcpy(row, m->memo_row, rw * sizeof *row);
+        if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
+        if (need_apply) *need_apply = m->memo_need_apply;
+        return XGR_OK;
     } else {
         if ((rc = collect_states(m))) {
             memset(row, 0, row_words * sizeof *row);
@@ -634,14 +725,15 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     /* After termination nothing more is accepted, so the row stays empty. */
     if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
-    if (need_apply) {
+    if (need_apply || m->worked) {
         /* AND-reduced in blocks (vectorised), so a mostly-full row costs one fast pass */
         uint32_t acc = (v->vocab_size % 32) == 0 ? 0xffffffffu : 0;
         for (size_t w0 = 0; w0 < rw && acc == 0xffffffffu; w0 += 64) {
             size_t end = w0 + 64 < rw ? w0 + 64 : rw;
             for (size_t w = w0; w < end; w++) acc &= row[w];
         }
-        *need_apply = acc != 0xffffffffu;
+        if (need_apply) *need_apply = acc != 0xffffffffu;
+        if (m->worked) memo_store(m, row, acc != 0xffffffffu);
     }
     return XGR_OK;
 }

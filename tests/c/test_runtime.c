@@ -303,6 +303,111 @@ static void large_rule(xgr_vocab *v, int32_t stop) {
     free(ebnf);
 }
 
+/* A fill that reuses the row of an earlier fill (matcher.c memo_hit: the same items in the
+ * last parser row) must not outlive a rollback: here both branches reach the same string
+ * body item, with the same origin row, after five tokens, but the string is followed by
+ * "x" in one and "}" in the other, so tokens such as `"x` are allowed in one only. */
+static void memo_and_rollback(xgr_vocab *v) {
+    const char *ebnf = "root ::= \"a\" s \"x\" | \"b\" s \"}\"\ns ::= \"\\\"\" [a-c]* \"\\\"\"";
+    xgr_grammar *g = NULL;
+    xgr_compiled *c = NULL;
+    xgr_compile_options o = {0};
+    o.inline_max_states = -1; /* s stays a rule: its body item is the same in both branches */
+    if (xgr_grammar_from_ebnf(ebnf, strlen(ebnf), "", 0, &g) || xgr_compile(g, v, &o, &c)) {
+        CHECK(0, "memo_and_rollback: %s", xgr_last_error());
+        xgr_grammar_release(g);
+        return;
+    }
+    int32_t *row = calloc((size_t)row_words, 4), *oracle = calloc((size_t)row_words, 4),
+            *first = calloc((size_t)row_words, 4);
+    xgr_matcher *m = NULL;
+    CHECK(!xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m), "matcher");
+    const char *paths[2] = {"a\"abc", "b\"abc"};
+    for (int k = 0; k < 2 && m; k++) {
+        for (const char *q = paths[k]; *q; q++) {
+            int acc = 0;
+            CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, NULL), "fill");
+            CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)row_words), "oracle");
+            CHECK(rows_equal(row, oracle), "memo_and_rollback: path %d at %ld differs from oracle", k,
+                  (long)(q - paths[k]));
+            CHECK(!xgr_matcher_accept_token(m, (uint8_t)*q, &acc) && acc, "accept");
+        }
+        CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, NULL), "fill");
+        CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)row_words), "oracle");
+        CHECK(rows_equal(row, oracle), "memo_and_rollback: path %d at the end differs from oracle", k);
+        if (k == 0) {
+            memcpy(first, row, (size_t)row_words * 4);
+            CHECK(!xgr_matcher_rollback(m, 5), "rollback");
+        } else {
+            CHECK(!rows_equal(row, first), "memo_and_rollback: the branches' masks should differ");
+        }
+    }
+    xgr_matcher_free(m);
+    free(row);
+    free(oracle);
+    free(first);
+    xgr_compiled_release(c);
+    xgr_grammar_release(g);
+    printf("ok memo_and_rollback\n");
+}
+
+/* Counters in the memo's comparison (matcher.c memo_count): a bounded repetition walked
+ * one "a" at a time from its start to its maximum, each fill against the oracle, so rows
+ * whose counters are near a bound (where "a]" becomes allowed, then "aaaa" no longer is)
+ * are never served a row kept at another count. */
+static void memo_repeat(void) {
+    /* its own vocabulary: every byte, and tokens that leave the repetition (exactly
+     * checked in every fill, so the fills are kept) or run several repetitions */
+    static const char *const toks[] = {"a]", "a)", "aa", "aaaa", "aaaaaaaa", "a])"};
+    size_t nt = sizeof toks / sizeof *toks;
+    uint8_t data[512];
+    uint32_t off[256 + 8], pos = 0;
+    int32_t n = 256 + (int32_t)nt;
+    for (int32_t i = 0; i < n; i++) {
+        off[i] = pos;
+        if (i < 256) {
+            data[pos++] = (uint8_t)i;
+        } else {
+            memcpy(data + pos, toks[i - 256], strlen(toks[i - 256]));
+            pos += (uint32_t)strlen(toks[i - 256]);
+        }
+    }
+    off[n] = pos;
+    xgr_vocab *v = NULL;
+    int32_t stop = 0;
+    CHECK(!xgr_vocab_new(data, off, n, n, NULL, 0, &stop, 1, &v), "memo_repeat vocab");
+    int32_t rw = (n + 31) / 32;
+    /* (no inlining) `s` is followed by "]" or ")": tokens that leave it stay uncertain */
+    const char *ebnf = "root ::= \"[\" s \"]\" | \"(\" s \")\"\ns ::= [ab]{20,30}";
+    xgr_grammar *g = NULL;
+    xgr_compiled *c = NULL;
+    xgr_compile_options o = {0};
+    o.inline_max_states = -1;
+    if (!v || xgr_grammar_from_ebnf(ebnf, strlen(ebnf), "", 0, &g) || xgr_compile(g, v, &o, &c)) {
+        CHECK(0, "memo_repeat: %s", xgr_last_error());
+        xgr_grammar_release(g);
+        xgr_vocab_release(v);
+        return;
+    }
+    int32_t row[16], oracle[16];
+    xgr_matcher *m = NULL;
+    CHECK(!xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m), "matcher");
+    for (int i = 0; i <= 31 && m; i++) {
+        int acc = 0;
+        if (getenv("XGR_DBG")) fprintf(stderr, "step %d\n", i);
+        CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)rw, NULL), "fill");
+        CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)rw), "oracle");
+        CHECK(!memcmp(row, oracle, (size_t)rw * 4), "memo_repeat: after %d bytes the mask differs from oracle", i);
+        CHECK(!xgr_matcher_accept_token(m, i == 0 ? '[' : i == 31 ? ']' : 'a', &acc) && acc,
+              "memo_repeat: accept at %d", i);
+    }
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+    xgr_grammar_release(g);
+    xgr_vocab_release(v);
+    printf("ok memo_repeat\n");
+}
+
 int main(void) {
     int32_t stop;
     xgr_vocab *v = make_vocab(&stop);
@@ -371,6 +476,8 @@ int main(void) {
     prefix_ranges(v);
     large_rule(v, stop);
     cross_grammar(v);
+    memo_and_rollback(v);
+    memo_repeat();
     bad_inputs(v);
     if (!xgr_grammar_builtin_json(&bj)) {
         char *txt = NULL;
