@@ -419,6 +419,7 @@ class GrammarCompiler:
         fragment built once per distinct tag text (structural_tag/link.py); a text that
         cannot be split by tags compiles as a whole."""
         from .structural_tag.converter import format_to_linked_ebnf
+        from .structural_tag.fast_link import LinkedEBNF
         from .structural_tag.link import read_linked, split
 
         ffi, lib = _core.ffi, _core.lib
@@ -430,7 +431,10 @@ class GrammarCompiler:
         node = read_linked(raw, spans, self._tags, self._fragment) if spans else None
         if node is None:  # the whole conversion, which is what rebuild does
             return self._compile(rebuild(), rebuild)
-        ebnf, links = format_to_linked_ebnf(node, token_resolver=resolver)
+        if isinstance(node, LinkedEBNF):  # every tag seen before, the commonest shape
+            ebnf, links = node.text, node.links
+        else:
+            ebnf, links = format_to_linked_ebnf(node, token_resolver=resolver)
         grammar = Grammar.from_ebnf(ebnf)
         if not links:
             return self._compile(grammar, rebuild)

@@ -233,3 +233,48 @@ def test_garbage_text_raises_a_clear_error(tok, text, error):
     with pytest.raises(error) as e:
         comp.compile_structural_tag(text)
     assert str(e.value)
+
+
+# Requests of the direct shape (fast_link.py) and of shapes next to it that must not take it.
+DIRECT_SHAPES = {
+    "plain": (lambda tags: _triggered(tags), True),
+    "stop_after_first": (lambda tags: _triggered(tags, stop_after_first=True), True),
+    "excludes": (lambda tags: _triggered(tags, excludes=["<|eot|>", "", "<|eot|>", "</x>"]), True),
+    "a_tag_twice": (lambda tags: _triggered(tags + tags[:1]), True),
+    "at_least_one": (lambda tags: _triggered(tags, at_least_one=True), False),
+    "two_triggers": (lambda tags: {**_triggered([{**tags[0], "begin": "<tool>" + tags[0]["begin"]}] + tags[1:]),
+                                   "triggers": ["<function=", "<tool>"]}, False),
+    "in_a_sequence": (lambda tags: {"type": "sequence", "elements": [_triggered(tags)]}, False),
+    "extra_field": (lambda tags: {**_triggered(tags), "note": 1}, False),
+}
+
+
+@pytest.mark.parametrize("shape", list(DIRECT_SHAPES))
+def test_direct_text_is_the_converters_text(shape, tok, pool):
+    """Every tag seen before: the text written directly equals, character for character,
+    what the converter writes from the format tree of the same request (and the same
+    fragments are linked); shapes it does not cover take the tree."""
+    from xgrammar2.structural_tag.converter import format_to_linked_ebnf
+    from xgrammar2.structural_tag.fast_link import LinkedEBNF
+    from xgrammar2.structural_tag.link import read_linked
+
+    make, direct = DIRECT_SHAPES[shape]
+    comp = xgr.GrammarCompiler(tok)
+    tags = [_tag(t) for t in pool[:4]]
+    raw = json.dumps({"type": "structural_tag", "format": make([tags[i] for i in (2, 0, 3)])}).encode()
+    comp.compile_structural_tag(raw.decode())  # every tag seen (this request's cached whole)
+    comp._cache.clear()
+    spans = split(raw)
+    fast = read_linked(raw, spans, comp._tags, comp._fragment)
+    tree = read_linked(raw, spans, comp._tags, comp._fragment, direct=False)
+    assert isinstance(fast, LinkedEBNF) == direct
+    if direct:
+        text, links = format_to_linked_ebnf(tree)
+        assert fast.text == text
+        assert [(n, int(xgr._core.ffi.cast("uintptr_t", f))) for n, f in fast.links] == \
+               [(n, int(xgr._core.ffi.cast("uintptr_t", f))) for n, f in links]
+    # either way the compile accepts a call of one of its tools and not of the others
+    cg = comp.compile_structural_tag(raw.decode())
+    name = pool[0].tool["function"]["name"]
+    assert xgr.GrammarMatcher(cg).accept_string(f"<function={name}>{json.dumps(pool[0].calls[0])}{END}")
+    assert not xgr.GrammarMatcher(cg).accept_string(f"<function={pool[1].tool['function']['name']}>")

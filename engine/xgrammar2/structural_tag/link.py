@@ -17,10 +17,11 @@ import itertools
 import json
 import threading
 from collections import OrderedDict
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 from .. import _core
 from . import nodes as N
+from .fast_link import LinkedEBNF, triggered_linked_ebnf
 
 __all__ = ["TagCache", "tag_slots", "split"]
 
@@ -158,11 +159,14 @@ class TagCache:
 
 
 def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
-                make_fragment: Callable[[N.JSONSchema], Any]) -> Optional[N.Node]:
+                make_fragment: Callable[[N.JSONSchema], Any],
+                direct: bool = True) -> Union[None, N.Node, LinkedEBNF]:
     """The format tree of the structural tag ``raw`` with every linkable tag's content a
     :class:`~.nodes.LinkedJSON`; None when the tags cannot be matched to their spans (the
     caller compiles the tag unlinked). Errors as ``read_structural_tag`` (and, for a tag
-    not seen before, as the conversion of its schema)."""
+    not seen before, as the conversion of its schema). With ``direct``, a request of the
+    shape :func:`~.fast_link.triggered_linked_ebnf` writes out, every tag seen before,
+    comes back as its grammar text instead of a tree."""
     keys = [raw[a:b] for a, b in spans]
     entries = cache.get_many(keys)
     if all(e is not None for e in entries):
@@ -177,6 +181,10 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
             skeleton = json.loads(b"".join(parts))
         except ValueError:
             return None
+        if direct:
+            linked = triggered_linked_ebnf(skeleton, entries)
+            if linked is not None:
+                return linked
         slots = tag_slots(skeleton)
         if len(slots) != len(spans):
             return None
