@@ -209,6 +209,15 @@ static int32_t byte_values(const xgr_fsm *f, int32_t q) {
     return nv;
 }
 
+int xgr_descend_ref_near(const xgr_fsm *f, int32_t state, int depth) {
+    if (has_ref(f, state)) return 1;
+    if (depth == 0) return 0;
+    for (int32_t e = f->edge_begin[state]; e < f->edge_begin[state + 1] && f->edges[e].ref < 0; e++)
+        if (f->edges[e].target != state && xgr_descend_ref_near(f, f->edges[e].target, depth - 1))
+            return 1;
+    return 0;
+}
+
 int xgr_descend_applies(const xgr_fsm *f, int32_t state) {
     int32_t nv = byte_values(f, state);
     if (nv == 0 || nv > XGR_DESCEND_ROOT_MAX) return 0;

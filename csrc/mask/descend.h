@@ -13,6 +13,8 @@
 #define XGR_DESCEND_ROOT_MAX 32
 /* ... and whose successors have edges on at most this many. */
 #define XGR_DESCEND_NEXT_MAX 64
+/* In a rule with references, states this many byte edges or fewer from one take the pass. */
+#define XGR_DESCEND_REF_NEAR 3
 
 /* Pop flags of a state (mask_cache.c pop[]): the rule can end here, or (in an opaque
  * rule) a reference starts here. A recorded pop depth with XGR_POP_REF_BIT set is a
@@ -22,6 +24,11 @@ enum { XGR_POP_END = 1, XGR_POP_REF = 2 };
 
 /* Does `state` take the descent? (its byte edges cover few byte values) */
 int xgr_descend_applies(const xgr_fsm *f, int32_t state);
+
+/* Can `state` reach a state with a reference edge within `depth` byte edges? A hybrid
+ * descent from such a state (a key's end before its value) nearly always stops, after
+ * work the full pass then does again. */
+int xgr_descend_ref_near(const xgr_fsm *f, int32_t state, int depth);
 
 /* xgr_descend's answer when a token reaches a reference edge of a `hybrid` walk. */
 #define XGR_DESCEND_STOP (-1)

@@ -1141,10 +1141,11 @@ static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t 
     const struct xgr_vocab *v = c->vocab;
     int32_t rule = c->fsm->state_rule[state];
     int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
-    if (!runs && !c->no_descend && xgr_descend_applies(c->fsm, state)) {
+    int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
+    if (!runs && !c->no_descend && xgr_descend_applies(c->fsm, state) &&
+        !(hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR))) {
         pop_list acc = {0}, pops = {0};
-        int rc = xgr_descend(v, c->fsm, state, c->rule_opaque[rule] != 0,
-                             !c->rule_flat[rule] && !c->rule_opaque[rule], &acc, &pops);
+        int rc = xgr_descend(v, c->fsm, state, c->rule_opaque[rule] != 0, hybrid, &acc, &pops);
         if (!rc) rc = entry_from_lists(v, &acc, &pops, out);
         XGR_VEC_FREE(acc);
         XGR_VEC_FREE(pops);

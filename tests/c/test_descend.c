@@ -39,8 +39,13 @@ static const char *const pieces[] = {"\"", ",", ":", " ", "{", "}", "[", "]", "n
                                      "me", "param", "eters", "a", "b", "c", "ab", "1", "23",
                                      "\n", "<f=", ">", "</f>", "get", "_", "city", "x", "\\"};
 
+/* Tokens that run from a key into the value's reference (a rule with references: the
+ * descent must stop there), appended after the random ones. */
+static const char *const fixed[] = {"name:[", "name:1", "ame:[", "1name:[", "12name:1", "me:[1"};
+
 static xgr_vocab *vocab(int32_t n_random) {
-    int32_t n = 256 + n_random + 1;
+    int32_t nf = (int32_t)(sizeof fixed / sizeof *fixed);
+    int32_t n = 256 + n_random + nf + 1;
     size_t cap = (size_t)n * 40;
     uint8_t *data = malloc(cap);
     uint32_t *off = malloc(((size_t)n + 1) * sizeof *off);
@@ -50,6 +55,10 @@ static xgr_vocab *vocab(int32_t n_random) {
         off[i] = pos;
         if (i < 256) {
             data[pos++] = (uint8_t)i;
+        } else if (i >= 256 + n_random && i < n - 1) {
+            size_t l = strlen(fixed[i - 256 - n_random]);
+            memcpy(data + pos, fixed[i - 256 - n_random], l);
+            pos += (uint32_t)l;
         } else if (i < n - 1) {
             int k = 2 + (int)rnd(4);
             for (int j = 0; j < k; j++) {
@@ -165,8 +174,9 @@ static const struct {
     {"ends_inside", /* finals on the path: tokens that run on get pops */
      "root ::= (\"ab\" | \"a\" | \"abc\" \",\"?) (\" \" | \"\\n\")? x\nx ::= \"[\" [0-9]* \"]\" | \"c\"\n"},
     {"references", /* rules with references: the descent stops where a token enters one */
-     "root ::= v\nv ::= \"[\" ws (v (ws \",\" ws v)*)? ws \"]\" | \"{\\\"na\\\": \" v \"}\" | [0-9]+ | \"x\" [0-9]+ \":\" v | "
-     "\"\\\"\" [a-z]* \"\\\"\"\nws ::= [ \\n]*\n"},
+     "root ::= v\nv ::= \"[\" ws (v (ws \",\" ws v)*)? ws \"]\" | \"{\\\"na\\\": \" v \"}\" | [0-9]+ | \"x\" [0-9]+ \":\" v | \"y\" [0-9]* \"name:\" w | \"z\" \"name:\" v | "
+     "\"\\\"\" [a-z]* \"\\\"\"\nws ::= [ \\n]*\n"
+     "w ::= w \"1\" | \"[\" [0-9]*\n"},
     {"tags",
      "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true, excludes=(\"</f>\"))\n"
      "g ::= \"get_city>\" a \"</f>\" | \"name>\" b \"</f>\" | \"na>\" \" \"* a \"</f>\"\n"
