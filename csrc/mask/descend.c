@@ -55,17 +55,11 @@ static inline int32_t run_end(const struct xgr_vocab *v, int32_t i, int32_t d, i
     return e < hi ? e : hi;
 }
 
-static inline int state_flags(const xgr_fsm *f, int32_t q) {
-    int32_t e1 = f->edge_begin[q + 1];
-    return (f->final[q] ? XGR_POP_END : 0) |
-           (e1 > f->edge_begin[q] && f->edges[e1 - 1].ref >= 0 ? XGR_POP_REF : 0);
-}
-
 /* The pop that counts at depth d >= 1 on state q for a token whose byte d is b (-1: out
  * of memory). */
 static int effective(dctx *x, int32_t q, int32_t d, uint8_t b) {
     if (d == 0) return 0;
-    int fl = state_flags(x->f, q) & (x->hybrid ? XGR_POP_END : 3);
+    int fl = xgr_state_pops(x->f, q) & (x->hybrid ? XGR_POP_END : 3);
     if (!(fl & XGR_POP_REF) || !x->refchk) return fl;
     int r = fl & XGR_POP_END;
     if (q != x->fstate) {
@@ -81,14 +75,26 @@ static int effective(dctx *x, int32_t q, int32_t d, uint8_t b) {
 }
 
 static inline int has_ref(const xgr_fsm *f, int32_t q) {
-    int32_t e1 = f->edge_begin[q + 1];
-    return e1 > f->edge_begin[q] && f->edges[e1 - 1].ref >= 0;
+    return xgr_state_pops(f, q) & XGR_POP_REF;
 }
 
 static inline int32_t record(int32_t e, int fl) {
     return (fl & XGR_POP_REF) || e >= (int32_t)XGR_POP_REF_BIT
                ? (int32_t)(XGR_POP_REF_BIT | ((uint32_t)e & 0x7fff))
                : e;
+}
+
+/* Tokens [a, b) are uncertain: each with the path's pops, then its own `n` records. */
+static int uncertain(dctx *x, int32_t a, int32_t b, const int32_t *own, int32_t n) {
+    for (int32_t j = a; j < b && (x->npath || n); j++) {
+        for (int32_t k = 0; k < x->npath; k++)
+            if (XGR_VEC_PUSH(*x->pops, j) || XGR_VEC_PUSH(*x->pops, x->path[k]))
+                return XGR_ERR_NOMEM;
+        for (int32_t k = 0; k < n; k++)
+            if (XGR_VEC_PUSH(*x->pops, j) || XGR_VEC_PUSH(*x->pops, own[k]))
+                return XGR_ERR_NOMEM;
+    }
+    return XGR_OK;
 }
 
 /* Tokens [a, b) die at byte d on q: uncertain with the path's pops and q's, if any. The
@@ -101,13 +107,9 @@ static int dead(dctx *x, int32_t q, int32_t d, int32_t a, int32_t b) {
         int32_t be = run_end(x->v, i, d, b);
         int fl = effective(x, q, d, byte);
         if (fl < 0) return XGR_ERR_NOMEM;
-        for (int32_t j = i; j < be && (x->npath || fl); j++) {
-            for (int32_t k = 0; k < x->npath; k++)
-                if (XGR_VEC_PUSH(*x->pops, j) || XGR_VEC_PUSH(*x->pops, x->path[k]))
-                    return XGR_ERR_NOMEM;
-            if (fl && (XGR_VEC_PUSH(*x->pops, j) || XGR_VEC_PUSH(*x->pops, record(d, fl))))
-                return XGR_ERR_NOMEM;
-        }
+        int32_t own = fl ? record(d, fl) : 0;
+        int rc = uncertain(x, i, be, &own, fl != 0);
+        if (rc) return rc;
         i = be;
     }
     return XGR_OK;
@@ -147,14 +149,8 @@ static int scan(dctx *x, int32_t q, int32_t d, int32_t lo, int32_t hi) {
             if (fl) x->ext[n++] = record(e, fl);
         }
         int32_t end = run_end(v, j, k, hi);
-        for (int32_t i = j; i < end && (x->npath || n); i++) {
-            for (int32_t m = 0; m < x->npath; m++)
-                if (XGR_VEC_PUSH(*x->pops, i) || XGR_VEC_PUSH(*x->pops, x->path[m]))
-                    return XGR_ERR_NOMEM;
-            for (int32_t m = 0; m < n; m++)
-                if (XGR_VEC_PUSH(*x->pops, i) || XGR_VEC_PUSH(*x->pops, x->ext[m]))
-                    return XGR_ERR_NOMEM;
-        }
+        int rc = uncertain(x, j, end, x->ext, n);
+        if (rc) return rc;
         j = end;
     }
     return XGR_OK;
@@ -178,7 +174,7 @@ static int node(dctx *x, int32_t q, int32_t d, int32_t lo, int32_t hi) {
         if (XGR_VEC_PUSH(*x->acc, lo)) return XGR_ERR_NOMEM;
     if (lo >= hi) return XGR_OK;
     if (x->hybrid && has_ref(f, q)) return XGR_DESCEND_STOP;
-    int need_dead = x->npath > 0 || state_flags(f, q) != 0;
+    int need_dead = x->npath > 0 || xgr_state_pops(f, q) != 0;
     int32_t e0 = f->edge_begin[q], e1 = f->edge_begin[q + 1], nv = byte_values(f, q);
     int rc = XGR_OK;
     if (nv <= SPLIT_MAX) {

@@ -22,6 +22,14 @@
 enum { XGR_POP_END = 1, XGR_POP_REF = 2 };
 #define XGR_POP_REF_BIT 0x8000u
 
+/* The pop flags of state q: final, and whether a reference edge leaves it (reference edges
+ * come last in a state's row). */
+static inline int xgr_state_pops(const xgr_fsm *f, int32_t q) {
+    int32_t e1 = f->edge_begin[q + 1];
+    return (f->final[q] ? XGR_POP_END : 0) |
+           (e1 > f->edge_begin[q] && f->edges[e1 - 1].ref >= 0 ? XGR_POP_REF : 0);
+}
+
 /* Does `state` take the descent? (its byte edges cover few byte values) */
 int xgr_descend_applies(const xgr_fsm *f, int32_t state);
 

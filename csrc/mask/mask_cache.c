@@ -75,12 +75,6 @@ typedef struct {
 /* Rules with more states than this walk their edges instead of building a table. */
 #define FLAT_TABLE_MAX_STATES 256
 
-/* POP_END / POP_REF flags of state t (ref edges occur here only in opaque rules). */
-static inline int flat_pops(const xgr_fsm *f, int32_t t) {
-    int32_t e1 = f->edge_begin[t + 1];
-    return (f->final[t] ? POP_END : 0) | (e1 > f->edge_begin[t] && f->edges[e1 - 1].ref >= 0 ? POP_REF : 0);
-}
-
 /* stay.h xgr_next_fn over a flat table: local state -> local target. */
 typedef struct {
     const xgr_flat_table *t;
@@ -145,7 +139,7 @@ static int flat_table_at(xgr_compiled *c, int32_t r, int32_t at, int loop, int u
     memset(t->next, 0xff, cells * sizeof *t->next);
     t->leave = (uint64_t *)(void *)(t->next + cells_al);
     t->pops = (uint8_t *)(t->leave + nst * 2);
-    for (int32_t s = s0; s < s1; s++) t->pops[s - s0] = (uint8_t)flat_pops(f, s);
+    for (int32_t s = s0; s < s1; s++) t->pops[s - s0] = (uint8_t)xgr_state_pops(f, s);
     for (int32_t s = s0; s < s1; s++)
         for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
             if (f->edges[e].ref >= 0) break; /* byte edges come first */
@@ -248,7 +242,7 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
         *alive = t >= 0;
         if (t >= 0) {
             w->dstate[d + 1] = t;
-            *popped = ft ? ft->pops[t - w->rule_start] : flat_pops(w->f, t);
+            *popped = ft ? ft->pops[t - w->rule_start] : xgr_state_pops(w->f, t);
             if (w->hybrid) *popped &= POP_END; /* its references are followed, not pops */
         }
         return XGR_OK;

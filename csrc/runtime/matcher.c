@@ -642,22 +642,28 @@ static inline int memo_keeps(const xgr_fsm *f, xgr_item it) {
            f->state_rule[it.state] == f->root;
 }
 
-/* Does the parser's last row hold the memo's items (origins and counters mapped as
- * memo_store maps them)? */
+/* Item `it` of parser row `last` as the memo holds it (origin at or past the row: -1;
+ * counter as memo_count); 0 when the memo leaves it out (memo_keeps). */
+static inline int memo_item(const xgr_compiled *c, xgr_item it, int32_t last, xgr_item *out) {
+    if (!memo_keeps(c->fsm, it)) return 0;
+    out->state = it.state;
+    out->origin = it.origin >= last ? -1 : it.origin;
+    out->count = memo_count(c, it);
+    return 1;
+}
+
+/* Does the parser's last row hold the memo's items? */
 static int memo_hit(const xgr_matcher *m) {
     if (!m->memo_ok) return 0;
     const xgr_parser *p = &m->parser;
-    const xgr_fsm *f = m->c->fsm;
     int32_t last = xgr_parser_rows(p) - 1;
     size_t j = 0;
     for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
-        xgr_item it = p->items.data[k];
-        if (!memo_keeps(f, it)) continue;
+        xgr_item it, mt;
+        if (!memo_item(m->c, p->items.data[k], last, &it)) continue;
         if (j == m->memo_items.len) return 0;
-        xgr_item mt = m->memo_items.data[j++];
-        if (it.state != mt.state || memo_count(m->c, it) != mt.count ||
-            (it.origin >= last ? -1 : it.origin) != mt.origin)
-            return 0;
+        mt = m->memo_items.data[j++];
+        if (it.state != mt.state || it.count != mt.count || it.origin != mt.origin) return 0;
     }
     return j == m->memo_items.len;
 }
@@ -672,13 +678,9 @@ static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
     if (!m->memo_row && !(m->memo_row = xgr_malloc(rw * sizeof *m->memo_row))) return;
     if (XGR_VEC_RESERVE(m->memo_items, (size_t)(e - b))) return;
     m->memo_items.len = 0;
-    for (int32_t k = b; k < e; k++) {
-        xgr_item it = p->items.data[k];
-        if (!memo_keeps(m->c->fsm, it)) continue;
-        if (it.origin >= last) it.origin = -1;
-        it.count = memo_count(m->c, it);
-        m->memo_items.data[m->memo_items.len++] = it;
-    }
+    for (int32_t k = b; k < e; k++)
+        m->memo_items.len += (size_t)memo_item(m->c, p->items.data[k], last,
+                                               &m->memo_items.data[m->memo_items.len]);
     memcpy(m->memo_row, row, rw * sizeof *row);
     m->memo_need_apply = need;
     m->memo_ok = 1;
