@@ -127,44 +127,38 @@ oom:
     return XGR_ERR_NOMEM;
 }
 
-/* Lays out the parent-context slots (see compiled.h). Above `budget` pair slots the
- * grammar falls back to plain entries only, which keeps memory bounded. */
-static int layout_slots(xgr_compiled *c, int64_t budget) {
+/* Lays out the parent-context slots (see compiled.h), from the per-rule counts of scannable
+ * states. Above `budget` pair slots the grammar falls back to plain entries only, which
+ * keeps memory bounded. Only edges at or after a state's ref_begin can hold a reference. */
+static int layout_slots(xgr_compiled *c, const int32_t *n_scan, int64_t budget) {
     const xgr_fsm *f = c->fsm;
-    int32_t ns = f->n_states, nr = f->n_rules;
-    int32_t *n_scan = xgr_calloc((size_t)nr + 1, sizeof *n_scan);
-    c->scan_local = xgr_malloc(((size_t)ns + 1) * sizeof *c->scan_local);
-    if (!n_scan || !c->scan_local) {
-        free(n_scan);
-        return XGR_ERR_NOMEM;
-    }
-    for (int32_t s = 0; s < ns; s++)
-        c->scan_local[s] = c->scannable[s] ? n_scan[f->state_rule[s]]++ : -1;
+    const xgr_edge *edges = f->edges;
+    const int32_t *eb = f->edge_begin, *rb = c->ref_begin;
+    int32_t ns = f->n_states;
     int64_t total = 0;
     int32_t n_pe = 0;
-    for (int32_t e = 0; e < f->n_edges; e++) {
-        int32_t r = f->edges[e].ref;
-        if (r < 0 || n_scan[r] == 0) continue;
-        total += n_scan[r];
-        n_pe++;
-    }
+    for (int32_t s = 0; s < ns; s++)
+        for (int32_t e = rb[s]; e < eb[s + 1]; e++) {
+            int32_t r = edges[e].ref;
+            if (r < 0 || n_scan[r] == 0) continue;
+            total += n_scan[r];
+            n_pe++;
+        }
     if (total > budget) total = n_pe = 0;
     c->n_slots = ns + (int32_t)total;
     c->pair_edges = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_edges);
     c->pair_first = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_first);
-    if (!c->pair_edges || !c->pair_first) {
-        free(n_scan);
-        return XGR_ERR_NOMEM;
-    }
-    int32_t first = 0;
-    for (int32_t e = 0; e < f->n_edges && c->n_pair_edges < n_pe; e++) {
-        int32_t r = f->edges[e].ref;
-        if (r < 0 || n_scan[r] == 0) continue;
-        c->pair_edges[c->n_pair_edges] = e;
-        c->pair_first[c->n_pair_edges++] = first;
-        first += n_scan[r];
-    }
-    free(n_scan);
+    if (!c->pair_edges || !c->pair_first) return XGR_ERR_NOMEM;
+    int32_t first = 0, k = 0;
+    for (int32_t s = 0; s < ns && k < n_pe; s++)
+        for (int32_t e = rb[s]; e < eb[s + 1]; e++) {
+            int32_t r = edges[e].ref;
+            if (r < 0 || n_scan[r] == 0) continue;
+            c->pair_edges[k] = e;
+            c->pair_first[k++] = first;
+            first += n_scan[r];
+        }
+    c->n_pair_edges = k;
     return XGR_OK;
 }
 
@@ -298,54 +292,58 @@ static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_comp
  * per-rule tables, memory accounting. Frees c on failure. */
 static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
     int rc;
-    int32_t ns = c->fsm->n_states;
+    const xgr_fsm *f = c->fsm;
+    int32_t ns = f->n_states, nr = f->n_rules;
+    int32_t *n_scan = xgr_calloc((size_t)nr + 1, sizeof *n_scan);
     c->scannable = xgr_calloc((size_t)ns + 1, 1);
-    if (!c->scannable) {
-        rc = XGR_ERR_NOMEM;
-        goto fail;
-    }
     c->ref_begin = xgr_malloc(((size_t)ns + 1) * sizeof *c->ref_begin);
-    if (!c->ref_begin) {
+    c->scan_local = xgr_malloc(((size_t)ns + 1) * sizeof *c->scan_local);
+    c->rule_flat = xgr_malloc((size_t)nr + 1);
+    c->rule_opaque = xgr_calloc((size_t)nr + 1, 1);
+    c->rule_keys = xgr_calloc((size_t)nr + 1, sizeof *c->rule_keys);
+    c->flat_tables = xgr_calloc((size_t)nr + 1, sizeof *c->flat_tables);
+    c->rule_loops = xgr_calloc((size_t)nr + 1, sizeof *c->rule_loops);
+    if (!n_scan || !c->scannable || !c->ref_begin || !c->scan_local || !c->rule_flat ||
+        !c->rule_opaque || !c->rule_keys || !c->flat_tables || !c->rule_loops) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
-    for (int32_t s = 0; s < ns; s++) {
-        int32_t e = c->fsm->edge_begin[s], end = c->fsm->edge_begin[s + 1];
-        c->scannable[s] = e < end && c->fsm->edges[e].ref < 0 ? XGR_SCAN_BYTE : 0;
-        for (; e < end && c->fsm->edges[e].ref < 0; e++)
-            if (c->fsm->edges[e].target == s) c->scannable[s] |= XGR_SCAN_LOOP;
-        c->ref_begin[s] = e;
-    }
-    if ((rc = layout_slots(c, (int64_t)1 << 22))) goto fail;
-    c->rule_flat = xgr_malloc((size_t)c->fsm->n_rules + 1);
-    c->rule_opaque = xgr_calloc((size_t)c->fsm->n_rules + 1, 1);
-    c->rule_keys = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_keys);
-    c->flat_tables = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->flat_tables);
-    c->rule_loops = xgr_calloc((size_t)c->fsm->n_rules + 1, sizeof *c->rule_loops);
-    if (!c->rule_flat || !c->rule_opaque || !c->rule_keys || !c->flat_tables || !c->rule_loops) {
-        rc = XGR_ERR_NOMEM;
-        goto fail;
-    }
-    for (int32_t r = 0; r < c->fsm->n_rules; r++) {
-        c->rule_flat[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL;
-        c->rule_opaque[r] = c->fsm->rule_kind[r] == XGR_RULE_NORMAL && c->fsm->rule_dispatch[r]
-                                ? XGR_OPAQUE_DISPATCH
-                                : 0;
+    const uint8_t *kind = f->rule_kind, *dispatch = f->rule_dispatch;
+    uint8_t *flat = c->rule_flat, *opaque = c->rule_opaque;
+    for (int32_t r = 0; r < nr; r++) {
+        flat[r] = kind[r] == XGR_RULE_NORMAL;
+        opaque[r] = kind[r] == XGR_RULE_NORMAL && dispatch[r] ? XGR_OPAQUE_DISPATCH : 0;
         atomic_init(&c->rule_keys[r], NULL);
         atomic_init(&c->flat_tables[r], NULL);
         atomic_init(&c->rule_loops[r], NULL);
     }
-    /* The rules a trigger hands over to (a tag group: the rest of each begin, then refs to
-     * the tag contents) are unique to their request too, and their references start after
-     * a literal: the same reasoning applies. */
-    for (int32_t e = 0; e < c->fsm->n_edges; e++) {
-        int32_t ref = c->fsm->edges[e].ref;
-        if (ref >= 0 && c->fsm->rule_dispatch[c->fsm->state_rule[c->fsm->edges[e].target]] &&
-            c->fsm->rule_kind[ref] == XGR_RULE_NORMAL && !c->rule_opaque[ref])
-            c->rule_opaque[ref] = XGR_OPAQUE_GROUP;
+    /* One pass over the states (edges are grouped by source, byte edges first): scan flags,
+     * where references start, each scannable state's index within its rule, and per rule
+     * whether it holds a reference (then it is not flat). The rules a trigger hands over to
+     * (a tag group: the rest of each begin, then refs to the tag contents) are unique to
+     * their request too, and their references start after a literal: they are opaque. */
+    const xgr_edge *edges = f->edges;
+    const int32_t *eb = f->edge_begin, *srule = f->state_rule;
+    for (int32_t s = 0; s < ns; s++) {
+        int32_t e = eb[s], end = eb[s + 1], r = srule[s];
+        uint8_t sc = e < end && edges[e].ref < 0 ? XGR_SCAN_BYTE : 0;
+        for (; e < end && edges[e].ref < 0; e++)
+            if (edges[e].target == s) sc |= XGR_SCAN_LOOP;
+        c->scannable[s] = sc;
+        c->ref_begin[s] = e;
+        c->scan_local[s] = sc ? n_scan[r]++ : -1;
+        for (; e < end; e++) {
+            int32_t ref = edges[e].ref;
+            if (ref < 0) continue;
+            int32_t tr = srule[edges[e].target];
+            flat[tr] = 0;
+            if (dispatch[tr] && kind[ref] == XGR_RULE_NORMAL && !opaque[ref])
+                opaque[ref] = XGR_OPAQUE_GROUP;
+        }
     }
-    for (int32_t e = 0; e < c->fsm->n_edges; e++)
-        if (c->fsm->edges[e].ref >= 0) c->rule_flat[c->fsm->state_rule[c->fsm->edges[e].target]] = 0;
+    if ((rc = layout_slots(c, n_scan, (int64_t)1 << 22))) goto fail;
+    free(n_scan);
+    n_scan = NULL;
     size_t n_chunks = (size_t)c->n_slots / XGR_SLOT_CHUNK + 1;
     c->entry_chunks = xgr_calloc(n_chunks, sizeof *c->entry_chunks);
     if (!c->entry_chunks) {
@@ -362,9 +360,9 @@ static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
      * and per state (scannable, ref_begin, scan_local), per rule (flat, opaque, three
      * lazily built pointers), per edge with pair slots (edge, first slot), and per slot
      * chunk (the chunks themselves count when built). */
-    size_t nr = (size_t)c->fsm->n_rules + 1;
+    size_t nr1 = (size_t)nr + 1;
     atomic_fetch_add(&c->memory, xgr_ir_memory(c->grammar) + xgr_fsm_memory(c->fsm) +
-                                     ((size_t)ns + 1) * 9 + nr * (2 + 3 * sizeof(void *)) +
+                                     ((size_t)ns + 1) * 9 + nr1 * (2 + 3 * sizeof(void *)) +
                                      ((size_t)c->n_pair_edges + 1) * 8 +
                                      n_chunks * sizeof *c->entry_chunks +
                                      (size_t)c->n_token_ids * sizeof *c->token_ids);
@@ -372,6 +370,7 @@ static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
     *out = c;
     return XGR_OK;
 fail:
+    free(n_scan);
     compiled_free(c);
     return rc;
 }

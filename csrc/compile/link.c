@@ -97,16 +97,30 @@ static int fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32_
         dst->rule_lookahead[d] = la < 0 ? -1 : remap ? remap[la] : la + ro;
         dst->rule_dispatch[d] = src->rule_dispatch[r];
     }
-    for (int32_t s = 0; s < src->n_states; s++) {
-        dst->state_rule[so + s] = src->state_rule[s] + ro;
-        dst->final[so + s] = src->final[s];
-        dst->edge_begin[so + s] = src->edge_begin[s] + eo;
-    }
-    for (int32_t e = 0; e < src->n_edges; e++) {
-        xgr_edge ed = src->edges[e];
-        ed.target += so;
-        if (ed.ref >= 0) ed.ref = remap ? remap[ed.ref] : ed.ref + ro;
-        dst->edges[eo + e] = ed;
+    /* Flat copies with offsets, through local pointers so the loops vectorize (a linked
+     * request copies every fragment's states and edges). */
+    int32_t nst = src->n_states, ned = src->n_edges;
+    const int32_t *ssr = src->state_rule, *seb = src->edge_begin;
+    int32_t *restrict dsr = dst->state_rule + so, *restrict deb = dst->edge_begin + so;
+    for (int32_t s = 0; s < nst; s++) dsr[s] = ssr[s] + ro;
+    for (int32_t s = 0; s < nst; s++) deb[s] = seb[s] + eo;
+    memcpy(dst->final + so, src->final, (size_t)nst);
+    const xgr_edge *se = src->edges;
+    xgr_edge *restrict de = dst->edges + eo;
+    if (remap) {
+        for (int32_t e = 0; e < ned; e++) {
+            xgr_edge ed = se[e];
+            ed.target += so;
+            if (ed.ref >= 0) ed.ref = remap[ed.ref];
+            de[e] = ed;
+        }
+    } else {
+        for (int32_t e = 0; e < ned; e++) {
+            xgr_edge ed = se[e];
+            ed.target += so;
+            ed.ref = ed.ref < 0 ? ed.ref : ed.ref + ro;
+            de[e] = ed;
+        }
     }
     return XGR_OK;
 }

@@ -188,6 +188,21 @@ class _CompileCache:
         return len(self._entries)
 
 
+#: Stand-in rule name -> its C string. Names are unique to their fragment (link.py numbers
+#: them) and recur with it in every request that reuses the tool, so each is encoded once.
+_C_NAMES: Dict[str, Any] = {}
+_C_NAMES_MAX = 1 << 14
+
+
+def _c_name(name: str) -> Any:
+    c = _C_NAMES.get(name)
+    if c is None:
+        if len(_C_NAMES) >= _C_NAMES_MAX:
+            _C_NAMES.clear()
+        c = _C_NAMES[name] = _core.ffi.new("char[]", name.encode())
+    return c
+
+
 class _LazyResolver:
     """Builds the tokenizer's token resolver (an O(vocabulary) table) only when a structural
     tag actually names a token."""
@@ -438,7 +453,7 @@ class GrammarCompiler:
         grammar = Grammar.from_ebnf(ebnf)
         if not links:
             return self._compile(grammar, rebuild)
-        names = [ffi.new("char[]", name.encode()) for name, _ in links]
+        names = [_c_name(name) for name, _ in links]
         frags = [frag for _, frag in links]
         out = ffi.new("xgr_compiled **")
         _core.check(
