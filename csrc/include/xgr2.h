@@ -48,6 +48,19 @@ typedef struct xgr_grammar xgr_grammar;
  * root_len == 0). Errors carry "line L, column C". Thread-safe. */
 int xgr_grammar_from_ebnf(const char *src, size_t src_len, const char *root,
                           size_t root_len, xgr_grammar **out);
+/* The grammar of a triggered_tags structural tag with one trigger whose tags' contents are
+ * stand-in rules to link (xgr_compile_linked): root ::= triggered_tags; each distinct
+ * stand-in ::= "L"; triggered_tags_group ::= the alternatives (rest_i stand-in_i end_i);
+ * triggered_tags ::= TagDispatch((trigger, triggered_tags_group), loop_after_dispatch,
+ * excludes). The same grammar xgr_grammar_from_ebnf gives for that text, without the text.
+ * String k is data[offsets[k] .. offsets[k+1]): the trigger, then per tag its begin after
+ * the trigger, its stand-in's name and its end (empty parts are left out), then the
+ * excluded strings; offsets has 2 + 3 * n_tags + n_excl entries. The caller passes the
+ * alternatives and excludes already deduplicated. XGR_ERR_INVALID_ARG for an empty
+ * trigger or exclude, a stand-in name that is empty, holds a NUL or is one of the three
+ * rule names above. The caller owns *out. Thread-safe. */
+int xgr_grammar_triggered_links(const uint8_t *data, const uint32_t *offsets, size_t n_tags,
+                                size_t n_excl, int loop_after_dispatch, xgr_grammar **out);
 /* Compiles a regex (whole-output, anchored semantics) into a grammar. Thread-safe. */
 int xgr_grammar_from_regex(const char *src, size_t src_len, xgr_grammar **out);
 /* The builtin grammar of any JSON value. Thread-safe. */

@@ -447,10 +447,10 @@ class GrammarCompiler:
         if node is None:  # the whole conversion, which is what rebuild does
             return self._compile(rebuild(), rebuild)
         if isinstance(node, LinkedEBNF):  # every tag seen before, the commonest shape
-            ebnf, links = node.text, node.links
+            grammar, links = node.grammar(), node.links
         else:
             ebnf, links = format_to_linked_ebnf(node, token_resolver=resolver)
-        grammar = Grammar.from_ebnf(ebnf)
+            grammar = Grammar.from_ebnf(ebnf)
         if not links:
             return self._compile(grammar, rebuild)
         names = [_c_name(name) for name, _ in links]

@@ -911,6 +911,95 @@ static void test_fuzz(int iters) {
     printf("fuzz: %d inputs, %d valid EBNF, %d valid regex\n", iters, fuzz_ebnf_ok, fuzz_regex_ok);
 }
 
+/* ---- directly built tool-calling grammars (tag_links.c) ------------------------------- */
+
+/* Builds from strings s[0..n) packed as xgr_grammar_triggered_links takes them. */
+static int build_links(const char *const *s, size_t n, size_t n_tags, size_t n_excl, int loop,
+                       xgr_grammar **out) {
+    uint8_t data[512];
+    uint32_t off[32];
+    off[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t len = strlen(s[k]);
+        memcpy(data + off[k], s[k], len);
+        off[k + 1] = off[k] + (uint32_t)len;
+    }
+    return xgr_grammar_triggered_links(data, off, n_tags, n_excl, loop, out);
+}
+
+static void test_triggered_links(void) {
+    /* Two tags of one stand-in (the alternation keeps both: the caller deduplicates),
+     * a tag whose begin is the whole trigger, one with no end, and an excluded string. */
+    const char *s[] = {"<f=", "a>", "linked.0", "</f>", "", "linked.1", "</f>",
+                       "b\"\n>", "linked.0", "", "<|eot|>"};
+    xgr_grammar *g = NULL;
+    CHECK(build_links(s, 11, 3, 1, 1, &g) == XGR_OK && g, "build: %s", xgr_last_error());
+    char *txt = NULL;
+    size_t len = 0;
+    if (g && xgr_ir_print(g, &txt, &len) == XGR_OK) {
+        const char *want = "root ::= triggered_tags\n"
+                           "linked.0 ::= \"L\"\n"
+                           "linked.1 ::= \"L\"\n"
+                           "triggered_tags_group ::= \"a>\" linked.0 \"</f>\" | linked.1 \"</f>\" "
+                           "| \"b\\\"\\n>\" linked.0\n"
+                           "triggered_tags ::= TagDispatch(\n"
+                           "  (\"<f=\", triggered_tags_group),\n"
+                           "  loop_after_dispatch=true,\n"
+                           "  excludes=(\"<|eot|>\")\n"
+                           ")\n";
+        CHECK(strcmp(txt, want) == 0, "printed:\n%s\nwanted:\n%s", txt, want);
+        /* and the text parses back to the same grammar */
+        xgr_grammar *h = NULL;
+        char *txt2 = NULL;
+        size_t len2 = 0;
+        CHECK(xgr_grammar_from_ebnf(txt, len, "root", 4, &h) == XGR_OK &&
+                  xgr_ir_print(h, &txt2, &len2) == XGR_OK && strcmp(txt, txt2) == 0,
+              "reparse: %s", txt2 ? txt2 : xgr_last_error());
+        free(txt2);
+        xgr_grammar_release(h);
+    }
+    free(txt);
+    xgr_grammar_release(g);
+    /* one tag: the alternative is the rule body; stop after the first dispatch */
+    const char *one[] = {"<f=", "a>", "linked.7", "</f>"};
+    g = NULL;
+    CHECK(build_links(one, 4, 1, 0, 0, &g) == XGR_OK, "one tag: %s", xgr_last_error());
+    if (g && xgr_ir_print(g, &txt, &len) == XGR_OK) {
+        CHECK(strstr(txt, "triggered_tags_group ::= \"a>\" linked.7 \"</f>\"\n") &&
+                  strstr(txt, "loop_after_dispatch=false"),
+              "one tag printed:\n%s", txt);
+        free(txt);
+    }
+    xgr_grammar_release(g);
+    /* refused: an empty trigger, a reserved or empty stand-in name, an empty exclude */
+    const char *bad[][5] = {{"", "a>", "linked.0", "</f>", ""},
+                            {"<f=", "a>", "root", "</f>", ""},
+                            {"<f=", "a>", "triggered_tags_group", "</f>", ""},
+                            {"<f=", "a>", "", "</f>", ""}};
+    for (int k = 0; k < 4; k++) {
+        g = NULL;
+        CHECK(build_links(bad[k], 4, 1, 0, 1, &g) == XGR_ERR_INVALID_ARG && !g,
+              "bad case %d accepted", k);
+    }
+    g = NULL;
+    CHECK(build_links(bad[0] + 0, 0, 1, 0, 1, &g) == XGR_ERR_INVALID_ARG, "empty input accepted");
+    const char *empty_excl[] = {"<f=", "a>", "linked.0", "</f>", ""};
+    g = NULL;
+    CHECK(build_links(empty_excl, 5, 1, 1, 1, &g) == XGR_ERR_INVALID_ARG && !g,
+          "empty exclude accepted");
+    uint8_t d[4] = {'<', 'a', 'b', 'c'};
+    uint32_t dec[5] = {0, 2, 1, 3, 4};
+    g = NULL;
+    CHECK(xgr_grammar_triggered_links(d, dec, 1, 0, 1, &g) == XGR_ERR_INVALID_ARG && !g &&
+              strstr(xgr_last_error(), "offsets decrease"),
+          "decreasing offsets: %s", xgr_last_error());
+    uint8_t nul[6] = {'<', 'a', 'x', 0, 'y', '>'};
+    uint32_t no[5] = {0, 1, 2, 5, 6};
+    g = NULL;
+    CHECK(xgr_grammar_triggered_links(nul, no, 1, 0, 1, &g) == XGR_ERR_INVALID_ARG && !g,
+          "a NUL in a stand-in name accepted");
+}
+
 int main(int argc, char **argv) {
     int iters = argc > 1 ? atoi(argv[1]) : 6000;
     test_ebnf_valid();
@@ -923,6 +1012,7 @@ int main(int argc, char **argv) {
     test_handmade_ir();
     test_random_grammars(iters / 3);
     test_fuzz(iters);
+    test_triggered_links();
     printf("test_front: %d checks, %d failed\n", n_checks, n_failed);
     return n_failed ? 1 : 0;
 }

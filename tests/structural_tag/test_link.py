@@ -271,6 +271,7 @@ def test_direct_text_is_the_converters_text(shape, tok, pool):
     if direct:
         text, links = format_to_linked_ebnf(tree)
         assert fast.text == text
+        assert str(fast.grammar()) == str(xgr.Grammar.from_ebnf(text))  # built without the text
         assert [(n, int(xgr._core.ffi.cast("uintptr_t", f))) for n, f in fast.links] == \
                [(n, int(xgr._core.ffi.cast("uintptr_t", f))) for n, f in links]
     # either way the compile accepts a call of one of its tools and not of the others
@@ -278,3 +279,40 @@ def test_direct_text_is_the_converters_text(shape, tok, pool):
     name = pool[0].tool["function"]["name"]
     assert xgr.GrammarMatcher(cg).accept_string(f"<function={name}>{json.dumps(pool[0].calls[0])}{END}")
     assert not xgr.GrammarMatcher(cg).accept_string(f"<function={pool[1].tool['function']['name']}>")
+
+
+@pytest.mark.parametrize("begins, end", [
+    (["<function=caf\u00e9>", "<function=\U0001f600>"], "</function>"),
+    (['<function=a"b\\c>', "<function=x\ny\t>"], "\x01</function>"),
+    (["<function=", "<function=b>"], "\u00e9"),  # a begin that is the trigger alone
+])
+def test_direct_grammar_of_odd_strings_is_its_text_parsed(tok, pool, begins, end):
+    """Strings the EBNF text must escape reach the directly built grammar as their UTF-8
+    bytes: it prints as the text parsed, and the compiled grammar accepts the calls."""
+    from xgrammar2.structural_tag.fast_link import LinkedEBNF
+    from xgrammar2.structural_tag.link import read_linked
+
+    comp = xgr.GrammarCompiler(tok)
+    tags = [{"type": "tag", "begin": b, "content": {"type": "json_schema", "json_schema": {"type": "integer"}},
+             "end": end} for b in begins]
+    raw = json.dumps({"type": "structural_tag", "format": _triggered(tags)}).encode()
+    comp.compile_structural_tag(raw.decode())
+    comp._cache.clear()
+    fast = read_linked(raw, split(raw), comp._tags, comp._fragment)
+    assert isinstance(fast, LinkedEBNF)
+    assert str(fast.grammar()) == str(xgr.Grammar.from_ebnf(fast.text))
+    cg = comp.compile_structural_tag(raw.decode())
+    for b in begins:
+        assert xgr.GrammarMatcher(cg).accept_string(f"hi {b}12{end} bye"), b
+    assert not xgr.GrammarMatcher(cg).accept_string(f"hi {begins[1]}x")
+
+
+def test_direct_grammar_with_a_lone_surrogate_raises_as_the_text_does(tok, pool):
+    """Tags seen before, and an exclude that is not valid Unicode: it cannot be encoded for
+    the core, so the request goes through the text, whose parser names the problem."""
+    comp = xgr.GrammarCompiler(tok)
+    tags = [_tag(t) for t in pool[:2]]
+    comp.compile_structural_tag(json.dumps({"type": "structural_tag", "format": _triggered(tags)}))
+    text = json.dumps({"type": "structural_tag", "format": _triggered(tags[::-1], excludes=["\ud800"])})
+    with pytest.raises(xgr.InvalidUTF8Error, match="surrogate"):
+        comp.compile_structural_tag(text)

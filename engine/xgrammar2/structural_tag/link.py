@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 
 from .. import _core
 from . import nodes as N
-from .fast_link import LinkedEBNF, triggered_linked_ebnf
+from .fast_link import LinkedEBNF, fast_tag, triggered_linked_ebnf
 
 __all__ = ["TagCache", "tag_slots", "split"]
 
@@ -114,35 +114,40 @@ class TagCache:
     def __init__(self, limit_bytes: int) -> None:
         self._limit = limit_bytes
         self._lock = threading.Lock()
-        self._entries: "OrderedDict[bytes, Tuple[Any, int]]" = OrderedDict()
+        self._entries: "OrderedDict[bytes, Tuple[Any, int, Any]]" = OrderedDict()
         self._total = 0
         self.hits = 0
         self.misses = 0
 
-    def get_many(self, keys: List[bytes]) -> List[Any]:
+    def get_many(self, keys: List[bytes]) -> Tuple[List[Any], List[Any]]:
+        """The entries under ``keys`` (None where missing), and their direct-build records
+        (:func:`~.fast_link.fast_tag`, None where missing or not applicable)."""
         with self._lock:
-            out = []
+            out, fast = [], []
             for k in keys:
                 hit = self._entries.get(k)
                 if hit is None:
                     out.append(None)
+                    fast.append(None)
                 else:
                     self._entries.move_to_end(k)
                     out.append(hit[0])
+                    fast.append(hit[2])
             n_hit = sum(1 for x in out if x is not None)
             self.hits += n_hit
             self.misses += len(out) - n_hit
-            return out
+            return out, fast
 
     def put(self, key: bytes, entry: Any, size: int) -> None:
+        fast = fast_tag(entry)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._total -= old[1]
-            self._entries[key] = (entry, size)
+            self._entries[key] = (entry, size, fast)
             self._total += size
             while self._limit >= 0 and self._total > self._limit and self._entries:
-                _, (_, s) = self._entries.popitem(last=False)
+                _, (_, s, _) = self._entries.popitem(last=False)
                 self._total -= s
 
     def clear(self) -> None:
@@ -168,7 +173,7 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
     shape :func:`~.fast_link.triggered_linked_ebnf` writes out, every tag seen before,
     comes back as its grammar text instead of a tree."""
     keys = [raw[a:b] for a, b in spans]
-    entries = cache.get_many(keys)
+    entries, fast = cache.get_many(keys)
     if all(e is not None for e in entries):
         # Every tag seen before: read the skeleton, the cached tags standing in for theirs.
         parts, pos = [], 0
@@ -182,7 +187,7 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
         except ValueError:
             return None
         if direct:
-            linked = triggered_linked_ebnf(skeleton, entries)
+            linked = triggered_linked_ebnf(skeleton, fast)
             if linked is not None:
                 return linked
         slots = tag_slots(skeleton)
