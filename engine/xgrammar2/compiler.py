@@ -433,6 +433,7 @@ class GrammarCompiler:
         """A structural tag given as JSON text, each tag's JSON-schema content linked as a
         fragment built once per distinct tag text (structural_tag/link.py); a text that
         cannot be split by tags compiles as a whole."""
+        from .limits import check_json_nesting
         from .structural_tag.converter import format_to_linked_ebnf
         from .structural_tag.fast_link import LinkedEBNF
         from .structural_tag.link import read_linked, split
@@ -445,6 +446,7 @@ class GrammarCompiler:
         spans = split(raw) if raw else None
         node = read_linked(raw, spans, self._tags, self._fragment) if spans else None
         if node is None:  # the whole conversion, which is what rebuild does
+            check_json_nesting(text, "the structural tag")
             return self._compile(rebuild(), rebuild)
         if isinstance(node, LinkedEBNF):  # every tag seen before, the commonest shape
             grammar, links = node.grammar(), node.links
@@ -554,12 +556,20 @@ class GrammarCompiler:
         """Compiles a structural tag (upstream xgrammar's format): one tag (JSON text, dict
         or ``xgrammar2.structural_tag.StructuralTag``), or the legacy ``(tags, triggers)``
         pair. Errors as :meth:`Grammar.from_structural_tag`."""
-        from .limits import check_structural_tag_args
+        from .limits import check_input_size, check_structural_tag_args
         from .structural_tag.converter import ebnf_from_api_args
 
-        check_structural_tag_args(args, kwargs)
+        # JSON text alone goes the linked way, which checks the nesting of what it parses
+        # (_compile_tag_text): a request of tools seen before parses its skeleton only.
+        text = len(args) == 1 and not kwargs and isinstance(args[0], (str, bytes, bytearray))
+        if text:
+            check_input_size(len(args[0]), "the structural tag")
+        else:
+            check_structural_tag_args(args, kwargs)
         kwargs.setdefault("token_resolver", _LazyResolver(self._tokenizer_info))
         keyed = _structural_tag_key(args, kwargs) if self._cache_enabled else None
+        if text and (keyed is None or not keyed[0].startswith("s:")):
+            check_structural_tag_args(args, {})
         if keyed is None:
             return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
         key, start = keyed

@@ -316,3 +316,29 @@ def test_direct_grammar_with_a_lone_surrogate_raises_as_the_text_does(tok, pool)
     text = json.dumps({"type": "structural_tag", "format": _triggered(tags[::-1], excludes=["\ud800"])})
     with pytest.raises(xgr.InvalidUTF8Error, match="surrogate"):
         comp.compile_structural_tag(text)
+
+
+def test_tools_seen_before_check_the_nesting_of_their_skeleton(tok, pool):
+    """A request of tags read before parses only its skeleton, and that is what the nesting
+    limit bounds (the cached tags were checked when first read): a limit below the
+    skeleton's depth raises, one at it compiles although the schemas nest deeper."""
+    comp = xgr.GrammarCompiler(tok)
+    tags = [_tag(t, {"type": "json_schema", "json_schema": {"type": "object", "properties": {
+        "a": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}}}})
+        for t in pool[:2]]
+    comp.compile_structural_tag(json.dumps({"type": "structural_tag", "format": _triggered(tags)}))
+    text = json.dumps({"type": "structural_tag", "format": _triggered(tags[::-1])})  # depth 3 without tags
+    old = xgr.limits.set_limits(max_json_nesting=2)
+    try:
+        with pytest.raises(xgr.GrammarLimitError, match="max_json_nesting"):
+            comp.compile_structural_tag(text)
+        xgr.limits.set_limits(max_json_nesting=3)
+        cg = comp.compile_structural_tag(text)
+        name = pool[0].tool["function"]["name"]
+        assert xgr.GrammarMatcher(cg).accept_string(f'<function={name}>{{"a": [[1]]}}{END}')
+        # a tag not seen before is read whole, and checked whole
+        fresh = [_tag(pool[2])] + tags
+        with pytest.raises(xgr.GrammarLimitError, match="max_json_nesting"):
+            comp.compile_structural_tag(json.dumps({"type": "structural_tag", "format": _triggered(fresh)}))
+    finally:
+        xgr.limits.set_limits(**old)

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from typing import Any, Callable, List, Optional, Tuple, Union
 
 from .. import _core
+from ..limits import check_json_nesting
 from . import nodes as N
 from .fast_link import LinkedEBNF, fast_tag, triggered_linked_ebnf
 
@@ -169,7 +170,9 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
     """The format tree of the structural tag ``raw`` with every linkable tag's content a
     :class:`~.nodes.LinkedJSON`; None when the tags cannot be matched to their spans (the
     caller compiles the tag unlinked). Errors as ``read_structural_tag`` (and, for a tag
-    not seen before, as the conversion of its schema). With ``direct``, a request of the
+    not seen before, as the conversion of its schema); GrammarLimitError for JSON nested
+    deeper than ``max_json_nesting`` in what is parsed (the whole text, or only the skeleton
+    when every tag was seen before: those were checked when first read). With ``direct``, a request of the
     shape :func:`~.fast_link.triggered_linked_ebnf` writes out, every tag seen before,
     comes back as its grammar text instead of a tree."""
     keys = [raw[a:b] for a, b in spans]
@@ -182,8 +185,11 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
             parts.append(b"null")
             pos = b
         parts.append(raw[pos:])
+        text = b"".join(parts)
+        # The cached tags were checked when first read; what is parsed now is the rest.
+        check_json_nesting(text, "the structural tag")
         try:
-            skeleton = json.loads(b"".join(parts))
+            skeleton = json.loads(text)
         except ValueError:
             return None
         if direct:
@@ -196,6 +202,7 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
         for (arr, i), e in zip(slots, entries):
             arr[i] = e.value if type(e) is _Plain else N.ReadTag(e)
         return N.read_structural_tag(skeleton)
+    check_json_nesting(raw, "the structural tag")
     doc = json.loads(raw)  # strict JSON: the scanner accepted it
     full = N.read_structural_tag(doc)  # raises the errors, with their JSON paths
     tags = _tag_nodes(full)
