@@ -18,11 +18,16 @@ typedef struct {
 } spelling;
 
 typedef struct {
-    const spelling *sp; /* sorted by first byte */
+    const spelling *sp; /* sorted by spell_lead */
     size_t n_sp;
     size_t first[257];  /* CSR by first byte into sp */
     int changed;
 } spell_ctx;
+
+/* The second byte of a spelling, -1 for a one-byte one: within a first-byte bucket the
+ * spellings are sorted by it, so a position looks only at those that can match two bytes
+ * (Llama's 256 special tokens all begin with '<', as do most tags' ends). */
+static int spell_second(const spelling *p) { return p->n > 1 ? p->s[1] : -1; }
 
 /* The earliest occurrence of a spelling in s[from..n) (the longest one there): its
  * position and index, or 0 when none. */
@@ -30,11 +35,21 @@ static int find_spelling(const spell_ctx *cx, const uint8_t *s, size_t n, size_t
                          size_t *pos, size_t *which) {
     for (size_t i = from; i < n; i++) {
         size_t best = SIZE_MAX, best_len = 0;
-        for (size_t k = cx->first[s[i]]; k < cx->first[s[i] + 1]; k++) {
-            const spelling *p = &cx->sp[k];
-            if (p->n <= n - i && p->n > best_len && memcmp(s + i, p->s, p->n) == 0) {
-                best = k;
-                best_len = p->n;
+        size_t lo = cx->first[s[i]], hi = cx->first[s[i] + 1];
+        if (lo < hi && cx->sp[lo].n == 1) best = lo, best_len = 1;
+        if (i + 1 < n) { /* the run of spellings whose second byte is s[i + 1] */
+            size_t a = lo, b = hi;
+            while (a < b) {
+                size_t mid = a + (b - a) / 2;
+                if (spell_second(&cx->sp[mid]) < s[i + 1]) a = mid + 1;
+                else b = mid;
+            }
+            for (size_t k = a; k < hi && spell_second(&cx->sp[k]) == s[i + 1]; k++) {
+                const spelling *p = &cx->sp[k];
+                if (p->n <= n - i && p->n > best_len && memcmp(s + i, p->s, p->n) == 0) {
+                    best = k;
+                    best_len = p->n;
+                }
             }
         }
         if (best != SIZE_MAX) {
@@ -119,9 +134,10 @@ static int trigger_variants(void *ctx, const uint8_t *s, size_t n, xgr_keybuf *b
     return XGR_OK;
 }
 
-static int cmp_first_byte(const void *a, const void *b) {
+static int spell_lead(const void *a, const void *b) {
     const spelling *x = a, *y = b;
-    return (int)x->s[0] - (int)y->s[0];
+    if (x->s[0] != y->s[0]) return (int)x->s[0] - (int)y->s[0];
+    return spell_second(x) - spell_second(y);
 }
 
 int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const uint32_t *offsets,
@@ -143,7 +159,11 @@ int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const ui
         }
         sp[m++] = (spelling){data + offsets[i], offsets[i + 1] - offsets[i], ids[i]};
     }
-    qsort(sp, m, sizeof *sp, cmp_first_byte);
+    /* A tokenizer's spellings come sorted (tokenizer_info.py sorts them once): skip the
+     * sort then, it is most of a small grammar's cost here. */
+    size_t unsorted = 0;
+    for (size_t i = 1; i < m && !unsorted; i++) unsorted = spell_lead(&sp[i - 1], &sp[i]) > 0;
+    if (unsorted) qsort(sp, m, sizeof *sp, spell_lead);
     for (size_t i = 0; i < m; i++) cx.first[sp[i].s[0] + 1]++;
     for (int b = 0; b < 256; b++) cx.first[b + 1] += cx.first[b];
     cx.sp = sp;

@@ -775,6 +775,9 @@ class TokenizerInfo:
         if not texts:
             self._spellings_cache = ()
             return None
+        # In the core's order (first byte, then second), so it need not sort them per call.
+        order = sorted(range(len(texts)), key=lambda k: (texts[k][0], texts[k][1]))
+        texts, ids = [texts[k] for k in order], [ids[k] for k in order]
         offsets = np.zeros(len(texts) + 1, dtype=np.uint32)
         np.cumsum([len(b) for b in texts], out=offsets[1:])
         data = b"".join(texts)

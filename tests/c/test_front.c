@@ -651,6 +651,28 @@ static void test_spell_tokens(void) {
           "NULL spellings");
     xgr_grammar_release(g);
     xgr_grammar_release(plain);
+    /* Spellings sharing a first byte, one of one byte, given unsorted and sorted: each
+     * occurrence takes the longest spelling there, whatever the order. */
+    const uint8_t many[] = "<|ab|><x<|a|>z<|a";
+    const uint32_t many_offs[] = {0, 6, 8, 13, 14, 17};
+    const int32_t many_ids[] = {1, 2, 3, 4, 5};
+    const uint8_t sorted_data[] = "z<x<|a<|a|><|ab|>";
+    const uint32_t sorted_offs[] = {0, 1, 3, 6, 11, 17};
+    const int32_t sorted_ids[] = {4, 2, 5, 3, 1};
+    xgr_grammar *lit = ebnf("root ::= \"q<|ab|>z<x<|a|>w<|\"");
+    const char *want = "root ::= \"q\" (\"<|ab|>\" | Token(1)) (\"z\" | Token(4)) (\"<x\" | Token(2)) "
+                       "(\"<|a|>\" | Token(3)) \"w<|\"\n";
+    for (int k = 0; lit && k < 2; k++) {
+        out = NULL;
+        rc = k ? xgr_grammar_spell_tokens(lit, sorted_data, sorted_offs, sorted_ids, 5, &out)
+               : xgr_grammar_spell_tokens(lit, many, many_offs, many_ids, 5, &out);
+        p = out ? print_g(out) : NULL;
+        CHECK(rc == XGR_OK && p && strcmp(p, want) == 0, "spellings %s:\n%s", k ? "sorted" : "unsorted",
+              p ? p : xgr_last_error());
+        xgr_free(p);
+        xgr_grammar_release(out);
+    }
+    xgr_grammar_release(lit);
 }
 
 static void test_ops(void) {
