@@ -40,8 +40,10 @@ static const char *const pieces[] = {"\"", ",", ":", " ", "{", "}", "[", "]", "n
                                      "\n", "<f=", ">", "</f>", "get", "_", "city", "x", "\\"};
 
 /* Tokens that run from a key into the value's reference (a rule with references: the
- * descent must stop there), appended after the random ones. */
-static const char *const fixed[] = {"name:[", "name:1", "ame:[", "1name:[", "12name:1", "me:[1"};
+ * descent must stop there), and from a wide byte class through a literal into one (met
+ * inside the token-by-token walk), appended after the random ones. */
+static const char *const fixed[] = {"name:[", "name:1", "ame:[", "1name:[", "12name:1", "me:[1",
+                                    "qabcdx", "qmbcdyy", "qkbcdxy", "qcbcdq"};
 
 static xgr_vocab *vocab(int32_t n_random) {
     int32_t nf = (int32_t)(sizeof fixed / sizeof *fixed);
@@ -177,6 +179,9 @@ static const struct {
      "root ::= v\nv ::= \"[\" ws (v (ws \",\" ws v)*)? ws \"]\" | \"{\\\"na\\\": \" v \"}\" | [0-9]+ | \"x\" [0-9]+ \":\" v | \"y\" [0-9]* \"name:\" w | \"z\" \"name:\" v | "
      "\"\\\"\" [a-z]* \"\\\"\"\nws ::= [ \\n]*\n"
      "w ::= w \"1\" | \"[\" [0-9]*\n"},
+    {"wide_into_reference", /* a class wider than the split mode one byte in, four bytes
+                             * before a reference: the token-by-token walk meets it */
+     "root ::= \"q\" [a-m] \"bcd\" r\nr ::= \"x\" r | \"y\" r?\n"},
     {"tags",
      "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true, excludes=(\"</f>\"))\n"
      "g ::= \"get_city>\" a \"</f>\" | \"name>\" b \"</f>\" | \"na>\" \" \"* a \"</f>\"\n"
