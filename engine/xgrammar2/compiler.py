@@ -581,12 +581,11 @@ class GrammarCompiler:
             return Grammar.from_ebnf(ebnf_from_api_args(key[start:], token_resolver=resolver))
 
         # Keyed by the tag itself, so a repeated tag (a static tool set) skips the
-        # conversion to EBNF as well as the compile.
-        if key.startswith("s:"):  # JSON text: its tags' contents are linked
-            return self._cache.get_or_compile(
-                ("structural_tag", key), lambda: self._compile_tag_text(key[2:], resolver, rebuild))
-        return self._cached(("structural_tag", key),
-                            lambda: Grammar.from_ebnf(ebnf_from_api_args(*args, **kwargs)), rebuild)
+        # conversion to EBNF as well as the compile. The key holds the tag as JSON text
+        # (given as text, or a dict or model dumped): its tags' contents are linked, so a
+        # model template's tool list (get_model_structural_tag) reuses lowered tools too.
+        return self._cache.get_or_compile(
+            ("structural_tag", key), lambda: self._compile_tag_text(key[start:], resolver, rebuild))
 
     _ASYNC_KINDS = {
         "grammar": "compile_grammar",

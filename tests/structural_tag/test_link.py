@@ -342,3 +342,36 @@ def test_tools_seen_before_check_the_nesting_of_their_skeleton(tok, pool):
             comp.compile_structural_tag(json.dumps({"type": "structural_tag", "format": _triggered(fresh)}))
     finally:
         xgr.limits.set_limits(**old)
+
+
+# Templates whose tool tags sit in the top-level format's "tags" with JSON arguments (the
+# content, or an element of a sequence content: Harmony's header then the arguments) are
+# linked. Qwen3-Coder's arguments are XML (converted in the skeleton); DeepSeek V3.1 and
+# Kimi wrap every call in one section tag, which is read whole.
+@pytest.mark.parametrize("model, linked_tools", [("llama", True), ("harmony", True), ("qwen_3", True),
+                                                 ("qwen_3_coder", False), ("deepseek_v3_1", False),
+                                                 ("kimi", False)])
+@pytest.mark.parametrize("as_dict", [False, True])
+def test_model_templates_link_their_tools(model, linked_tools, as_dict, tok, pool):
+    """A model template's structural tag (a pydantic model, or its dict) compiles through
+    the linked path: a later tool list that shares tools hits the tag cache where the
+    template's tool tags are linkable, and every mask along random walks equals the
+    unlinked compile's."""
+    comp = xgr.GrammarCompiler(tok)
+    whole = xgr.GrammarCompiler(tok, cache_enabled=False)  # no cache: the unlinked path
+    tools = [t.tool for t in pool[:6]]
+
+    def tag(ts, choice="auto"):
+        return xgr.get_model_structural_tag(model, tools=ts, tool_choice=choice, as_dict=as_dict)
+
+    comp.compile_structural_tag(tag(tools[:4]))
+    from xgrammar2.structural_tag.link import _Plain
+
+    lowered = [e for e, _, _ in comp._tags._entries.values() if type(e) is not _Plain]
+    assert len(lowered) == (4 if linked_tools else 0)  # one lowered tag per tool, or none
+    hits = comp._tags.hits
+    for i, t in enumerate((tag(tools[2:]), tag(tools[1:5], "required"))):
+        linked, ref = comp.compile_structural_tag(t), whole.compile_structural_tag(t)
+        assert comp._tags.hits > hits or not linked_tools, f"request {i}: no lowered tag reused"
+        hits = comp._tags.hits
+        _same_masks_along_walks(linked, ref, tok, f"{model}/{as_dict}/{i}")

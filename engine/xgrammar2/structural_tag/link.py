@@ -94,9 +94,36 @@ def _tag_nodes(node: N.Node) -> List[N.Tag]:
 
 
 def linkable(tag: N.Tag) -> bool:
-    """Whether a tag's content is a JSON schema written as JSON (a tool's arguments)."""
+    """Whether a tag's content is a JSON schema written as JSON (a tool's arguments), or a
+    sequence with such an element (a model template's call header, then the arguments)."""
     c = tag.content
-    return type(c) is N.JSONSchema and c.style == "json"
+    if type(c) is N.Sequence:
+        return any(_json_args(e) for e in c.elements)
+    return _json_args(c)
+
+
+def _json_args(node: N.Node) -> bool:
+    return type(node) is N.JSONSchema and node.style == "json"
+
+
+def _linked(node: N.JSONSchema, make_fragment: Callable[[N.JSONSchema], Any]) -> Tuple[N.Node, int]:
+    frag, size = make_fragment(node)
+    return N.LinkedJSON(node, frag, f"linked.{next(_SERIAL)}"), size
+
+
+def _linked_content(content: N.Node,
+                    make_fragment: Callable[[N.JSONSchema], Any]) -> Tuple[N.Node, int]:
+    """A linkable tag's content with its JSON arguments lowered to fragments, and their
+    size in bytes."""
+    if type(content) is not N.Sequence:
+        return _linked(content, make_fragment)
+    elements, total = [], 0
+    for e in content.elements:
+        if _json_args(e):
+            e, size = _linked(e, make_fragment)
+            total += size
+        elements.append(e)
+    return N.Sequence(content.path, elements), total
 
 
 class _Plain:
@@ -212,9 +239,8 @@ def read_linked(raw: bytes, spans: List[Tuple[int, int]], cache: TagCache,
     for k, (tag, entry) in enumerate(zip(tags, entries)):
         if entry is None:
             if linkable(tag):
-                frag, size = make_fragment(tag.content)
-                name = f"linked.{next(_SERIAL)}"
-                entry = N.Tag(tag.path, tag.begin, N.LinkedJSON(tag.content, frag, name), tag.end)
+                content, size = _linked_content(tag.content, make_fragment)
+                entry = N.Tag(tag.path, tag.begin, content, tag.end)
                 cache.put(keys[k], entry, 2 * len(keys[k]) + size)
             else:
                 if values is None:
