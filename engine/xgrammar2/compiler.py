@@ -336,12 +336,14 @@ class GrammarCompiler:
         self._max_threads = max_threads
         self._cache_enabled = bool(cache_enabled)
         self._cache_limit_bytes = cache_limit_bytes
-        self._cache = _CompileCache(cache_limit_bytes)
-        # Structural tags' tags with their contents lowered once (structural_tag/link.py);
-        # an eighth of the budget: a tool's automata are small next to its masks.
+        # Structural tags' tags with their contents lowered once (structural_tag/link.py)
+        # get an eighth of the budget (a tool's automata are small next to its masks), the
+        # compiled grammars the rest, so both together stay within cache_limit_bytes.
         from .structural_tag.link import TagCache
 
-        self._tags = TagCache(cache_limit_bytes // 8 if cache_limit_bytes >= 0 else -1)
+        tags_limit = cache_limit_bytes // 8 if cache_limit_bytes >= 0 else -1
+        self._cache = _CompileCache(cache_limit_bytes - tags_limit if cache_limit_bytes >= 0 else -1)
+        self._tags = TagCache(tags_limit)
         opts = _core.ffi.new("xgr_compile_options *")
         opts.max_rules = _opt_int(max_rules, "max_rules")
         opts.max_fsm_states = _opt_int(max_fsm_states, "max_fsm_states")
