@@ -570,7 +570,7 @@ class GrammarCompiler:
             check_structural_tag_args(args, kwargs)
         kwargs.setdefault("token_resolver", _LazyResolver(self._tokenizer_info))
         keyed = _structural_tag_key(args, kwargs) if self._cache_enabled else None
-        if text and (keyed is None or not keyed[0].startswith("s:")):
+        if text and keyed is None:  # not cached (or not UTF-8): read whole below
             check_structural_tag_args(args, {})
         if keyed is None:
             return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))

@@ -183,3 +183,18 @@ def test_public_api_raises_value_error():
         xgrammar2.Grammar.from_structural_tag(TT([tag("<f1>", "."), tag("<g>", ".")]))
     g = xgrammar2.Grammar.from_structural_tag(F({"type": "regex", "pattern": "[a-c]+"}))
     assert "Regex" in str(g) or "root" in str(g)
+
+
+@pytest.mark.parametrize("tag_obj,path,words", CASES, ids=[c[1] + ":" + c[2] for c in CASES])
+def test_compiler_reports_a_dict_tags_errors_as_the_converter(tag_obj, path, words):
+    """A dict goes to the compiler's linked path as its JSON dump: every malformed tag still
+    raises the converter's error, at the same JSON path."""
+    import xgrammar2
+
+    with pytest.raises(ValueError) as want:
+        structural_tag_to_ebnf(tag_obj)
+    comp = xgrammar2.GrammarCompiler(xgrammar2.TokenizerInfo([f"t{i}" for i in range(8)]))
+    with pytest.raises(ValueError) as got:
+        comp.compile_structural_tag(tag_obj)
+    assert type(got.value) is type(want.value), (repr(got.value), repr(want.value))
+    assert str(got.value) == str(want.value)

@@ -25,11 +25,6 @@ __all__ = ["FastTag", "LinkedEBNF", "fast_tag", "triggered_linked_ebnf"]
 _FORMAT_KEYS = frozenset(("type", "triggers", "tags", "excludes", "at_least_one", "stop_after_first"))
 _RESERVED = ("root", "triggered_tags", "triggered_tags_group")
 
-#: (stand-in name, trigger) -> the tag's alternative in the tool-picking rule. A stand-in
-#: name is unique to its cached tag (link.py numbers them), which fixes begin and end.
-_SNIPPETS: Dict[Tuple[str, str], str] = {}
-_SNIPPETS_MAX = 1 << 16
-
 
 class FastTag:
     """What the direct build needs of one cached tag with a linked content, checked and
@@ -80,7 +75,8 @@ class LinkedEBNF:
             trigger = self._trigger
             out = ["root ::= triggered_tags\n"]
             out += [f'{name} ::= "L"\n' for name, _ in self.links]
-            out.append(f"triggered_tags_group ::= {_alt([_snippet(t, trigger) for t in self._tags])}\n")
+            alts = [_seq([_lit(t.begin[len(trigger):]), t.name, _lit(t.end)]) for t in self._tags]
+            out.append(f"triggered_tags_group ::= {_alt(alts)}\n")
             body = tag_dispatch_body([(trigger, "triggered_tags_group")], self._loop, self._excludes)
             out.append(f"triggered_tags ::= {body}\n")
             self._text = "".join(out)
@@ -117,17 +113,6 @@ class LinkedEBNF:
                                                     len(excludes), self._loop, out),
                     "building the tool-calling grammar")
         return Grammar._from_out(out)
-
-
-def _snippet(tag: FastTag, trigger: str) -> str:
-    key = (tag.name, trigger)
-    s = _SNIPPETS.get(key)
-    if s is None:
-        s = _seq([_lit(tag.begin[len(trigger):]), tag.name, _lit(tag.end)])
-        if len(_SNIPPETS) >= _SNIPPETS_MAX:
-            _SNIPPETS.clear()
-        _SNIPPETS[key] = s
-    return s
 
 
 def triggered_linked_ebnf(skeleton: Any, tags: List[Optional[FastTag]]) -> Optional[LinkedEBNF]:
