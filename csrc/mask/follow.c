@@ -5,6 +5,7 @@ void xgr_follow_tables_free(xgr_follow_tables *t) {
     if (!t) return;
     free(t->ret_begin);
     free(t->ret);
+    free((void *)t->first);
     free(t);
 }
 
@@ -12,7 +13,8 @@ int xgr_follow_tables_build(const xgr_fsm *f, xgr_follow_tables **out) {
     size_t nr = (size_t)f->n_rules;
     *out = NULL;
     xgr_follow_tables *t = xgr_calloc(1, sizeof *t);
-    if (!t || !(t->ret_begin = xgr_calloc(nr + 1, sizeof *t->ret_begin))) {
+    if (!t || !(t->ret_begin = xgr_calloc(nr + 1, sizeof *t->ret_begin)) ||
+        !(t->first = xgr_calloc(nr * 9 + 1, sizeof *t->first))) {
         xgr_follow_tables_free(t);
         return XGR_ERR_NOMEM;
     }
@@ -30,7 +32,7 @@ int xgr_follow_tables_build(const xgr_fsm *f, xgr_follow_tables **out) {
     for (int32_t e = 0; e < f->n_edges; e++)
         if (f->edges[e].ref >= 0) t->ret[fill[f->edges[e].ref]++] = f->edges[e].target;
     free(fill);
-    t->bytes = sizeof *t + (nr + 2 + (size_t)t->ret_begin[nr]) * sizeof(int32_t);
+    t->bytes = sizeof *t + (nr * 10 + 3 + (size_t)t->ret_begin[nr]) * sizeof(int32_t);
     *out = t;
     return XGR_OK;
 }
@@ -124,4 +126,32 @@ int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n
         nc = nn;
     }
     return 1;
+}
+
+/* The bytes that may begin a continuation after `rule` completes, into out[8]. */
+static void first_bytes(xgr_follow *fo, int32_t rule, uint32_t out[8]) {
+    const xgr_fsm *f = fo->f;
+    int32_t *cur = fo->set_a, nc = 0;
+    memset(out, 0, 8 * sizeof *out);
+    next_gen(fo);
+    add_returns(fo, cur, &nc, rule);
+    close_set(fo, cur, &nc);
+    for (int32_t j = 0; j < nc; j++)
+        for (int32_t e = f->edge_begin[cur[j]]; e < f->edge_begin[cur[j] + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref >= 0) break; /* byte edges come first */
+            for (int b = ed->lo; b <= ed->hi; b++) out[b >> 5] |= 1u << (b & 31);
+        }
+}
+
+int xgr_follow_first_admits(xgr_follow *fo, int32_t rule, uint8_t b) {
+    _Atomic uint32_t *w = fo->t->first + (size_t)rule * 9;
+    if (!atomic_load_explicit(&w[8], memory_order_acquire)) {
+        if (!fo->stamp && scratch_alloc(fo)) return 1;
+        uint32_t bits[8];
+        first_bytes(fo, rule, bits);
+        for (int k = 0; k < 8; k++) atomic_store_explicit(&w[k], bits[k], memory_order_relaxed);
+        atomic_store_explicit(&w[8], 1u, memory_order_release);
+    }
+    return (atomic_load_explicit(&w[b >> 5], memory_order_relaxed) >> (b & 31)) & 1;
 }

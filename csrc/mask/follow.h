@@ -10,6 +10,8 @@
 #ifndef XGR_FOLLOW_H
 #define XGR_FOLLOW_H
 
+#include <stdatomic.h>
+
 #include "../compile/fsm.h"
 
 /* Return points per rule (CSR): immutable once built, so one copy serves every thread
@@ -17,6 +19,11 @@
 typedef struct {
     int32_t *ret_begin;
     int32_t *ret;
+    /* Per rule, filled on first use by any thread (xgr_follow_first_admits): 8 words of
+     * the bytes that may begin a continuation, then a ready flag (the 9th word, stored
+     * last with release order). The one mutable part: each word is only ever written
+     * with the same value, atomically. */
+    _Atomic uint32_t *first;
     size_t bytes;
 } xgr_follow_tables;
 
@@ -40,5 +47,9 @@ void xgr_follow_free(xgr_follow *fo);
 /* Could `s[0..n)` follow a completion of `rule` in some context? n >= 1, fo->t set.
  * Returns 1 / 0, or XGR_ERR_NOMEM when the scratch could not be allocated. */
 int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n);
+/* Could some continuation after a completion of `rule` begin with byte b? The first step
+ * of xgr_follow_possible, answered from a per-rule byte set (most of a token's suffixes
+ * die at their first byte). Returns 1 / 0; 1 when the scratch could not be allocated. */
+int xgr_follow_first_admits(xgr_follow *fo, int32_t rule, uint8_t b);
 
 #endif

@@ -725,6 +725,9 @@ static int follow_tables(xgr_compiled *c, xgr_follow *fo) {
 
 static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint8_t *s,
                        uint32_t n) {
+    if (!fo->t && follow_tables(c, fo)) return 1; /* out of memory: keep the token open */
+    /* Most suffixes die at their first byte: no hashing, no lock. */
+    if (n && !xgr_follow_first_admits(fo, rule, s[0])) return 0;
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)rule;
     for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
     h = xgr_mix64(h);
@@ -736,7 +739,6 @@ static int follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint
     }
     pthread_mutex_unlock(&c->fmemo_lock);
     if (val >= 0) return val;
-    if (!fo->t && follow_tables(c, fo)) return 1; /* out of memory: keep the token open */
     val = xgr_follow_possible(fo, rule, s, n);
     if (val != 0 && val != 1) return 1; /* no scratch (out of memory): keep the token open */
     pthread_mutex_lock(&c->fmemo_lock);
@@ -925,11 +927,9 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     if (rep >= 0) {
         e->exit_first = xgr_calloc(8, sizeof *e->exit_first);
         int rc = e->exit_first ? (fo->t ? XGR_OK : follow_tables(c, fo)) : XGR_ERR_NOMEM;
-        for (int b = 0; b < 256 && !rc; b++) {
-            uint8_t byte = (uint8_t)b;
-            int ok = xgr_follow_possible(fo, rule, &byte, 1);
-            if (ok != 0) e->exit_first[b >> 5] |= 1u << (b & 31); /* 1, or unknown */
-        }
+        for (int b = 0; b < 256 && !rc; b++)
+            if (xgr_follow_first_admits(fo, rule, (uint8_t)b)) /* 1, or unknown */
+                e->exit_first[b >> 5] |= 1u << (b & 31);
         if (rc) {
             free(e->exit_first);
             free(e);

@@ -13,6 +13,7 @@
 #include "xgr2.h"
 #include "../../csrc/mask/compiled.h"
 #include "../../csrc/mask/descend.h"
+#include "../../csrc/mask/follow.h"
 
 static int n_fail = 0, n_check = 0;
 #define CHECK(cond)                                                                    \
@@ -100,6 +101,31 @@ static int same_entry(const xgr_mask_entry *a, const xgr_mask_entry *b, int32_t 
     return same_entry(a->base, b->base, row_words);
 }
 
+/* The per-rule first-byte set (xgr_follow_first_admits) must answer as the full follow
+ * check does for one byte, for every rule and byte: the mask cache rejects suffixes by it. */
+static int32_t first_admitted = 0; /* (rule, byte) pairs admitted, over all grammars */
+static void check_first_bytes(const char *name, const xgr_fsm *f) {
+    xgr_follow_tables *t = NULL;
+    CHECK(xgr_follow_tables_build(f, &t) == XGR_OK);
+    if (!t) return;
+    xgr_follow fo;
+    xgr_follow_init(&fo, f);
+    fo.t = t;
+    int32_t bad = 0;
+    for (int32_t r = 0; r < f->n_rules; r++)
+        for (int b = 0; b < 256; b++) {
+            uint8_t byte = (uint8_t)b;
+            int want = xgr_follow_possible(&fo, r, &byte, 1);
+            int got = xgr_follow_first_admits(&fo, r, byte);
+            first_admitted += got;
+            if (got != want && bad++ < 3)
+                fprintf(stderr, "%s: rule %d byte %d: first set %d, follow %d\n", name, r, b, got, want);
+        }
+    CHECK(bad == 0);
+    xgr_follow_free(&fo);
+    xgr_follow_tables_free(t);
+}
+
 /* Compiles `ebnf` twice (private entries), once with the descent and once without, and
  * compares the entries of every scannable state. Returns how many took the descent. */
 static int32_t compare_grammar(const char *name, const char *ebnf, xgr_vocab *v) {
@@ -121,6 +147,7 @@ static int32_t compare_grammar(const char *name, const char *ebnf, xgr_vocab *v)
     CHECK(xgr_mask_scratch_init(&sa, a) == XGR_OK);
     CHECK(xgr_mask_scratch_init(&sb, b) == XGR_OK);
     const xgr_fsm *f = a->fsm;
+    check_first_bytes(name, f);
     int32_t taken = 0, bad = 0;
     for (int32_t s = 0; s < f->n_states; s++) {
         if (!a->scannable[s]) continue;
@@ -196,6 +223,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof grammars / sizeof *grammars; i++)
         taken += compare_grammar(grammars[i].name, grammars[i].ebnf, v);
     CHECK(taken > 20); /* the comparison covers states that take the descent */
+    CHECK(first_admitted > 100); /* and first-byte sets that admit something */
     xgr_vocab_release(v);
     printf("test_descend: %d checks, %d failures (%d states by descent)\n", n_check, n_fail, taken);
     return n_fail != 0;
