@@ -189,9 +189,16 @@ void xgr_pair_slot(const xgr_compiled *c, int32_t slot, int32_t *state, int32_t 
 
 static void compiled_free(xgr_compiled *c) {
     if (!c) return;
-    /* Parent-context entries borrow their plain entry: free them first. */
+    /* Parent-context entries borrow their plain entry: free them first (slots in reverse;
+     * a chunk never built holds none, and most are never built). */
     if (c->entry_chunks && c->fsm)
-        for (int32_t s = c->n_slots - 1; s >= 0; s--) xgr_mask_entry_free(xgr_slot_load(c, s));
+        for (int32_t k = (c->n_slots - 1) / XGR_SLOT_CHUNK; k >= 0; k--) {
+            _Atomic(xgr_mask_entry *) *chunk = atomic_load(&c->entry_chunks[k]);
+            if (!chunk) continue;
+            for (int32_t j = XGR_SLOT_CHUNK - 1; j >= 0; j--)
+                if ((int64_t)k * XGR_SLOT_CHUNK + j < c->n_slots)
+                    xgr_mask_entry_free(atomic_load(&chunk[j]));
+        }
     if (c->entry_chunks)
         for (int32_t k = 0; k <= (c->n_slots - 1) / XGR_SLOT_CHUNK; k++)
             free((void *)atomic_load(&c->entry_chunks[k]));

@@ -164,6 +164,53 @@ int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
  * Thread-safe. */
 int xgr_structural_tag_spans(const char *text, size_t len, uint64_t **spans, size_t *n_spans);
 
+/* ---- tag table ------------------------------------------------------------------------
+ * Tool tags seen before, keyed by their JSON text, so that a request whose every tag was
+ * seen (a tool list in a new combination) is resolved and compiled in two calls with no
+ * per-tag work in the caller. The caller's tag cache owns the policy (what is kept, what
+ * is evicted) and mirrors here each tag of the shape begin + JSON-schema content lowered
+ * to a fragment + one end. Every function is thread-safe (one lock per table). */
+typedef struct xgr_tag_table xgr_tag_table;
+typedef struct xgr_tag_hits xgr_tag_hits;
+
+int xgr_tag_table_new(xgr_tag_table **out); /* the caller owns *out */
+void xgr_tag_table_free(xgr_tag_table *t);  /* NULL is a no-op; hits stay valid */
+void xgr_tag_table_clear(xgr_tag_table *t);
+size_t xgr_tag_table_size(xgr_tag_table *t); /* tags held */
+/* Records (or replaces) the tag whose JSON text is key: its begin, the name of the
+ * stand-in rule its content links through (non-empty, no NUL) and its end; retains frag.
+ * All strings are copied. */
+int xgr_tag_table_put(xgr_tag_table *t, const uint8_t *key, size_t klen, const uint8_t *begin,
+                      size_t blen, const char *name, size_t nlen, const uint8_t *end,
+                      size_t elen, xgr_fragment *frag);
+/* Drops the tag with this text; 1 if it was there, else 0. */
+int xgr_tag_table_remove(xgr_tag_table *t, const uint8_t *key, size_t klen);
+/* Whether a resolve used the tag since the last call (and clears that): the caller's
+ * eviction gives such a tag a second chance, as its LRU order would. 0 when absent. */
+int xgr_tag_table_take_used(xgr_tag_table *t, const uint8_t *key, size_t klen);
+/* The tags of the structural tag text raw (xgr_structural_tag_spans) when every one is in
+ * t: *hits (each retained, in document order; free with xgr_tag_hits_free) and the
+ * skeleton, raw with each tag replaced by `null` (NUL-terminated, *skeleton_len bytes
+ * before the NUL; free with xgr_free). When the text cannot be split, has no tags or has
+ * one not in t: XGR_OK with *hits = NULL and *skeleton = NULL. */
+int xgr_tag_table_resolve(xgr_tag_table *t, const uint8_t *raw, size_t len,
+                          xgr_tag_hits **hits, uint8_t **skeleton, size_t *skeleton_len);
+size_t xgr_tag_hits_count(const xgr_tag_hits *h);
+void xgr_tag_hits_free(xgr_tag_hits *h); /* NULL is a no-op */
+/* Compiles the triggered_tags format with one trigger over the tags of h (a tag listed
+ * twice counts once): the grammar xgr_grammar_triggered_links builds from their strings
+ * (excludes: data[offsets[i] .. offsets[i+1]), i < n_excl, deduplicated, none empty),
+ * with special tokens spelled as xgr_grammar_spell_tokens does (n_sp = 0: none), and each
+ * tag's stand-in linked to its fragment (xgr_compile_linked). XGR_OK with *out = NULL
+ * when a tag's begin does not start with the trigger or the strings are too long for the
+ * direct build: the caller compiles the request the general way. */
+int xgr_compile_tag_hits(const xgr_tag_hits *h, const uint8_t *trigger, size_t trigger_len,
+                         const uint8_t *excl_data, const uint32_t *excl_offsets, size_t n_excl,
+                         int loop_after_dispatch, const uint8_t *sp_data,
+                         const uint32_t *sp_offsets, const int32_t *sp_ids, size_t n_sp,
+                         const xgr_vocab *v, const xgr_compile_options *opts,
+                         xgr_compiled **out);
+
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
  * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
  * holding them). */

@@ -9,8 +9,13 @@ from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
 from . import _core
+from . import limits as _limits
 from .background import BackgroundPrecompute, check_k
 from .grammar import Grammar, _json_schema_options, _schema_to_obj
+from .limits import check_input_size, check_json_nesting, check_structural_tag_args
+from .structural_tag.converter import ebnf_from_api_args, format_to_ebnf, format_to_linked_ebnf
+from .structural_tag.fast_link import LinkedEBNF, triggered_shape
+from .structural_tag.link import TagCache, read_linked, split
 from .tokenizer_info import TokenizerInfo
 
 __all__ = ["CompiledGrammar", "GrammarCompiler", "DEFAULT_CACHE_LIMIT_BYTES"]
@@ -92,11 +97,19 @@ class CompiledGrammar:
 
 
 class _Pending:
-    __slots__ = ("event", "result")
+    """A compile in flight: its owner holds ``done`` until the result is set (a bare lock,
+    cheaper to make than an Event on every compile); waiters pass through it."""
+
+    __slots__ = ("done", "result")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.done = threading.Lock()
+        self.done.acquire()
         self.result: Optional[CompiledGrammar] = None
+
+    def wait(self) -> None:
+        with self.done:
+            pass
 
 
 class _CompileCache:
@@ -144,7 +157,7 @@ class _CompileCache:
                 pending = _Pending()
                 self._pending[key] = pending
         if not owner:
-            pending.event.wait()
+            pending.wait()
             if pending.result is not None:
                 return pending.result
             return compile_fn()  # the owner failed: fail (or succeed) on our own
@@ -153,7 +166,7 @@ class _CompileCache:
         except BaseException:
             with self._lock:
                 del self._pending[key]
-            pending.event.set()
+            pending.done.release()
             raise
         with self._lock:
             del self._pending[key]
@@ -165,7 +178,7 @@ class _CompileCache:
             self._total += size
             self._evict()
         pending.result = compiled
-        pending.event.set()
+        pending.done.release()
         return compiled
 
     def clear(self) -> None:
@@ -223,23 +236,60 @@ class _LazyResolver:
         return self._get().text(token_id)
 
 
-def _structural_tag_key(args: tuple, kwargs: dict) -> Optional[Tuple[str, int]]:
-    """A canonical text of one structural tag (JSON text, dict or pydantic model) for the
-    compile cache, and where the tag's JSON text starts in it; None when the call is not a
-    single plain tag (the legacy pair, a custom JSON-schema converter): those are keyed by
-    their EBNF."""
+#: Skeletons of requests whose every tag was seen before (a tool list's JSON with each tag
+#: replaced by null), with the nesting limit they were checked under, to what the core's
+#: direct build needs of them (:func:`_skeleton_shape`). They repeat across requests (one
+#: per list length and options), and parsing one was a sizeable part of such a request.
+_SKELETONS: Dict[Tuple[bytes, int, int], Optional[tuple]] = {}
+_SKELETONS_MAX = 256
+_UNSEEN = object()
+
+
+def _skeleton_shape(skeleton: bytes, n_tags: int) -> Optional[tuple]:
+    """(trigger, loop, excludes joined, their offsets, how many) for xgr_compile_tag_hits
+    when ``skeleton`` is the direct shape (fast_link.triggered_shape); None otherwise.
+    Raises GrammarLimitError for a skeleton nested deeper than ``max_json_nesting`` (the
+    cached tags were checked when first read; what is parsed now is the rest)."""
+    check_json_nesting(skeleton, "the structural tag")
+    try:
+        shape = triggered_shape(json.loads(skeleton), n_tags)
+    except ValueError:
+        return None
+    if shape is None:
+        return None
+    trigger, loop, excludes = shape
+    try:
+        trig = trigger.encode()
+        excl = [e.encode() for e in excludes]
+    except UnicodeEncodeError:  # the text's parser names it
+        return None
+    offsets = [0]
+    for e in excl:
+        offsets.append(offsets[-1] + len(e))
+    if offsets[-1] >= 1 << 32:
+        return None
+    return trig, 1 if loop else 0, b"".join(excl), _core.ffi.new("uint32_t[]", offsets), len(excl)
+
+
+def _structural_tag_key(args: tuple, kwargs: dict) -> Optional[Tuple[str, str]]:
+    """The compile-cache key of one structural tag (JSON text, dict or pydantic model): what
+    it was given as ("s" text, "d" dict, "m:" + the model's class) and its JSON text (the
+    text itself when given as text: a request's text is not copied to key it); None when
+    the call is not a single plain tag (the legacy pair, a custom JSON-schema converter):
+    those are keyed by their EBNF."""
     if len(args) != 1 or set(kwargs) - {"token_resolver"}:
         return None
     tag = args[0]
     try:
-        if isinstance(tag, (str, bytes, bytearray)):
-            return "s:" + (tag.decode("utf-8") if not isinstance(tag, str) else tag), 2
+        if isinstance(tag, str):
+            return "s", tag
+        if isinstance(tag, (bytes, bytearray)):
+            return "s", tag.decode("utf-8")
         if isinstance(tag, dict):
-            return "d:" + json.dumps(tag, separators=(",", ":")), 2
+            return "d", json.dumps(tag, separators=(",", ":"))
         dump = getattr(tag, "model_dump_json", None)
         if dump is not None:
-            name = "m:" + type(tag).__name__
-            return name + dump(by_alias=True), len(name)
+            return "m:" + type(tag).__name__, dump(by_alias=True)
     except (TypeError, ValueError, UnicodeDecodeError):
         return None
     return None
@@ -339,7 +389,6 @@ class GrammarCompiler:
         # Structural tags' tags with their contents lowered once (structural_tag/link.py)
         # get an eighth of the budget (a tool's automata are small next to its masks), the
         # compiled grammars the rest, so both together stay within cache_limit_bytes.
-        from .structural_tag.link import TagCache
 
         tags_limit = cache_limit_bytes // 8 if cache_limit_bytes >= 0 else -1
         self._cache = _CompileCache(cache_limit_bytes - tags_limit if cache_limit_bytes >= 0 else -1)
@@ -420,7 +469,6 @@ class GrammarCompiler:
     def _fragment(self, content: Any) -> Tuple[Any, int]:
         """A structural tag's JSON-schema content lowered to a linkable fragment, and its
         size in bytes. Errors as converting the content in the whole tag."""
-        from .structural_tag.converter import format_to_ebnf
 
         ffi, lib = _core.ffi, _core.lib
         g = Grammar.from_ebnf(format_to_ebnf(content))
@@ -435,16 +483,17 @@ class GrammarCompiler:
         """A structural tag given as JSON text, each tag's JSON-schema content linked as a
         fragment built once per distinct tag text (structural_tag/link.py); a text that
         cannot be split by tags compiles as a whole."""
-        from .limits import check_json_nesting
-        from .structural_tag.converter import format_to_linked_ebnf
-        from .structural_tag.fast_link import LinkedEBNF
-        from .structural_tag.link import read_linked, split
 
         ffi, lib = _core.ffi, _core.lib
         try:
             raw = text.encode("utf-8")
         except UnicodeEncodeError:
             raw = b""
+        if raw:  # every tag seen before, the commonest request: two calls into the core
+            hit = self._tags.resolve(raw)
+            compiled = self._compile_hits(hit, rebuild) if hit is not None else None
+            if compiled is not None:
+                return compiled
         spans = split(raw) if raw else None
         node = read_linked(raw, spans, self._tags, self._fragment) if spans else None
         if node is None:  # the whole conversion, which is what rebuild does
@@ -465,6 +514,35 @@ class GrammarCompiler:
                                    self._tokenizer_info._handle(), self._opts_drop, out),
             "compiling the grammar",
         )
+        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
+        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
+
+    def _compile_hits(self, hit: Tuple[Any, bytes, int],
+                      rebuild: Callable[[], Grammar]) -> Optional[CompiledGrammar]:
+        """A request whose every tag the tag table resolved (``TagCache.resolve``), compiled
+        by the core from their records when its skeleton is the direct shape
+        (fast_link.py); None for any other shape, which goes the general way. The grammar
+        is the one ``LinkedEBNF.grammar`` builds for the same request."""
+        hits, skeleton, n = hit
+        ffi, lib = _core.ffi, _core.lib
+        key = (skeleton, n, _limits._limits["max_json_nesting"])
+        shape = _SKELETONS.get(key, _UNSEEN)
+        if shape is _UNSEEN:
+            shape = _skeleton_shape(skeleton, n)  # raises as reading the text would
+            if len(_SKELETONS) >= _SKELETONS_MAX:
+                _SKELETONS.clear()
+            _SKELETONS[key] = shape
+        if shape is None:
+            return None
+        trig, loop, excl, offsets, n_excl = shape
+        sp = self._tokenizer_info._special_spellings() or (ffi.NULL, ffi.NULL, ffi.NULL, 0)
+        out = ffi.new("xgr_compiled **")
+        _core.check(lib.xgr_compile_tag_hits(
+            hits, trig, len(trig), excl, offsets, n_excl, loop, sp[0], sp[1], sp[2], sp[3],
+            self._tokenizer_info._handle(), self._opts_drop, out), "compiling the grammar")
+        if out[0] == ffi.NULL:
+            return None
+        self._tags.count_hits(n)
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
         return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
 
@@ -558,8 +636,6 @@ class GrammarCompiler:
         """Compiles a structural tag (upstream xgrammar's format): one tag (JSON text, dict
         or ``xgrammar2.structural_tag.StructuralTag``), or the legacy ``(tags, triggers)``
         pair. Errors as :meth:`Grammar.from_structural_tag`."""
-        from .limits import check_input_size, check_structural_tag_args
-        from .structural_tag.converter import ebnf_from_api_args
 
         # JSON text alone goes the linked way, which checks the nesting of what it parses
         # (_compile_tag_text): a request of tools seen before parses its skeleton only.
@@ -574,20 +650,21 @@ class GrammarCompiler:
             check_structural_tag_args(args, {})
         if keyed is None:
             return self.compile_grammar(ebnf_from_api_args(*args, **kwargs))
-        key, start = keyed
+        kind, tag_text = keyed
         resolver = kwargs["token_resolver"]
 
         def rebuild() -> Grammar:
             # From the key's text, which the cache holds anyway (a dict or model the
             # caller still has may have changed since).
-            return Grammar.from_ebnf(ebnf_from_api_args(key[start:], token_resolver=resolver))
+            return Grammar.from_ebnf(ebnf_from_api_args(tag_text, token_resolver=resolver))
 
         # Keyed by the tag itself, so a repeated tag (a static tool set) skips the
         # conversion to EBNF as well as the compile. The key holds the tag as JSON text
         # (given as text, or a dict or model dumped): its tags' contents are linked, so a
         # model template's tool list (get_model_structural_tag) reuses lowered tools too.
         return self._cache.get_or_compile(
-            ("structural_tag", key), lambda: self._compile_tag_text(key[start:], resolver, rebuild))
+            ("structural_tag", kind, tag_text),
+            lambda: self._compile_tag_text(tag_text, resolver, rebuild))
 
     _ASYNC_KINDS = {
         "grammar": "compile_grammar",

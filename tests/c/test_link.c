@@ -1,4 +1,5 @@
-/* Tests for linking (csrc/compile/link.c) and the structural-tag span scanner
+/* Tests for linking (csrc/compile/link.c), the tag table (csrc/compile/tag_table.c) and
+ * the structural-tag span scanner
  * (csrc/front/tag_spans.c).
  *
  * Build and run (from the repository root), as tests/c/run_sanitized.sh does:
@@ -276,10 +277,116 @@ static void test_spans(void) {
     CHECK(xgr_structural_tag_spans(NULL, 3, &sp, &n) == XGR_ERR_INVALID_ARG);
 }
 
+/* The tag table: a probe run survives removals (backward shift), replace keeps one entry,
+ * take_used reports a resolve's use once, a request resolves only when every tag is in
+ * the table (its skeleton has null for each tag), and the compiled hits accept what the
+ * tags spell and decline a begin that lacks the trigger. */
+static void test_tag_table(void) {
+    xgr_tag_table *t = NULL;
+    CHECK(xgr_tag_table_new(&t) == XGR_OK);
+    if (!t) return;
+    xgr_fragment *fx = fragment("root ::= " X_BODY "\n");
+    if (!fx) {
+        xgr_tag_table_free(t);
+        return;
+    }
+    /* many keys (so probe runs form and wrap), half removed in a random order */
+    enum { NK = 600 };
+    static char keys[NK][24];
+    static int present[NK];
+    for (int i = 0; i < NK; i++) {
+        snprintf(keys[i], sizeof keys[i], "{\"k\":%d}", i);
+        CHECK(xgr_tag_table_put(t, (const uint8_t *)keys[i], strlen(keys[i]), (const uint8_t *)"<f=a>", 5,
+                                "x", 1, (const uint8_t *)"</f>", 4, fx) == XGR_OK);
+        present[i] = 1;
+    }
+    CHECK(xgr_tag_table_size(t) == NK);
+    for (int k = 0; k < NK / 2; k++) {
+        int i = (int)rnd(NK);
+        CHECK(xgr_tag_table_remove(t, (const uint8_t *)keys[i], strlen(keys[i])) == present[i]);
+        present[i] = 0;
+    }
+    size_t n_present = 0;
+    for (int i = 0; i < NK; i++) {
+        n_present += (size_t)present[i];
+        /* re-removing an absent key answers 0 */
+        if (!present[i]) CHECK(xgr_tag_table_remove(t, (const uint8_t *)keys[i], strlen(keys[i])) == 0);
+    }
+    CHECK(xgr_tag_table_size(t) == n_present);
+    for (int i = 0; i < NK; i++) /* every key still present is found */
+        if (present[i]) CHECK(xgr_tag_table_remove(t, (const uint8_t *)keys[i], strlen(keys[i])) == 1);
+    CHECK(xgr_tag_table_size(t) == 0);
+
+    /* two tags; a request of both resolves, one with a third does not */
+    const char *ka = "{\"begin\":\"<f=a>\",\"c\":1}", *kb = "{\"begin\":\"<f=b>\",\"c\":2}";
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)ka, strlen(ka), (const uint8_t *)"<f=a>", 5, "x1", 2,
+                            (const uint8_t *)"</f>", 4, fx) == XGR_OK);
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)kb, strlen(kb), (const uint8_t *)"<f=b>", 5, "x2", 2,
+                            (const uint8_t *)"]</f>", 5, fx) == XGR_OK);
+    /* replacing a key keeps one entry */
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)kb, strlen(kb), (const uint8_t *)"<f=b>", 5, "x2", 2,
+                            (const uint8_t *)"</f>", 4, fx) == XGR_OK);
+    CHECK(xgr_tag_table_size(t) == 2);
+    char req[512];
+    snprintf(req, sizeof req, "{\"format\": {\"tags\": [%s, %s, %s], \"triggers\": [\"<f=\"]}}", kb, ka, kb);
+    xgr_tag_hits *h = NULL;
+    uint8_t *sk = NULL;
+    size_t sk_len = 0;
+    CHECK(xgr_tag_table_resolve(t, (const uint8_t *)req, strlen(req), &h, &sk, &sk_len) == XGR_OK);
+    CHECK(h && xgr_tag_hits_count(h) == 3);
+    const char *want = "{\"format\": {\"tags\": [null, null, null], \"triggers\": [\"<f=\"]}}";
+    CHECK(sk && sk_len == strlen(want) && memcmp(sk, want, sk_len) == 0);
+    xgr_free(sk);
+    CHECK(xgr_tag_table_take_used(t, (const uint8_t *)ka, strlen(ka)) == 1);
+    CHECK(xgr_tag_table_take_used(t, (const uint8_t *)ka, strlen(ka)) == 0);
+    int32_t n;
+    xgr_vocab *v = vocab(&n);
+    xgr_compiled *c = NULL;
+    const uint8_t excl[] = "</f>";
+    const uint32_t excl_off[2] = {0, 4};
+    CHECK(xgr_compile_tag_hits(h, (const uint8_t *)"<f=", 3, excl, excl_off, 1, 1, NULL, NULL, NULL, 0,
+                               v, NULL, &c) == XGR_OK);
+    CHECK(c != NULL);
+    /* the tags' records outlive the table's entries */
+    xgr_tag_table_clear(t);
+    static const char *const texts[] = {"hi <f=b>{1}</f> <f=a>{23}</f>", "<f=a>{}</f>", "<f=c>{1}</f>",
+                                        "x </f>"};
+    static const int ok[] = {1, 0, 0, 0};
+    for (size_t i = 0; c && i < sizeof texts / sizeof *texts; i++) {
+        xgr_matcher *m = NULL;
+        CHECK(xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m) == XGR_OK);
+        int acc = 0;
+        CHECK(xgr_matcher_accept_bytes(m, (const uint8_t *)texts[i], strlen(texts[i]), &acc) == XGR_OK);
+        CHECK(acc == ok[i]);
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    /* a begin without the trigger: declined, nothing compiled */
+    c = NULL;
+    CHECK(xgr_compile_tag_hits(h, (const uint8_t *)"<g=", 3, NULL, NULL, 0, 1, NULL, NULL, NULL, 0, v, NULL,
+                               &c) == XGR_OK);
+    CHECK(c == NULL);
+    xgr_tag_hits_free(h);
+    /* a tag not in the table: no hits, no skeleton */
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)ka, strlen(ka), (const uint8_t *)"<f=a>", 5, "x1", 2,
+                            (const uint8_t *)"</f>", 4, fx) == XGR_OK);
+    h = (xgr_tag_hits *)1;
+    sk = (uint8_t *)1;
+    CHECK(xgr_tag_table_resolve(t, (const uint8_t *)req, strlen(req), &h, &sk, &sk_len) == XGR_OK);
+    CHECK(h == NULL && sk == NULL);
+    /* not JSON: the general way */
+    CHECK(xgr_tag_table_resolve(t, (const uint8_t *)"{\"format\": [", 12, &h, &sk, &sk_len) == XGR_OK);
+    CHECK(h == NULL && sk == NULL);
+    xgr_fragment_release(fx);
+    xgr_vocab_release(v);
+    xgr_tag_table_free(t);
+}
+
 int main(void) {
     test_linked_equals_whole();
     test_link_errors();
     test_spans();
+    test_tag_table();
     printf("test_link: %d checks, %d failures\n", n_check, n_fail);
     return n_fail ? 1 : 0;
 }

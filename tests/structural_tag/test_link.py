@@ -216,6 +216,79 @@ def test_threads_share_the_tag_cache(tok, pool):
     assert comp._tags.hits > 0
 
 
+def _table_size(comp):
+    return int(xgr._core.lib.xgr_tag_table_size(comp._tags._table))
+
+
+def test_tools_seen_before_compile_in_the_core_from_the_tag_table(tok, pool, monkeypatch):
+    """A request of the direct shape whose every tool was seen is resolved and compiled by
+    the core's tag table (the general reader is never called), counts its hits, and is the
+    grammar the unlinked compile gives."""
+    import xgrammar2.compiler as compiler
+
+    comp = xgr.GrammarCompiler(tok)
+    for tools in (pool[:5], pool[5:10]):
+        comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in tools]))
+    assert _table_size(comp) == len(comp._tags) == 10
+    calls = []
+    real = compiler.read_linked
+    monkeypatch.setattr(compiler, "read_linked", lambda *a, **k: calls.append(1) or real(*a, **k))
+    whole = xgr.GrammarCompiler(tok, cache_enabled=False)
+    hits = comp._tags.hits
+    for request, idx in enumerate([(7, 1, 9, 3), (0, 8, 8, 2), (4, 6)]):  # (8 listed twice)
+        tools = [pool[i] for i in idx]
+        text = _text("triggered_tags", [_tag(t) for t in tools])
+        cg, ref = comp.compile_structural_tag(text), whole.compile_structural_tag(text)
+        name = tools[0].tool["function"]["name"]
+        _same_masks_along_walks(cg, ref, tok, f"table/{request}", f"<function={name}>")
+        _same_masks_along_walks(cg, ref, tok, f"table/{request}/free")
+        assert str(cg.grammar) == str(ref.grammar)
+        hits += len(idx)
+        assert comp._tags.hits == hits
+    assert calls == []
+    # a shape the direct build does not cover, or tags whose begins lack the trigger (the
+    # core declines): the general way, which compiles or names the problem
+    tags = [_tag(t) for t in pool[:3]]
+    comp.compile_structural_tag(json.dumps({"type": "structural_tag",
+                                            "format": _triggered(tags, at_least_one=True)}))
+    for triggers, error in ((["<function=", "<tool>"], "'<tool>' starts no tag's begin"),
+                            (["<tool>"], r"tags\[0\].begin: the begin .* does not start with any trigger")):
+        fmt = {**_triggered(tags), "triggers": triggers}
+        with pytest.raises(StructuralTagError, match=error):
+            comp.compile_structural_tag(json.dumps({"type": "structural_tag", "format": fmt}))
+    assert len(calls) == 3
+
+
+def test_tag_table_mirrors_the_cache_through_eviction(tok, pool):
+    """The core's table holds exactly the cached tags of the direct shape as entries come
+    and go under a small budget, and a tag a request used since it was cached survives an
+    eviction that takes an unused one (the LRU order the resolve did not update)."""
+    comp = xgr.GrammarCompiler(tok)
+    tags = comp._tags
+    for tools in (pool[:6],):
+        comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in tools]))
+    sizes = [e[1] for e in tags._entries.values()]
+    assert _table_size(comp) == 6
+    # a budget that holds the six, then one request using the oldest two
+    tags._limit = sum(sizes)
+    comp._cache.clear()
+    oldest = list(tags._entries)[:2]
+    comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in pool[:2]]))
+    assert list(tags._entries)[:2] == oldest  # the resolve did not reorder them
+    # two new tags push out two: not the used ones
+    comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in pool[6:8]]))
+    left = list(tags._entries)
+    assert all(k in left for k in oldest) and len(left) < 8
+    assert _table_size(comp) == len(left) == sum(1 for e in tags._entries.values() if e[2] is not None)
+    # the used ones are in the table: a request of them is still served by it
+    hits = tags.hits
+    comp._cache.clear()
+    comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in pool[:2]]))
+    assert tags.hits == hits + 2
+    comp.clear_cache()
+    assert _table_size(comp) == 0 and len(tags) == 0
+
+
 @pytest.mark.parametrize("text, error", [
     ('{"type": "structural_tag", "format": {"tags": [', ValueError),        # not JSON
     ('{"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="], '

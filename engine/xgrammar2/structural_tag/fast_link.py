@@ -20,7 +20,7 @@ from . import nodes as N
 from .converter import _alt, _dedupe, _lit, _seq
 from .ebnf import tag_dispatch_body
 
-__all__ = ["FastTag", "LinkedEBNF", "fast_tag", "triggered_linked_ebnf"]
+__all__ = ["FastTag", "LinkedEBNF", "fast_tag", "triggered_linked_ebnf", "triggered_shape"]
 
 _FORMAT_KEYS = frozenset(("type", "triggers", "tags", "excludes", "at_least_one", "stop_after_first"))
 _RESERVED = ("root", "triggered_tags", "triggered_tags_group")
@@ -115,10 +115,10 @@ class LinkedEBNF:
         return Grammar._from_out(out)
 
 
-def triggered_linked_ebnf(skeleton: Any, tags: List[Optional[FastTag]]) -> Optional[LinkedEBNF]:
-    """The linked grammar of ``skeleton`` (the request's JSON with each tag replaced by
-    null) whose tags, in order, are the cached ones with these records (:func:`fast_tag`);
-    None unless it is the shape above."""
+def triggered_shape(skeleton: Any, n_tags: int) -> Optional[Tuple[str, bool, List[str]]]:
+    """(trigger, loop after dispatch, excludes deduplicated and none empty) when
+    ``skeleton`` (the request's JSON with each of its ``n_tags`` tags replaced by null) is
+    the shape above; else None."""
     if type(skeleton) is not dict or len(skeleton) != 2 or skeleton.get("type") != "structural_tag":
         return None
     f = skeleton.get("format")
@@ -128,16 +128,25 @@ def triggered_linked_ebnf(skeleton: Any, tags: List[Optional[FastTag]]) -> Optio
     excludes = f.get("excludes", [])
     at_least_one, stop_after_first = f.get("at_least_one", False), f.get("stop_after_first", False)
     if (type(triggers) is not list or len(triggers) != 1 or type(triggers[0]) is not str
-            or not triggers[0] or type(slots) is not list or len(slots) != len(tags) or not tags
+            or not triggers[0] or type(slots) is not list or len(slots) != n_tags or not n_tags
             or type(excludes) is not list or any(type(e) is not str for e in excludes)
             or at_least_one is not False or type(stop_after_first) is not bool):
         return None
-    trigger = triggers[0]
+    return triggers[0], not stop_after_first, _dedupe([e for e in excludes if e])
+
+
+def triggered_linked_ebnf(skeleton: Any, tags: List[Optional[FastTag]]) -> Optional[LinkedEBNF]:
+    """The linked grammar of ``skeleton`` (the request's JSON with each tag replaced by
+    null) whose tags, in order, are the cached ones with these records (:func:`fast_tag`);
+    None unless it is the shape above."""
+    shape = triggered_shape(skeleton, len(tags))
+    if shape is None:
+        return None
+    trigger, loop, excludes = shape
     links: Dict[int, Tuple[str, Any]] = {}
     for t in tags:
         if t is None or not t.begin.startswith(trigger):
             return None
         if id(t.fragment) not in links:
             links[id(t.fragment)] = (t.name, t.fragment)
-    return LinkedEBNF(trigger, not stop_after_first, _dedupe([e for e in excludes if e]), tags,
-                      list(links.values()))
+    return LinkedEBNF(trigger, loop, excludes, tags, list(links.values()))

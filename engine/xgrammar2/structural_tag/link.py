@@ -146,6 +146,12 @@ class TagCache:
         self._total = 0
         self.hits = 0
         self.misses = 0
+        # The core's mirror of the entries with a direct-build record (fast_tag), which
+        # resolves a request of tags seen before in one call (:meth:`resolve`).
+        ffi, lib = _core.ffi, _core.lib
+        out = ffi.new("xgr_tag_table **")
+        _core.check(lib.xgr_tag_table_new(out), "creating the tag table")
+        self._table = ffi.gc(out[0], lib.xgr_tag_table_free)
 
     def get_many(self, keys: List[bytes]) -> Tuple[List[Any], List[Any]]:
         """The entries under ``keys`` (None where missing), and their direct-build records
@@ -168,20 +174,62 @@ class TagCache:
 
     def put(self, key: bytes, entry: Any, size: int) -> None:
         fast = fast_tag(entry)
+        lib = _core.lib
+        if fast is not None:  # the core's copy: the key and the tag's strings
+            size += len(key) + len(fast.begin_b) + len(fast.name_b) + len(fast.end_b) + 64
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
                 self._total -= old[1]
+                if old[2] is not None:
+                    lib.xgr_tag_table_remove(self._table, key, len(key))
+            if fast is not None:
+                _core.check(lib.xgr_tag_table_put(
+                    self._table, key, len(key), fast.begin_b, len(fast.begin_b), fast.name_b,
+                    len(fast.name_b), fast.end_b, len(fast.end_b), fast.fragment),
+                    "caching a tag")
             self._entries[key] = (entry, size, fast)
             self._total += size
             while self._limit >= 0 and self._total > self._limit and self._entries:
-                _, (_, s, _) = self._entries.popitem(last=False)
+                k, (e, s, f) = self._entries.popitem(last=False)
+                if f is not None:
+                    # Used by a resolve since it was last placed: the LRU order would have
+                    # moved it to the end (a second chance; the flag is now clear).
+                    if k != key and lib.xgr_tag_table_take_used(self._table, k, len(k)):
+                        self._entries[k] = (e, s, f)
+                        continue
+                    lib.xgr_tag_table_remove(self._table, k, len(k))
                 self._total -= s
+
+    def resolve(self, raw: bytes) -> Optional[Tuple[Any, bytes, int]]:
+        """When every tag of the structural tag text ``raw`` is cached with a direct-build
+        record: (the core's hits, the skeleton with each tag replaced by null, the number
+        of tags); else None. Counts nothing (see :meth:`count_hits`)."""
+        ffi, lib = _core.ffi, _core.lib
+        hits = ffi.new("xgr_tag_hits **")
+        sk = ffi.new("uint8_t **")
+        n = ffi.new("size_t *")
+        _core.check(lib.xgr_tag_table_resolve(self._table, raw, len(raw), hits, sk, n),
+                    "looking up the structural tag's tags")
+        if hits[0] == ffi.NULL:
+            return None
+        h = ffi.gc(hits[0], lib.xgr_tag_hits_free)
+        try:
+            skeleton = ffi.unpack(ffi.cast("char *", sk[0]), n[0])
+        finally:
+            lib.xgr_free(sk[0])
+        return h, skeleton, int(lib.xgr_tag_hits_count(h))
+
+    def count_hits(self, n: int) -> None:
+        """Counts n hits served by :meth:`resolve`."""
+        with self._lock:
+            self.hits += n
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self._total = 0
+            _core.lib.xgr_tag_table_clear(self._table)
 
     def size_bytes(self) -> int:
         with self._lock:
