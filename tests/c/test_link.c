@@ -275,6 +275,29 @@ static void test_spans(void) {
     size_t n = 0;
     CHECK(xgr_structural_tag_spans(deep, k, &sp, &n) == XGR_ERR_SYNTAX && !sp);
     CHECK(xgr_structural_tag_spans(NULL, 3, &sp, &n) == XGR_ERR_INVALID_ARG);
+    /* strings are skipped eight bytes at a time: a quote, escape, control byte or
+     * multi-byte character at every offset across the word boundaries is still seen */
+    static const char *const inner[][2] = {{"\\\"", "ok"}, {"\\u00e9", "ok"}, {"\t", "ERR"},
+                                           {"\x01", "ERR"}, {"\xc3\xa9", "ok"}, {"\\q", "ERR"},
+                                           {"\x7f\xff", "ok"}, {"\"", "ERR"}};
+    for (size_t j = 0; j < sizeof inner / sizeof *inner; j++)
+        for (int pad = 0; pad < 20; pad++)
+            for (int tail = 0; tail < 11; tail += 5) {
+                char text[128], want[128], got[256];
+                int a = snprintf(text, sizeof text, "{\"format\":{\"tags\":[\"%.*s%s%.*s\", 1]}}", pad,
+                                 "abcdefghijklmnopqrstuvwxyz", inner[j][0], tail, "ABCDEFGHIJKL");
+                CHECK(a > 0 && (size_t)a < sizeof text);
+                snprintf(want, sizeof want, "\"%.*s%s%.*s\"|1", pad, "abcdefghijklmnopqrstuvwxyz",
+                         inner[j][0], tail, "ABCDEFGHIJKL");
+                spans_text(text, got, sizeof got);
+                /* a lone quote ends the string early: what follows is not JSON */
+                int ok = strcmp(inner[j][1], "ok") == 0;
+                if (ok ? strcmp(got, want) != 0 : strcmp(got, "ERR") != 0) {
+                    fprintf(stderr, "string case %zu pad %d tail %d: got <%s>\n", j, pad, tail, got);
+                    n_fail++;
+                }
+                n_check++;
+            }
 }
 
 /* The tag table: a probe run survives removals (backward shift), replace keeps one entry,
