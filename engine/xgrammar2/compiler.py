@@ -33,7 +33,7 @@ class CompiledGrammar:
     Do not construct it directly: use :class:`GrammarCompiler`.
     """
 
-    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "__weakref__")
+    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "_linked", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("CompiledGrammar is created by GrammarCompiler.compile_* methods")
@@ -46,6 +46,8 @@ class CompiledGrammar:
         obj._tokenizer_info = tokenizer_info
         obj._grammar = grammar
         obj._rebuild = rebuild
+        # Linked from cached fragments: cheap to build again (see _CompileCache._admit).
+        obj._linked = False
         return obj
 
     @property
@@ -118,7 +120,18 @@ class _CompileCache:
     Sizes are re-read from the core when an entry is inserted or hit, since the mask cache
     of a compiled grammar grows while it is used; :meth:`size_bytes` re-reads all of them.
     Concurrent compiles of the same key are coalesced: one thread compiles, the others wait.
+
+    A grammar linked from cached fragments (a structural tag whose tools were lowered
+    before) is admitted only the second time its key is compiled: under dynamic tool sets
+    most combinations are never requested again, and each would hold about 4 KB per tool
+    and push out grammars that cost far more to rebuild (a JSON schema), while linking it
+    again costs about a millisecond. Not keeping it also lets the next request reuse its
+    memory, already mapped, instead of faulting in fresh pages.
     """
+
+    #: Keys (by hash) of linked grammars compiled once and not admitted; cleared when full,
+    #: so it costs at most this many ints. A hash collision only admits a grammar early.
+    _DOOR_MAX = 1 << 14
 
     def __init__(self, limit_bytes: int) -> None:
         self._limit = limit_bytes
@@ -126,6 +139,20 @@ class _CompileCache:
         self._entries: "OrderedDict[Hashable, Tuple[CompiledGrammar, int]]" = OrderedDict()
         self._total = 0
         self._pending: Dict[Hashable, _Pending] = {}
+        self._door: set = set()
+
+    def _admit(self, key: Hashable, compiled: CompiledGrammar) -> bool:
+        """Whether a grammar just compiled for ``key`` goes into the cache (lock held)."""
+        if not compiled._linked:
+            return True
+        h = hash(key)
+        if h in self._door:
+            self._door.discard(h)
+            return True
+        if len(self._door) >= self._DOOR_MAX:
+            self._door.clear()
+        self._door.add(h)
+        return False
 
     @staticmethod
     def _size(key: Hashable, compiled: CompiledGrammar) -> int:
@@ -170,13 +197,14 @@ class _CompileCache:
             raise
         with self._lock:
             del self._pending[key]
-            size = self._size(key, compiled)
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._total -= old[1]
-            self._entries[key] = (compiled, size)
-            self._total += size
-            self._evict()
+            if self._admit(key, compiled):
+                size = self._size(key, compiled)
+                old = self._entries.pop(key, None)
+                if old is not None:
+                    self._total -= old[1]
+                self._entries[key] = (compiled, size)
+                self._total += size
+                self._evict()
         pending.result = compiled
         pending.done.release()
         return compiled
@@ -184,6 +212,7 @@ class _CompileCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._door.clear()
             self._total = 0
 
     def size_bytes(self) -> int:
@@ -515,7 +544,9 @@ class GrammarCompiler:
             "compiling the grammar",
         )
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
+        compiled = CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
+        compiled._linked = True
+        return compiled
 
     def _compile_hits(self, hit: Tuple[Any, bytes, int],
                       rebuild: Callable[[], Grammar]) -> Optional[CompiledGrammar]:
@@ -544,7 +575,9 @@ class GrammarCompiler:
             return None
         self._tags.count_hits(n)
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
+        compiled = CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
+        compiled._linked = True
+        return compiled
 
     def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar],
                 rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:

@@ -108,6 +108,9 @@ def test_compile_cache_counts_what_a_grammar_holds(llama_info, n_tools):
     before, counted_before = _allocated_bytes(), compiler.get_cache_size_bytes()
     if before is None:
         pytest.skip("needs glibc's mallinfo2")
+    compiler.compile_structural_tag(tags[2])  # linked: admitted the second time (below)
+    gc.collect()
+    before, counted_before = _allocated_bytes(), compiler.get_cache_size_bytes()
     xgr.GrammarMatcher(compiler.compile_structural_tag(tags[2])).fill_next_token_bitmask(bm)
     gc.collect()
     retained = _allocated_bytes() - before
@@ -119,7 +122,9 @@ def test_compile_cache_counts_what_a_grammar_holds(llama_info, n_tools):
 def test_cached_grammar_without_its_ir_still_gives_its_grammar(llama_info):
     compiler = xgr.GrammarCompiler(llama_info)
     tag = _tool_tag(_bfcl_tools(3))
-    compiled = compiler.compile_structural_tag(tag)
+    compiler.compile_structural_tag(tag)
+    compiled = compiler.compile_structural_tag(tag)  # a linked grammar is cached the second time
+    assert compiler.compile_structural_tag(tag) is compiled
     assert _core_grammar(compiled) is None  # dropped after compiling
     text = str(compiled.grammar)  # converted again from the cached tag
     assert text == str(xgr.Grammar.from_structural_tag(tag))

@@ -131,6 +131,49 @@ def test_tools_seen_before_are_linked_from_the_tag_cache(tok, pool):
     assert len(comp._tags) == 0 and comp.get_cache_size_bytes() == 0
 
 
+def test_a_linked_grammar_is_cached_the_second_time_its_request_comes(tok, pool):
+    """Admission to the compile cache: a grammar linked from cached tags is kept only when
+    its request comes again, so one-off tool combinations hold no cache memory; a grammar
+    compiled whole is kept at once."""
+    comp = xgr.GrammarCompiler(tok)
+    text = _text("triggered_tags", [_tag(t) for t in pool[:4]])
+    first = comp.compile_structural_tag(text)
+    assert first._linked and len(comp._cache) == 0
+    second = comp.compile_structural_tag(text)
+    assert second is not first and len(comp._cache) == 1
+    assert comp.compile_structural_tag(text) is second
+    # the same tools in new combinations, each requested once: the cache does not grow
+    size = comp._cache.size_bytes()
+    rng = random.Random(7)
+    for _ in range(12):
+        comp.compile_structural_tag(_text("triggered_tags", [_tag(t) for t in rng.sample(pool[:6], 3)]))
+    assert len(comp._cache) == 1 and comp._cache.size_bytes() == size
+    # not linked (every tag's content is free text): cached the first time
+    free = _text("triggered_tags", [_tag(t, {"type": "any_text"}) for t in pool[:2]])
+    whole = comp.compile_structural_tag(free)
+    assert not whole._linked and comp.compile_structural_tag(free) is whole
+    schema = json.dumps(pool[0].tool["function"]["parameters"])
+    assert comp.compile_json_schema(schema) is comp.compile_json_schema(schema)
+
+
+def test_the_admission_memory_is_bounded(tok, pool):
+    """The keys seen once are forgotten when their set is full: a request then needs two
+    more sightings to be cached."""
+    comp = xgr.GrammarCompiler(tok)
+    comp._cache._DOOR_MAX = 3
+    texts = [_text("triggered_tags", [_tag(t) for t in pool[k:k + 2]]) for k in range(4)]
+    for text in texts:  # the fourth clears the three before it
+        comp.compile_structural_tag(text)
+    assert len(comp._cache._door) == 1 and len(comp._cache) == 0
+    comp.compile_structural_tag(texts[0])
+    assert len(comp._cache) == 0
+    comp.compile_structural_tag(texts[0])
+    comp.compile_structural_tag(texts[3])
+    assert len(comp._cache) == 2
+    comp.clear_cache()
+    assert len(comp._cache._door) == 0
+
+
 def test_errors_keep_their_json_paths_when_tags_are_cached(tok, pool):
     comp = xgr.GrammarCompiler(tok)
     tags = [_tag(t) for t in pool[:3]]
