@@ -347,6 +347,28 @@ def test_need_apply_is_false_only_when_every_token_is_allowed():
     assert allowed(bm[0].numpy(), 4096) == list(range(4095))
 
 
+@pytest.mark.parametrize("size,z_at", [
+    (4256, 2272 + 7 * 32),  # 133 words: a zero in lane 7 of the second 64-word block
+    (4256, 4100),           # in the 5 words after the last whole block
+    (4256, 0),              # in the first word
+])
+def test_need_apply_finds_one_refused_token_anywhere_in_the_row(size, z_at):
+    import itertools
+
+    plain = ["".join(w) for n in (1, 2, 3) for w in itertools.product("abcdefghijklmnopqrstuvwxy", repeat=n)]
+    words = plain[:size - 2]
+    words.insert(z_at, "z")
+    info = xgr.TokenizerInfo([w.encode() for w in words] + [b"</s>"], xgr.VocabType.RAW,
+                             vocab_size=size, stop_token_ids=[size - 1])
+    comp = xgr.GrammarCompiler(info)
+    bm = xgr.allocate_token_bitmask(1, size)
+    assert xgr.GrammarMatcher(comp.compile_grammar("root ::= [a-z]*")).fill_next_token_bitmask(bm) is False
+    m = xgr.GrammarMatcher(comp.compile_grammar("root ::= [a-y]*"))
+    for _ in range(2):  # computed, then from the matcher's memo
+        assert m.fill_next_token_bitmask(bm) is True
+        assert allowed(bm[0].numpy(), size) == [t for t in range(size) if t != z_at]
+
+
 def test_bruteforce_oracle_agrees(compiled):
     m = xgr.GrammarMatcher(compiled)
     for step in [None, 2, 3]:
