@@ -51,6 +51,24 @@ static char *fmt_name(const char *fmt, ...) {
     return xgr_strndup(buf, (size_t)w);
 }
 
+/* fmt_name("%.300s%s%d", base, suffix, id) (no id when negative), without printf's
+ * format parsing: a request's skeleton names a rule per tool this way. */
+static char *cat_name(const char *base, const char *suffix, int32_t id) {
+    char buf[512];
+    size_t n = 0;
+    while (n < 300 && base[n]) n++;
+    memcpy(buf, base, n);
+    for (size_t k = 0; suffix[k] && n < sizeof buf - 12; k++) buf[n++] = suffix[k];
+    if (id >= 0) {
+        char dig[11];
+        size_t d = 0;
+        do dig[d++] = (char)('0' + id % 10);
+        while ((id /= 10) > 0);
+        while (d) buf[n++] = dig[--d];
+    }
+    return xgr_strndup(buf, n);
+}
+
 /* Finds or creates the output rule with the given key. A new rule is named
  * base + suffix (+ its id when number is set). */
 static int get_rule(lw_ctx *c, int32_t src, int32_t a, int32_t b, int32_t cc,
@@ -65,8 +83,7 @@ static int get_rule(lw_ctx *c, int32_t src, int32_t a, int32_t b, int32_t cc,
         }
     }
     int32_t id = (int32_t)c->orules.len;
-    char *name = number ? fmt_name("%.300s%s%d", base, suffix, (int)id)
-                        : fmt_name("%.300s%s", base, suffix);
+    char *name = cat_name(base, suffix, number ? id : -1);
     if (!name) return XGR_ERR_NOMEM;
     if (id >= c->max_rules) {
         int rc = xgr_fail(XGR_ERR_LIMIT, "grammar needs more than max_rules = %d rules (at '%s')",
