@@ -331,14 +331,18 @@ static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
      * their request too, and their references start after a literal: they are opaque. */
     const xgr_edge *edges = f->edges;
     const int32_t *eb = f->edge_begin, *srule = f->state_rule;
+    /* Through locals: a store to the uint8_t array may alias anything, which made every
+     * iteration reload the struct's pointers. */
+    uint8_t *restrict scannable = c->scannable;
+    int32_t *restrict ref_begin = c->ref_begin, *restrict scan_local = c->scan_local;
     for (int32_t s = 0; s < ns; s++) {
         int32_t e = eb[s], end = eb[s + 1], r = srule[s];
         uint8_t sc = e < end && edges[e].ref < 0 ? XGR_SCAN_BYTE : 0;
         for (; e < end && edges[e].ref < 0; e++)
             if (edges[e].target == s) sc |= XGR_SCAN_LOOP;
-        c->scannable[s] = sc;
-        c->ref_begin[s] = e;
-        c->scan_local[s] = sc ? n_scan[r]++ : -1;
+        scannable[s] = sc;
+        ref_begin[s] = e;
+        scan_local[s] = sc ? n_scan[r]++ : -1;
         for (; e < end; e++) {
             int32_t ref = edges[e].ref;
             if (ref < 0) continue;
