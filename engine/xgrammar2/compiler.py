@@ -40,14 +40,14 @@ class CompiledGrammar:
 
     @classmethod
     def _create(cls, ptr: Any, tokenizer_info: TokenizerInfo, grammar: Optional[Grammar],
-                rebuild: Optional[Callable[[], Grammar]] = None):
+                rebuild: Optional[Callable[[], Grammar]] = None, linked: bool = False):
         obj = object.__new__(cls)
         obj._ptr = ptr
         obj._tokenizer_info = tokenizer_info
         obj._grammar = grammar
         obj._rebuild = rebuild
         # Linked from cached fragments: cheap to build again (see _CompileCache._admit).
-        obj._linked = False
+        obj._linked = linked
         return obj
 
     @property
@@ -544,9 +544,7 @@ class GrammarCompiler:
             "compiling the grammar",
         )
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        compiled = CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
-        compiled._linked = True
-        return compiled
+        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild, linked=True)
 
     def _compile_hits(self, hit: Tuple[Any, bytes, int],
                       rebuild: Callable[[], Grammar]) -> Optional[CompiledGrammar]:
@@ -575,9 +573,7 @@ class GrammarCompiler:
             return None
         self._tags.count_hits(n)
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        compiled = CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild)
-        compiled._linked = True
-        return compiled
+        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild, linked=True)
 
     def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar],
                 rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:

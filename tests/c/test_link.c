@@ -400,6 +400,30 @@ static void test_tag_table(void) {
     /* not JSON: the general way */
     CHECK(xgr_tag_table_resolve(t, (const uint8_t *)"{\"format\": [", 12, &h, &sk, &sk_len) == XGR_OK);
     CHECK(h == NULL && sk == NULL);
+    /* bad arguments: refused with a message naming the call, nothing changed */
+    CHECK(xgr_tag_table_new(NULL) == XGR_ERR_INVALID_ARG);
+    CHECK(xgr_tag_table_put(t, NULL, 3, (const uint8_t *)"<f=", 3, "x", 1, (const uint8_t *)"", 0, fx) ==
+          XGR_ERR_INVALID_ARG);
+    CHECK(strstr(xgr_last_error(), "xgr_tag_table_put") != NULL);
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)"k", 1, (const uint8_t *)"<f=", 3, "x", 0, (const uint8_t *)"",
+                            0, fx) == XGR_ERR_INVALID_ARG); /* empty stand-in name */
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)"k", 1, (const uint8_t *)"<f=", 3, "x\0y", 3,
+                            (const uint8_t *)"", 0, fx) == XGR_ERR_INVALID_ARG); /* NUL in the name */
+    CHECK(xgr_tag_table_put(t, (const uint8_t *)"k", 1, (const uint8_t *)"<f=", 3, "x", 1, (const uint8_t *)"",
+                            0, NULL) == XGR_ERR_INVALID_ARG);
+    CHECK(xgr_tag_table_size(t) == 1);
+    CHECK(xgr_tag_table_resolve(t, (const uint8_t *)req, strlen(req), NULL, &sk, &sk_len) ==
+          XGR_ERR_INVALID_ARG);
+    CHECK(xgr_tag_table_resolve(NULL, (const uint8_t *)req, strlen(req), &h, &sk, &sk_len) ==
+          XGR_ERR_INVALID_ARG);
+    CHECK(strstr(xgr_last_error(), "xgr_tag_table_resolve") != NULL);
+    c = (xgr_compiled *)1;
+    CHECK(xgr_compile_tag_hits(NULL, (const uint8_t *)"<f=", 3, NULL, NULL, 0, 1, NULL, NULL, NULL, 0, v, NULL,
+                               &c) == XGR_ERR_INVALID_ARG);
+    CHECK(strstr(xgr_last_error(), "xgr_compile_tag_hits") != NULL);
+    CHECK(xgr_tag_table_remove(NULL, (const uint8_t *)ka, strlen(ka)) == 0);
+    CHECK(xgr_tag_table_take_used(NULL, (const uint8_t *)ka, strlen(ka)) == 0);
+    CHECK(xgr_tag_table_size(NULL) == 0);
     xgr_fragment_release(fx);
     xgr_vocab_release(v);
     xgr_tag_table_free(t);
