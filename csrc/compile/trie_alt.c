@@ -232,6 +232,7 @@ static uint64_t state_hash(uint8_t final, const xgr_edge *e, int32_t n) {
 
 static int same_state(const lw_dfa *d, int32_t s, uint8_t final, const xgr_edge *e, int32_t n) {
     if (d->final.data[s] != final || d->ebeg.data[s + 1] - d->ebeg.data[s] != n) return 0;
+    if (!n) return 1; /* (the edge array may not exist yet) */
     const xgr_edge *f = d->edges.data + d->ebeg.data[s];
     for (int32_t i = 0; i < n; i++)
         if (f[i].ref != e[i].ref || f[i].lo != e[i].lo || f[i].hi != e[i].hi ||
@@ -362,7 +363,9 @@ static int build_trie(trie_ws *w, const trie_in *in, int32_t lo, int32_t hi, int
         if ((rc = push_edge(w, base, sym, child))) return rc;
         i = j;
     }
-    rc = reg(w, final, w->stack.data + base, (int32_t)(w->stack.len - base), out);
+    /* (a node without edges, possibly before the stack ever grew: no pointer into it) */
+    rc = reg(w, final, w->stack.len > base ? w->stack.data + base : NULL,
+             (int32_t)(w->stack.len - base), out);
     w->stack.len = base;
     return rc;
 }
@@ -396,7 +399,7 @@ static int renumber(lw_dfa *d, int32_t start) {
     beg[n] = (int32_t)ne;
     memcpy(d->final.data, fin, (size_t)n);
     memcpy(d->ebeg.data, beg, ((size_t)n + 1) * sizeof *beg);
-    memcpy(d->edges.data, ed, ne * sizeof *ed);
+    if (ne) memcpy(d->edges.data, ed, ne * sizeof *ed); /* (no edges: maybe no array) */
     free(id), free(fin), free(beg), free(ed);
     return XGR_OK;
 }
