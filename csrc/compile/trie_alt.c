@@ -373,6 +373,8 @@ static int build_trie(trie_ws *w, const trie_in *in, int32_t lo, int32_t hi, int
 /* Renumbers the states so that `start` is 0 (the DFA convention), keeping edge order. */
 static int renumber(lw_dfa *d, int32_t start) {
     int32_t n = d->n;
+    if (n < 1 || start < 0 || start >= n) /* (also tells the compiler n is a valid size) */
+        return xgr_fail(XGR_ERR_INTERNAL, "trie: start state %d of %d", (int)start, (int)n);
     int32_t *id = xgr_malloc(((size_t)n + 1) * sizeof *id);
     uint8_t *fin = xgr_malloc((size_t)n + 1);
     int32_t *beg = xgr_malloc(((size_t)n + 2) * sizeof *beg);
