@@ -129,36 +129,39 @@ oom:
 
 /* Lays out the parent-context slots (see compiled.h), from the per-rule counts of scannable
  * states. Above `budget` pair slots the grammar falls back to plain entries only, which
- * keeps memory bounded. Only edges at or after a state's ref_begin can hold a reference. */
-static int layout_slots(xgr_compiled *c, const int32_t *n_scan, int64_t budget) {
+ * keeps memory bounded. A linked grammar scans its skeleton's states and takes each
+ * fragment's ref edges, counted once per fragment, with offsets. */
+static int layout_slots(xgr_compiled *c, const xgr_scan_tables *t, const xgr_link_layout *lay,
+                        int64_t budget) {
     const xgr_fsm *f = c->fsm;
-    const xgr_edge *edges = f->edges;
-    const int32_t *eb = f->edge_begin, *rb = c->ref_begin;
-    int32_t ns = f->n_states;
-    int64_t total = 0;
-    int32_t n_pe = 0;
-    for (int32_t s = 0; s < ns; s++)
-        for (int32_t e = rb[s]; e < eb[s + 1]; e++) {
-            int32_t r = edges[e].ref;
-            if (r < 0 || n_scan[r] == 0) continue;
-            total += n_scan[r];
-            n_pe++;
-        }
+    int32_t ns = f->n_states, sk_ns = lay ? lay->sk_states : ns;
+    int64_t total;
+    int64_t n_pe = xgr_scan_pairs(f, sk_ns, t, 0, NULL, NULL, &total);
+    for (size_t i = 0; lay && i < lay->n; i++) {
+        n_pe += lay->frags[i]->n_pairs;
+        total += lay->frags[i]->pair_slots;
+    }
     if (total > budget) total = n_pe = 0;
     c->n_slots = ns + (int32_t)total;
     c->pair_edges = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_edges);
     c->pair_first = xgr_malloc(((size_t)n_pe + 1) * sizeof *c->pair_first);
     if (!c->pair_edges || !c->pair_first) return XGR_ERR_NOMEM;
-    int32_t first = 0, k = 0;
-    for (int32_t s = 0; s < ns && k < n_pe; s++)
-        for (int32_t e = rb[s]; e < eb[s + 1]; e++) {
-            int32_t r = edges[e].ref;
-            if (r < 0 || n_scan[r] == 0) continue;
-            c->pair_edges[k] = e;
-            c->pair_first[k++] = first;
-            first += n_scan[r];
+    c->n_pair_edges = (int32_t)n_pe;
+    if (!n_pe) return XGR_OK;
+    int64_t base;
+    int32_t k = xgr_scan_pairs(f, sk_ns, t, 0, c->pair_edges, c->pair_first, &base);
+    int32_t eo = lay ? lay->sk_edges : 0;
+    for (size_t i = 0; lay && i < lay->n; i++) {
+        const xgr_fragment *q = lay->frags[i];
+        int32_t *restrict pe = c->pair_edges + k, *restrict pf = c->pair_first + k;
+        for (int32_t j = 0; j < q->n_pairs; j++) {
+            pe[j] = q->pair_edges[j] + eo;
+            pf[j] = q->pair_first[j] + (int32_t)base;
         }
-    c->n_pair_edges = k;
+        k += q->n_pairs;
+        base += q->pair_slots;
+        eo += q->fsm->n_edges;
+    }
     return XGR_OK;
 }
 
@@ -239,7 +242,7 @@ static void compiled_free(xgr_compiled *c) {
 
 static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                         xgr_compiled **out);
-static int compiled_finish(xgr_compiled *c, xgr_compiled **out);
+static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_compiled **out);
 
 int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                 xgr_compiled **out) {
@@ -254,7 +257,7 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
         compiled_free(c);
         return rc;
     }
-    return compiled_finish(c, out);
+    return compiled_finish(c, NULL, out);
 }
 
 int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
@@ -267,11 +270,13 @@ int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
     if (rc) return rc;
     xgr_compiled *c;
     if ((rc = compiled_new(g, v, opts, &c))) return rc;
-    if ((rc = xgr_link(g, names, frags, n, &c->opts, &c->fsm, &c->token_ids, &c->n_token_ids))) {
+    xgr_link_layout lay;
+    if ((rc = xgr_link(g, names, frags, n, &c->opts, &c->fsm, &c->token_ids, &c->n_token_ids,
+                       &lay))) {
         compiled_free(c);
         return rc;
     }
-    return compiled_finish(c, out);
+    return compiled_finish(c, &lay, out);
 }
 
 /* A compiled grammar with no automata yet: options, grammar and vocabulary retained. */
@@ -295,18 +300,49 @@ static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_comp
     return XGR_OK;
 }
 
+/* The per-state and per-rule tables (scan_tables.h): a linked grammar copies each
+ * fragment's, at its offsets, then scans its skeleton (whose references into the
+ * fragments see their rules' tables); any other grammar scans every state. */
+static void fill_scan_tables(const xgr_fsm *f, const xgr_link_layout *lay, xgr_scan_tables *t) {
+    if (!lay) {
+        xgr_scan_rules_init(f, 0, f->n_rules, t);
+        xgr_scan_states(f, f->n_states, t);
+        return;
+    }
+    int32_t ro = lay->sk_rules, so = lay->sk_states, eo = lay->sk_edges;
+    for (size_t i = 0; i < lay->n; i++) {
+        const xgr_fragment *fr = lay->frags[i];
+        const xgr_scan_tables *q = &fr->scan;
+        int32_t qs = fr->fsm->n_states, qr = fr->fsm->n_rules;
+        memcpy(t->scannable + so, q->scannable, (size_t)qs);
+        memcpy(t->scan_local + so, q->scan_local, (size_t)qs * sizeof(int32_t));
+        const int32_t *restrict qb = q->ref_begin;
+        int32_t *restrict rb = t->ref_begin + so;
+        for (int32_t s = 0; s < qs; s++) rb[s] = qb[s] + eo;
+        memcpy(t->n_scan + ro, q->n_scan, (size_t)qr * sizeof(int32_t));
+        memcpy(t->flat + ro, q->flat, (size_t)qr);
+        memcpy(t->opaque + ro, q->opaque, (size_t)qr);
+        ro += qr;
+        so += qs;
+        eo += fr->fsm->n_edges;
+    }
+    xgr_scan_rules_init(f, 0, lay->sk_rules, t);
+    xgr_scan_states(f, lay->sk_states, t);
+}
+
 /* Everything after the automata (c->fsm, c->token_ids set): scan flags, slot layout,
- * per-rule tables, memory accounting. Frees c on failure. */
-static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
+ * per-rule tables, memory accounting. `lay` says where a linked grammar's parts lie
+ * (NULL: not linked). Frees c on failure. */
+static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_compiled **out) {
     int rc;
     const xgr_fsm *f = c->fsm;
     int32_t ns = f->n_states, nr = f->n_rules;
-    int32_t *n_scan = xgr_calloc((size_t)nr + 1, sizeof *n_scan);
-    c->scannable = xgr_calloc((size_t)ns + 1, 1);
+    int32_t *n_scan = xgr_malloc(((size_t)nr + 1) * sizeof *n_scan);
+    c->scannable = xgr_malloc((size_t)ns + 1);
     c->ref_begin = xgr_malloc(((size_t)ns + 1) * sizeof *c->ref_begin);
     c->scan_local = xgr_malloc(((size_t)ns + 1) * sizeof *c->scan_local);
     c->rule_flat = xgr_malloc((size_t)nr + 1);
-    c->rule_opaque = xgr_calloc((size_t)nr + 1, 1);
+    c->rule_opaque = xgr_malloc((size_t)nr + 1);
     c->rule_keys = xgr_calloc((size_t)nr + 1, sizeof *c->rule_keys);
     c->flat_tables = xgr_calloc((size_t)nr + 1, sizeof *c->flat_tables);
     c->rule_loops = xgr_calloc((size_t)nr + 1, sizeof *c->rule_loops);
@@ -315,44 +351,15 @@ static int compiled_finish(xgr_compiled *c, xgr_compiled **out) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
-    const uint8_t *kind = f->rule_kind, *dispatch = f->rule_dispatch;
-    uint8_t *flat = c->rule_flat, *opaque = c->rule_opaque;
     for (int32_t r = 0; r < nr; r++) {
-        flat[r] = kind[r] == XGR_RULE_NORMAL;
-        opaque[r] = kind[r] == XGR_RULE_NORMAL && dispatch[r] ? XGR_OPAQUE_DISPATCH : 0;
         atomic_init(&c->rule_keys[r], NULL);
         atomic_init(&c->flat_tables[r], NULL);
         atomic_init(&c->rule_loops[r], NULL);
     }
-    /* One pass over the states (edges are grouped by source, byte edges first): scan flags,
-     * where references start, each scannable state's index within its rule, and per rule
-     * whether it holds a reference (then it is not flat). The rules a trigger hands over to
-     * (a tag group: the rest of each begin, then refs to the tag contents) are unique to
-     * their request too, and their references start after a literal: they are opaque. */
-    const xgr_edge *edges = f->edges;
-    const int32_t *eb = f->edge_begin, *srule = f->state_rule;
-    /* Through locals: a store to the uint8_t array may alias anything, which made every
-     * iteration reload the struct's pointers. */
-    uint8_t *restrict scannable = c->scannable;
-    int32_t *restrict ref_begin = c->ref_begin, *restrict scan_local = c->scan_local;
-    for (int32_t s = 0; s < ns; s++) {
-        int32_t e = eb[s], end = eb[s + 1], r = srule[s];
-        uint8_t sc = e < end && edges[e].ref < 0 ? XGR_SCAN_BYTE : 0;
-        for (; e < end && edges[e].ref < 0; e++)
-            if (edges[e].target == s) sc |= XGR_SCAN_LOOP;
-        scannable[s] = sc;
-        ref_begin[s] = e;
-        scan_local[s] = sc ? n_scan[r]++ : -1;
-        for (; e < end; e++) {
-            int32_t ref = edges[e].ref;
-            if (ref < 0) continue;
-            int32_t tr = srule[edges[e].target];
-            flat[tr] = 0;
-            if (dispatch[tr] && kind[ref] == XGR_RULE_NORMAL && !opaque[ref])
-                opaque[ref] = XGR_OPAQUE_GROUP;
-        }
-    }
-    if ((rc = layout_slots(c, n_scan, (int64_t)1 << 22))) goto fail;
+    xgr_scan_tables t = {c->scannable, c->ref_begin, c->scan_local,
+                         n_scan,       c->rule_flat, c->rule_opaque};
+    fill_scan_tables(f, lay, &t);
+    if ((rc = layout_slots(c, &t, lay, (int64_t)1 << 22))) goto fail;
     free(n_scan);
     n_scan = NULL;
     size_t n_chunks = (size_t)c->n_slots / XGR_SLOT_CHUNK + 1;

@@ -38,7 +38,8 @@ typedef struct {
 typedef struct xgr_fsm {
     int32_t n_rules;
     int32_t root;             /* rule id of the start rule */
-    char **rule_name;         /* for messages and printing (owned) */
+    char **rule_name;         /* for messages and printing (owned; NULL for a linked
+                               * fragment's rules) */
     int32_t *rule_start;      /* start state of each rule */
     uint8_t *rule_kind;       /* XGR_RULE_NORMAL / XGR_RULE_REPEAT */
     uint8_t *rule_nullable;

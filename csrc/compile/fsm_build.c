@@ -628,6 +628,11 @@ static void sb_byte(sbuf *b, uint8_t ch) {
         sb_printf(b, "\\x%02x", ch);
 }
 
+/* A linked automaton's fragment rules have no names (link.c fsm_append). */
+static const char *rule_label(const xgr_fsm *f, int32_t r) {
+    return f->rule_name[r] ? f->rule_name[r] : "?";
+}
+
 int xgr_fsm_dump(const xgr_fsm *f, char **out, size_t *out_len) {
     if (!f || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_fsm_dump: NULL argument");
     sbuf b = {0};
@@ -635,7 +640,7 @@ int xgr_fsm_dump(const xgr_fsm *f, char **out, size_t *out_len) {
               (int)f->n_states, (int)f->n_edges, (int)f->root);
     for (int32_t r = 0; r < f->n_rules; r++) {
         int32_t s0 = f->rule_start[r], s1 = xgr_fsm_rule_end(f, r);
-        sb_printf(&b, "rule %d '%s' %s start=%d nullable=%d", (int)r, f->rule_name[r],
+        sb_printf(&b, "rule %d '%s' %s start=%d nullable=%d", (int)r, rule_label(f, r),
                   f->rule_kind[r] == XGR_RULE_REPEAT ? "repeat" : "normal", (int)s0,
                   (int)f->rule_nullable[r]);
         if (f->rule_kind[r] == XGR_RULE_REPEAT)
@@ -649,7 +654,7 @@ int xgr_fsm_dump(const xgr_fsm *f, char **out, size_t *out_len) {
                 const xgr_edge *ed = &f->edges[e];
                 sb_printf(&b, " ");
                 if (ed->ref >= 0) {
-                    sb_printf(&b, "<%s>", f->rule_name[ed->ref]);
+                    sb_printf(&b, "<%s>", rule_label(f, ed->ref));
                 } else {
                     sb_byte(&b, ed->lo);
                     if (ed->hi != ed->lo) {

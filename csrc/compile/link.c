@@ -4,6 +4,33 @@
 
 #include "link.h"
 
+/* The fragment's compiled-grammar tables (scan_tables.h), as compiling it alone would
+ * make them. */
+static int fragment_tables(xgr_fragment *f) {
+    const xgr_fsm *q = f->fsm;
+    size_t ns = (size_t)q->n_states + 1, nr = (size_t)q->n_rules + 1;
+    xgr_scan_tables *t = &f->scan;
+    t->scannable = xgr_malloc(ns);
+    t->ref_begin = xgr_malloc(ns * sizeof(int32_t));
+    t->scan_local = xgr_malloc(ns * sizeof(int32_t));
+    t->n_scan = xgr_malloc(nr * sizeof(int32_t));
+    t->flat = xgr_malloc(nr);
+    t->opaque = xgr_malloc(nr);
+    if (!t->scannable || !t->ref_begin || !t->scan_local || !t->n_scan || !t->flat || !t->opaque)
+        return XGR_ERR_NOMEM;
+    xgr_scan_rules_init(q, 0, q->n_rules, t);
+    xgr_scan_states(q, q->n_states, t);
+    f->n_pairs = xgr_scan_pairs(q, q->n_states, t, 0, NULL, NULL, &f->pair_slots);
+    f->pair_edges = xgr_malloc(((size_t)f->n_pairs + 1) * sizeof(int32_t));
+    f->pair_first = xgr_malloc(((size_t)f->n_pairs + 1) * sizeof(int32_t));
+    if (!f->pair_edges || !f->pair_first) return XGR_ERR_NOMEM;
+    if (f->pair_slots > INT32_MAX) /* far past any grammar's pair budget: never used */
+        f->n_pairs = 0;
+    else
+        xgr_scan_pairs(q, q->n_states, t, 0, f->pair_edges, f->pair_first, &f->pair_slots);
+    return XGR_OK;
+}
+
 int xgr_fragment_new(const xgr_grammar *g, const xgr_compile_options *opts,
                      xgr_fragment **out) {
     if (!g || !out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_fragment_new: NULL argument");
@@ -26,7 +53,10 @@ int xgr_fragment_new(const xgr_grammar *g, const xgr_compile_options *opts,
                       f->fsm->rule_name[f->fsm->root]);
         goto fail;
     }
-    f->memory = sizeof *f + xgr_fsm_memory(f->fsm) + (size_t)f->n_token_ids * sizeof(int32_t);
+    if ((rc = fragment_tables(f))) goto fail;
+    f->memory = sizeof *f + xgr_fsm_memory(f->fsm) + (size_t)f->n_token_ids * sizeof(int32_t) +
+                (size_t)f->fsm->n_states * 9 + (size_t)f->fsm->n_rules * 6 +
+                (size_t)f->n_pairs * 8;
     *out = f;
     return XGR_OK;
 fail:
@@ -44,6 +74,14 @@ void xgr_fragment_release(xgr_fragment *f) {
     if (!f || atomic_fetch_sub(&f->refcount, 1) != 1) return;
     xgr_fsm_free(f->fsm);
     free(f->token_ids);
+    free(f->scan.scannable);
+    free(f->scan.ref_begin);
+    free(f->scan.scan_local);
+    free(f->scan.n_scan);
+    free(f->scan.flat);
+    free(f->scan.opaque);
+    free(f->pair_edges);
+    free(f->pair_first);
     free(f);
 }
 
@@ -75,17 +113,16 @@ static xgr_fsm *fsm_alloc(size_t nr, size_t ns, size_t ne) {
 }
 
 /* Appends automaton `src` at rule offset `ro`, state offset `so`, edge offset `eo`; its
- * references go through `remap` (NULL: shift by ro). Names are moved when `take`. */
-static int fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32_t eo,
-                      const int32_t *remap, int take) {
+ * references go through `remap` (NULL: shift by ro). Names are moved when `take`; else
+ * they stay NULL: only messages read them, and every check that names a rule has passed
+ * on the fragment, so copying a hundred tools' names would buy nothing. */
+static void fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32_t eo,
+                       const int32_t *remap, int take) {
     for (int32_t r = 0; r < src->n_rules; r++) {
         int32_t d = ro + r;
         if (take) {
             dst->rule_name[d] = src->rule_name[r];
             src->rule_name[r] = NULL;
-        } else if (!(dst->rule_name[d] = xgr_strndup(src->rule_name[r],
-                                                      strlen(src->rule_name[r])))) {
-            return XGR_ERR_NOMEM;
         }
         dst->rule_start[d] = src->rule_start[r] + so;
         dst->rule_kind[d] = src->rule_kind[r];
@@ -122,12 +159,11 @@ static int fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32_
             de[e] = ed;
         }
     }
-    return XGR_OK;
 }
 
 int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const *frags,
              size_t n, const xgr_compile_options *opts, xgr_fsm **fsm, int32_t **token_ids,
-             int32_t *n_token_ids) {
+             int32_t *n_token_ids, xgr_link_layout *layout) {
     size_t nr = g->rules.len;
     uint8_t *is_ext = xgr_calloc(nr + 1, 1);
     int32_t *frag_of = xgr_malloc((nr + 1) * sizeof *frag_of);
@@ -208,16 +244,21 @@ int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const
     f->n_states = (int32_t)ns;
     f->n_edges = (int32_t)ne;
     int32_t so = sk->n_states, eo = sk->n_edges;
-    if ((rc = fsm_append(f, sk, 0, 0, 0, remap, 1))) goto done;
+    fsm_append(f, sk, 0, 0, 0, remap, 1);
     for (size_t i = 0; i < n; i++) {
         xgr_fsm *q = frags[i]->fsm;
-        if ((rc = fsm_append(f, q, rule_off[i], so, eo, NULL, 0))) goto done;
+        fsm_append(f, q, rule_off[i], so, eo, NULL, 0);
         so += q->n_states;
         eo += q->n_edges;
     }
     f->edge_begin[ns] = (int32_t)ne;
     if ((rc = xgr_grammar_token_terms(g, extra, (int32_t)n_extra, token_ids, n_token_ids)))
         goto done;
+    layout->frags = frags;
+    layout->n = n;
+    layout->sk_rules = sk->n_rules;
+    layout->sk_states = sk->n_states;
+    layout->sk_edges = sk->n_edges;
     *fsm = f;
     f = NULL;
 done:

@@ -516,6 +516,14 @@ static int trie_try(lw_ctx *c, const xgr_node *alt, int64_t budget, choice_tab *
     out->final.len = out->ebeg.len = out->edges.len = 0;
     trie_in in = {&all, order, -1};
     int32_t start;
+    /* A trie has at most one state per symbol, plus the final one: size the register for
+     * that at once rather than rehash it while it doubles. */
+    while (w.cap < 2 * all.sym.len + 4) w.cap = w.cap ? w.cap * 2 : 1024;
+    w.cap /= 2;
+    if (grow_table(&w)) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
     if ((rc = reg(&w, 1, NULL, 0, &in.final_state))) goto done;
     if ((rc = build_trie(&w, &in, 0, m, 0, &start))) goto done;
     if (with_choices) {

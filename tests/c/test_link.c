@@ -11,9 +11,12 @@
  * accepted strings are compared with the unlinked compile (and masks with the brute-force
  * oracle) along random walks. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xgr2.h"
+#include "../../csrc/compile/scan_tables.h"
+#include "../../csrc/mask/compiled.h"
 
 static int n_fail = 0, n_check = 0;
 #define CHECK(cond)                                                                    \
@@ -78,6 +81,36 @@ static xgr_vocab *vocab(int32_t *n_out) {
     return v;
 }
 
+/* A linked grammar's tables (copied from its fragments at their offsets) equal a fresh
+ * scan of its whole automaton, and so does its pair-slot layout. */
+static void check_tables_as_whole(const xgr_compiled *c) {
+    const xgr_fsm *f = c->fsm;
+    size_t ns = (size_t)f->n_states + 1, nr = (size_t)f->n_rules + 1;
+    xgr_scan_tables t = {malloc(ns), malloc(ns * 4), malloc(ns * 4), malloc(nr * 4), malloc(nr),
+                         malloc(nr)};
+    int32_t *pe = malloc(((size_t)f->n_edges + 1) * 4), *pf = malloc(((size_t)f->n_edges + 1) * 4);
+    CHECK(t.scannable && t.ref_begin && t.scan_local && t.n_scan && t.flat && t.opaque && pe && pf);
+    if (t.scannable && t.ref_begin && t.scan_local && t.n_scan && t.flat && t.opaque && pe && pf) {
+        xgr_scan_rules_init(f, 0, f->n_rules, &t);
+        xgr_scan_states(f, f->n_states, &t);
+        size_t s4 = (size_t)f->n_states * 4, r1 = (size_t)f->n_rules;
+        CHECK(memcmp(t.scannable, c->scannable, (size_t)f->n_states) == 0);
+        CHECK(memcmp(t.ref_begin, c->ref_begin, s4) == 0);
+        CHECK(memcmp(t.scan_local, c->scan_local, s4) == 0);
+        CHECK(memcmp(t.flat, c->rule_flat, r1) == 0);
+        CHECK(memcmp(t.opaque, c->rule_opaque, r1) == 0);
+        int64_t total;
+        int32_t k = xgr_scan_pairs(f, f->n_states, &t, 0, pe, pf, &total);
+        CHECK(k == c->n_pair_edges && total == c->n_slots - f->n_states);
+        if (k == c->n_pair_edges) {
+            CHECK(memcmp(pe, c->pair_edges, (size_t)k * 4) == 0);
+            CHECK(memcmp(pf, c->pair_first, (size_t)k * 4) == 0);
+        }
+    }
+    free(t.scannable), free(t.ref_begin), free(t.scan_local), free(t.n_scan), free(t.flat);
+    free(t.opaque), free(pe), free(pf);
+}
+
 #define SKELETON                                                                        \
     "root ::= TagDispatch((\"<f=\", g), loop_after_dispatch=true, excludes=(\"</f>\"))\n" \
     "g ::= \"a>\" x \"</f>\" | \"b>\" y \"</f>\" | \"c>\" x \"|\" y \"</f>\"\n"
@@ -102,6 +135,8 @@ static void test_linked_equals_whole(void) {
     xgr_fragment_release(fy);
     xgr_grammar_release(skel);
     if (!cl || !cw) return;
+    check_tables_as_whole(cl);
+    CHECK(cl->n_pair_edges > 0); /* the y fragment's self-reference, at least */
     size_t words = ((size_t)n + 31) / 32;
     int32_t ml[16], mw[16], mb[16];
     for (int walk = 0; walk < 200; walk++) {
@@ -275,20 +310,23 @@ static void test_spans(void) {
     size_t n = 0;
     CHECK(xgr_structural_tag_spans(deep, k, &sp, &n) == XGR_ERR_SYNTAX && !sp);
     CHECK(xgr_structural_tag_spans(NULL, 3, &sp, &n) == XGR_ERR_INVALID_ARG);
-    /* strings are skipped eight bytes at a time: a quote, escape, control byte or
-     * multi-byte character at every offset across the word boundaries is still seen */
+    /* strings are skipped sixteen bytes at a time: a quote, escape, control byte or
+     * multi-byte character at every offset across two block boundaries is still seen,
+     * and the bytes around the control range (0x1f, 0x20, 0x7f, 0x80, 0xff) are told apart */
     static const char *const inner[][2] = {{"\\\"", "ok"}, {"\\u00e9", "ok"}, {"\t", "ERR"},
                                            {"\x01", "ERR"}, {"\xc3\xa9", "ok"}, {"\\q", "ERR"},
-                                           {"\x7f\xff", "ok"}, {"\"", "ERR"}};
+                                           {"\x7f\xff", "ok"}, {"\"", "ERR"}, {"\x1f", "ERR"},
+                                           {" \x80", "ok"}};
+#define ALPHA "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
     for (size_t j = 0; j < sizeof inner / sizeof *inner; j++)
-        for (int pad = 0; pad < 20; pad++)
+        for (int pad = 0; pad < 40; pad++)
             for (int tail = 0; tail < 11; tail += 5) {
                 char text[128], want[128], got[256];
                 int a = snprintf(text, sizeof text, "{\"format\":{\"tags\":[\"%.*s%s%.*s\", 1]}}", pad,
-                                 "abcdefghijklmnopqrstuvwxyz", inner[j][0], tail, "ABCDEFGHIJKL");
+                                 ALPHA, inner[j][0], tail, "ABCDEFGHIJKL");
                 CHECK(a > 0 && (size_t)a < sizeof text);
-                snprintf(want, sizeof want, "\"%.*s%s%.*s\"|1", pad, "abcdefghijklmnopqrstuvwxyz",
-                         inner[j][0], tail, "ABCDEFGHIJKL");
+                snprintf(want, sizeof want, "\"%.*s%s%.*s\"|1", pad, ALPHA, inner[j][0], tail,
+                         "ABCDEFGHIJKL");
                 spans_text(text, got, sizeof got);
                 /* a lone quote ends the string early: what follows is not JSON */
                 int ok = strcmp(inner[j][1], "ok") == 0;
@@ -299,6 +337,8 @@ static void test_spans(void) {
                 n_check++;
             }
 }
+
+#undef ALPHA
 
 /* The tag table: a probe run survives removals (backward shift), replace keeps one entry,
  * take_used reports a resolve's use once, a request resolves only when every tag is in
