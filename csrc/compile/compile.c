@@ -263,6 +263,12 @@ int xgr_compile(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_opti
 int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
                        xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
                        const xgr_compile_options *opts, xgr_compiled **out) {
+    return xgr_compile_linked_ex(g, names, frags, n, v, opts, 0, out);
+}
+
+int xgr_compile_linked_ex(const xgr_grammar *g, const char *const *names,
+                          xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
+                          const xgr_compile_options *opts, int productive, xgr_compiled **out) {
     if (!g || !v || !out || (n && (!names || !frags)))
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_compile_linked: NULL argument");
     *out = NULL;
@@ -271,8 +277,8 @@ int xgr_compile_linked(const xgr_grammar *g, const char *const *names,
     xgr_compiled *c;
     if ((rc = compiled_new(g, v, opts, &c))) return rc;
     xgr_link_layout lay;
-    if ((rc = xgr_link(g, names, frags, n, &c->opts, &c->fsm, &c->token_ids, &c->n_token_ids,
-                       &lay))) {
+    if ((rc = xgr_link(g, names, frags, n, &c->opts, productive, &c->fsm, &c->token_ids,
+                       &c->n_token_ids, &lay))) {
         compiled_free(c);
         return rc;
     }

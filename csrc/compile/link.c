@@ -162,8 +162,8 @@ static void fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32
 }
 
 int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const *frags,
-             size_t n, const xgr_compile_options *opts, xgr_fsm **fsm, int32_t **token_ids,
-             int32_t *n_token_ids, xgr_link_layout *layout) {
+             size_t n, const xgr_compile_options *opts, int productive, xgr_fsm **fsm,
+             int32_t **token_ids, int32_t *n_token_ids, xgr_link_layout *layout) {
     size_t nr = g->rules.len;
     uint8_t *is_ext = xgr_calloc(nr + 1, 1);
     int32_t *frag_of = xgr_malloc((nr + 1) * sizeof *frag_of);
@@ -197,7 +197,8 @@ int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const
         n_extra += (size_t)frags[i]->n_token_ids;
         if (frags[i]->n_token_ids) ext.markers = 1;
     }
-    if ((rc = xgr_fsm_build_ex(g, opts, &ext, &sk)) || (rc = xgr_fsm_check_productive(sk)))
+    if ((rc = xgr_fsm_build_ex(g, opts, &ext, &sk)) ||
+        (!productive && (rc = xgr_fsm_check_productive(sk))))
         goto done;
     /* Totals, and where each fragment's rules start. */
     int64_t ns = sk->n_states, ne = sk->n_edges, nrules = sk->n_rules;

@@ -42,7 +42,14 @@ int xgr_grammar_token_terms(const xgr_grammar *g, const int32_t *extra, int32_t 
  * every marker in g and the fragments, and where the parts lie. opts has its defaults
  * filled in. */
 int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const *frags,
-             size_t n, const xgr_compile_options *opts, xgr_fsm **fsm, int32_t **token_ids,
-             int32_t *n_token_ids, xgr_link_layout *layout);
+             size_t n, const xgr_compile_options *opts, int productive, xgr_fsm **fsm,
+             int32_t **token_ids, int32_t *n_token_ids, xgr_link_layout *layout);
+
+/* xgr_compile_linked; `productive`: g is known to derive a finite string from every rule
+ * (a skeleton xgr_grammar_triggered_links built: literals and references to fragments,
+ * which are checked when made), so the check is skipped. */
+int xgr_compile_linked_ex(const xgr_grammar *g, const char *const *names,
+                          xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
+                          const xgr_compile_options *opts, int productive, xgr_compiled **out);
 
 #endif

@@ -366,7 +366,8 @@ int xgr_compile_tag_hits(const xgr_tag_hits *h, const uint8_t *trigger, size_t t
         goto done;
     if (n_sp && (rc = xgr_grammar_spell_tokens(g, sp_data, sp_offsets, sp_ids, n_sp, &spelled)))
         goto done;
-    rc = xgr_compile_linked(spelled ? spelled : g, names, frags, nu, v, opts, out);
+    /* Productive by construction: literals, the dispatch, and checked fragments. */
+    rc = xgr_compile_linked_ex(spelled ? spelled : g, names, frags, nu, v, opts, 1, out);
 done:
     xgr_grammar_release(spelled);
     xgr_grammar_release(g);
