@@ -28,6 +28,15 @@ void xgr_ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t sta
     }
 }
 
+void xgr_ref_first_widen(uint32_t out[8]) {
+    /* [0-9] in word 1, [A-Z] and '_' in word 2, [a-z] in word 3 */
+    static const uint32_t word[8] = {0, 0x03ff0000u, 0x87fffffeu, 0x07fffffeu, 0, 0, 0, 0};
+    int any = 0;
+    for (int k = 0; k < 8; k++) any |= (out[k] & word[k]) != 0;
+    if (any)
+        for (int k = 0; k < 8; k++) out[k] |= word[k];
+}
+
 int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *kind,
                     uint8_t unique_kind, size_t max_bytes, uint8_t **out, size_t *out_len,
                     uint64_t *hash) {
@@ -88,6 +97,7 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *k
             if (!rc && opaque && e1 > f->edge_begin[s] && f->edges[e1 - 1].ref >= 0) {
                 uint32_t first[8];
                 xgr_ref_first(f, s, seen, ++stamp, stack, first);
+                xgr_ref_first_widen(first); /* only a TagDispatch rule's key is opaque */
                 for (int k = 0; k < 8 && !rc; k++) rc = xgr_keybuf_put32(&b, first[k]);
             }
         }

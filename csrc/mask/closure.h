@@ -32,4 +32,14 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *k
 void xgr_ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t stamp, int32_t *stack,
                    uint32_t out[8]);
 
+/* Widens a TagDispatch rule's xgr_ref_first set: one holding a word byte ([0-9A-Za-z_])
+ * holds them all. After a trigger such as `<function=`, the tag group starts with the
+ * request's tool names, whose first letters differ between requests; the exact set gave
+ * every request its own key, and so its own pass over the vocabulary, for the dispatch
+ * states (the request's first mask). Widened, the key and the entries are shared, and the
+ * few tokens the wider set keeps open are decided per grammar (mask_cache.c
+ * sharpen_dispatch, exactly). A trigger followed by punctuation (`{"name": ` then a quote)
+ * keeps its exact set, which is what rejects " the" there at its second byte. */
+void xgr_ref_first_widen(uint32_t out[8]);
+
 #endif

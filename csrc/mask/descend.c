@@ -69,6 +69,7 @@ static int effective(dctx *x, int32_t q, int32_t d, uint8_t b) {
             if (!x->seen || !x->stack) return -1;
         }
         xgr_ref_first(x->f, q, x->seen, ++x->stamp, x->stack, x->fbits);
+        if (x->refchk == XGR_REFCHK_WIDE) xgr_ref_first_widen(x->fbits);
         x->fstate = q;
     }
     return (x->fbits[b >> 5] >> (b & 31)) & 1 ? r | XGR_POP_REF : r;

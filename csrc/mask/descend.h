@@ -38,13 +38,16 @@ int xgr_descend_applies(const xgr_fsm *f, int32_t state);
  * work the full pass then does again. */
 int xgr_descend_ref_near(const xgr_fsm *f, int32_t state, int depth);
 
+enum { XGR_REFCHK_EXACT = 1, XGR_REFCHK_WIDE = 2 };
+
 /* xgr_descend's answer when a token reaches a reference edge of a `hybrid` walk. */
 #define XGR_DESCEND_STOP (-1)
 
 /* Classifies every sorted token of v from `state`, walking the state's rule alone (its
  * byte edges; a reference edge is a pop, as for a flat or opaque rule in mask_cache.c).
  * `refchk`: a reference start counts as a pop only where the token's next byte can begin
- * the reference (xgr_ref_first), as for opaque rules. `hybrid`: the rule's references are
+ * the reference (xgr_ref_first), as for opaque rules; XGR_REFCHK_WIDE: in the widened set
+ * (xgr_ref_first_widen), as for TagDispatch rules, whose entries are shared. `hybrid`: the rule's references are
  * entered instead (a rule with references, whose walk goes on in the Earley parser there):
  * returns XGR_DESCEND_STOP, with partial lists, as soon as a token goes on at a state with
  * one, and the caller classifies the state by the full pass instead (most key and

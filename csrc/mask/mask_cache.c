@@ -293,6 +293,7 @@ typedef struct {
     int32_t *stack;
     int32_t state;
     uint32_t bits[8];
+    int widen; /* xgr_ref_first_widen the sets: a TagDispatch rule's shared entries */
 } first_cache;
 
 static int first_cache_init(first_cache *fc, const xgr_fsm *f);
@@ -374,13 +375,15 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
      * can start the reference: a whitespace run before a tool's arguments then rejects
      * " the" at its second byte instead of keeping every token that starts with a space
      * open, and so does a trigger ending in a space (`{"name": `). A tag group's entries
-     * are its grammar's own; a dispatch rule's key holds those first bytes (closure.h).
+     * are its grammar's own; a dispatch rule's key holds those first bytes, widened as
+     * here (closure.h xgr_ref_first_widen).
      * eff[] holds the pops that count. */
     int refchk = slot < ns && !earley && c->rule_opaque[pop_rule];
     uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
     first_cache fc = {0};
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
     if (!rc && refchk) rc = first_cache_init(&fc, c->fsm);
+    fc.widen = refchk && c->rule_opaque[pop_rule] == XGR_OPAQUE_DISPATCH; /* as its key */
     if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
@@ -775,6 +778,7 @@ static void first_cache_free(first_cache *fc) {
 static int first_cache_admits(first_cache *fc, const xgr_fsm *f, int32_t state, uint8_t b) {
     if (state != fc->state) {
         xgr_ref_first(f, state, fc->seen, ++fc->stamp, fc->stack, fc->bits);
+        if (fc->widen) xgr_ref_first_widen(fc->bits);
         fc->state = state;
     }
     return (fc->bits[b >> 5] >> (b & 31)) & 1;
@@ -1139,7 +1143,10 @@ static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t 
     if (!runs && !c->no_descend && xgr_descend_applies(c->fsm, state) &&
         !(hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR))) {
         pop_list acc = {0}, pops = {0};
-        int rc = xgr_descend(v, c->fsm, state, c->rule_opaque[rule] != 0, hybrid, &acc, &pops);
+        int refchk = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH ? XGR_REFCHK_WIDE
+                     : c->rule_opaque[rule]                      ? XGR_REFCHK_EXACT
+                                                                 : 0;
+        int rc = xgr_descend(v, c->fsm, state, refchk, hybrid, &acc, &pops);
         if (!rc) rc = entry_from_lists(v, &acc, &pops, out);
         XGR_VEC_FREE(acc);
         XGR_VEC_FREE(pops);

@@ -281,6 +281,29 @@ def test_tool_arguments_after_whitespace_are_exact(n_tools: int) -> None:
         assert ok, (text, why)
 
 
+def test_dispatch_entries_are_shared_when_tool_names_start_differently() -> None:
+    """After a trigger such as `<function=` the tag group starts with the tool names, whose
+    first letters differ between requests: the dispatch rule's entries are keyed by the
+    widened first bytes (any word character), so a request with other names computes no
+    entry for its first mask, and the tokens that cross the trigger are still decided
+    exactly for each request's names (masks equal the oracle's inside the trigger)."""
+    tok = tokenizer("llama-3.1")
+    comp = xgr.GrammarCompiler(tok, cache_enabled=False)
+    bm = xgr.allocate_token_bitmask(1, tok.vocab_size)
+    xgr.GrammarMatcher(comp.compile_structural_tag(_tool_tag(["alpha", "beta"]))).fill_next_token_bitmask(bm)
+    before = xgr.get_cross_grammar_cache_stats()
+    g = comp.compile_structural_tag(_tool_tag(["get_x", "search", "Zeta9"]))
+    xgr.GrammarMatcher(g).fill_next_token_bitmask(bm)
+    after = xgr.get_cross_grammar_cache_stats()
+    assert after["misses"] == before["misses"] and after["hits"] > before["hits"], (before, after)
+    for text in ["", "Sure ", "Sure <", "Sure <function", "Sure <function=", "Sure <function=sea",
+                 'Sure <function=get_x>{"get_x_q": "a"}</function> <func']:
+        m = xgr.GrammarMatcher(g)
+        assert m.accept_string(text), text
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, (text, why)
+
+
 def test_loops_through_final_states_are_shared_and_exact() -> None:
     """A digit run that can end its rule is a loop with a final state: tokens that leave it
     or die in it keep the depths where the rule could end. The loop entry is shared by a
