@@ -317,6 +317,29 @@ def test_fill_bitmask_follows_a_tensor_whose_storage_or_shape_changed(compiled):
         m.fill_next_token_bitmask(bm)
 
 
+def test_a_new_matcher_rechecks_a_tensor_changed_since_another_matcher_checked_it(compiled):
+    # Matchers share the checked view of the last tensor any of them was given (an engine
+    # hands every request the same one); a change to the tensor in between must be seen.
+    torch = pytest.importorskip("torch")
+    bm = torch.zeros(1, 2, dtype=torch.int32)
+    xgr.GrammarMatcher(compiled).fill_next_token_bitmask(bm)
+    bm.resize_(1, 1)  # same storage address, new shape and version
+    with pytest.raises(ValueError, match="words"):
+        xgr.GrammarMatcher(compiled).fill_next_token_bitmask(bm)
+    bm.resize_(1, 2)
+    xgr.GrammarMatcher(compiled).fill_next_token_bitmask(bm)
+    bm.as_strided_((2, 2), (0, 1))  # rows now overlap: a 2-row view of one row's words
+    m = xgr.GrammarMatcher(compiled)
+    bm.zero_()
+    m.fill_next_token_bitmask(bm, 1)
+    assert allowed(bm[1].numpy()) == [2, 6, 7, 10, 12]
+    with pytest.raises(IndexError):
+        xgr.GrammarMatcher(compiled).fill_next_token_bitmask(bm, 2)
+    bm.data = torch.zeros(3, 2, dtype=torch.int32)  # new storage, same version
+    xgr.GrammarMatcher(compiled).fill_next_token_bitmask(bm, 2)
+    assert allowed(bm[2].numpy()) == [2, 6, 7, 10, 12] and not bm[:2].any()
+
+
 def _letters_info():
     # 4095 lowercase words (3800 without "z", then 295 with it) and a stop token: 4096
     # ids, a multiple of 32 and wider than one 64-word block of the row.
