@@ -228,6 +228,7 @@ static void compiled_free(xgr_compiled *c) {
     free(c->pair_edges);
     free(c->rule_flat);
     free(c->rule_opaque);
+    free(c->rule_unique);
     free(c->token_ids);
     free(c->fmemo);
     xgr_follow_tables_free(atomic_load(&c->follow));
@@ -336,6 +337,26 @@ static void fill_scan_tables(const xgr_fsm *f, const xgr_link_layout *lay, xgr_s
     xgr_scan_states(f, lay->sk_states, t);
 }
 
+/* unique[r] = 1 for the rules no other grammar has (compiled.h rule_unique): tag groups,
+ * and skeleton rules of a linked grammar with references into two fragments or more. */
+static void mark_unique(const xgr_fsm *f, const xgr_link_layout *lay, const uint8_t *opaque,
+                        uint8_t *unique) {
+    for (int32_t r = 0; r < f->n_rules; r++) unique[r] = opaque[r] == XGR_OPAQUE_GROUP;
+    if (!lay || lay->n < 2) return;
+    for (int32_t r = 0; r < lay->sk_rules; r++) {
+        int32_t first = -1;
+        for (int32_t e = f->edge_begin[f->rule_start[r]];
+             e < f->edge_begin[xgr_fsm_rule_end(f, r)] && !unique[r]; e++) {
+            int32_t ref = f->edges[e].ref;
+            if (ref < lay->sk_rules) continue; /* a byte edge, or a skeleton rule */
+            if (first < 0) first = ref;
+            /* fragments' rules lie in order after the skeleton's: another root is
+             * another fragment (a fragment is entered only at its root) */
+            else if (ref != first) unique[r] = 1;
+        }
+    }
+}
+
 /* Everything after the automata (c->fsm, c->token_ids set): scan flags, slot layout,
  * per-rule tables, memory accounting. `lay` says where a linked grammar's parts lie
  * (NULL: not linked). Frees c on failure. */
@@ -349,11 +370,12 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     c->scan_local = xgr_malloc(((size_t)ns + 1) * sizeof *c->scan_local);
     c->rule_flat = xgr_malloc((size_t)nr + 1);
     c->rule_opaque = xgr_malloc((size_t)nr + 1);
+    c->rule_unique = xgr_malloc((size_t)nr + 1);
     c->rule_keys = xgr_calloc((size_t)nr + 1, sizeof *c->rule_keys);
     c->flat_tables = xgr_calloc((size_t)nr + 1, sizeof *c->flat_tables);
     c->rule_loops = xgr_calloc((size_t)nr + 1, sizeof *c->rule_loops);
     if (!n_scan || !c->scannable || !c->ref_begin || !c->scan_local || !c->rule_flat ||
-        !c->rule_opaque || !c->rule_keys || !c->flat_tables || !c->rule_loops) {
+        !c->rule_opaque || !c->rule_unique || !c->rule_keys || !c->flat_tables || !c->rule_loops) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
@@ -365,6 +387,7 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     xgr_scan_tables t = {c->scannable, c->ref_begin, c->scan_local,
                          n_scan,       c->rule_flat, c->rule_opaque};
     fill_scan_tables(f, lay, &t);
+    mark_unique(f, lay, c->rule_opaque, c->rule_unique);
     if ((rc = layout_slots(c, &t, lay, (int64_t)1 << 22))) goto fail;
     free(n_scan);
     n_scan = NULL;
@@ -381,12 +404,12 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     }
     /* Everything this grammar holds, so a cache budget over xgr_compiled_memory is a
      * budget over real bytes: the IR (kept for printing unless dropped), the automata,
-     * and per state (scannable, ref_begin, scan_local), per rule (flat, opaque, three
+     * and per state (scannable, ref_begin, scan_local), per rule (flat, opaque, unique, three
      * lazily built pointers), per edge with pair slots (edge, first slot), and per slot
      * chunk (the chunks themselves count when built). */
     size_t nr1 = (size_t)nr + 1;
     atomic_fetch_add(&c->memory, xgr_ir_memory(c->grammar) + xgr_fsm_memory(c->fsm) +
-                                     ((size_t)ns + 1) * 9 + nr1 * (2 + 3 * sizeof(void *)) +
+                                     ((size_t)ns + 1) * 9 + nr1 * (3 + 3 * sizeof(void *)) +
                                      ((size_t)c->n_pair_edges + 1) * 8 +
                                      n_chunks * sizeof *c->entry_chunks +
                                      (size_t)c->n_token_ids * sizeof *c->token_ids);

@@ -33,6 +33,18 @@ enum {
  * so its entries are not shared and may look at what its references start with). */
 enum { XGR_OPAQUE_DISPATCH = 1, XGR_OPAQUE_GROUP = 2 };
 
+/* Region entries (region.c) only: their leaving tokens grouped by exit edge and the bytes
+ * after the exit, so each grammar walks every distinct suffix once, without reading the
+ * tokens' bytes scattered over the vocabulary (",\"" follows thousands of string bodies). */
+typedef struct {
+    int32_t n;      /* groups, sorted by exit, then bytes */
+    int32_t *group; /* per uncertain token: its group, or -1 (it died inside the loop) */
+    int32_t *exit;  /* per group: exit index */
+    uint32_t *off;  /* per group: bytes[off[g] .. off[g + 1]) */
+    uint8_t *bytes;
+    size_t mem;
+} xgr_region_sfx;
+
 typedef struct xgr_mask_entry_s {
     atomic_int refcount; /* plain-layer entries may be shared across grammars */
     int32_t form;
@@ -70,6 +82,7 @@ typedef struct xgr_mask_entry_s {
      * follow the repetition, so a dropped token that holds none of them after its first
      * byte cannot leave the repetition and is rejected without an exact check. */
     uint32_t *exit_first;
+    xgr_region_sfx *sfx; /* region entries only, else NULL */
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */
@@ -138,6 +151,11 @@ struct xgr_compiled {
      * the same rule, whatever it references. Set for TagDispatch rules, whose references
      * (the tag bodies, different in every request) start only after a whole trigger. */
     uint8_t *rule_opaque; /* 0, or XGR_OPAQUE_DISPATCH / XGR_OPAQUE_GROUP */
+    /* 1: no other grammar has this rule, so closure keys stop at it (mask_cache.c rule_key):
+     * a tag group, or a linked grammar's skeleton rule that references several tools
+     * (Harmony's tag alternation: its closure is the request's whole tool set, tens of
+     * KB to serialise on a first visit, for a key no later request repeats). */
+    uint8_t *rule_unique;
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     /* per rule, built on first use; for a unit REPEAT rule, its child's loop table
      * (mask_cache.c loop_child) */

@@ -6,11 +6,23 @@
 
 #include <pthread.h>
 
+/* A closure key, held once however many of its rule's states have entries: a rule whose
+ * closure holds a request's whole tool list (Harmony's message loop: tens of KB) has an
+ * entry for every state a trace visits, and a copy of the key per entry cost a page fault
+ * every 4 KB on each first visit. */
+typedef struct gkey {
+    uint64_t vocab_fp, hash;
+    size_t len;
+    size_t refs; /* nodes pointing here */
+    struct gkey *next_in_bucket;
+    uint8_t bytes[];
+} gkey;
+
 typedef struct gnode {
     uint64_t vocab_fp, hash;
     int32_t local_state;
-    uint8_t *key;
-    size_t key_len, bytes;
+    gkey *key;
+    size_t bytes; /* the entry and the node; the key is counted once, in g_bytes */
     xgr_mask_entry *entry;
     struct gnode *next_in_bucket, *lru_prev, *lru_next;
 } gnode;
@@ -20,6 +32,8 @@ static gnode **g_buckets;
 static size_t g_nbuckets, g_count, g_bytes;
 static size_t g_budget = (size_t)256 << 20;
 static gnode *g_lru_head, *g_lru_tail; /* head = most recent */
+static gkey **g_kbuckets;
+static size_t g_nkbuckets, g_nkeys;
 static uint64_t g_hits, g_misses, g_inserts, g_evictions;
 
 void xgr_mask_entry_retain(xgr_mask_entry *e) {
@@ -53,20 +67,78 @@ static gnode **find_slot(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, s
     for (; *pp; pp = &(*pp)->next_in_bucket) {
         gnode *n = *pp;
         if (n->hash == hash && n->vocab_fp == vocab_fp && n->local_state == local_state &&
-            n->key_len == key_len && memcmp(n->key, key, key_len) == 0)
+            n->key->len == key_len && memcmp(n->key->bytes, key, key_len) == 0)
             break;
     }
     return pp;
 }
 
+static gkey **find_key(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len) {
+    gkey **pp = &g_kbuckets[(hash ^ vocab_fp) & (g_nkbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next_in_bucket) {
+        gkey *k = *pp;
+        if (k->hash == hash && k->vocab_fp == vocab_fp && k->len == key_len &&
+            memcmp(k->bytes, key, key_len) == 0)
+            break;
+    }
+    return pp;
+}
+
+static int grow_keys(void) {
+    size_t nb = g_nkbuckets ? g_nkbuckets * 2 : 256;
+    gkey **b = calloc(nb, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < g_nkbuckets; i++)
+        for (gkey *k = g_kbuckets[i], *next; k; k = next) {
+            next = k->next_in_bucket;
+            size_t j = (k->hash ^ k->vocab_fp) & (nb - 1);
+            k->next_in_bucket = b[j];
+            b[j] = k;
+        }
+    free(g_kbuckets);
+    g_kbuckets = b;
+    g_nkbuckets = nb;
+    return 0;
+}
+
+/* The held copy of a key, with one more reference; NULL without memory. */
+static gkey *key_acquire(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len) {
+    if ((g_nkeys + 1) * 2 > g_nkbuckets && grow_keys()) return NULL;
+    gkey **pp = find_key(vocab_fp, hash, key, key_len);
+    if (!*pp) {
+        gkey *k = malloc(sizeof *k + (key_len ? key_len : 1));
+        if (!k) return NULL;
+        k->vocab_fp = vocab_fp;
+        k->hash = hash;
+        k->len = key_len;
+        k->refs = 0;
+        k->next_in_bucket = NULL;
+        memcpy(k->bytes, key, key_len);
+        *pp = k;
+        g_nkeys++;
+        g_bytes += sizeof *k + key_len;
+    }
+    (*pp)->refs++;
+    return *pp;
+}
+
+static void key_release(gkey *k) {
+    if (--k->refs) return;
+    gkey **pp = find_key(k->vocab_fp, k->hash, k->bytes, k->len);
+    if (*pp == k) *pp = k->next_in_bucket;
+    g_nkeys--;
+    g_bytes -= sizeof *k + k->len;
+    free(k);
+}
+
 static void remove_node(gnode *n) {
-    gnode **pp = find_slot(n->vocab_fp, n->hash, n->key, n->key_len, n->local_state);
+    gnode **pp = find_slot(n->vocab_fp, n->hash, n->key->bytes, n->key->len, n->local_state);
     if (*pp == n) *pp = n->next_in_bucket;
     lru_unlink(n);
     g_count--;
     g_bytes -= n->bytes;
     xgr_mask_entry_release(n->entry);
-    free(n->key);
+    key_release(n->key);
     free(n);
 }
 
@@ -128,18 +200,16 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
         goto done;
     }
     gnode *n = calloc(1, sizeof *n);
-    uint8_t *k = malloc(key_len ? key_len : 1);
-    if (!n || !k) {
+    gkey *k = n ? key_acquire(vocab_fp, hash, key, key_len) : NULL;
+    if (!k) {
         free(n);
-        free(k);
         goto done;
     }
-    memcpy(k, key, key_len);
+    bytes -= key_len; /* the key is counted once, by key_acquire */
     n->vocab_fp = vocab_fp;
     n->hash = hash;
     n->local_state = local_state;
     n->key = k;
-    n->key_len = key_len;
     n->bytes = bytes;
     n->entry = e;
     xgr_mask_entry_retain(e); /* the cache's reference */

@@ -33,6 +33,13 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     free(e->unit_ids);
     free(e->unit_end);
     free(e->exit_first);
+    if (e->sfx) {
+        free(e->sfx->group);
+        free(e->sfx->exit);
+        free(e->sfx->off);
+        free(e->sfx->bytes);
+        free(e->sfx);
+    }
     free(e);
 }
 
@@ -994,11 +1001,10 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
     if (!k) {
         k = xgr_calloc(1, sizeof *k);
         if (!k) return XGR_ERR_NOMEM;
-        int rc = c->rule_opaque[rule] == XGR_OPAQUE_GROUP
-                     ? XGR_ERR_LIMIT /* its entries see its references (classify) */
-                     : xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], c->rule_opaque,
-                                       XGR_OPAQUE_GROUP, XGR_KEY_MAX_BYTES, &k->bytes, &k->len,
-                                       &k->hash);
+        int rc = c->rule_unique[rule]
+                     ? XGR_ERR_LIMIT /* (a tag group's entries see its references: classify) */
+                     : xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], c->rule_unique, 1,
+                                       XGR_KEY_MAX_BYTES, &k->bytes, &k->len, &k->hash);
         if (rc == XGR_ERR_LIMIT) {
             k->unshareable = 1; /* too big to be worth sharing, or this request's own */
         } else if (rc) {

@@ -443,71 +443,138 @@ static int cont_walk(cont *w, int32_t x, const uint8_t *s, uint32_t n, uint32_t 
     return XGR_OK;
 }
 
+/* Groups the leaving tokens of region entry `reg` by (exit, bytes after the exit), sorted
+ * that way, so each grammar walks every distinct suffix once and never reads the tokens'
+ * bytes, which lie scattered over the vocabulary (establishes reg->sfx; its memory is
+ * added to reg->bytes, so call it before the entry is shared). */
+typedef struct {
+    const uint8_t *s;
+    uint32_t n;
+    int32_t k, i;
+} sfx_rec;
+
+static int sfx_cmp(const void *a, const void *b) {
+    const sfx_rec *x = a, *y = b;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    uint32_t m = x->n < y->n ? x->n : y->n;
+    int c = m ? memcmp(x->s, y->s, m) : 0;
+    if (c) return c;
+    return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg) {
+    int32_t nu = reg->n_uncertain, nr = 0, ng = 0;
+    xgr_region_sfx *S = xgr_calloc(1, sizeof *S);
+    sfx_rec *rec = xgr_malloc(((size_t)nu + 1) * sizeof *rec);
+    if (!S || !rec || !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group))) goto nomem;
+    for (int32_t i = 0; i < nu; i++) {
+        int32_t k = reg->pop_begin[i], k1 = reg->pop_begin[i + 1];
+        S->group[i] = -1;
+        while (k < k1 && reg->pop_depth[k] != RG_EXIT) k++;
+        if (k == k1) continue; /* died inside the loop */
+        uint32_t len, d = reg->pop_depth[k + 1];
+        const uint8_t *tok = xgr_vocab_token(v, reg->uncertain[i], &len);
+        rec[nr++] = (sfx_rec){tok + d, len - d, reg->pop_depth[k + 2], i};
+    }
+    qsort(rec, (size_t)nr, sizeof *rec, sfx_cmp);
+    size_t total = 0;
+    for (int32_t j = 0; j < nr; j++)
+        if (!j || sfx_cmp(&rec[j - 1], &rec[j])) {
+            ng++;
+            total += rec[j].n;
+        }
+    S->exit = xgr_malloc(((size_t)ng + 1) * sizeof *S->exit);
+    S->off = xgr_malloc(((size_t)ng + 1) * sizeof *S->off);
+    S->bytes = xgr_malloc(total + 1);
+    if (!S->exit || !S->off || !S->bytes) goto nomem;
+    uint32_t pos = 0;
+    for (int32_t j = 0, g = -1; j < nr; j++) {
+        if (!j || sfx_cmp(&rec[j - 1], &rec[j])) {
+            S->exit[++g] = rec[j].k;
+            S->off[g] = pos;
+            if (rec[j].n) memcpy(S->bytes + pos, rec[j].s, rec[j].n);
+            pos += rec[j].n;
+        }
+        S->group[rec[j].i] = g;
+    }
+    S->off[ng] = pos;
+    S->n = ng;
+    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 1) * 8 + total + 1;
+    reg->sfx = S;
+    reg->bytes += S->mem;
+    free(rec);
+    return XGR_OK;
+nomem:
+    if (S) {
+        free(S->group);
+        free(S->exit);
+        free(S->off);
+        free(S->bytes);
+        free(S);
+    }
+    free(rec);
+    return XGR_ERR_NOMEM;
+}
+
 /* This grammar's entry from the region entry: the leaving tokens walked on from their
- * exit targets, with the pops (the rule ends with bytes left) of those that die, as a
- * vocabulary pass over the whole rule would have recorded them. */
+ * exit targets, one walk per distinct suffix (reg->sfx), with the pops (the rule ends with
+ * bytes left) of those that die, as a vocabulary pass over the whole rule would have
+ * recorded them. */
 static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const region *R,
                          const xgr_mask_entry *reg, xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
-    int32_t nu = reg->n_uncertain;
+    const xgr_region_sfx *S = reg->sfx;
+    int32_t nu = reg->n_uncertain, ng = S->n;
     uint8_t *verdict = xgr_malloc((size_t)nu + 1);
     XGR_VEC(uint16_t) depths = {0};
+    XGR_VEC(uint16_t) gq = {0}; /* per group: the depths after its exit where the rule ends */
     int32_t *dbeg = xgr_malloc(((size_t)nu + 1) * sizeof *dbeg);
+    int32_t *gwalk = xgr_malloc(((size_t)ng + 1) * sizeof *gwalk); /* -1: walked to the end */
+    int32_t *gpb = xgr_malloc(((size_t)ng + 1) * sizeof *gpb);
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     cont w = {c->fsm, flat ? NULL : p, c->scannable, c->ref_begin, -1, NULL, 0, 0, -1,
               xgr_malloc(((size_t)v->max_token_len + 2) * sizeof(int32_t)),
               xgr_malloc((size_t)v->max_token_len + 2)};
     int rc = XGR_OK;
-    if (!verdict || !dbeg || !e || !w.pop || !w.dstate) goto nomem;
+    if (!verdict || !dbeg || !gwalk || !gpb || !e || !w.pop || !w.dstate) goto nomem;
+    for (int32_t g = 0; g < ng; g++) {
+        uint32_t n = S->off[g + 1] - S->off[g], walked = 0;
+        gpb[g] = (int32_t)gq.len;
+        if ((rc = cont_walk(&w, R->exit_target[S->exit[g]], S->bytes + S->off[g], n, &walked)))
+            goto out;
+        gwalk[g] = walked == n ? -1 : (int32_t)walked;
+        if (walked == n) continue;
+        for (uint32_t q = 0; q <= walked; q++)
+            if (w.pop[q] && XGR_VEC_PUSH(gq, (uint16_t)q)) goto nomem;
+    }
+    gpb[ng] = (int32_t)gq.len;
     int32_t n_acc = 0, n_unc = 0, n_rej = 0;
     for (int32_t i = 0; i < nu; i++) {
-        uint32_t len, walked = 0;
-        const uint8_t *tok = xgr_vocab_token(v, reg->uncertain[i], &len);
-        int32_t k0 = reg->pop_begin[i], k1 = reg->pop_begin[i + 1], k = k0;
+        int32_t k0 = reg->pop_begin[i], k1 = reg->pop_begin[i + 1], k = k0, g = S->group[i];
         dbeg[i] = (int32_t)depths.len;
         for (; k < k1 && reg->pop_depth[k] != RG_EXIT; k++) /* pops inside the loop */
             if (XGR_VEC_PUSH(depths, reg->pop_depth[k])) goto nomem;
-        if (k == k1) { /* died inside the loop, after a final state */
+        if (g < 0) { /* died inside the loop, after a final state */
             verdict[i] = XGR_V_UNCERTAIN;
             n_unc++;
             continue;
         }
-        uint32_t d = reg->pop_depth[k + 1];
-        int32_t x = R->exit_target[reg->pop_depth[k + 2]];
-        if ((rc = cont_walk(&w, x, tok + d, len - d, &walked))) goto out;
-        if (walked == len - d) {
+        if (gwalk[g] < 0) {
             depths.len = (size_t)dbeg[i];
             verdict[i] = XGR_V_ACCEPT;
             n_acc++;
             continue;
         }
-        for (uint32_t q = 0; q <= walked; q++) {
+        uint32_t d = reg->pop_depth[k + 1];
+        for (int32_t j = gpb[g]; j < gpb[g + 1]; j++) {
             /* depths beyond the 15-bit field keep the token uncertain, as classify does */
-            uint32_t at = d + q;
+            uint32_t at = d + gq.data[j];
             uint16_t rec = (uint16_t)(at < 0x8000u ? at : 0x8000u | (at & 0x7fffu));
-            if (w.pop[q] && XGR_VEC_PUSH(depths, rec)) goto nomem;
+            if (XGR_VEC_PUSH(depths, rec)) goto nomem;
         }
         verdict[i] = depths.len > (size_t)dbeg[i] ? XGR_V_UNCERTAIN : XGR_V_REJECT;
         n_unc += verdict[i] == XGR_V_UNCERTAIN;
         n_rej += verdict[i] == XGR_V_REJECT;
-        /* The following tokens with this one's bytes up to where it died leave the loop the
-         * same way and die at the same byte with the same pops (a digit run followed by a
-         * space exits for every token that starts with a space and a letter: tens of
-         * thousands, settled by one walk). */
-        uint32_t dead_at = d + walked;
-        int32_t end = xgr_vocab_ids_prefix_end(v, reg->uncertain, i + 1, nu, tok, dead_at + 1);
-        size_t d0 = (size_t)dbeg[i], d1 = depths.len;
-        for (int32_t j = i + 1; j < end; j++) {
-            verdict[j] = verdict[i];
-            dbeg[j] = (int32_t)depths.len;
-            if (d1 == d0) continue;
-            if (XGR_VEC_RESERVE(depths, depths.len + (d1 - d0))) goto nomem;
-            memcpy(depths.data + depths.len, depths.data + d0, (d1 - d0) * sizeof *depths.data);
-            depths.len += d1 - d0;
-        }
-        n_unc += verdict[i] == XGR_V_UNCERTAIN ? end - i - 1 : 0;
-        n_rej += verdict[i] == XGR_V_REJECT ? end - i - 1 : 0;
-        i = end - 1;
     }
     dbeg[nu] = (int32_t)depths.len;
     atomic_init(&e->refcount, 1);
@@ -575,6 +642,9 @@ out:
     xgr_mask_entry_free(e);
     free(verdict);
     free(dbeg);
+    free(gwalk);
+    free(gpb);
+    XGR_VEC_FREE(gq);
     free(w.pop);
     free(w.dstate);
     XGR_VEC_FREE(depths);
@@ -611,7 +681,8 @@ int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask
     }
     xgr_mask_entry *reg = xgr_gcache_lookup(v->fingerprint, R.hash, R.key.data, R.key.len, RG_LOCAL);
     if (!reg) {
-        if ((rc = region_classify(v, c->fsm, &R, &reg))) {
+        if ((rc = region_classify(v, c->fsm, &R, &reg)) || (rc = region_suffixes(v, reg))) {
+            xgr_mask_entry_release(reg);
             region_free(&R);
             return rc;
         }

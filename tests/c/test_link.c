@@ -186,6 +186,51 @@ static void test_linked_equals_whole(void) {
     xgr_vocab_release(v);
 }
 
+/* A skeleton rule that references two tools is this request's own: its closure key would
+ * be the whole tool set, so the key stops there (rule_unique); a rule of one fragment, or
+ * of a skeleton that references one tool, stays shareable. The masks stay exact. */
+static void test_multi_tool_rules_are_unique(void) {
+    int32_t n;
+    xgr_vocab *v = vocab(&n);
+    xgr_fragment *fx = fragment("root ::= " X_BODY "\n");
+    xgr_fragment *fy = fragment("root ::= " Y_BODY("root") "\n");
+    xgr_grammar *two = parse("root ::= (\"a\" x | \"b\" y)+ \"!\"\nx ::= \"L\"\ny ::= \"L\"\n");
+    xgr_grammar *one = parse("root ::= (\"a\" x)+ \"!\"\nx ::= \"L\"\n");
+    const char *names[2] = {"x", "y"};
+    xgr_fragment *frags[2] = {fx, fy};
+    xgr_compiled *c2 = NULL, *c1 = NULL;
+    CHECK(xgr_compile_linked(two, names, frags, 2, v, NULL, &c2) == XGR_OK);
+    CHECK(xgr_compile_linked(one, names, frags, 1, v, NULL, &c1) == XGR_OK);
+    if (c2 && c1) {
+        const xgr_fsm *f = c2->fsm;
+        int32_t root = f->state_rule[0], uniq = 0;
+        for (int32_t r = 0; r < f->n_rules; r++) uniq += c2->rule_unique[r];
+        CHECK(c2->rule_unique[root] == 1 && uniq == 1);
+        for (int32_t r = 0; r < c1->fsm->n_rules; r++) CHECK(c1->rule_unique[r] == 0);
+        size_t words = ((size_t)n + 31) / 32;
+        int32_t ml[16], mb[16];
+        xgr_matcher *m = NULL;
+        CHECK(xgr_matcher_new(c2, NULL, 0, 0, 0, -1, &m) == XGR_OK);
+        static const char *const steps[] = {"a", "{1", "}", "b[", "q]", ""};
+        for (size_t i = 0; m && i < sizeof steps / sizeof *steps; i++) {
+            int ok = 0, need = 0;
+            CHECK(xgr_matcher_fill_bitmask(m, ml, words, &need) == XGR_OK);
+            CHECK(xgr_matcher_fill_bitmask_bruteforce(m, mb, words) == XGR_OK);
+            CHECK(memcmp(ml, mb, words * 4) == 0);
+            CHECK(xgr_matcher_accept_bytes(m, (const uint8_t *)steps[i], strlen(steps[i]), &ok) == XGR_OK);
+            CHECK(ok);
+        }
+        xgr_matcher_free(m);
+    }
+    xgr_fragment_release(fx);
+    xgr_fragment_release(fy);
+    xgr_grammar_release(two);
+    xgr_grammar_release(one);
+    xgr_compiled_release(c2);
+    xgr_compiled_release(c1);
+    xgr_vocab_release(v);
+}
+
 static void test_link_errors(void) {
     int32_t n;
     xgr_vocab *v = vocab(&n);
@@ -473,6 +518,7 @@ static void test_tag_table(void) {
 
 int main(void) {
     test_linked_equals_whole();
+    test_multi_tool_rules_are_unique();
     test_link_errors();
     test_spans();
     test_tag_table();
