@@ -45,6 +45,22 @@ char *xgr_strndup(const char *s, size_t n) {
     return p;
 }
 
+int xgr_chain_grow(xgr_chain ***buckets, size_t *n, size_t first) {
+    size_t nb = *n ? *n * 2 : first;
+    xgr_chain **b = calloc(nb, sizeof *b);
+    if (!b) return -1;
+    for (size_t i = 0; i < *n; i++)
+        for (xgr_chain *it = (*buckets)[i], *next; it; it = next) {
+            next = it->next;
+            it->next = b[it->hash & (nb - 1)];
+            b[it->hash & (nb - 1)] = it;
+        }
+    free(*buckets);
+    *buckets = b;
+    *n = nb;
+    return 0;
+}
+
 int xgr_vec_grow_(void **data, size_t *cap, size_t need, size_t elem) {
     size_t ncap = *cap ? *cap : 8;
     while (ncap < need) {

@@ -25,6 +25,16 @@ void *xgr_calloc(size_t count, size_t size);
 void *xgr_realloc(void *p, size_t n);
 char *xgr_strndup(const char *s, size_t n);
 
+/* A link of a chained hash table, the first member of each item struct (so an item and
+ * its link convert to each other); `hash` chooses the bucket: hash & (buckets - 1). */
+typedef struct xgr_chain {
+    struct xgr_chain *next;
+    uint64_t hash;
+} xgr_chain;
+/* Doubles a chained table of *n buckets (or makes one of `first`, a power of two), moving
+ * every item to its bucket in the new array. 0, or -1 without memory (table unchanged). */
+int xgr_chain_grow(xgr_chain ***buckets, size_t *n, size_t first);
+
 /* A growable array of T: `XGR_VEC(int32_t) v = {0}; if (XGR_VEC_PUSH(v, x)) fail;`
  * XGR_VEC_PUSH / XGR_VEC_RESERVE evaluate to 0 on success, -1 on OOM. */
 #define XGR_VEC(T) struct { T *data; size_t len; size_t cap; }

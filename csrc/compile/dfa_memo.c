@@ -12,16 +12,16 @@
 #include "lower_internal.h"
 
 typedef struct mnode {
-    uint64_t hash;
+    xgr_chain link; /* link.hash: the key's hash */
     uint8_t *key;
     size_t key_len, bytes;
     int32_t raw_states; /* subset states before minimisation: the budget check on a hit */
     lw_dfa dfa;         /* references as local ids */
-    struct mnode *next_in_bucket, *lru_prev, *lru_next;
+    struct mnode *lru_prev, *lru_next;
 } mnode;
 
 static pthread_mutex_t m_lock = PTHREAD_MUTEX_INITIALIZER;
-static mnode **m_buckets;
+static xgr_chain **m_buckets;
 static size_t m_nbuckets, m_count, m_bytes;
 static size_t m_budget = (size_t)32 << 20;
 static mnode *m_head, *m_tail; /* head = most recent */
@@ -66,18 +66,18 @@ static void lru_push_front(mnode *n) {
     if (!m_tail) m_tail = n;
 }
 
-static mnode **find_slot(uint64_t hash, const uint8_t *key, size_t key_len) {
-    mnode **pp = &m_buckets[hash & (m_nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next_in_bucket) {
-        mnode *n = *pp;
-        if (n->hash == hash && n->key_len == key_len && memcmp(n->key, key, key_len) == 0) break;
+static xgr_chain **find_slot(uint64_t hash, const uint8_t *key, size_t key_len) {
+    xgr_chain **pp = &m_buckets[hash & (m_nbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next) {
+        mnode *n = (mnode *)*pp;
+        if (n->link.hash == hash && n->key_len == key_len && memcmp(n->key, key, key_len) == 0) break;
     }
     return pp;
 }
 
 static void remove_node(mnode *n) {
-    mnode **pp = find_slot(n->hash, n->key, n->key_len);
-    if (*pp == n) *pp = n->next_in_bucket;
+    xgr_chain **pp = find_slot(n->link.hash, n->key, n->key_len);
+    if (*pp == &n->link) *pp = n->link.next;
     lru_unlink(n);
     m_count--;
     m_bytes -= n->bytes;
@@ -90,22 +90,6 @@ static void evict_to(size_t budget) {
     while (m_bytes > budget && m_tail) remove_node(m_tail);
 }
 
-static int grow_table(void) {
-    size_t nb = m_nbuckets ? m_nbuckets * 2 : 1024;
-    mnode **b = calloc(nb, sizeof *b);
-    if (!b) return -1;
-    for (size_t i = 0; i < m_nbuckets; i++)
-        for (mnode *n = m_buckets[i], *next; n; n = next) {
-            next = n->next_in_bucket;
-            n->next_in_bucket = b[n->hash & (nb - 1)];
-            b[n->hash & (nb - 1)] = n;
-        }
-    free(m_buckets);
-    m_buckets = b;
-    m_nbuckets = nb;
-    return 0;
-}
-
 /* Copies the memoised DFA of `key` into *out; 1 if found (and within budget). */
 static int memo_get(uint64_t hash, const uint8_t *key, size_t key_len, int64_t budget,
                     lw_dfa *out, int *rc) {
@@ -113,7 +97,7 @@ static int memo_get(uint64_t hash, const uint8_t *key, size_t key_len, int64_t b
     *rc = XGR_OK;
     pthread_mutex_lock(&m_lock);
     if (m_nbuckets) {
-        mnode *n = *find_slot(hash, key, key_len);
+        mnode *n = (mnode *)*find_slot(hash, key, key_len);
         if (n && n->raw_states <= budget) {
             lru_unlink(n);
             lru_push_front(n);
@@ -140,14 +124,15 @@ static void memo_put(uint64_t hash, const uint8_t *key, size_t key_len, int32_t 
         return;
     }
     memcpy(k, key, key_len);
-    n->hash = hash;
+    n->link.hash = hash;
     n->key = k;
     n->key_len = key_len;
     n->bytes = bytes;
     n->raw_states = raw_states;
     pthread_mutex_lock(&m_lock);
-    mnode **pp = NULL;
-    if (bytes <= m_budget && ((m_count + 1) * 2 <= m_nbuckets || !grow_table()))
+    xgr_chain **pp = NULL;
+    if (bytes <= m_budget &&
+        ((m_count + 1) * 2 <= m_nbuckets || !xgr_chain_grow(&m_buckets, &m_nbuckets, 1024)))
         pp = find_slot(hash, key, key_len);
     if (!pp || *pp) { /* too big, no memory, or another thread inserted it first */
         pthread_mutex_unlock(&m_lock);
@@ -156,7 +141,7 @@ static void memo_put(uint64_t hash, const uint8_t *key, size_t key_len, int32_t 
         free(n);
         return;
     }
-    *pp = n;
+    *pp = &n->link;
     lru_push_front(n);
     m_count++;
     m_bytes += bytes;

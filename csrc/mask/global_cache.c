@@ -11,28 +11,29 @@
  * entry for every state a trace visits, and a copy of the key per entry cost a page fault
  * every 4 KB on each first visit. */
 typedef struct gkey {
+    xgr_chain link; /* link.hash: hash ^ vocab_fp */
     uint64_t vocab_fp, hash;
     size_t len;
     size_t refs; /* nodes pointing here */
-    struct gkey *next_in_bucket;
     uint8_t bytes[];
 } gkey;
 
 typedef struct gnode {
+    xgr_chain link; /* link.hash: slot_hash() */
     uint64_t vocab_fp, hash;
     int32_t local_state;
     gkey *key;
     size_t bytes; /* the entry and the node; the key is counted once, in g_bytes */
     xgr_mask_entry *entry;
-    struct gnode *next_in_bucket, *lru_prev, *lru_next;
+    struct gnode *lru_prev, *lru_next;
 } gnode;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static gnode **g_buckets;
+static xgr_chain **g_buckets;
 static size_t g_nbuckets, g_count, g_bytes;
 static size_t g_budget = (size_t)256 << 20;
 static gnode *g_lru_head, *g_lru_tail; /* head = most recent */
-static gkey **g_kbuckets;
+static xgr_chain **g_kbuckets;
 static size_t g_nkbuckets, g_nkeys;
 static uint64_t g_hits, g_misses, g_inserts, g_evictions;
 
@@ -60,12 +61,15 @@ static void lru_push_front(gnode *n) {
     if (!g_lru_tail) g_lru_tail = n;
 }
 
-static gnode **find_slot(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len,
-                         int32_t local_state) {
-    gnode **pp = &g_buckets[(hash ^ vocab_fp ^ (uint64_t)local_state * 0x9e3779b97f4a7c15ULL) &
-                            (g_nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next_in_bucket) {
-        gnode *n = *pp;
+static uint64_t slot_hash(uint64_t vocab_fp, uint64_t hash, int32_t local_state) {
+    return hash ^ vocab_fp ^ (uint64_t)local_state * 0x9e3779b97f4a7c15ULL;
+}
+
+static xgr_chain **find_slot(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len,
+                             int32_t local_state) {
+    xgr_chain **pp = &g_buckets[slot_hash(vocab_fp, hash, local_state) & (g_nbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next) {
+        gnode *n = (gnode *)*pp;
         if (n->hash == hash && n->vocab_fp == vocab_fp && n->local_state == local_state &&
             n->key->len == key_len && memcmp(n->key->bytes, key, key_len) == 0)
             break;
@@ -73,10 +77,10 @@ static gnode **find_slot(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, s
     return pp;
 }
 
-static gkey **find_key(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len) {
-    gkey **pp = &g_kbuckets[(hash ^ vocab_fp) & (g_nkbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next_in_bucket) {
-        gkey *k = *pp;
+static xgr_chain **find_key(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len) {
+    xgr_chain **pp = &g_kbuckets[(hash ^ vocab_fp) & (g_nkbuckets - 1)];
+    for (; *pp; pp = &(*pp)->next) {
+        gkey *k = (gkey *)*pp;
         if (k->hash == hash && k->vocab_fp == vocab_fp && k->len == key_len &&
             memcmp(k->bytes, key, key_len) == 0)
             break;
@@ -84,56 +88,42 @@ static gkey **find_key(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, siz
     return pp;
 }
 
-static int grow_keys(void) {
-    size_t nb = g_nkbuckets ? g_nkbuckets * 2 : 256;
-    gkey **b = calloc(nb, sizeof *b);
-    if (!b) return -1;
-    for (size_t i = 0; i < g_nkbuckets; i++)
-        for (gkey *k = g_kbuckets[i], *next; k; k = next) {
-            next = k->next_in_bucket;
-            size_t j = (k->hash ^ k->vocab_fp) & (nb - 1);
-            k->next_in_bucket = b[j];
-            b[j] = k;
-        }
-    free(g_kbuckets);
-    g_kbuckets = b;
-    g_nkbuckets = nb;
-    return 0;
-}
-
 /* The held copy of a key, with one more reference; NULL without memory. */
 static gkey *key_acquire(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, size_t key_len) {
-    if ((g_nkeys + 1) * 2 > g_nkbuckets && grow_keys()) return NULL;
-    gkey **pp = find_key(vocab_fp, hash, key, key_len);
+    if ((g_nkeys + 1) * 2 > g_nkbuckets && xgr_chain_grow(&g_kbuckets, &g_nkbuckets, 256))
+        return NULL;
+    xgr_chain **pp = find_key(vocab_fp, hash, key, key_len);
     if (!*pp) {
         gkey *k = malloc(sizeof *k + (key_len ? key_len : 1));
         if (!k) return NULL;
+        k->link.next = NULL;
+        k->link.hash = hash ^ vocab_fp;
         k->vocab_fp = vocab_fp;
         k->hash = hash;
         k->len = key_len;
         k->refs = 0;
-        k->next_in_bucket = NULL;
         memcpy(k->bytes, key, key_len);
-        *pp = k;
+        *pp = &k->link;
         g_nkeys++;
         g_bytes += sizeof *k + key_len;
     }
-    (*pp)->refs++;
-    return *pp;
+    gkey *k = (gkey *)*pp;
+    k->refs++;
+    return k;
 }
 
 static void key_release(gkey *k) {
     if (--k->refs) return;
-    gkey **pp = find_key(k->vocab_fp, k->hash, k->bytes, k->len);
-    if (*pp == k) *pp = k->next_in_bucket;
+    xgr_chain **pp = find_key(k->vocab_fp, k->hash, k->bytes, k->len);
+    if (*pp == &k->link) *pp = k->link.next;
     g_nkeys--;
     g_bytes -= sizeof *k + k->len;
     free(k);
 }
 
 static void remove_node(gnode *n) {
-    gnode **pp = find_slot(n->vocab_fp, n->hash, n->key->bytes, n->key->len, n->local_state);
-    if (*pp == n) *pp = n->next_in_bucket;
+    xgr_chain **pp = find_slot(n->vocab_fp, n->hash, n->key->bytes, n->key->len, n->local_state);
+    if (*pp == &n->link) *pp = n->link.next;
     lru_unlink(n);
     g_count--;
     g_bytes -= n->bytes;
@@ -149,30 +139,12 @@ static void evict_to(size_t budget) {
     }
 }
 
-static int grow_table(void) {
-    size_t nb = g_nbuckets ? g_nbuckets * 2 : 1024;
-    gnode **b = calloc(nb, sizeof *b);
-    if (!b) return -1;
-    for (size_t i = 0; i < g_nbuckets; i++)
-        for (gnode *n = g_buckets[i], *next; n; n = next) {
-            next = n->next_in_bucket;
-            size_t k = (n->hash ^ n->vocab_fp ^
-                        (uint64_t)n->local_state * 0x9e3779b97f4a7c15ULL) & (nb - 1);
-            n->next_in_bucket = b[k];
-            b[k] = n;
-        }
-    free(g_buckets);
-    g_buckets = b;
-    g_nbuckets = nb;
-    return 0;
-}
-
 xgr_mask_entry *xgr_gcache_lookup(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
                                   size_t key_len, int32_t local_state) {
     xgr_mask_entry *e = NULL;
     pthread_mutex_lock(&g_lock);
     if (g_nbuckets) {
-        gnode *n = *find_slot(vocab_fp, hash, key, key_len, local_state);
+        gnode *n = (gnode *)*find_slot(vocab_fp, hash, key, key_len, local_state);
         if (n) {
             lru_unlink(n);
             lru_push_front(n);
@@ -192,10 +164,10 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
     size_t bytes = e->bytes + key_len + sizeof(gnode);
     pthread_mutex_lock(&g_lock);
     if (bytes > g_budget) goto done; /* larger than the whole budget: do not cache */
-    if ((g_count + 1) * 2 > g_nbuckets && grow_table()) goto done;
-    gnode **pp = find_slot(vocab_fp, hash, key, key_len, local_state);
+    if ((g_count + 1) * 2 > g_nbuckets && xgr_chain_grow(&g_buckets, &g_nbuckets, 1024)) goto done;
+    xgr_chain **pp = find_slot(vocab_fp, hash, key, key_len, local_state);
     if (*pp) { /* another grammar computed it first */
-        out = (*pp)->entry;
+        out = ((gnode *)*pp)->entry;
         xgr_mask_entry_retain(out);
         goto done;
     }
@@ -206,6 +178,7 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
         goto done;
     }
     bytes -= key_len; /* the key is counted once, by key_acquire */
+    n->link.hash = slot_hash(vocab_fp, hash, local_state);
     n->vocab_fp = vocab_fp;
     n->hash = hash;
     n->local_state = local_state;
@@ -213,7 +186,7 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
     n->bytes = bytes;
     n->entry = e;
     xgr_mask_entry_retain(e); /* the cache's reference */
-    *pp = n;
+    *pp = &n->link;
     lru_push_front(n);
     g_count++;
     g_bytes += bytes;
