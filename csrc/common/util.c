@@ -61,6 +61,12 @@ int xgr_chain_grow(xgr_chain ***buckets, size_t *n, size_t first) {
     return 0;
 }
 
+void xgr_chain_unlink(xgr_chain **buckets, size_t n, xgr_chain *it) {
+    xgr_chain **pp = &buckets[it->hash & (n - 1)];
+    while (*pp && *pp != it) pp = &(*pp)->next;
+    if (*pp) *pp = it->next;
+}
+
 int xgr_vec_grow_(void **data, size_t *cap, size_t need, size_t elem) {
     size_t ncap = *cap ? *cap : 8;
     while (ncap < need) {

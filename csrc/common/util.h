@@ -34,6 +34,8 @@ typedef struct xgr_chain {
 /* Doubles a chained table of *n buckets (or makes one of `first`, a power of two), moving
  * every item to its bucket in the new array. 0, or -1 without memory (table unchanged). */
 int xgr_chain_grow(xgr_chain ***buckets, size_t *n, size_t first);
+/* Takes item `it` out of its bucket, found by identity (no key comparison). */
+void xgr_chain_unlink(xgr_chain **buckets, size_t n, xgr_chain *it);
 
 /* A growable array of T: `XGR_VEC(int32_t) v = {0}; if (XGR_VEC_PUSH(v, x)) fail;`
  * XGR_VEC_PUSH / XGR_VEC_RESERVE evaluate to 0 on success, -1 on OOM. */

@@ -76,8 +76,7 @@ static xgr_chain **find_slot(uint64_t hash, const uint8_t *key, size_t key_len) 
 }
 
 static void remove_node(mnode *n) {
-    xgr_chain **pp = find_slot(n->link.hash, n->key, n->key_len);
-    if (*pp == &n->link) *pp = n->link.next;
+    xgr_chain_unlink(m_buckets, m_nbuckets, &n->link);
     lru_unlink(n);
     m_count--;
     m_bytes -= n->bytes;

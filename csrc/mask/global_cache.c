@@ -20,7 +20,6 @@ typedef struct gkey {
 
 typedef struct gnode {
     xgr_chain link; /* link.hash: slot_hash() */
-    uint64_t vocab_fp, hash;
     int32_t local_state;
     gkey *key;
     size_t bytes; /* the entry and the node; the key is counted once, in g_bytes */
@@ -70,8 +69,9 @@ static xgr_chain **find_slot(uint64_t vocab_fp, uint64_t hash, const uint8_t *ke
     xgr_chain **pp = &g_buckets[slot_hash(vocab_fp, hash, local_state) & (g_nbuckets - 1)];
     for (; *pp; pp = &(*pp)->next) {
         gnode *n = (gnode *)*pp;
-        if (n->hash == hash && n->vocab_fp == vocab_fp && n->local_state == local_state &&
-            n->key->len == key_len && memcmp(n->key->bytes, key, key_len) == 0)
+        const gkey *k = n->key;
+        if (n->local_state == local_state && k->hash == hash && k->vocab_fp == vocab_fp &&
+            k->len == key_len && memcmp(k->bytes, key, key_len) == 0)
             break;
     }
     return pp;
@@ -114,16 +114,14 @@ static gkey *key_acquire(uint64_t vocab_fp, uint64_t hash, const uint8_t *key, s
 
 static void key_release(gkey *k) {
     if (--k->refs) return;
-    xgr_chain **pp = find_key(k->vocab_fp, k->hash, k->bytes, k->len);
-    if (*pp == &k->link) *pp = k->link.next;
+    xgr_chain_unlink(g_kbuckets, g_nkbuckets, &k->link);
     g_nkeys--;
     g_bytes -= sizeof *k + k->len;
     free(k);
 }
 
 static void remove_node(gnode *n) {
-    xgr_chain **pp = find_slot(n->vocab_fp, n->hash, n->key->bytes, n->key->len, n->local_state);
-    if (*pp == &n->link) *pp = n->link.next;
+    xgr_chain_unlink(g_buckets, g_nbuckets, &n->link);
     lru_unlink(n);
     g_count--;
     g_bytes -= n->bytes;
@@ -179,8 +177,6 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
     }
     bytes -= key_len; /* the key is counted once, by key_acquire */
     n->link.hash = slot_hash(vocab_fp, hash, local_state);
-    n->vocab_fp = vocab_fp;
-    n->hash = hash;
     n->local_state = local_state;
     n->key = k;
     n->bytes = bytes;

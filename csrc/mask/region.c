@@ -550,7 +550,7 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
     gpb[ng] = (int32_t)gq.len;
     int32_t n_acc = 0, n_unc = 0, n_rej = 0;
     for (int32_t i = 0; i < nu; i++) {
-        int32_t k0 = reg->pop_begin[i], k1 = reg->pop_begin[i + 1], k = k0, g = S->group[i];
+        int32_t k = reg->pop_begin[i], k1 = reg->pop_begin[i + 1], g = S->group[i];
         dbeg[i] = (int32_t)depths.len;
         for (; k < k1 && reg->pop_depth[k] != RG_EXIT; k++) /* pops inside the loop */
             if (XGR_VEC_PUSH(depths, reg->pop_depth[k])) goto nomem;

@@ -102,20 +102,4 @@ static inline int32_t xgr_vocab_prefix_end(const struct xgr_vocab *v, int32_t i,
     return j;
 }
 
-/* The same over a list of token ids sorted by bytes: the first index in ids[lo..n) whose
- * token does not start with p[0..plen) (ids[lo - 1] has the prefix). */
-static inline int32_t xgr_vocab_ids_prefix_end(const struct xgr_vocab *v, const int32_t *ids,
-                                               int32_t lo, int32_t n, const uint8_t *p,
-                                               uint32_t plen) {
-    int32_t hi = n;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (xgr_vocab_id_has_prefix(v, ids[mid], p, plen))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 #endif
