@@ -33,13 +33,17 @@ enum {
  * so its entries are not shared and may look at what its references start with). */
 enum { XGR_OPAQUE_DISPATCH = 1, XGR_OPAQUE_GROUP = 2 };
 
-/* Region entries (region.c) only: their leaving tokens grouped by exit edge and the bytes
- * after the exit, so each grammar walks every distinct suffix once, without reading the
- * tokens' bytes scattered over the vocabulary (",\"" follows thousands of string bodies). */
+/* Uncertain tokens grouped by the bytes they leave, so each grammar decides every distinct
+ * suffix once, without reading the tokens' bytes scattered over the vocabulary (",\""
+ * follows thousands of string bodies). Region entries (region.c, `sfx`): the leaving
+ * tokens by exit edge and the bytes after the exit. Large context-free entries (`psfx`,
+ * mask_cache.c pop_suffixes): the tokens with a single plain pop by the bytes after it. */
+#define XGR_PSFX_MIN 64 /* psfx: only entries with at least this many uncertain tokens */
 typedef struct {
-    int32_t n;      /* groups, sorted by exit, then bytes */
-    int32_t *group; /* per uncertain token: its group, or -1 (it died inside the loop) */
-    int32_t *exit;  /* per group: exit index */
+    int32_t n;      /* groups (sfx: ordered by exit, then first byte) */
+    int32_t *group; /* per uncertain token: its group, or -1 (sfx: it died inside the loop;
+                     * psfx: decided on its own) */
+    int32_t *exit;  /* sfx, per group: exit index; psfx: NULL */
     uint32_t *off;  /* per group: bytes[off[g] .. off[g + 1]) */
     uint8_t *bytes;
     size_t mem;
@@ -71,6 +75,9 @@ typedef struct xgr_mask_entry_s {
      * trigger, every token that starts with a space and a letter is one run). NULL else. */
     int32_t *run_begin;
     int32_t n_runs;
+    /* The sorted position of run k's first token when its tokens are consecutive in sorted
+     * order (then run k is sorted[run_pos[k] ..]), else -1; NULL without runs. */
+    int32_t *run_pos;
     /* Loop entries (a unit repetition's body, mask_cache.c loop_raw_entry) only: the
      * accepted tokens that run more than one repetition, most repetitions first, and
      * unit_end[u] = how many of them run more than u (u in [0, max_units]); a matcher whose
@@ -82,7 +89,8 @@ typedef struct xgr_mask_entry_s {
      * follow the repetition, so a dropped token that holds none of them after its first
      * byte cannot leave the repetition and is rejected without an exact check. */
     uint32_t *exit_first;
-    xgr_region_sfx *sfx; /* region entries only, else NULL */
+    xgr_region_sfx *sfx;  /* region entries only, else NULL */
+    xgr_region_sfx *psfx; /* context-free entries with many uncertain tokens, else NULL */
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */
@@ -217,5 +225,6 @@ void xgr_mask_scratch_free(xgr_mask_scratch *s);
 int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot,
                        const xgr_mask_entry **out);
 void xgr_mask_entry_free(xgr_mask_entry *e);
+void xgr_region_sfx_free(xgr_region_sfx *S); /* NULL-safe */
 
 #endif

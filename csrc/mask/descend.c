@@ -29,7 +29,9 @@ typedef struct {
     uint32_t fbits[8];
 } dctx;
 
+/* Byte d of sorted token i, which is longer than d. */
 static inline uint8_t byte_at(const struct xgr_vocab *v, int32_t i, int32_t d) {
+    if (d < 4) return (uint8_t)(v->sorted_head[i] >> (24 - 8 * d));
     return v->sorted_data[v->sorted_offsets[i] + (uint32_t)d];
 }
 

@@ -25,6 +25,7 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (e->owns_base) xgr_mask_entry_release(e->base);
     free(e->ids_by_len);
     free(e->run_begin);
+    free(e->run_pos);
     free(e->pop_begin);
     free(e->pop_depth);
     free(e->ids);
@@ -33,14 +34,18 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     free(e->unit_ids);
     free(e->unit_end);
     free(e->exit_first);
-    if (e->sfx) {
-        free(e->sfx->group);
-        free(e->sfx->exit);
-        free(e->sfx->off);
-        free(e->sfx->bytes);
-        free(e->sfx);
-    }
+    xgr_region_sfx_free(e->sfx);
+    xgr_region_sfx_free(e->psfx);
     free(e);
+}
+
+void xgr_region_sfx_free(xgr_region_sfx *S) {
+    if (!S) return;
+    free(S->group);
+    free(S->exit);
+    free(S->off);
+    free(S->bytes);
+    free(S);
 }
 
 /* Is some pop at depth e in [1, d] (pop[e] set) followed by bytes tok[e..len) that the
@@ -270,21 +275,29 @@ static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_
     return k;
 }
 
-/* Tokens to classify: all sorted tokens (ids == NULL), or a sorted subset of ids. */
+/* Tokens to classify: all sorted tokens (ids and pos NULL), a sorted subset of ids, or a
+ * subset of sorted positions, ascending. Positions read the bytes in sorted order, where
+ * neighbours share cache lines and the lcp array gives their common prefix; ids jump
+ * through the vocabulary, a cache miss per token on a cold cache. */
 typedef struct {
     const struct xgr_vocab *v;
     const int32_t *ids;
     int32_t n;
+    const int32_t *pos;
 } token_list;
 
+static inline int tl_all(const token_list *t) { return !t->ids && !t->pos; }
+
 static inline const uint8_t *tl_token(const token_list *t, int32_t i, uint32_t *len) {
+    if (t->pos) return xgr_vocab_sorted_token(t->v, t->pos[i], len);
     return t->ids ? xgr_vocab_token(t->v, t->ids[i], len) : xgr_vocab_sorted_token(t->v, i, len);
 }
 
 /* Common prefix length of list items i-1 and i (0 for i == 0). */
 static inline int32_t tl_lcp(const token_list *t, int32_t i) {
-    if (!t->ids) return t->v->lcp[i];
+    if (tl_all(t)) return t->v->lcp[i];
     if (i == 0) return 0;
+    if (t->pos && t->pos[i] == t->pos[i - 1] + 1) return t->v->lcp[t->pos[i]];
     uint32_t la, lb;
     const uint8_t *a = tl_token(t, i - 1, &la), *b = tl_token(t, i, &lb);
     return (int32_t)common_prefix(a, la, b, lb);
@@ -348,7 +361,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
                     const token_list *tl, const cl_out *o, int earley) {
     uint8_t *verdict = o->verdict;
     pop_list *pops = o->pops, *acc = o->acc, *groups = o->groups;
-    uint64_t *blk = tl->ids ? NULL : o->acc_bits;
+    uint64_t *blk = tl_all(tl) ? o->acc_bits : NULL;
     const struct xgr_vocab *v = c->vocab;
     int32_t ns = c->fsm->n_states;
     int32_t state = slot, caller = -1;
@@ -367,7 +380,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         rc = xgr_parser_start_in_caller(p, parent, child);
     } else if (!earley && (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule])) {
         rc = walker_flat_init(c, &w, state, -1, depth_cap);
-    } else if (!earley && !tl->ids) {
+    } else if (!earley && tl_all(tl)) {
         /* the whole vocabulary: most tokens die on the rule's own bytes */
         rc = walker_flat_init(c, &w, state, -1, depth_cap);
         w.hybrid = 1;
@@ -400,7 +413,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
     /* A table walk over the whole sorted vocabulary stops early where the state goes to
      * itself on every byte the token holds (free text away from a trigger): the token is
      * accepted there, without a step per byte. */
-    const uint64_t *tbytes = w.ft && w.ft->any_stay && !tl->ids && !o->units ? v->sorted_bytes : NULL;
+    const uint64_t *tbytes = w.ft && w.ft->any_stay && tl_all(tl) && !o->units ? v->sorted_bytes : NULL;
     if (blk && tbytes) {
         int32_t to[256], s0 = w.rule_start;
         const uint64_t *lv[256];
@@ -422,7 +435,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
      * record. Such ranges (most of the ~250 of a key or punctuation state) are skipped
      * whole instead of stepping one token of each. */
     uint32_t first_ok[8];
-    int skip_first = !tl->ids && first_bytes(c, &w, state, first_ok);
+    int skip_first = tl_all(tl) && first_bytes(c, &w, state, first_ok);
     /* the token whose prefix states dstate[0..cur] hold, once positions were skipped */
     const uint8_t *ptok = NULL;
     uint32_t plen = 0;
@@ -505,7 +518,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
             }
             pp = eff;
         }
-        if (live == 0 && !tl->ids) {
+        if (live == 0 && tl_all(tl)) {
             int32_t end = xgr_vocab_prefix_end(v, i, tok, (uint32_t)d + 1);
             if (verdict) memset(verdict + i, V_REJECT, (size_t)(end - i));
             i = end - 1;
@@ -845,7 +858,9 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
     const struct xgr_vocab *v = c->vocab;
     const xgr_fsm *f = c->fsm;
     int32_t rule = f->state_rule[state], n_keep = 0, n_acc = 0, n_unc = 0;
-    pop_list keep = {0}; /* ids kept, in sorted order */
+    pop_list keep = {0}; /* kept, in sorted order: sorted positions (by_pos) or ids */
+    int by_pos = raw->run_pos != NULL;
+    for (int32_t r = 0; r < raw->n_runs && by_pos; r++) by_pos = raw->run_pos[r] >= 0;
     int32_t *acc = NULL, *unc = NULL;
     uint8_t *exact = NULL;
     ref_check rk;
@@ -862,7 +877,8 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
             only_refs &= (raw->pop_depth[k] & POP_REF_BIT) != 0;
         for (int32_t i = i0; i < i1 && !rc; i++) {
             uint32_t len;
-            const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
+            const uint8_t *tok = by_pos ? xgr_vocab_sorted_token(v, raw->run_pos[r] + (i - i0), &len)
+                                        : xgr_vocab_token(v, raw->uncertain[i], &len);
             int kept = 0;
             for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !kept; k++) {
                 uint32_t d = raw->pop_depth[k];
@@ -871,10 +887,12 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
             }
             if (only_refs) { /* the whole run shares the verdict */
                 for (int32_t j = i0; j < i1 && kept && !rc; j++)
-                    if (XGR_VEC_PUSH(keep, raw->uncertain[j])) rc = XGR_ERR_NOMEM;
+                    if (XGR_VEC_PUSH(keep, by_pos ? raw->run_pos[r] + (j - i0) : raw->uncertain[j]))
+                        rc = XGR_ERR_NOMEM;
                 break;
             }
-            if (kept && XGR_VEC_PUSH(keep, raw->uncertain[i])) rc = XGR_ERR_NOMEM;
+            if (kept && XGR_VEC_PUSH(keep, by_pos ? raw->run_pos[r] + (i - i0) : raw->uncertain[i]))
+                rc = XGR_ERR_NOMEM;
         }
     }
     free(rk.dstate);
@@ -885,7 +903,7 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
     exact = xgr_malloc((size_t)n_keep + 1);
     if (!rc && (!acc || !unc || !exact)) rc = XGR_ERR_NOMEM;
     if (!rc) {
-        token_list tl = {v, keep.data, n_keep};
+        token_list tl = {v, by_pos ? NULL : keep.data, n_keep, by_pos ? keep.data : NULL};
         int ok = n_keep && n_keep <= XGR_SHARPEN_MAX;
         if (ok) {
             cl_out o = {exact, NULL, NULL, NULL, NULL, NULL};
@@ -894,8 +912,9 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
         }
         for (int32_t k = 0; k < n_keep && !rc; k++) {
             uint8_t vd = ok ? exact[k] : V_UNCERTAIN;
-            if (vd == V_ACCEPT) acc[n_acc++] = keep.data[k];
-            if (vd == V_UNCERTAIN) unc[n_unc++] = keep.data[k];
+            int32_t id = by_pos ? v->sorted[keep.data[k]] : keep.data[k];
+            if (vd == V_ACCEPT) acc[n_acc++] = id;
+            if (vd == V_UNCERTAIN) unc[n_unc++] = id;
         }
     }
     xgr_mask_entry *e = NULL;
@@ -961,7 +980,23 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
         memcpy(unc, raw->uncertain, (size_t)raw->n_uncertain * sizeof *unc);
         n = raw->n_uncertain;
     }
+    const xgr_region_sfx *S = unsharpened ? NULL : raw->psfx;
+    int8_t *gkeep = S ? xgr_malloc((size_t)S->n + 1) : NULL; /* per suffix group, -1: not yet */
+    if (S && !gkeep) {
+        free(e->exit_first);
+        free(e);
+        free(unc);
+        return XGR_ERR_NOMEM;
+    }
+    if (S) memset(gkeep, -1, (size_t)S->n);
     for (int32_t i = 0; i < raw->n_uncertain && !unsharpened; i++) {
+        int32_t g = S ? S->group[i] : -1;
+        if (g >= 0) {
+            if (gkeep[g] < 0)
+                gkeep[g] = (int8_t)follow_memo(c, fo, rule, S->bytes + S->off[g], S->off[g + 1] - S->off[g]);
+            if (gkeep[g]) unc[n++] = raw->uncertain[i];
+            continue;
+        }
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
         int keep = 0;
@@ -971,6 +1006,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
         }
         if (keep) unc[n++] = raw->uncertain[i];
     }
+    free(gkeep);
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
     e->base = raw;
@@ -1115,8 +1151,9 @@ static int make_refined_entry(const struct xgr_vocab *v, const xgr_mask_entry *b
 
 /* Splits e's uncertain tokens into runs (compiled.h run_begin): a run starts where
  * classify started a group (`groups`: pops->len there, so twice a pop index) or where the
- * pop depths differ from the previous token's. */
-static int set_runs(xgr_mask_entry *e, const pop_list *groups) {
+ * pop depths differ from the previous token's; `pops` (sorted position, depth) gives each
+ * run's sorted position where its tokens are consecutive there (run_pos). */
+static int set_runs(xgr_mask_entry *e, const pop_list *groups, const pop_list *pops) {
     int32_t n = e->n_uncertain, nr = 0;
     int32_t *rb = xgr_malloc(((size_t)n + 1) * sizeof *rb);
     if (!rb) return XGR_ERR_NOMEM;
@@ -1136,7 +1173,79 @@ static int set_runs(xgr_mask_entry *e, const pop_list *groups) {
     e->run_begin = shrunk ? shrunk : rb;
     e->n_runs = nr;
     e->bytes += ((size_t)nr + 1) * sizeof *rb;
+    e->run_pos = xgr_malloc(((size_t)nr + 1) * sizeof *e->run_pos);
+    if (!e->run_pos) return XGR_ERR_NOMEM;
+    e->bytes += ((size_t)nr + 1) * sizeof *e->run_pos;
+    /* token i's first pop record is pops[2 * pop_begin[i]] (set_uncertain's order) */
+    for (int32_t r = 0; r < nr; r++) {
+        int32_t i0 = e->run_begin[r], i1 = e->run_begin[r + 1];
+        int32_t p0 = pops->data[2 * (size_t)e->pop_begin[i0]];
+        int32_t p1 = pops->data[2 * (size_t)e->pop_begin[i1 - 1]];
+        e->run_pos[r] = p1 - p0 == i1 - 1 - i0 ? p0 : -1;
+    }
     return XGR_OK;
+}
+
+/* Groups e's uncertain tokens that have a single plain pop by the bytes after it
+ * (compiled.h psfx), deduplicated through a hash table; the other tokens get group -1.
+ * `pops`: the (sorted position, depth) list e was built from, so the bytes are read in
+ * sorted order. Establishes e->psfx (its memory added to e->bytes, so call it before e is
+ * shared); entries with few uncertain tokens, or runs, are left without. */
+static int pop_suffixes(const struct xgr_vocab *v, xgr_mask_entry *e, const pop_list *pops) {
+    if (e->run_begin || e->n_uncertain < XGR_PSFX_MIN) return XGR_OK;
+    int32_t nu = e->n_uncertain, ng = 0;
+    size_t cap = 64, used = 0, bcap = 256;
+    while (cap < 2 * (size_t)nu) cap *= 2;
+    xgr_region_sfx *S = xgr_calloc(1, sizeof *S);
+    int32_t *slot = xgr_malloc(cap * sizeof *slot);
+    uint64_t *hs = xgr_malloc(((size_t)nu + 1) * sizeof *hs); /* per group: its hash */
+    if (!S || !slot || !hs || !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group)) ||
+        !(S->off = xgr_malloc(((size_t)nu + 2) * sizeof *S->off)) || !(S->bytes = xgr_malloc(bcap)))
+        goto nomem;
+    memset(slot, -1, cap * sizeof *slot);
+    S->off[0] = 0;
+    for (int32_t i = 0; i < nu; i++) {
+        int32_t k = e->pop_begin[i];
+        S->group[i] = -1;
+        if (e->pop_begin[i + 1] - k != 1 || (e->pop_depth[k] & POP_REF_BIT)) continue;
+        uint32_t len, d = e->pop_depth[k];
+        const uint8_t *tok = xgr_vocab_sorted_token(v, pops->data[2 * (size_t)k], &len);
+        if (d >= len) continue;
+        const uint8_t *sfx = tok + d;
+        uint32_t n = len - d;
+        uint64_t h = xgr_hash_bytes(0x5f, sfx, n);
+        size_t at = (size_t)h & (cap - 1);
+        for (; slot[at] >= 0; at = (at + 1) & (cap - 1)) {
+            int32_t g = slot[at];
+            if (hs[g] == h && S->off[g + 1] - S->off[g] == n && !memcmp(S->bytes + S->off[g], sfx, n)) break;
+        }
+        if (slot[at] < 0) {
+            if (used + n > bcap) {
+                while (used + n > bcap) bcap *= 2;
+                uint8_t *nb = realloc(S->bytes, bcap);
+                if (!nb) goto nomem;
+                S->bytes = nb;
+            }
+            memcpy(S->bytes + used, sfx, n);
+            used += n;
+            hs[ng] = h;
+            S->off[ng + 1] = (uint32_t)used;
+            slot[at] = ng++;
+        }
+        S->group[i] = slot[at];
+    }
+    S->n = ng;
+    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 2) * 4 + used;
+    e->psfx = S;
+    e->bytes += S->mem;
+    free(slot);
+    free(hs);
+    return XGR_OK;
+nomem:
+    xgr_region_sfx_free(S);
+    free(slot);
+    free(hs);
+    return XGR_ERR_NOMEM;
 }
 
 /* The context-free entry of `state` by one pass over the whole sorted vocabulary. */
@@ -1154,17 +1263,21 @@ static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t 
                                                                  : 0;
         int rc = xgr_descend(v, c->fsm, state, refchk, hybrid, &acc, &pops);
         if (!rc) rc = entry_from_lists(v, &acc, &pops, out);
+        if (!rc && (rc = pop_suffixes(v, *out, &pops))) {
+            xgr_mask_entry_free(*out);
+            *out = NULL;
+        }
         XGR_VEC_FREE(acc);
         XGR_VEC_FREE(pops);
         if (rc != XGR_DESCEND_STOP) return rc;
     }
-    token_list tl = {v, NULL, v->n_sorted};
+    token_list tl = {v, NULL, v->n_sorted, NULL};
     pop_list pops = {0}, groups = {0};
     uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
     cl_out o = {NULL, &pops, NULL, bits, runs ? &groups : NULL, NULL};
     int rc = bits ? classify(c, p, fo, state, &tl, &o, 0) : XGR_ERR_NOMEM;
     if (!rc) rc = xgr_mask_entry_from_bits(v, bits, &pops, out);
-    if (!rc && runs && (rc = set_runs(*out, &groups))) {
+    if (!rc && (rc = runs ? set_runs(*out, &groups, &pops) : pop_suffixes(v, *out, &pops))) {
         xgr_mask_entry_free(*out);
         *out = NULL;
     }
@@ -1261,7 +1374,7 @@ static int shared_pair_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int
     int rc = XGR_OK;
     xgr_mask_entry *e = xgr_gcache_lookup(v->fingerprint, h, k, klen, -1);
     if (!e) {
-        token_list tl = {v, raw->uncertain, raw->n_uncertain};
+        token_list tl = {v, raw->uncertain, raw->n_uncertain, NULL};
         uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
         pop_list pops = {0}, acc = {0};
         cl_out o = {verdict, &pops, &acc, NULL, NULL, NULL};
@@ -1391,7 +1504,7 @@ static int loop_raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_
             }
         }
     }
-    token_list tl = {v, NULL, v->n_sorted};
+    token_list tl = {v, NULL, v->n_sorted, NULL};
     pop_list pops = {0};
     uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
     uint16_t *units = xgr_malloc(((size_t)v->n_sorted + 1) * sizeof *units);
@@ -1458,7 +1571,7 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
             return rc;
         }
     }
-    token_list tl = {v, base->uncertain, base->n_uncertain};
+    token_list tl = {v, base->uncertain, base->n_uncertain, NULL};
     uint8_t *verdict = xgr_malloc((size_t)tl.n + 1);
     if (!verdict) rc = XGR_ERR_NOMEM;
     cl_out o = {verdict, NULL, NULL, NULL, NULL, NULL};

@@ -209,6 +209,8 @@ static int32_t tab_next(const void *ctx, int32_t s, uint8_t b) {
     return ((const int32_t *)ctx)[(size_t)s * 256 + b];
 }
 
+static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg, const xgr_pop_list *pops);
+
 /* The region entry: one pass over the sorted vocabulary on the loop alone. Uncertain
  * tokens are those that leave the loop with bytes left, and those that die inside it after
  * passing a final state; their depth list holds those pops, then for a leaving token
@@ -326,6 +328,10 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
         i = end - 1;
     }
     rc = xgr_mask_entry_from_bits(v, acc, &pops, out);
+    if (!rc && (rc = region_suffixes(v, *out, &pops))) {
+        xgr_mask_entry_release(*out);
+        *out = NULL;
+    }
     goto out;
 nomem:
     rc = XGR_ERR_NOMEM;
@@ -443,77 +449,144 @@ static int cont_walk(cont *w, int32_t x, const uint8_t *s, uint32_t n, uint32_t 
     return XGR_OK;
 }
 
-/* Groups the leaving tokens of region entry `reg` by (exit, bytes after the exit), sorted
- * that way, so each grammar walks every distinct suffix once and never reads the tokens'
- * bytes, which lie scattered over the vocabulary (establishes reg->sfx; its memory is
- * added to reg->bytes, so call it before the entry is shared). */
+/* Groups the leaving tokens of region entry `reg` by (exit, bytes after the exit), so each
+ * grammar walks every distinct suffix once and never reads the tokens' bytes, which lie
+ * scattered over the vocabulary (establishes reg->sfx; its memory is added to reg->bytes,
+ * so call it before the entry is shared). `pops` is the (sorted position, depth) list reg
+ * was built from: the bytes are read in sorted order, once each, and deduplicated through
+ * a hash table; the distinct suffixes are then ordered by exit and first byte. */
 typedef struct {
-    const uint8_t *s;
-    uint32_t n;
-    int32_t k, i;
+    uint32_t off, n; /* bytes buf[off .. off + n) */
+    int32_t k;       /* exit */
 } sfx_rec;
 
-static int sfx_cmp(const void *a, const void *b) {
-    const sfx_rec *x = a, *y = b;
-    if (x->k != y->k) return x->k < y->k ? -1 : 1;
-    uint32_t m = x->n < y->n ? x->n : y->n;
-    int c = m ? memcmp(x->s, y->s, m) : 0;
-    if (c) return c;
-    return x->n < y->n ? -1 : x->n > y->n;
+static inline size_t sfx_key(const sfx_rec *r, const uint8_t *buf) {
+    return (size_t)r->k * 257 + (r->n ? (size_t)buf[r->off] + 1 : 0);
 }
 
-static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg) {
-    int32_t nu = reg->n_uncertain, nr = 0, ng = 0;
+static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg, const xgr_pop_list *pops) {
+    int32_t nu = reg->n_uncertain, ng = 0;
+    size_t cap = 64, used = 0, bcap = 256;
+    while (cap < 2 * (size_t)nu) cap *= 2;
     xgr_region_sfx *S = xgr_calloc(1, sizeof *S);
-    sfx_rec *rec = xgr_malloc(((size_t)nu + 1) * sizeof *rec);
-    if (!S || !rec || !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group))) goto nomem;
+    int32_t *slot = xgr_malloc(cap * sizeof *slot);
+    uint64_t *hs = xgr_malloc(((size_t)nu + 1) * sizeof *hs);
+    sfx_rec *rec = xgr_malloc(((size_t)nu + 1) * sizeof *rec); /* per distinct suffix */
+    int32_t *rank = xgr_malloc(((size_t)nu + 1) * sizeof *rank);
+    uint8_t *buf = xgr_malloc(bcap);
+    if (!S || !slot || !hs || !rec || !rank || !buf ||
+        !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group)))
+        goto nomem;
+    memset(slot, -1, cap * sizeof *slot);
     for (int32_t i = 0; i < nu; i++) {
         int32_t k = reg->pop_begin[i], k1 = reg->pop_begin[i + 1];
         S->group[i] = -1;
         while (k < k1 && reg->pop_depth[k] != RG_EXIT) k++;
         if (k == k1) continue; /* died inside the loop */
         uint32_t len, d = reg->pop_depth[k + 1];
-        const uint8_t *tok = xgr_vocab_token(v, reg->uncertain[i], &len);
-        rec[nr++] = (sfx_rec){tok + d, len - d, reg->pop_depth[k + 2], i};
-    }
-    qsort(rec, (size_t)nr, sizeof *rec, sfx_cmp);
-    size_t total = 0;
-    for (int32_t j = 0; j < nr; j++)
-        if (!j || sfx_cmp(&rec[j - 1], &rec[j])) {
-            ng++;
-            total += rec[j].n;
+        int32_t ex = reg->pop_depth[k + 2];
+        const uint8_t *tok = xgr_vocab_sorted_token(v, pops->data[2 * (size_t)k], &len);
+        const uint8_t *sx = tok + d;
+        uint32_t n = len - d;
+        uint64_t h = xgr_hash_bytes((uint64_t)ex, sx, n);
+        size_t at = (size_t)h & (cap - 1);
+        for (; slot[at] >= 0; at = (at + 1) & (cap - 1)) {
+            const sfx_rec *r = &rec[slot[at]];
+            if (hs[slot[at]] == h && r->k == ex && r->n == n && !memcmp(buf + r->off, sx, n)) break;
         }
+        if (slot[at] < 0) {
+            if (used + n > bcap) {
+                while (used + n > bcap) bcap *= 2;
+                uint8_t *nb = realloc(buf, bcap);
+                if (!nb) goto nomem;
+                buf = nb;
+            }
+            memcpy(buf + used, sx, n);
+            rec[ng] = (sfx_rec){(uint32_t)used, n, ex};
+            hs[ng] = h;
+            used += n;
+            slot[at] = ng++;
+        }
+        S->group[i] = slot[at];
+    }
+    /* ordered by exit and first byte (a counting sort), so suffixes that share a walk's
+     * first steps come one after another (cont_walk reuses them) */
+    int32_t max_k = 0;
+    for (int32_t j = 0; j < ng; j++) max_k = rec[j].k > max_k ? rec[j].k : max_k;
+    size_t nkeys = ((size_t)max_k + 1) * 257;
+    int32_t *cnt = xgr_calloc(nkeys + 1, sizeof *cnt);
     S->exit = xgr_malloc(((size_t)ng + 1) * sizeof *S->exit);
     S->off = xgr_malloc(((size_t)ng + 1) * sizeof *S->off);
-    S->bytes = xgr_malloc(total + 1);
-    if (!S->exit || !S->off || !S->bytes) goto nomem;
+    S->bytes = xgr_malloc(used + 1);
+    if (!cnt || !S->exit || !S->off || !S->bytes) {
+        free(cnt);
+        goto nomem;
+    }
+    for (int32_t j = 0; j < ng; j++) cnt[sfx_key(&rec[j], buf) + 1]++;
+    for (size_t q = 0; q < nkeys; q++) cnt[q + 1] += cnt[q];
+    for (int32_t j = 0; j < ng; j++) rank[j] = cnt[sfx_key(&rec[j], buf)]++;
+    free(cnt);
     uint32_t pos = 0;
-    for (int32_t j = 0, g = -1; j < nr; j++) {
-        if (!j || sfx_cmp(&rec[j - 1], &rec[j])) {
-            S->exit[++g] = rec[j].k;
-            S->off[g] = pos;
-            if (rec[j].n) memcpy(S->bytes + pos, rec[j].s, rec[j].n);
-            pos += rec[j].n;
-        }
-        S->group[rec[j].i] = g;
+    for (int32_t j = 0; j < ng; j++) S->exit[rank[j]] = j; /* temporarily: rank -> group */
+    for (int32_t r = 0; r < ng; r++) {
+        const sfx_rec *x = &rec[S->exit[r]];
+        S->exit[r] = x->k;
+        S->off[r] = pos;
+        if (x->n) memcpy(S->bytes + pos, buf + x->off, x->n);
+        pos += x->n;
     }
     S->off[ng] = pos;
+    for (int32_t i = 0; i < nu; i++)
+        if (S->group[i] >= 0) S->group[i] = rank[S->group[i]];
     S->n = ng;
-    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 1) * 8 + total + 1;
+    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 1) * 8 + used + 1;
     reg->sfx = S;
     reg->bytes += S->mem;
-    free(rec);
-    return XGR_OK;
+    S = NULL;
+    goto out;
 nomem:
-    if (S) {
-        free(S->group);
-        free(S->exit);
-        free(S->off);
-        free(S->bytes);
-        free(S);
-    }
+    xgr_region_sfx_free(S);
+    free(slot);
+    free(hs);
     free(rec);
+    free(rank);
+    free(buf);
     return XGR_ERR_NOMEM;
+out:
+    free(slot);
+    free(hs);
+    free(rec);
+    free(rank);
+    free(buf);
+    return XGR_OK;
+}
+
+/* The finished entry's suffix groups (compiled.h psfx), one per (region group g, depth q
+ * after its exit where the rule ends): bytes[off[j] ..] = the bytes after that pop, a tail
+ * of g's suffix. `group` is allocated for region_finish to fill (n_unc tokens at most). */
+static xgr_region_sfx *pop_groups(const xgr_region_sfx *S, const uint16_t *gq, const int32_t *gpb,
+                                  int32_t nq, int32_t n_unc) {
+    xgr_region_sfx *P = xgr_calloc(1, sizeof *P);
+    size_t total = 0;
+    for (int32_t g = 0; P && g < S->n; g++)
+        for (int32_t j = gpb[g]; j < gpb[g + 1]; j++) total += S->off[g + 1] - S->off[g] - gq[j];
+    if (!P || !(P->group = xgr_malloc(((size_t)n_unc + 1) * sizeof *P->group)) ||
+        !(P->off = xgr_malloc(((size_t)nq + 1) * sizeof *P->off)) || !(P->bytes = xgr_malloc(total + 1))) {
+        xgr_region_sfx_free(P);
+        return NULL;
+    }
+    uint32_t pos = 0;
+    for (int32_t g = 0; g < S->n; g++)
+        for (int32_t j = gpb[g]; j < gpb[g + 1]; j++) {
+            uint32_t n = S->off[g + 1] - S->off[g] - gq[j];
+            P->off[j] = pos;
+            memcpy(P->bytes + pos, S->bytes + S->off[g] + gq[j], n);
+            pos += n;
+        }
+    P->off[nq] = pos;
+    P->n = nq;
+    P->mem = sizeof *P + ((size_t)n_unc + 1) * 4 + ((size_t)nq + 1) * 4 + total + 1;
+    return P;
 }
 
 /* This grammar's entry from the region entry: the leaving tokens walked on from their
@@ -598,9 +671,19 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
     if (!e->uncertain || !e->pop_begin || !e->pop_depth) goto nomem;
     int32_t ki = reg->n_ids, ku = 0;
     size_t np = 0;
+    xgr_region_sfx *P = n_unc >= XGR_PSFX_MIN ? pop_groups(S, gq.data, gpb, (int32_t)gq.len, n_unc) : NULL;
+    if (n_unc >= XGR_PSFX_MIN && !P) goto nomem;
+    e->psfx = P;
     for (int32_t i = 0; i < nu; i++) {
         int32_t id = reg->uncertain[i];
         if (verdict[i] == XGR_V_UNCERTAIN) {
+            /* a single pop, after the exit: the bytes after it are group gpb[g]'s */
+            int32_t g = S->group[i];
+            if (P)
+                P->group[ku] = g >= 0 && gpb[g + 1] - gpb[g] == 1 && dbeg[i + 1] - dbeg[i] == 1 &&
+                                       !(depths.data[dbeg[i]] & 0x8000u)
+                                   ? gpb[g]
+                                   : -1;
             e->pop_begin[ku] = (int32_t)np;
             e->uncertain[ku++] = id;
             for (int32_t q = dbeg[i]; q < dbeg[i + 1]; q++) e->pop_depth[np++] = depths.data[q];
@@ -632,7 +715,7 @@ static int region_finish(const xgr_compiled *c, xgr_parser *p, int flat, const r
         e->form = XGR_MASK_BITSET;
     }
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + np * 2 +
-               (e->form == XGR_MASK_BITSET ? rw * 4 : ((size_t)e->n_ids + 1) * 4);
+               (e->form == XGR_MASK_BITSET ? rw * 4 : ((size_t)e->n_ids + 1) * 4) + (P ? P->mem : 0);
     *out = e;
     e = NULL;
     goto out;
@@ -681,7 +764,7 @@ int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask
     }
     xgr_mask_entry *reg = xgr_gcache_lookup(v->fingerprint, R.hash, R.key.data, R.key.len, RG_LOCAL);
     if (!reg) {
-        if ((rc = region_classify(v, c->fsm, &R, &reg)) || (rc = region_suffixes(v, reg))) {
+        if ((rc = region_classify(v, c->fsm, &R, &reg))) {
             xgr_mask_entry_release(reg);
             region_free(&R);
             return rc;

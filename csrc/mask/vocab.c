@@ -46,6 +46,7 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->next_shorter);
     free(v->sorted_data);
     free(v->sorted_offsets);
+    free(v->sorted_head);
     free(v->sorted_bytes);
     free(v->byte_sets);
     free(v->text_bits);
@@ -97,13 +98,14 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     v->next_shorter = xgr_malloc((size_t)n_tokens * sizeof *v->next_shorter);
     v->sorted_data = xgr_malloc(total ? total : 1);
     v->sorted_offsets = xgr_malloc(((size_t)n_tokens + 1) * sizeof *v->sorted_offsets);
+    v->sorted_head = xgr_calloc((size_t)n_tokens + 1, sizeof *v->sorted_head);
     v->sorted_bytes = xgr_calloc((size_t)n_tokens * 2 + 2, sizeof *v->sorted_bytes);
     v->text_bits = xgr_calloc((size_t)v->row_words, sizeof *v->text_bits);
     v->ff_bits = xgr_calloc((size_t)v->row_words + 1, sizeof *v->ff_bits);
     tok_ref *refs = xgr_malloc((size_t)n_tokens * sizeof *refs);
     uint8_t *is_stop = xgr_calloc((size_t)vocab_size, 1);
     if (!v->data || !v->offsets || !v->is_special || !v->stop_ids || !v->sorted || !v->lcp ||
-        !v->next_shorter || !v->sorted_data || !v->sorted_offsets || !v->sorted_bytes ||
+        !v->next_shorter || !v->sorted_data || !v->sorted_offsets || !v->sorted_head || !v->sorted_bytes ||
         !v->text_bits || !v->ff_bits || !refs || !is_stop) {
         free(refs);
         free(is_stop);
@@ -154,6 +156,8 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     for (int32_t i = 0; i < n; i++) {
         memcpy(v->sorted_data + v->sorted_offsets[i], refs[i].p, refs[i].len);
         v->sorted_offsets[i + 1] = v->sorted_offsets[i] + refs[i].len;
+        for (uint32_t k = 0; k < 4 && k < refs[i].len; k++)
+            v->sorted_head[i] |= (uint32_t)refs[i].p[k] << (24 - 8 * k);
         uint64_t *tb = v->sorted_bytes + 2 * (size_t)i;
         fold_token(refs[i].p, refs[i].len, tb);
         for (int h = 0; h < 2; h++)

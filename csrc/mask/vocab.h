@@ -32,6 +32,10 @@ struct xgr_vocab {
      * vocabulary pass reads memory in sequence instead of jumping by token id. */
     uint8_t *sorted_data;
     uint32_t *sorted_offsets;
+    /* Each sorted token's first 4 bytes, big-endian, zero past its end: a search over a
+     * wide range reads one word per probe instead of an offset and then the bytes it points
+     * to (two dependent cache misses on a cold cache). */
+    uint32_t *sorted_head;
     /* Which bytes each sorted token holds, folded to 128 bits (xgr_fold_token), two words
      * per token: a state that goes to itself on every byte outside some set accepts a
      * token whose bits miss that set's without walking it (free text before a trigger). */
