@@ -636,6 +636,45 @@ static xgr_mask_entry *entry_shell(const struct xgr_vocab *v, int form, int32_t 
     return e;
 }
 
+/* The bits of positions [s, t) in word w of a sorted-position bitset. */
+static inline uint64_t range_word(int32_t s, int32_t t, int32_t w) {
+    uint64_t in = ~(uint64_t)0;
+    if (w == s >> 6) in &= ~(uint64_t)0 << (s & 63);
+    if (w == (t - 1) >> 6 && (t & 63) != 0) in &= ~(uint64_t)0 >> (64 - (t & 63));
+    return in;
+}
+
+/* Clears from `bits` (an id row) every wide first-byte range (vocab.h first_ids) that
+ * holds few accepted positions, a word at a time, and sets those few back; *todo gets
+ * ~acc_bits without those ranges, for the caller's per-token pass over the rest (NULL when
+ * no range was cleared). */
+static int clear_wide_ranges(const struct xgr_vocab *v, const uint64_t *acc_bits, uint32_t *bits,
+                             uint64_t **todo) {
+    size_t sw = (size_t)v->set_words;
+    *todo = NULL;
+    for (int b = 0; b < 256; b++) {
+        if (!v->first_ids[b]) continue;
+        int32_t s = v->first_byte_start[b], t = v->first_byte_start[b + 1], n_acc = 0;
+        for (int32_t w = s >> 6; w <= (t - 1) >> 6; w++)
+            n_acc += xgr_popcount64(acc_bits[w] & range_word(s, t, w));
+        if (n_acc > (t - s) / 8) continue;
+        if (!*todo) {
+            if (!(*todo = xgr_malloc((sw + 1) * sizeof **todo))) return XGR_ERR_NOMEM;
+            for (size_t w = 0; w < sw; w++) (*todo)[w] = ~acc_bits[w];
+        }
+        for (int32_t k = 0; k < v->row_words; k++) bits[k] &= ~v->first_ids[b][k];
+        for (int32_t w = s >> 6; w <= (t - 1) >> 6; w++) {
+            uint64_t in = range_word(s, t, w);
+            (*todo)[w] &= ~in;
+            for (uint64_t m = acc_bits[w] & in; m; m &= m - 1) {
+                int32_t id = v->sorted[(size_t)w * 64 + (size_t)xgr_ctz64(m)];
+                bits[id >> 5] |= 1u << (id & 31);
+            }
+        }
+    }
+    return XGR_OK;
+}
+
 /* Builds the context-free entry of a state from its classification of the whole sorted
  * vocabulary (accepted sorted positions as bits, set_words words; the (position, pop
  * depth) pairs of the uncertain ones; the rest rejected), in the smallest of the three
@@ -656,10 +695,17 @@ int xgr_mask_entry_from_bits(const struct xgr_vocab *v, const uint64_t *acc_bits
                 e->ids[k++] = v->sorted[w * 64 + (size_t)xgr_ctz64(m)];
     } else {
         /* the positions not accepted: rejected ones, and the uncertain (pops, ascending) */
-        if (e->bits) memcpy(e->bits, v->text_bits, (size_t)v->row_words * sizeof *e->bits);
+        uint64_t *todo = NULL; /* ~acc_bits less the first-byte ranges cleared word-wise */
+        if (e->bits) {
+            memcpy(e->bits, v->text_bits, (size_t)v->row_words * sizeof *e->bits);
+            if (clear_wide_ranges(v, acc_bits, e->bits, &todo)) {
+                xgr_mask_entry_free(e);
+                return XGR_ERR_NOMEM;
+            }
+        }
         size_t kp = 0;
         for (size_t w = 0; w < sw; w++) {
-            uint64_t m = ~acc_bits[w];
+            uint64_t m = todo ? todo[w] : ~acc_bits[w];
             if (w == sw - 1 && (v->n_sorted & 63)) m &= ~(uint64_t)0 >> (64 - (v->n_sorted & 63));
             for (; m; m &= m - 1) {
                 int32_t i = (int32_t)(w * 64) + xgr_ctz64(m), id = v->sorted[i];
@@ -672,6 +718,7 @@ int xgr_mask_entry_from_bits(const struct xgr_vocab *v, const uint64_t *acc_bits
                 e->ids[k++] = id;
             }
         }
+        free(todo);
     }
     *out = e;
     return XGR_OK;

@@ -52,6 +52,7 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->text_bits);
     free(v->ff_bits);
     free(v->ff_ids);
+    for (int b = 0; b < 256; b++) free(v->first_ids[b]);
     free(v);
 }
 
@@ -177,6 +178,17 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     }
     for (int32_t i = 0; i < n; i++) v->first_byte_count[refs[i].p[0]]++;
     for (int b = 0; b < 256; b++) v->first_byte_start[b + 1] = v->first_byte_start[b] + v->first_byte_count[b];
+    for (int b = 0; b < 256; b++) {
+        if (v->first_byte_count[b] < v->row_words) continue;
+        if (!(v->first_ids[b] = xgr_calloc((size_t)v->row_words, sizeof *v->first_ids[b]))) {
+            free(refs);
+            free(is_stop);
+            vocab_free(v);
+            return XGR_ERR_NOMEM;
+        }
+        for (int32_t i = v->first_byte_start[b]; i < v->first_byte_start[b + 1]; i++)
+            v->first_ids[b][v->sorted[i] >> 5] |= 1u << (v->sorted[i] & 31);
+    }
     /* Verdicts depend on the matchable tokens' ids and bytes only. */
     uint64_t h = xgr_mix64((uint64_t)vocab_size * 31 + (uint64_t)n);
     for (int32_t i = 0; i < n; i++) {

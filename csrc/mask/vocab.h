@@ -56,6 +56,10 @@ struct xgr_vocab {
     int32_t n_ff;
     int32_t first_byte_count[256]; /* sortable tokens per first byte: mask-cost estimates */
     int32_t first_byte_start[257]; /* sorted positions: first byte b in [start[b], start[b+1]) */
+    /* For a first byte that starts at least row_words sortable tokens (a space starts half
+     * of Llama-3's): their ids as a bit row, so an entry that leaves the whole range out
+     * clears it a word at a time instead of a bit per token (mask_cache.c); NULL else. */
+    uint32_t *first_ids[256];
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
 
