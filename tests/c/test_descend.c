@@ -214,6 +214,13 @@ static const struct {
      "g ::= \"get_city>\" a \"</f>\" | \"name>\" b \"</f>\" | \"na>\" \" \"* a \"</f>\"\n"
      "a ::= \"{\" [ ]* \"\\\"city\\\": \" [0-9]+ \"}\"\n"
      "b ::= \"[\" (\"ab\" | \"c\")* \"]\"\n"},
+    {"tag_space_then_reference", /* Llama's `"parameters": ` then the arguments: after the
+                                  * space only a reference start pops, and only where the
+                                  * next byte can begin it (dead()'s search by first byte) */
+     "root ::= TagDispatch((\"{\\\"na\\\": \", g), loop_after_dispatch=true)\n"
+     "g ::= \"\\\"get\\\", \\\"param\\\": \" a \"}\" | \"\\\"x\\\", \\\"param\\\": \" b \"}\"\n"
+     "a ::= \"{\" ws \"\\\"city\\\"\" ws \":\" ws [0-9]+ ws \"}\"\n"
+     "b ::= \"[\" ws \"]\"\nws ::= [ \\n]*\n"},
 };
 
 int main(void) {
