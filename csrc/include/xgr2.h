@@ -272,6 +272,12 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
  * is all zeros (nothing more can be accepted). */
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row, size_t row_words,
                              int *need_apply);
+/* The same two calls with the result as the return value, for bindings (Python reads an
+ * out-parameter through a boxed pointer, ~50 ns a call): accept returns 1 (accepted) or 0,
+ * fill returns need_apply (1, or 0 when every token is allowed); a failure returns minus
+ * its status, with the message in xgr_last_error as usual. */
+int xgr_matcher_accept_token_ret(xgr_matcher *m, int32_t token);
+int xgr_matcher_fill_bitmask_ret(xgr_matcher *m, int32_t *row, size_t row_words);
 /* Test oracle: the same row as xgr_matcher_fill_bitmask, computed without the mask
  * cache by running the parser on every token. Slow; for tests and debugging. */
 int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row, size_t row_words);

@@ -754,6 +754,16 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     return XGR_OK;
 }
 
+int xgr_matcher_accept_token_ret(xgr_matcher *m, int32_t token) {
+    int ok = 0, rc = xgr_matcher_accept_token(m, token, &ok);
+    return rc ? -rc : ok;
+}
+
+int xgr_matcher_fill_bitmask_ret(xgr_matcher *m, int32_t *row, size_t row_words) {
+    int need = 1, rc = xgr_matcher_fill_bitmask(m, row, row_words, &need);
+    return rc ? -rc : need;
+}
+
 int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len) {
     if (!m || !out || !out_len) return xgr_fail(XGR_ERR_INVALID_ARG, "jump_forward: NULL");
     *out = NULL;

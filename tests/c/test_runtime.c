@@ -251,6 +251,14 @@ static void bad_inputs(xgr_vocab *v) {
             int32_t small[1];
             CHECK(xgr_matcher_fill_bitmask(m, small, 1, NULL) == XGR_ERR_INVALID_ARG,
                   "short row");
+            /* the return-value forms: minus the status, need_apply, the verdict */
+            CHECK(xgr_matcher_accept_token_ret(m, -1) == -XGR_ERR_INVALID_ARG, "ret: negative id");
+            CHECK(xgr_matcher_fill_bitmask_ret(m, small, 1) == -XGR_ERR_INVALID_ARG, "ret: short row");
+            int32_t *row = calloc((size_t)row_words, 4);
+            CHECK(xgr_matcher_fill_bitmask_ret(m, row, (size_t)row_words) == 1, "ret: need_apply");
+            CHECK(xgr_matcher_accept_token_ret(m, 'b') == 0, "ret: rejected");
+            CHECK(xgr_matcher_accept_token_ret(m, 'a') == 1, "ret: accepted");
+            free(row);
             xgr_matcher_free(m);
         }
         xgr_compiled_release(c);
