@@ -39,9 +39,14 @@ static inline int32_t len_at(const struct xgr_vocab *v, int32_t i) {
     return (int32_t)(v->sorted_offsets[i + 1] - v->sorted_offsets[i]);
 }
 
-/* First position in [lo, hi) whose byte d is >= b (every token there is longer than d). */
+/* First position in [lo, hi) whose byte d is >= b (every token there is longer than d, and
+ * all share bytes 0..d-1). */
 static int32_t lower(const struct xgr_vocab *v, int32_t lo, int32_t hi, int32_t d, int b) {
     if (b > 255) return hi;
+    if (d == 1 && lo < hi) { /* by the table of first two bytes */
+        int32_t r = v->pair_start[byte_at(v, lo, 0) * 256 + b];
+        return r < lo ? lo : r > hi ? hi : r;
+    }
     while (hi - lo > 8) {
         int32_t mid = lo + (hi - lo) / 2;
         if (byte_at(v, mid, d) < b) lo = mid + 1;

@@ -53,6 +53,7 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->ff_bits);
     free(v->ff_ids);
     for (int b = 0; b < 256; b++) free(v->first_ids[b]);
+    free(v->pair_start);
     free(v);
 }
 
@@ -178,6 +179,19 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     }
     for (int32_t i = 0; i < n; i++) v->first_byte_count[refs[i].p[0]]++;
     for (int b = 0; b < 256; b++) v->first_byte_start[b + 1] = v->first_byte_start[b] + v->first_byte_count[b];
+    if (!(v->pair_start = xgr_malloc((65536 + 1) * sizeof *v->pair_start))) {
+        free(refs);
+        free(is_stop);
+        vocab_free(v);
+        return XGR_ERR_NOMEM;
+    }
+    for (int32_t k = 0, i = 0; k <= 65536; k++) {
+        /* 2 * key + 1 for two bytes or more, 2 * (b0 * 256) for the one-byte token b0 */
+        while (i < n && (refs[i].len >= 2 ? 2 * (refs[i].p[0] * 256 + refs[i].p[1]) + 1
+                                          : 2 * (refs[i].p[0] * 256)) < 2 * k + 1)
+            i++;
+        v->pair_start[k] = i;
+    }
     for (int b = 0; b < 256; b++) {
         if (v->first_byte_count[b] < v->row_words) continue;
         if (!(v->first_ids[b] = xgr_calloc((size_t)v->row_words, sizeof *v->first_ids[b]))) {

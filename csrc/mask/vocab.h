@@ -60,6 +60,10 @@ struct xgr_vocab {
      * of Llama-3's): their ids as a bit row, so an entry that leaves the whole range out
      * clears it a word at a time instead of a bit per token (mask_cache.c); NULL else. */
     uint32_t *first_ids[256];
+    /* pair_start[b0 * 256 + b1]: the first sorted position whose first two bytes are at
+     * least (b0, b1), a one-byte token b0 counting as below (b0, 0); [65536] = n_sorted.
+     * A search by byte 1 inside a first-byte range is then a lookup. */
+    int32_t *pair_start;
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
 };
 
