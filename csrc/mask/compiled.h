@@ -91,6 +91,12 @@ typedef struct xgr_mask_entry_s {
     uint32_t *exit_first;
     xgr_region_sfx *sfx;  /* region entries only, else NULL */
     xgr_region_sfx *psfx; /* context-free entries with many uncertain tokens, else NULL */
+    /* A grammar's published entry with at most XGR_UBYTES_MAX uncertain tokens: their bytes
+     * again, in list order (token i is ubytes[uoff[i] .. uoff[i + 1])), so the matcher's
+     * exact checks read one block instead of an offset and the bytes per token, scattered
+     * over the vocabulary. NULL else. */
+    uint32_t *uoff;
+    uint8_t *ubytes;
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */
@@ -224,6 +230,7 @@ void xgr_mask_scratch_free(xgr_mask_scratch *s);
  * by the caller) when absent. *out is borrowed. */
 int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot,
                        const xgr_mask_entry **out);
+#define XGR_UBYTES_MAX 1024
 void xgr_mask_entry_free(xgr_mask_entry *e);
 void xgr_region_sfx_free(xgr_region_sfx *S); /* NULL-safe */
 

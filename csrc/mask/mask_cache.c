@@ -36,6 +36,8 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     free(e->exit_first);
     xgr_region_sfx_free(e->sfx);
     xgr_region_sfx_free(e->psfx);
+    free(e->uoff);
+    free(e->ubytes);
     free(e);
 }
 
@@ -1642,6 +1644,29 @@ void xgr_mask_scratch_free(xgr_mask_scratch *s) {
     xgr_follow_free(&s->fo);
 }
 
+/* Establishes e->uoff / e->ubytes (compiled.h) for an entry about to be published. */
+static int copy_uncertain_bytes(const struct xgr_vocab *v, xgr_mask_entry *e) {
+    int32_t n = e->n_uncertain;
+    if (n == 0 || n > XGR_UBYTES_MAX) return XGR_OK;
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++)
+        total += v->offsets[e->uncertain[i] + 1] - v->offsets[e->uncertain[i]];
+    e->uoff = xgr_malloc(((size_t)n + 1) * sizeof *e->uoff);
+    e->ubytes = xgr_malloc(total + 1);
+    if (!e->uoff || !e->ubytes) return XGR_ERR_NOMEM; /* freed with e */
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t len;
+        const uint8_t *t = xgr_vocab_token(v, e->uncertain[i], &len);
+        e->uoff[i] = pos;
+        memcpy(e->ubytes + pos, t, len);
+        pos += len;
+    }
+    e->uoff[n] = pos;
+    e->bytes += ((size_t)n + 1) * sizeof *e->uoff + total + 1;
+    return XGR_OK;
+}
+
 int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_id,
                        const xgr_mask_entry **out) {
     xgr_mask_entry *e = xgr_slot_load(c, slot_id);
@@ -1650,7 +1675,11 @@ int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_
         return XGR_OK;
     }
     int rc = build_entry(c, scratch, slot_id, &e);
-    if (rc) return rc;
+    if (!rc) rc = copy_uncertain_bytes(c->vocab, e);
+    if (rc) {
+        xgr_mask_entry_free(e);
+        return rc;
+    }
     _Atomic(_Atomic(xgr_mask_entry *) *) *cp = &c->entry_chunks[slot_id / XGR_SLOT_CHUNK];
     _Atomic(xgr_mask_entry *) *chunk = atomic_load_explicit(cp, memory_order_acquire);
     if (!chunk) {

@@ -344,7 +344,10 @@ static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_
 /* Decides the uncertain tokens `ids` (in sorted-vocabulary order) exactly, setting the
  * accepted ones in `row`. Consecutive tokens share parser rows for their common prefix,
  * and a prefix that dies rejects every later token that starts with it. */
-static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32_t *row) {
+/* `uoff` / `ubytes`: the tokens' bytes in list order (compiled.h), or NULL to read them
+ * from the vocabulary. */
+static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const uint32_t *uoff,
+                           const uint8_t *ubytes, uint32_t *row) {
     const struct xgr_vocab *v = m->c->vocab;
     xgr_parser *p = &m->parser;
     int32_t base = xgr_parser_rows(p) - 1; /* row of depth 0 */
@@ -361,7 +364,13 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, uint32
         xgr_stat_checks++;
 #endif
         uint32_t len;
-        const uint8_t *tok = xgr_vocab_token(v, id, &len);
+        const uint8_t *tok;
+        if (uoff) {
+            tok = ubytes + uoff[i];
+            len = uoff[i + 1] - uoff[i];
+        } else {
+            tok = xgr_vocab_token(v, id, &len);
+        }
         uint32_t l = prev ? common_prefix(prev, prev_len, tok, len) : 0;
         if (dead_len >= 0 && (int64_t)l >= dead_len) continue; /* shares a dead prefix */
         uint32_t d = l < valid ? l : valid;
@@ -546,8 +555,10 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
             else
                 for (int32_t i = 0; i < e->n_ids; i++) set_bit(row, e->ids[i]);
         if (base->unit_ids) rc = drop_units(m, one, base, m->lims.data[0], row);
-        if (!rc && one->n_uncertain) rc = check_uncertain(m, one->uncertain, one->n_uncertain, row);
-        if (!rc && m->extra.len) rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, row);
+        if (!rc && one->n_uncertain)
+            rc = check_uncertain(m, one->uncertain, one->n_uncertain, one->uoff, one->ubytes, row);
+        if (!rc && m->extra.len)
+            rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
         if (one->n_uncertain || m->extra.len) clear_checked(m, &one, 1);
         return rc;
     }
@@ -610,8 +621,10 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
         if (!seen) apply_accepted(m, e, row, 0);
     }
     for (size_t j = 0; j < m->states.len && !rc; j++)
-        rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, row);
-    if (!rc && m->extra.len) rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, row);
+        rc = check_uncertain(m, ents[j]->uncertain, ents[j]->n_uncertain, ents[j]->uoff,
+                                 ents[j]->ubytes, row);
+    if (!rc && m->extra.len)
+        rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
     clear_checked(m, ents, got);
     free(ents);
     return rc;
