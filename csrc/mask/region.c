@@ -465,6 +465,7 @@ static inline size_t sfx_key(const sfx_rec *r, const uint8_t *buf) {
 }
 
 static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg, const xgr_pop_list *pops) {
+    int rc = XGR_OK;
     int32_t nu = reg->n_uncertain, ng = 0;
     size_t cap = 64, used = 0, bcap = 256;
     while (cap < 2 * (size_t)nu) cap *= 2;
@@ -545,20 +546,15 @@ static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg, const
     S = NULL;
     goto out;
 nomem:
+    rc = XGR_ERR_NOMEM;
     xgr_region_sfx_free(S);
-    free(slot);
-    free(hs);
-    free(rec);
-    free(rank);
-    free(buf);
-    return XGR_ERR_NOMEM;
 out:
     free(slot);
     free(hs);
     free(rec);
     free(rank);
     free(buf);
-    return XGR_OK;
+    return rc;
 }
 
 /* The finished entry's suffix groups (compiled.h psfx), one per (region group g, depth q
