@@ -8,6 +8,7 @@
 #include "global_cache.h"
 #include "region.h"
 #include "stay.h"
+#include "suffix_set.h"
 
 enum { V_ACCEPT = XGR_V_ACCEPT, V_REJECT = XGR_V_REJECT, V_UNCERTAIN = XGR_V_UNCERTAIN };
 
@@ -896,6 +897,13 @@ static int refined_from_lists(const struct xgr_vocab *v, const xgr_mask_entry *b
                               const int32_t *acc, int32_t n_acc, const int32_t *unc,
                               int32_t n_unc, xgr_mask_entry **out);
 
+/* Item i of run r of a TagDispatch entry (run r starts at uncertain[i0]): its sorted
+ * position when every run is consecutive there (by_pos), else its id. */
+static inline int32_t run_item(const xgr_mask_entry *raw, int by_pos, int32_t r, int32_t i0,
+                               int32_t i) {
+    return by_pos ? raw->run_pos[r] + (i - i0) : raw->uncertain[i];
+}
+
 /* A TagDispatch state's view in this grammar, run by run (compiled.h run_begin): a run
  * whose pops are all reference starts is kept or rejected as a whole by its first
  * token's next byte, so the pass costs a step per run, not per token (57k tokens in 121
@@ -926,7 +934,7 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
             only_refs &= (raw->pop_depth[k] & POP_REF_BIT) != 0;
         for (int32_t i = i0; i < i1 && !rc; i++) {
             uint32_t len;
-            const uint8_t *tok = by_pos ? xgr_vocab_sorted_token(v, raw->run_pos[r] + (i - i0), &len)
+            const uint8_t *tok = by_pos ? xgr_vocab_sorted_token(v, run_item(raw, 1, r, i0, i), &len)
                                         : xgr_vocab_token(v, raw->uncertain[i], &len);
             int kept = 0;
             for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !kept; k++) {
@@ -936,12 +944,10 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
             }
             if (only_refs) { /* the whole run shares the verdict */
                 for (int32_t j = i0; j < i1 && kept && !rc; j++)
-                    if (XGR_VEC_PUSH(keep, by_pos ? raw->run_pos[r] + (j - i0) : raw->uncertain[j]))
-                        rc = XGR_ERR_NOMEM;
+                    if (XGR_VEC_PUSH(keep, run_item(raw, by_pos, r, i0, j))) rc = XGR_ERR_NOMEM;
                 break;
             }
-            if (kept && XGR_VEC_PUSH(keep, by_pos ? raw->run_pos[r] + (i - i0) : raw->uncertain[i]))
-                rc = XGR_ERR_NOMEM;
+            if (kept && XGR_VEC_PUSH(keep, run_item(raw, by_pos, r, i0, i))) rc = XGR_ERR_NOMEM;
         }
     }
     free(rk.dstate);
@@ -998,11 +1004,15 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     int32_t rule = rep >= 0 ? rep : f->state_rule[state];
     xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
     int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
-    if (!e || !unc) {
+    const xgr_region_sfx *S = raw->psfx;
+    int8_t *gkeep = S ? xgr_malloc((size_t)S->n + 1) : NULL; /* per suffix group, -1: not yet */
+    if (!e || !unc || (S && !gkeep)) {
         free(e);
         free(unc);
+        free(gkeep);
         return XGR_ERR_NOMEM;
     }
+    if (S) memset(gkeep, -1, (size_t)S->n);
     if (rep >= 0) {
         e->exit_first = xgr_calloc(8, sizeof *e->exit_first);
         int rc = e->exit_first ? (fo->t ? XGR_OK : follow_tables(c, fo)) : XGR_ERR_NOMEM;
@@ -1013,6 +1023,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
             free(e->exit_first);
             free(e);
             free(unc);
+            free(gkeep);
             return rc;
         }
     }
@@ -1029,15 +1040,6 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
         memcpy(unc, raw->uncertain, (size_t)raw->n_uncertain * sizeof *unc);
         n = raw->n_uncertain;
     }
-    const xgr_region_sfx *S = unsharpened ? NULL : raw->psfx;
-    int8_t *gkeep = S ? xgr_malloc((size_t)S->n + 1) : NULL; /* per suffix group, -1: not yet */
-    if (S && !gkeep) {
-        free(e->exit_first);
-        free(e);
-        free(unc);
-        return XGR_ERR_NOMEM;
-    }
-    if (S) memset(gkeep, -1, (size_t)S->n);
     for (int32_t i = 0; i < raw->n_uncertain && !unsharpened; i++) {
         int32_t g = S ? S->group[i] : -1;
         if (g >= 0) {
@@ -1242,59 +1244,35 @@ static int set_runs(xgr_mask_entry *e, const pop_list *groups, const pop_list *p
  * shared); entries with few uncertain tokens, or runs, are left without. */
 static int pop_suffixes(const struct xgr_vocab *v, xgr_mask_entry *e, const pop_list *pops) {
     if (e->run_begin || e->n_uncertain < XGR_PSFX_MIN) return XGR_OK;
-    int32_t nu = e->n_uncertain, ng = 0;
-    size_t cap = 64, used = 0, bcap = 256;
-    while (cap < 2 * (size_t)nu) cap *= 2;
+    int32_t nu = e->n_uncertain;
+    xgr_sfx_set set;
     xgr_region_sfx *S = xgr_calloc(1, sizeof *S);
-    int32_t *slot = xgr_malloc(cap * sizeof *slot);
-    uint64_t *hs = xgr_malloc(((size_t)nu + 1) * sizeof *hs); /* per group: its hash */
-    if (!S || !slot || !hs || !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group)) ||
-        !(S->off = xgr_malloc(((size_t)nu + 2) * sizeof *S->off)) || !(S->bytes = xgr_malloc(bcap)))
-        goto nomem;
-    memset(slot, -1, cap * sizeof *slot);
-    S->off[0] = 0;
-    for (int32_t i = 0; i < nu; i++) {
+    int rc = xgr_sfx_set_init(&set, nu);
+    if (!rc && (!S || !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group))))
+        rc = XGR_ERR_NOMEM;
+    for (int32_t i = 0; i < nu && !rc; i++) {
         int32_t k = e->pop_begin[i];
-        S->group[i] = -1;
-        if (e->pop_begin[i + 1] - k != 1 || (e->pop_depth[k] & POP_REF_BIT)) continue;
         uint32_t len, d = e->pop_depth[k];
         const uint8_t *tok = xgr_vocab_sorted_token(v, pops->data[2 * (size_t)k], &len);
-        if (d >= len) continue;
-        const uint8_t *sfx = tok + d;
-        uint32_t n = len - d;
-        uint64_t h = xgr_hash_bytes(0x5f, sfx, n);
-        size_t at = (size_t)h & (cap - 1);
-        for (; slot[at] >= 0; at = (at + 1) & (cap - 1)) {
-            int32_t g = slot[at];
-            if (hs[g] == h && S->off[g + 1] - S->off[g] == n && !memcmp(S->bytes + S->off[g], sfx, n)) break;
-        }
-        if (slot[at] < 0) {
-            if (used + n > bcap) {
-                while (used + n > bcap) bcap *= 2;
-                uint8_t *nb = realloc(S->bytes, bcap);
-                if (!nb) goto nomem;
-                S->bytes = nb;
-            }
-            memcpy(S->bytes + used, sfx, n);
-            used += n;
-            hs[ng] = h;
-            S->off[ng + 1] = (uint32_t)used;
-            slot[at] = ng++;
-        }
-        S->group[i] = slot[at];
+        S->group[i] = -1;
+        if (e->pop_begin[i + 1] - k != 1 || (d & POP_REF_BIT) || d >= len) continue;
+        if ((S->group[i] = xgr_sfx_set_add(&set, 0, tok + d, len - d)) < 0) rc = XGR_ERR_NOMEM;
     }
-    S->n = ng;
-    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 2) * 4 + used;
+    if (rc) {
+        xgr_region_sfx_free(S);
+        xgr_sfx_set_free(&set);
+        return rc;
+    }
+    S->n = set.n;
+    S->off = set.off; /* taken over from the set */
+    S->bytes = set.bytes;
+    set.off = NULL;
+    set.bytes = NULL;
+    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)nu + 2) * 4 + set.bcap;
+    xgr_sfx_set_free(&set);
     e->psfx = S;
     e->bytes += S->mem;
-    free(slot);
-    free(hs);
     return XGR_OK;
-nomem:
-    xgr_region_sfx_free(S);
-    free(slot);
-    free(hs);
-    return XGR_ERR_NOMEM;
 }
 
 /* The context-free entry of `state` by one pass over the whole sorted vocabulary. */

@@ -18,6 +18,7 @@
 
 #include "global_cache.h"
 #include "stay.h"
+#include "suffix_set.h"
 
 #define RG_MAX_EXITS 32767 /* exit indices are stored in 16 bits */
 #define RG_LOCAL (-2)      /* the cache's local-state field for region entries */
@@ -449,111 +450,75 @@ static int cont_walk(cont *w, int32_t x, const uint8_t *s, uint32_t n, uint32_t 
     return XGR_OK;
 }
 
+/* A pair's place in the order: its exit, then its first byte (none first). */
+static inline size_t sfx_key(const xgr_sfx_set *set, int32_t j) {
+    size_t first = set->off[j + 1] > set->off[j] ? (size_t)set->bytes[set->off[j]] + 1 : 0;
+    return (size_t)set->key[j] * 257 + first;
+}
+
 /* Groups the leaving tokens of region entry `reg` by (exit, bytes after the exit), so each
  * grammar walks every distinct suffix once and never reads the tokens' bytes, which lie
  * scattered over the vocabulary (establishes reg->sfx; its memory is added to reg->bytes,
  * so call it before the entry is shared). `pops` is the (sorted position, depth) list reg
  * was built from: the bytes are read in sorted order, once each, and deduplicated through
  * a hash table; the distinct suffixes are then ordered by exit and first byte. */
-typedef struct {
-    uint32_t off, n; /* bytes buf[off .. off + n) */
-    int32_t k;       /* exit */
-} sfx_rec;
-
-static inline size_t sfx_key(const sfx_rec *r, const uint8_t *buf) {
-    return (size_t)r->k * 257 + (r->n ? (size_t)buf[r->off] + 1 : 0);
-}
-
 static int region_suffixes(const struct xgr_vocab *v, xgr_mask_entry *reg, const xgr_pop_list *pops) {
-    int rc = XGR_OK;
-    int32_t nu = reg->n_uncertain, ng = 0;
-    size_t cap = 64, used = 0, bcap = 256;
-    while (cap < 2 * (size_t)nu) cap *= 2;
+    int32_t nu = reg->n_uncertain;
+    xgr_sfx_set set;
     xgr_region_sfx *S = xgr_calloc(1, sizeof *S);
-    int32_t *slot = xgr_malloc(cap * sizeof *slot);
-    uint64_t *hs = xgr_malloc(((size_t)nu + 1) * sizeof *hs);
-    sfx_rec *rec = xgr_malloc(((size_t)nu + 1) * sizeof *rec); /* per distinct suffix */
     int32_t *rank = xgr_malloc(((size_t)nu + 1) * sizeof *rank);
-    uint8_t *buf = xgr_malloc(bcap);
-    if (!S || !slot || !hs || !rec || !rank || !buf ||
-        !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group)))
-        goto nomem;
-    memset(slot, -1, cap * sizeof *slot);
-    for (int32_t i = 0; i < nu; i++) {
+    int rc = xgr_sfx_set_init(&set, nu);
+    if (!rc && (!S || !rank || !(S->group = xgr_malloc(((size_t)nu + 1) * sizeof *S->group))))
+        rc = XGR_ERR_NOMEM;
+    for (int32_t i = 0; i < nu && !rc; i++) {
         int32_t k = reg->pop_begin[i], k1 = reg->pop_begin[i + 1];
         S->group[i] = -1;
         while (k < k1 && reg->pop_depth[k] != RG_EXIT) k++;
         if (k == k1) continue; /* died inside the loop */
         uint32_t len, d = reg->pop_depth[k + 1];
-        int32_t ex = reg->pop_depth[k + 2];
         const uint8_t *tok = xgr_vocab_sorted_token(v, pops->data[2 * (size_t)k], &len);
-        const uint8_t *sx = tok + d;
-        uint32_t n = len - d;
-        uint64_t h = xgr_hash_bytes((uint64_t)ex, sx, n);
-        size_t at = (size_t)h & (cap - 1);
-        for (; slot[at] >= 0; at = (at + 1) & (cap - 1)) {
-            const sfx_rec *r = &rec[slot[at]];
-            if (hs[slot[at]] == h && r->k == ex && r->n == n && !memcmp(buf + r->off, sx, n)) break;
-        }
-        if (slot[at] < 0) {
-            if (used + n > bcap) {
-                while (used + n > bcap) bcap *= 2;
-                uint8_t *nb = realloc(buf, bcap);
-                if (!nb) goto nomem;
-                buf = nb;
-            }
-            memcpy(buf + used, sx, n);
-            rec[ng] = (sfx_rec){(uint32_t)used, n, ex};
-            hs[ng] = h;
-            used += n;
-            slot[at] = ng++;
-        }
-        S->group[i] = slot[at];
+        if ((S->group[i] = xgr_sfx_set_add(&set, reg->pop_depth[k + 2], tok + d, len - d)) < 0)
+            rc = XGR_ERR_NOMEM;
     }
     /* ordered by exit and first byte (a counting sort), so suffixes that share a walk's
      * first steps come one after another (cont_walk reuses them) */
-    int32_t max_k = 0;
-    for (int32_t j = 0; j < ng; j++) max_k = rec[j].k > max_k ? rec[j].k : max_k;
+    int32_t ng = set.n, max_k = 0;
+    for (int32_t j = 0; j < ng; j++) max_k = set.key[j] > max_k ? set.key[j] : max_k;
     size_t nkeys = ((size_t)max_k + 1) * 257;
-    int32_t *cnt = xgr_calloc(nkeys + 1, sizeof *cnt);
-    S->exit = xgr_malloc(((size_t)ng + 1) * sizeof *S->exit);
-    S->off = xgr_malloc(((size_t)ng + 1) * sizeof *S->off);
-    S->bytes = xgr_malloc(used + 1);
-    if (!cnt || !S->exit || !S->off || !S->bytes) {
+    int32_t *cnt = rc ? NULL : xgr_calloc(nkeys + 1, sizeof *cnt);
+    if (!rc && (!cnt || !(S->exit = xgr_malloc(((size_t)ng + 1) * sizeof *S->exit)) ||
+                !(S->off = xgr_malloc(((size_t)ng + 1) * sizeof *S->off)) ||
+                !(S->bytes = xgr_malloc(set.used + 1))))
+        rc = XGR_ERR_NOMEM;
+    if (rc) {
         free(cnt);
-        goto nomem;
+        xgr_region_sfx_free(S);
+        goto out;
     }
-    for (int32_t j = 0; j < ng; j++) cnt[sfx_key(&rec[j], buf) + 1]++;
+    for (int32_t j = 0; j < ng; j++) cnt[sfx_key(&set, j) + 1]++;
     for (size_t q = 0; q < nkeys; q++) cnt[q + 1] += cnt[q];
-    for (int32_t j = 0; j < ng; j++) rank[j] = cnt[sfx_key(&rec[j], buf)]++;
+    for (int32_t j = 0; j < ng; j++) rank[j] = cnt[sfx_key(&set, j)]++;
     free(cnt);
+    for (int32_t j = 0; j < ng; j++) S->exit[rank[j]] = j; /* temporarily: rank -> pair */
     uint32_t pos = 0;
-    for (int32_t j = 0; j < ng; j++) S->exit[rank[j]] = j; /* temporarily: rank -> group */
     for (int32_t r = 0; r < ng; r++) {
-        const sfx_rec *x = &rec[S->exit[r]];
-        S->exit[r] = x->k;
+        int32_t j = S->exit[r];
+        uint32_t n = set.off[j + 1] - set.off[j];
+        S->exit[r] = set.key[j];
         S->off[r] = pos;
-        if (x->n) memcpy(S->bytes + pos, buf + x->off, x->n);
-        pos += x->n;
+        if (n) memcpy(S->bytes + pos, set.bytes + set.off[j], n);
+        pos += n;
     }
     S->off[ng] = pos;
     for (int32_t i = 0; i < nu; i++)
         if (S->group[i] >= 0) S->group[i] = rank[S->group[i]];
     S->n = ng;
-    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 1) * 8 + used + 1;
+    S->mem = sizeof *S + ((size_t)nu + 1) * 4 + ((size_t)ng + 1) * 8 + set.used + 1;
     reg->sfx = S;
     reg->bytes += S->mem;
-    S = NULL;
-    goto out;
-nomem:
-    rc = XGR_ERR_NOMEM;
-    xgr_region_sfx_free(S);
 out:
-    free(slot);
-    free(hs);
-    free(rec);
     free(rank);
-    free(buf);
+    xgr_sfx_set_free(&set);
     return rc;
 }
 

@@ -108,12 +108,8 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     uint8_t *is_stop = xgr_calloc((size_t)vocab_size, 1);
     if (!v->data || !v->offsets || !v->is_special || !v->stop_ids || !v->sorted || !v->lcp ||
         !v->next_shorter || !v->sorted_data || !v->sorted_offsets || !v->sorted_head || !v->sorted_bytes ||
-        !v->text_bits || !v->ff_bits || !refs || !is_stop) {
-        free(refs);
-        free(is_stop);
-        vocab_free(v);
-        return XGR_ERR_NOMEM;
-    }
+        !v->text_bits || !v->ff_bits || !refs || !is_stop)
+        goto nomem;
     if (total) memcpy(v->data, data + offsets[0], total);
     for (int32_t i = 0; i <= n_tokens; i++) v->offsets[i] = offsets[i] - offsets[0];
     for (size_t i = 0; i < n_special; i++) v->is_special[special_ids[i]] = 1;
@@ -148,12 +144,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     v->n_sorted = n;
     v->set_words = (n + 63) / 64;
     v->byte_sets = xgr_calloc((size_t)v->set_words * (XGR_CTRL_SET + 1) + 1, sizeof *v->byte_sets);
-    if (!v->byte_sets) {
-        free(refs);
-        free(is_stop);
-        vocab_free(v);
-        return XGR_ERR_NOMEM;
-    }
+    if (!v->byte_sets) goto nomem;
     v->sorted_offsets[0] = 0;
     for (int32_t i = 0; i < n; i++) {
         memcpy(v->sorted_data + v->sorted_offsets[i], refs[i].p, refs[i].len);
@@ -179,12 +170,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     }
     for (int32_t i = 0; i < n; i++) v->first_byte_count[refs[i].p[0]]++;
     for (int b = 0; b < 256; b++) v->first_byte_start[b + 1] = v->first_byte_start[b] + v->first_byte_count[b];
-    if (!(v->pair_start = xgr_malloc((65536 + 1) * sizeof *v->pair_start))) {
-        free(refs);
-        free(is_stop);
-        vocab_free(v);
-        return XGR_ERR_NOMEM;
-    }
+    if (!(v->pair_start = xgr_malloc((65536 + 1) * sizeof *v->pair_start))) goto nomem;
     for (int32_t k = 0, i = 0; k <= 65536; k++) {
         /* 2 * key + 1 for two bytes or more, 2 * (b0 * 256) for the one-byte token b0 */
         while (i < n && (refs[i].len >= 2 ? 2 * (refs[i].p[0] * 256 + refs[i].p[1]) + 1
@@ -194,12 +180,8 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     }
     for (int b = 0; b < 256; b++) {
         if (v->first_byte_count[b] < v->row_words) continue;
-        if (!(v->first_ids[b] = xgr_calloc((size_t)v->row_words, sizeof *v->first_ids[b]))) {
-            free(refs);
-            free(is_stop);
-            vocab_free(v);
-            return XGR_ERR_NOMEM;
-        }
+        if (!(v->first_ids[b] = xgr_calloc((size_t)v->row_words, sizeof *v->first_ids[b])))
+            goto nomem;
         for (int32_t i = v->first_byte_start[b]; i < v->first_byte_start[b + 1]; i++)
             v->first_ids[b][v->sorted[i] >> 5] |= 1u << (v->sorted[i] & 31);
     }
@@ -224,12 +206,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         if (len && memchr(t, 0xFF, len)) v->n_ff++;
     }
     v->ff_ids = xgr_malloc(((size_t)v->n_ff + 1) * sizeof *v->ff_ids);
-    if (!v->ff_ids) {
-        free(refs);
-        free(is_stop);
-        vocab_free(v);
-        return XGR_ERR_NOMEM;
-    }
+    if (!v->ff_ids) goto nomem;
     for (int32_t id = 0, k = 0; id < n_tokens; id++) {
         uint32_t len;
         const uint8_t *t = xgr_vocab_token(v, id, &len);
@@ -241,6 +218,11 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     free(is_stop);
     *out = v;
     return XGR_OK;
+nomem:
+    free(refs);
+    free(is_stop);
+    vocab_free(v);
+    return XGR_ERR_NOMEM;
 }
 
 int32_t xgr_vocab_size(const xgr_vocab *v) { return v ? v->vocab_size : 0; }

@@ -253,6 +253,9 @@ static void bad_inputs(xgr_vocab *v) {
                   "short row");
             /* the return-value forms: minus the status, need_apply, the verdict */
             CHECK(xgr_matcher_accept_token_ret(m, -1) == -XGR_ERR_INVALID_ARG, "ret: negative id");
+            CHECK(xgr_matcher_accept_token_ret(NULL, 0) == -XGR_ERR_INVALID_ARG, "ret: NULL matcher");
+            CHECK(xgr_matcher_fill_bitmask_ret(NULL, small, 1) == -XGR_ERR_INVALID_ARG,
+                  "ret: NULL matcher (fill)");
             CHECK(xgr_matcher_fill_bitmask_ret(m, small, 1) == -XGR_ERR_INVALID_ARG, "ret: short row");
             int32_t *row = calloc((size_t)row_words, 4);
             CHECK(xgr_matcher_fill_bitmask_ret(m, row, (size_t)row_words) == 1, "ret: need_apply");
