@@ -96,7 +96,10 @@ typedef struct xgr_mask_entry_s {
      * exact checks read one block instead of an offset and the bytes per token, scattered
      * over the vocabulary. NULL else. */
     uint32_t *uoff;
-    uint8_t *ubytes;
+    uint8_t *ubytes; /* in uoff's allocation */
+    /* Bytes of array storage allocated with the entry itself, right behind it (mask_cache.c
+     * entry_block): arrays that point there are not freed on their own. 0: none. */
+    size_t block;
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */
@@ -215,12 +218,17 @@ static inline int32_t xgr_pair_base(const xgr_compiled *c, int32_t e) {
 /* The child state s and caller state p of pair slot `slot` (>= n_states). */
 void xgr_pair_slot(const xgr_compiled *c, int32_t slot, int32_t *state, int32_t *parent);
 
+/* (sorted vocabulary position, pop depth) pairs, positions ascending */
+typedef XGR_VEC(int32_t) xgr_pop_list;
+
 /* What building entries needs besides the grammar, owned by one thread (a matcher, a
  * precompute call): a parser over the grammar's automata and the follow checks' state
  * sets, both sized to the automaton once and reused by every entry built. */
 typedef struct {
     xgr_parser p;
     xgr_follow fo;
+    /* the descent's accepted and uncertain lists, reused (emptied) by each entry built */
+    xgr_pop_list dacc, dpops;
 } xgr_mask_scratch;
 
 int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c);

@@ -19,27 +19,54 @@ enum { POP_END = XGR_POP_END, POP_REF = XGR_POP_REF }; /* descend.h */
 
 /* Raw entries leaving more tokens open than this skip sharpening (see sharpen). */
 #define XGR_SHARPEN_MAX 4096
+/* Scratch lists (xgr_mask_scratch) with more room than this many items are freed after use. */
+#define SCRATCH_KEEP 16384
 #define POP_REF_BIT XGR_POP_REF_BIT
+
+/* Frees array p of entry e unless it lies in e's own block (entry_block). */
+static void free_array(const xgr_mask_entry *e, void *p) {
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)(e + 1);
+    if (a < lo || a >= lo + e->block) free(p);
+}
 
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
     if (e->owns_base) xgr_mask_entry_release(e->base);
-    free(e->ids_by_len);
-    free(e->run_begin);
-    free(e->run_pos);
-    free(e->pop_begin);
-    free(e->pop_depth);
-    free(e->ids);
-    free(e->bits);
-    free(e->uncertain);
-    free(e->unit_ids);
-    free(e->unit_end);
-    free(e->exit_first);
+    free_array(e, e->ids_by_len);
+    free_array(e, e->run_begin);
+    free_array(e, e->run_pos);
+    free_array(e, e->pop_begin);
+    free_array(e, e->pop_depth);
+    free_array(e, e->ids);
+    free_array(e, e->bits);
+    free_array(e, e->uncertain);
+    free_array(e, e->unit_ids);
+    free_array(e, e->unit_end);
+    free_array(e, e->exit_first);
     xgr_region_sfx_free(e->sfx);
     xgr_region_sfx_free(e->psfx);
     free(e->uoff);
-    free(e->ubytes);
     free(e);
+}
+
+/* A zeroed entry with `extra` bytes behind it for its arrays, carved by the caller with
+ * block_take. One allocation instead of one per array: a first visit runs on cold caches,
+ * where each malloc costs more than the arrays' bytes (docs/mask-cache.md). */
+static xgr_mask_entry *entry_block(size_t extra, char **tail) {
+    xgr_mask_entry *e = xgr_malloc(sizeof *e + extra);
+    if (!e) return NULL;
+    memset(e, 0, sizeof *e);
+    e->block = extra;
+    *tail = (char *)(e + 1);
+    return e;
+}
+
+/* The next n bytes of an entry's block (4-byte arrays first, then 2-byte ones, keeps each
+ * aligned: the entry's size is a multiple of 8). */
+static void *block_take(char **tail, size_t n) {
+    void *p = *tail;
+    *tail += n;
+    return p;
 }
 
 void xgr_region_sfx_free(xgr_region_sfx *S) {
@@ -576,16 +603,20 @@ static int32_t pop_tokens(const pop_list *pops) {
     return n;
 }
 
-/* Allocates and fills e's uncertain tokens and their pop depths from a pop list; ids maps
- * a list position to its token id. Returns the number of depths, or -1 when out of
- * memory (e keeps what was allocated, for xgr_mask_entry_free). */
-static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, const int32_t *ids) {
-    int32_t n = pop_tokens(pops);
+/* Block bytes for the uncertain part of a pop list with n tokens (set_uncertain). */
+static size_t uncertain_bytes(const pop_list *pops, int32_t n) {
+    return ((size_t)n + 1) * 8 + (pops->len / 2 + 1) * 2;
+}
+
+/* Fills e's uncertain tokens and their pop depths from a pop list of n tokens, in e's
+ * block (uncertain_bytes of it, taken last: the depths are 2-byte); ids maps a list
+ * position to its token id. Returns the number of depths. */
+static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, int32_t n,
+                             const int32_t *ids, char **tail) {
     e->n_uncertain = n;
-    e->uncertain = xgr_malloc(((size_t)n + 1) * sizeof *e->uncertain);
-    e->pop_begin = xgr_malloc(((size_t)n + 1) * sizeof *e->pop_begin);
-    e->pop_depth = xgr_malloc((pops->len / 2 + 1) * sizeof *e->pop_depth);
-    if (!e->uncertain || !e->pop_begin || !e->pop_depth) return -1;
+    e->uncertain = block_take(tail, ((size_t)n + 1) * sizeof *e->uncertain);
+    e->pop_begin = block_take(tail, ((size_t)n + 1) * sizeof *e->pop_begin);
+    e->pop_depth = block_take(tail, (pops->len / 2 + 1) * sizeof *e->pop_depth);
     int32_t ku = 0;
     size_t np = 0;
     for (size_t k = 0; k < pops->len; k += 2) {
@@ -617,23 +648,21 @@ static int entry_form(const struct xgr_vocab *v, int32_t n_acc, int32_t n_unc) {
 static xgr_mask_entry *entry_shell(const struct xgr_vocab *v, int form, int32_t n_acc,
                                    const pop_list *pops) {
     int32_t n_unc = pop_tokens(pops);
-    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    int32_t n_ids = form == XGR_MASK_ACCEPTED_LIST   ? n_acc
+                    : form == XGR_MASK_REJECTED_LIST ? v->n_sorted - n_acc - n_unc
+                                                     : 0;
+    size_t own = form == XGR_MASK_BITSET ? (size_t)v->row_words * sizeof(uint32_t)
+                                         : ((size_t)n_ids + 1) * sizeof(int32_t);
+    char *tail = NULL;
+    xgr_mask_entry *e = entry_block(own + uncertain_bytes(pops, n_unc), &tail);
     if (!e) return NULL;
     e->form = form;
-    e->n_ids = form == XGR_MASK_ACCEPTED_LIST   ? n_acc
-               : form == XGR_MASK_REJECTED_LIST ? v->n_sorted - n_acc - n_unc
-                                                : 0;
+    e->n_ids = n_ids;
     atomic_init(&e->refcount, 1);
     e->n_accepted = n_acc;
-    if (form == XGR_MASK_BITSET)
-        e->bits = xgr_malloc((size_t)v->row_words * sizeof *e->bits);
-    else
-        e->ids = xgr_malloc(((size_t)e->n_ids + 1) * sizeof *e->ids);
-    int64_t np = set_uncertain(e, pops, v->sorted);
-    if (np < 0 || (!e->bits && !e->ids)) {
-        xgr_mask_entry_free(e);
-        return NULL;
-    }
+    if (form == XGR_MASK_BITSET) e->bits = block_take(&tail, own);
+    else e->ids = block_take(&tail, own);
+    int64_t np = set_uncertain(e, pops, n_unc, v->sorted, &tail);
     e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
                (form == XGR_MASK_BITSET ? (size_t)v->row_words * 4 : ((size_t)e->n_ids + 1) * 4);
     return e;
@@ -1002,28 +1031,28 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     const struct xgr_vocab *v = c->vocab;
     const xgr_fsm *f = c->fsm;
     int32_t rule = rep >= 0 ? rep : f->state_rule[state];
-    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
-    int32_t *unc = xgr_malloc(((size_t)raw->n_uncertain + 1) * sizeof *unc);
+    size_t nu = (size_t)raw->n_uncertain + 1, nx = rep >= 0 ? 8 : 0;
+    char *tail = NULL;
+    xgr_mask_entry *e = entry_block((nu + nx) * 4, &tail);
     const xgr_region_sfx *S = raw->psfx;
-    int8_t *gkeep = S ? xgr_malloc((size_t)S->n + 1) : NULL; /* per suffix group, -1: not yet */
-    if (!e || !unc || (S && !gkeep)) {
+    int8_t gkeep_local[256]; /* per suffix group, -1: not yet */
+    int8_t *gkeep = !S || S->n <= 256 ? gkeep_local : xgr_malloc((size_t)S->n);
+    if (!e || !gkeep) {
         free(e);
-        free(unc);
-        free(gkeep);
         return XGR_ERR_NOMEM;
     }
+    int32_t *unc = block_take(&tail, nu * sizeof *unc);
     if (S) memset(gkeep, -1, (size_t)S->n);
     if (rep >= 0) {
-        e->exit_first = xgr_calloc(8, sizeof *e->exit_first);
-        int rc = e->exit_first ? (fo->t ? XGR_OK : follow_tables(c, fo)) : XGR_ERR_NOMEM;
+        e->exit_first = block_take(&tail, nx * sizeof *e->exit_first);
+        memset(e->exit_first, 0, nx * sizeof *e->exit_first);
+        int rc = fo->t ? XGR_OK : follow_tables(c, fo);
         for (int b = 0; b < 256 && !rc; b++)
             if (xgr_follow_first_admits(fo, rule, (uint8_t)b)) /* 1, or unknown */
                 e->exit_first[b >> 5] |= 1u << (b & 31);
         if (rc) {
-            free(e->exit_first);
             free(e);
-            free(unc);
-            free(gkeep);
+            if (gkeep != gkeep_local) free(gkeep);
             return rc;
         }
     }
@@ -1057,7 +1086,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
         }
         if (keep) unc[n++] = raw->uncertain[i];
     }
-    free(gkeep);
+    if (gkeep != gkeep_local) free(gkeep);
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
     e->base = raw;
@@ -1069,7 +1098,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     e->n_uncertain = n;
     e->n_accepted = raw->n_accepted;
     e->wants_context = unsharpened || n > c->opts.context_min_uncertain;
-    e->bytes = sizeof *e + ((size_t)n + 1) * 4 + (e->exit_first ? 32 : 0);
+    e->bytes = sizeof *e + e->block;
     *out = e;
     return XGR_OK;
 }
@@ -1115,9 +1144,10 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
 /* ids sorted by token length, longest first (insertion into buckets by length). */
 static int sort_by_length_desc(const struct xgr_vocab *v, const int32_t *ids, int32_t n,
                                int32_t *out) {
-    int32_t maxl = v->max_token_len;
-    int32_t *cnt = xgr_calloc((size_t)maxl + 2, sizeof *cnt);
+    int32_t maxl = v->max_token_len, local[258];
+    int32_t *cnt = maxl + 2 <= 258 ? local : xgr_malloc(((size_t)maxl + 2) * sizeof *cnt);
     if (!cnt) return XGR_ERR_NOMEM;
+    memset(cnt, 0, ((size_t)maxl + 2) * sizeof *cnt);
     for (int32_t i = 0; i < n; i++) {
         uint32_t l;
         xgr_vocab_token(v, ids[i], &l);
@@ -1133,7 +1163,7 @@ static int sort_by_length_desc(const struct xgr_vocab *v, const int32_t *ids, in
         xgr_vocab_token(v, ids[i], &l);
         out[cnt[maxl - (int32_t)l]++] = ids[i];
     }
-    free(cnt);
+    if (cnt != local) free(cnt);
     return XGR_OK;
 }
 
@@ -1143,7 +1173,12 @@ static int sort_by_length_desc(const struct xgr_vocab *v, const int32_t *ids, in
 static int refined_from_lists(const struct xgr_vocab *v, const xgr_mask_entry *base,
                               const int32_t *acc, int32_t n_acc, const int32_t *unc,
                               int32_t n_unc, xgr_mask_entry **out) {
-    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    /* Large sets are ORed as a bitset; the length order serves REPEAT callers near their
+     * maximum, where the longest accepted tokens must be re-checked (matcher.c). */
+    size_t rw = (size_t)v->row_words, nb = (size_t)n_acc > rw ? rw : 0;
+    char *tail = NULL;
+    xgr_mask_entry *e =
+        entry_block((2 * ((size_t)n_acc + 1) + (size_t)n_unc + 1 + nb) * 4, &tail);
     if (!e) return XGR_ERR_NOMEM;
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_REFINED;
@@ -1151,34 +1186,21 @@ static int refined_from_lists(const struct xgr_vocab *v, const xgr_mask_entry *b
     e->n_ids = n_acc;
     e->n_accepted = base->n_accepted + n_acc;
     e->n_uncertain = n_unc;
-    e->ids = xgr_malloc(((size_t)n_acc + 1) * sizeof *e->ids);
-    e->uncertain = xgr_malloc(((size_t)n_unc + 1) * sizeof *e->uncertain);
-    if (!e->ids || !e->uncertain) {
-        xgr_mask_entry_free(e);
-        return XGR_ERR_NOMEM;
-    }
+    e->ids = block_take(&tail, ((size_t)n_acc + 1) * sizeof *e->ids);
+    e->ids_by_len = block_take(&tail, ((size_t)n_acc + 1) * sizeof *e->ids_by_len);
+    e->uncertain = block_take(&tail, ((size_t)n_unc + 1) * sizeof *e->uncertain);
     memcpy(e->ids, acc, (size_t)n_acc * sizeof *e->ids);
     memcpy(e->uncertain, unc, (size_t)n_unc * sizeof *e->uncertain);
-    e->bytes = sizeof *e + ((size_t)n_acc + (size_t)n_unc + 2) * 4;
-    /* Large sets are ORed as a bitset; the length order serves REPEAT callers near their
-     * maximum, where the longest accepted tokens must be re-checked (matcher.c). */
-    if ((size_t)n_acc > (size_t)v->row_words) {
-        e->bits = xgr_calloc((size_t)v->row_words, sizeof *e->bits);
-        if (!e->bits) {
-            xgr_mask_entry_free(e);
-            return XGR_ERR_NOMEM;
-        }
+    e->bytes = sizeof *e + e->block;
+    if (nb) {
+        e->bits = block_take(&tail, nb * sizeof *e->bits);
+        memset(e->bits, 0, nb * sizeof *e->bits);
         for (int32_t i = 0; i < n_acc; i++) e->bits[e->ids[i] >> 5] |= 1u << (e->ids[i] & 31);
-        e->bytes += (size_t)v->row_words * 4;
     }
-    int32_t *by_len = xgr_malloc(((size_t)n_acc + 1) * sizeof *by_len);
-    if (!by_len || sort_by_length_desc(v, e->ids, n_acc, by_len)) {
-        free(by_len);
+    if (sort_by_length_desc(v, e->ids, n_acc, e->ids_by_len)) {
         xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
-    e->ids_by_len = by_len;
-    e->bytes += ((size_t)n_acc + 1) * 4;
     *out = e;
     return XGR_OK;
 }
@@ -1276,26 +1298,30 @@ static int pop_suffixes(const struct xgr_vocab *v, xgr_mask_entry *e, const pop_
 }
 
 /* The context-free entry of `state` by one pass over the whole sorted vocabulary. */
-static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
+static int classify_all(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
+    xgr_parser *p = &s->p;
+    xgr_follow *fo = &s->fo;
     int32_t rule = c->fsm->state_rule[state];
     int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
     int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
     if (!runs && !c->no_descend && xgr_descend_applies(c->fsm, state) &&
         !(hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR))) {
-        pop_list acc = {0}, pops = {0};
+        pop_list *acc = &s->dacc, *pops = &s->dpops;
+        acc->len = pops->len = 0;
         int refchk = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH ? XGR_REFCHK_WIDE
                      : c->rule_opaque[rule]                      ? XGR_REFCHK_EXACT
                                                                  : 0;
-        int rc = xgr_descend(v, c->fsm, state, refchk, hybrid, &acc, &pops);
-        if (!rc) rc = entry_from_lists(v, &acc, &pops, out);
-        if (!rc && (rc = pop_suffixes(v, *out, &pops))) {
+        int rc = xgr_descend(v, c->fsm, state, refchk, hybrid, acc, pops);
+        if (!rc) rc = entry_from_lists(v, acc, pops, out);
+        if (!rc && (rc = pop_suffixes(v, *out, pops))) {
             xgr_mask_entry_free(*out);
             *out = NULL;
         }
-        XGR_VEC_FREE(acc);
-        XGR_VEC_FREE(pops);
+        /* (kept for the next entry unless a wide state made them large) */
+        if (acc->cap > SCRATCH_KEEP) XGR_VEC_FREE(*acc);
+        if (pops->cap > SCRATCH_KEEP) XGR_VEC_FREE(*pops);
         if (rc != XGR_DESCEND_STOP) return rc;
     }
     token_list tl = {v, NULL, v->n_sorted, NULL};
@@ -1318,8 +1344,9 @@ static int classify_all(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t 
  * equal rule closure was seen before, else computed (and offered to the cache): from the
  * shared entry of the loop the state lies on when there is one (region.c), else by a
  * vocabulary pass. */
-static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
+static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
                      xgr_mask_entry **out) {
+    xgr_parser *p = &s->p;
     const struct xgr_vocab *v = c->vocab;
     int32_t rule = c->fsm->state_rule[state], local = state - c->fsm->rule_start[rule];
     const xgr_rule_key *key = NULL;
@@ -1334,7 +1361,7 @@ static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sta
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[rule] &&
         (rc = xgr_region_raw_entry(c, p, state, &e)))
         return rc;
-    if (!e && (rc = classify_all(c, p, fo, state, &e))) return rc;
+    if (!e && (rc = classify_all(c, s, state, &e))) return rc;
     if (key) {
         xgr_mask_entry *shared =
             xgr_gcache_insert(v->fingerprint, key->hash, key->bytes, key->len, local, e);
@@ -1360,17 +1387,16 @@ static int raw_entry(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sta
  * rejected. */
 static int make_pair_entry(const token_list *tl, const pop_list *pops, const pop_list *acc,
                            xgr_mask_entry **out) {
-    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    int32_t n_unc = pop_tokens(pops);
+    char *tail = NULL;
+    xgr_mask_entry *e =
+        entry_block((acc->len + 1) * sizeof *e->ids + uncertain_bytes(pops, n_unc), &tail);
     if (!e) return XGR_ERR_NOMEM;
     atomic_init(&e->refcount, 1);
     e->form = XGR_MASK_ACCEPTED_LIST;
     e->n_ids = e->n_accepted = (int32_t)acc->len;
-    e->ids = xgr_malloc((acc->len + 1) * sizeof *e->ids);
-    int64_t np = set_uncertain(e, pops, tl->ids);
-    if (!e->ids || np < 0) {
-        xgr_mask_entry_free(e);
-        return XGR_ERR_NOMEM;
-    }
+    e->ids = block_take(&tail, (acc->len + 1) * sizeof *e->ids);
+    int64_t np = set_uncertain(e, pops, n_unc, tl->ids, &tail);
     for (size_t k = 0; k < acc->len; k++) e->ids[k] = tl->ids[acc->data[k]];
     e->bytes = sizeof *e + (acc->len + 1) * 4 + ((size_t)e->n_uncertain + 1) * 8 + (size_t)np * 2;
     *out = e;
@@ -1567,7 +1593,7 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
     int rc;
     if (slot < ns) {
         xgr_mask_entry *raw = NULL;
-        rc = raw_entry(c, p, fo, slot, &raw);
+        rc = raw_entry(c, s, slot, &raw);
         if (!rc) rc = sharpen(c, p, fo, slot, -1, raw, out);
         xgr_mask_entry_release(raw);
         return rc;
@@ -1609,6 +1635,8 @@ static int build_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t slot,
 }
 
 int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c) {
+    s->dacc = (xgr_pop_list){0};
+    s->dpops = (xgr_pop_list){0};
     xgr_follow_init(&s->fo, c->fsm);
     int rc = xgr_parser_init(&s->p, c->fsm, c->opts.max_row_items);
     if (rc) return rc;
@@ -1618,6 +1646,8 @@ int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c) {
 }
 
 void xgr_mask_scratch_free(xgr_mask_scratch *s) {
+    XGR_VEC_FREE(s->dacc);
+    XGR_VEC_FREE(s->dpops);
     xgr_parser_free(&s->p);
     xgr_follow_free(&s->fo);
 }
@@ -1629,9 +1659,9 @@ static int copy_uncertain_bytes(const struct xgr_vocab *v, xgr_mask_entry *e) {
     size_t total = 0;
     for (int32_t i = 0; i < n; i++)
         total += v->offsets[e->uncertain[i] + 1] - v->offsets[e->uncertain[i]];
-    e->uoff = xgr_malloc(((size_t)n + 1) * sizeof *e->uoff);
-    e->ubytes = xgr_malloc(total + 1);
-    if (!e->uoff || !e->ubytes) return XGR_ERR_NOMEM; /* freed with e */
+    e->uoff = xgr_malloc(((size_t)n + 1) * sizeof *e->uoff + total + 1);
+    if (!e->uoff) return XGR_ERR_NOMEM;
+    e->ubytes = (uint8_t *)(e->uoff + n + 1);
     uint32_t pos = 0;
     for (int32_t i = 0; i < n; i++) {
         uint32_t len;

@@ -9,9 +9,6 @@
 
 enum { XGR_V_ACCEPT = 0, XGR_V_REJECT = 1, XGR_V_UNCERTAIN = 2 };
 
-/* (sorted vocabulary position, pop depth) pairs, positions ascending */
-typedef XGR_VEC(int32_t) xgr_pop_list;
-
 /* mask_cache.c: a context-free entry from a classification of the whole sorted
  * vocabulary (the accepted sorted positions as bits, vocab.h set_words words; the
  * uncertain ones with their pop depths; the rest rejected), in the smallest of the three

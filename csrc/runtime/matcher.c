@@ -23,6 +23,7 @@ struct xgr_matcher {
     XGR_VEC(int32_t) states;
     XGR_VEC(int32_t) lims;   /* per key: tokens longer than this need an exact check */
     XGR_VEC(int32_t) extra;  /* tokens a key's length limit sent to the exact check */
+    XGR_VEC(const xgr_mask_entry *) ents; /* fill_states: per key its entry, then its base */
     /* The row of the last fill that did parser work (exact checks, several entries), for
      * the last parser row it was computed at: its items, with every origin at or past
      * that row written as -1 ("this row"). A fill whose last parser row holds the same
@@ -72,6 +73,7 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->states);
     XGR_VEC_FREE(m->lims);
     XGR_VEC_FREE(m->extra);
+    XGR_VEC_FREE(m->ents);
     free(m->memo_row);
     XGR_VEC_FREE(m->memo_items);
     xgr_compiled_release(m->c);
@@ -96,9 +98,12 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
     m->stop_ids = xgr_malloc((n_stop ? n_stop : 1) * sizeof *m->stop_ids);
     m->tmp_bits = xgr_malloc((size_t)rw * sizeof *m->tmp_bits);
     m->checked_bits = xgr_calloc((size_t)rw, sizeof *m->checked_bits); /* zero between fills */
+    /* Room for a typical tool call's bytes up front: growing these a doubling at a time
+     * during the first tokens costs a cold realloc each. */
     if (!m->stop_ids || !m->tmp_bits || !m->checked_bits ||
         xgr_parser_init(&m->parser, c->fsm, c->opts.max_row_items) ||
-        xgr_mask_scratch_init(&m->scratch, c)) {
+        XGR_VEC_RESERVE(m->parser.items, 1024) || XGR_VEC_RESERVE(m->parser.row_begin, 256) ||
+        XGR_VEC_RESERVE(m->steps, 64) || xgr_mask_scratch_init(&m->scratch, c)) {
         xgr_matcher_free(m);
         return NULL;
     }
@@ -565,9 +570,8 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
     memset(row, 0, row_words * sizeof *row);
     if (!m->states.len) return XGR_OK;
     m->worked = 1;
-    const xgr_mask_entry **ents = xgr_malloc(2 * m->states.len * sizeof *ents), **raws;
-    if (!ents) return XGR_ERR_NOMEM;
-    raws = ents + m->states.len;
+    if (XGR_VEC_RESERVE(m->ents, 2 * m->states.len)) return XGR_ERR_NOMEM;
+    const xgr_mask_entry **ents = m->ents.data, **raws = ents + m->states.len;
     size_t got = 0;
     for (size_t j = 0; j < m->states.len && !rc; j++) {
         rc = xgr_mask_entry_get(m->c, &m->scratch, m->states.data[j], &ents[j]);
@@ -626,7 +630,6 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
     if (!rc && m->extra.len)
         rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
     clear_checked(m, ents, got);
-    free(ents);
     return rc;
 }
 
