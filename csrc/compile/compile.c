@@ -233,6 +233,12 @@ static void compiled_free(xgr_compiled *c) {
     free(c->fmemo);
     xgr_follow_tables_free(atomic_load(&c->follow));
     pthread_mutex_destroy(&c->fmemo_lock);
+    /* after every entry: the grammar's own ones lie here */
+    for (xgr_arena_chunk *k = c->arena, *next; k; k = next) {
+        next = k->next;
+        free(k);
+    }
+    pthread_mutex_destroy(&c->arena_lock);
     free(c->ref_begin);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
@@ -294,6 +300,11 @@ static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_comp
     atomic_init(&c->refcount, 1);
     atomic_init(&c->memory, sizeof *c);
     if (pthread_mutex_init(&c->fmemo_lock, NULL)) {
+        free(c);
+        return xgr_fail(XGR_ERR_NOMEM, "xgr_compile: cannot create a mutex");
+    }
+    if (pthread_mutex_init(&c->arena_lock, NULL)) {
+        pthread_mutex_destroy(&c->fmemo_lock);
         free(c);
         return xgr_fail(XGR_ERR_NOMEM, "xgr_compile: cannot create a mutex");
     }

@@ -100,6 +100,7 @@ typedef struct xgr_mask_entry_s {
     /* Bytes of array storage allocated with the entry itself, right behind it (mask_cache.c
      * entry_block): arrays that point there are not freed on their own. 0: none. */
     size_t block;
+    int32_t in_arena; /* the entry lies in its grammar's arena, freed with the grammar */
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */
@@ -191,8 +192,19 @@ struct xgr_compiled {
     xgr_follow_memo_slot *fmemo;
     size_t fmemo_cap, fmemo_len;
     _Atomic(xgr_follow_tables *) follow; /* built on the first follow check */
+    /* Storage for entries that live exactly as long as this grammar (mask_cache.c
+     * grammar_block): chunks, newest first, under the lock. */
+    pthread_mutex_t arena_lock;
+    struct xgr_arena_chunk *arena;
     atomic_size_t memory;
 };
+
+/* One chunk of a grammar's entry storage. */
+typedef struct xgr_arena_chunk {
+    struct xgr_arena_chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+} xgr_arena_chunk;
 
 #define XGR_SLOT_CHUNK 64
 

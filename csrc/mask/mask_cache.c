@@ -46,7 +46,7 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     xgr_region_sfx_free(e->sfx);
     xgr_region_sfx_free(e->psfx);
     free(e->uoff);
-    free(e);
+    if (!e->in_arena) free(e);
 }
 
 /* A zeroed entry with `extra` bytes behind it for its arrays, carved by the caller with
@@ -57,6 +57,42 @@ static xgr_mask_entry *entry_block(size_t extra, char **tail) {
     if (!e) return NULL;
     memset(e, 0, sizeof *e);
     e->block = extra;
+    *tail = (char *)(e + 1);
+    return e;
+}
+
+/* Entries of at most this many bytes (with their block) that live as long as their grammar
+ * come from the grammar's arena; chunks hold ARENA_CHUNK bytes. */
+#define ARENA_MAX 2048
+#define ARENA_CHUNK 16384
+
+/* entry_block for an entry that only grammar c holds (a sharpened entry, published in one
+ * of its slots): from c's arena when small, so a first visit makes no malloc for it. Its
+ * memory returns with the grammar; one that loses the race to publish (xgr_mask_entry_get)
+ * stays there unused until then. */
+static xgr_mask_entry *grammar_block(xgr_compiled *c, size_t extra, char **tail) {
+    size_t n = (sizeof(xgr_mask_entry) + extra + 15) & ~(size_t)15;
+    if (n > ARENA_MAX) return entry_block(extra, tail);
+    pthread_mutex_lock(&c->arena_lock);
+    xgr_arena_chunk *k = c->arena;
+    if (!k || k->cap - k->used < n) {
+        k = xgr_malloc(sizeof *k + ARENA_CHUNK);
+        if (!k) {
+            pthread_mutex_unlock(&c->arena_lock);
+            return NULL;
+        }
+        k->next = c->arena;
+        k->used = 0;
+        k->cap = ARENA_CHUNK;
+        c->arena = k;
+        atomic_fetch_add(&c->memory, sizeof *k + ARENA_CHUNK); /* (its entries: not again) */
+    }
+    xgr_mask_entry *e = (xgr_mask_entry *)((char *)k->data + k->used);
+    k->used += n;
+    pthread_mutex_unlock(&c->arena_lock);
+    memset(e, 0, sizeof *e);
+    e->block = extra;
+    e->in_arena = 1;
     *tail = (char *)(e + 1);
     return e;
 }
@@ -1033,12 +1069,12 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
     int32_t rule = rep >= 0 ? rep : f->state_rule[state];
     size_t nu = (size_t)raw->n_uncertain + 1, nx = rep >= 0 ? 8 : 0;
     char *tail = NULL;
-    xgr_mask_entry *e = entry_block((nu + nx) * 4, &tail);
+    xgr_mask_entry *e = grammar_block(c, (nu + nx) * 4, &tail);
     const xgr_region_sfx *S = raw->psfx;
     int8_t gkeep_local[256]; /* per suffix group, -1: not yet */
     int8_t *gkeep = !S || S->n <= 256 ? gkeep_local : xgr_malloc((size_t)S->n);
     if (!e || !gkeep) {
-        free(e);
+        xgr_mask_entry_free(e);
         return XGR_ERR_NOMEM;
     }
     int32_t *unc = block_take(&tail, nu * sizeof *unc);
@@ -1051,7 +1087,7 @@ static int sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state
             if (xgr_follow_first_admits(fo, rule, (uint8_t)b)) /* 1, or unknown */
                 e->exit_first[b >> 5] |= 1u << (b & 31);
         if (rc) {
-            free(e);
+            xgr_mask_entry_free(e);
             if (gkeep != gkeep_local) free(gkeep);
             return rc;
         }
@@ -1709,7 +1745,7 @@ int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_
     xgr_mask_entry *expected = NULL;
     if (atomic_compare_exchange_strong_explicit(slot, &expected, e,
                                                 memory_order_acq_rel, memory_order_acquire)) {
-        atomic_fetch_add(&c->memory, e->bytes);
+        atomic_fetch_add(&c->memory, e->in_arena ? e->bytes - sizeof *e - e->block : e->bytes);
         *out = e;
     } else {
         xgr_mask_entry_free(e);
