@@ -13,8 +13,6 @@
  * search; a wider one steps through the distinct bytes its range holds. */
 #define SPLIT_MAX 8
 
-/* Token lengths (+2) whose per-depth arrays xgr_descend keeps on the stack. */
-#define DEPTHS_LOCAL 258
 
 typedef struct {
     const struct xgr_vocab *v;
@@ -268,13 +266,13 @@ int xgr_descend(const struct xgr_vocab *v, const xgr_fsm *f, int32_t state, int 
     /* per-depth arrays: on the stack for the usual token lengths (a first visit on cold
      * caches pays more for a malloc than for the walk of a key state) */
     size_t depths = (size_t)v->max_token_len + 2;
-    int32_t local[3 * DEPTHS_LOCAL], *heap = NULL;
-    if (depths > DEPTHS_LOCAL) heap = malloc(3 * depths * sizeof *heap);
+    int32_t local[3 * XGR_DEPTHS_LOCAL], *heap = NULL;
+    if (depths > XGR_DEPTHS_LOCAL) heap = malloc(3 * depths * sizeof *heap);
     int32_t *arr = heap ? heap : local;
     x.path = arr;
     x.dstate = arr + depths;
     x.ext = arr + 2 * depths;
-    int rc = depths <= DEPTHS_LOCAL || heap ? XGR_OK : XGR_ERR_NOMEM;
+    int rc = depths <= XGR_DEPTHS_LOCAL || heap ? XGR_OK : XGR_ERR_NOMEM;
     /* depth 0: the first-byte table gives each child's range; no pop counts there */
     for (int32_t e = f->edge_begin[state]; e < f->edge_begin[state + 1] && !rc; e++) {
         const xgr_edge *ed = &f->edges[e];

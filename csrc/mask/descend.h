@@ -16,6 +16,11 @@
 /* In a rule with references, states this many byte edges or fewer from one take the pass. */
 #define XGR_DESCEND_REF_NEAR 3
 
+/* Per-depth arrays (a token's length + 2) up to this many items live on the stack (the
+ * descent's, mask_cache.c's length counts): a first visit on cold caches pays more for a
+ * malloc than for the walk of a key state. */
+#define XGR_DEPTHS_LOCAL 258
+
 /* Pop flags of a state (mask_cache.c pop[]): the rule can end here, or (in an opaque
  * rule) a reference starts here. A recorded pop depth with XGR_POP_REF_BIT set is a
  * reference start: no follow check applies to it. */

@@ -49,16 +49,21 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e->in_arena) free(e);
 }
 
-/* A zeroed entry with `extra` bytes behind it for its arrays, carved by the caller with
- * block_take. One allocation instead of one per array: a first visit runs on cold caches,
- * where each malloc costs more than the arrays' bytes (docs/mask-cache.md). */
-static xgr_mask_entry *entry_block(size_t extra, char **tail) {
-    xgr_mask_entry *e = xgr_malloc(sizeof *e + extra);
-    if (!e) return NULL;
+/* mem as a zeroed entry with `extra` bytes of block behind it. */
+static xgr_mask_entry *block_init(void *mem, size_t extra, char **tail) {
+    xgr_mask_entry *e = mem;
     memset(e, 0, sizeof *e);
     e->block = extra;
     *tail = (char *)(e + 1);
     return e;
+}
+
+/* A zeroed entry with `extra` bytes behind it for its arrays, carved by the caller with
+ * block_take. One allocation instead of one per array: a first visit runs on cold caches,
+ * where each malloc costs more than the arrays' bytes (docs/mask-cache.md). */
+static xgr_mask_entry *entry_block(size_t extra, char **tail) {
+    void *mem = xgr_malloc(sizeof(xgr_mask_entry) + extra);
+    return mem ? block_init(mem, extra, tail) : NULL;
 }
 
 /* Entries of at most this many bytes (with their block) that live as long as their grammar
@@ -87,13 +92,11 @@ static xgr_mask_entry *grammar_block(xgr_compiled *c, size_t extra, char **tail)
         c->arena = k;
         atomic_fetch_add(&c->memory, sizeof *k + ARENA_CHUNK); /* (its entries: not again) */
     }
-    xgr_mask_entry *e = (xgr_mask_entry *)((char *)k->data + k->used);
+    void *mem = (char *)k->data + k->used;
     k->used += n;
     pthread_mutex_unlock(&c->arena_lock);
-    memset(e, 0, sizeof *e);
-    e->block = extra;
+    xgr_mask_entry *e = block_init(mem, extra, tail);
     e->in_arena = 1;
-    *tail = (char *)(e + 1);
     return e;
 }
 
@@ -646,9 +649,9 @@ static size_t uncertain_bytes(const pop_list *pops, int32_t n) {
 
 /* Fills e's uncertain tokens and their pop depths from a pop list of n tokens, in e's
  * block (uncertain_bytes of it, taken last: the depths are 2-byte); ids maps a list
- * position to its token id. Returns the number of depths. */
-static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, int32_t n,
-                             const int32_t *ids, char **tail) {
+ * position to its token id. */
+static void set_uncertain(xgr_mask_entry *e, const pop_list *pops, int32_t n,
+                          const int32_t *ids, char **tail) {
     e->n_uncertain = n;
     e->uncertain = block_take(tail, ((size_t)n + 1) * sizeof *e->uncertain);
     e->pop_begin = block_take(tail, ((size_t)n + 1) * sizeof *e->pop_begin);
@@ -663,7 +666,6 @@ static int64_t set_uncertain(xgr_mask_entry *e, const pop_list *pops, int32_t n,
         e->pop_depth[np++] = (uint16_t)pops->data[k + 1];
     }
     e->pop_begin[ku] = (int32_t)np;
-    return (int64_t)np;
 }
 
 /* The form of a context-free entry with n_acc accepted and n_unc uncertain tokens: the
@@ -698,9 +700,8 @@ static xgr_mask_entry *entry_shell(const struct xgr_vocab *v, int form, int32_t 
     e->n_accepted = n_acc;
     if (form == XGR_MASK_BITSET) e->bits = block_take(&tail, own);
     else e->ids = block_take(&tail, own);
-    int64_t np = set_uncertain(e, pops, n_unc, v->sorted, &tail);
-    e->bytes = sizeof *e + ((size_t)n_unc + 1) * 8 + (size_t)np * 2 +
-               (form == XGR_MASK_BITSET ? (size_t)v->row_words * 4 : ((size_t)e->n_ids + 1) * 4);
+    set_uncertain(e, pops, n_unc, v->sorted, &tail);
+    e->bytes = sizeof *e + e->block;
     return e;
 }
 
@@ -1180,8 +1181,9 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
 /* ids sorted by token length, longest first (insertion into buckets by length). */
 static int sort_by_length_desc(const struct xgr_vocab *v, const int32_t *ids, int32_t n,
                                int32_t *out) {
-    int32_t maxl = v->max_token_len, local[258];
-    int32_t *cnt = maxl + 2 <= 258 ? local : xgr_malloc(((size_t)maxl + 2) * sizeof *cnt);
+    int32_t maxl = v->max_token_len, local[XGR_DEPTHS_LOCAL];
+    int32_t *cnt = maxl + 2 <= XGR_DEPTHS_LOCAL ? local
+                                                : xgr_malloc(((size_t)maxl + 2) * sizeof *cnt);
     if (!cnt) return XGR_ERR_NOMEM;
     memset(cnt, 0, ((size_t)maxl + 2) * sizeof *cnt);
     for (int32_t i = 0; i < n; i++) {
@@ -1432,9 +1434,9 @@ static int make_pair_entry(const token_list *tl, const pop_list *pops, const pop
     e->form = XGR_MASK_ACCEPTED_LIST;
     e->n_ids = e->n_accepted = (int32_t)acc->len;
     e->ids = block_take(&tail, (acc->len + 1) * sizeof *e->ids);
-    int64_t np = set_uncertain(e, pops, n_unc, tl->ids, &tail);
+    set_uncertain(e, pops, n_unc, tl->ids, &tail);
     for (size_t k = 0; k < acc->len; k++) e->ids[k] = tl->ids[acc->data[k]];
-    e->bytes = sizeof *e + (acc->len + 1) * 4 + ((size_t)e->n_uncertain + 1) * 8 + (size_t)np * 2;
+    e->bytes = sizeof *e + e->block;
     *out = e;
     return XGR_OK;
 }
