@@ -42,7 +42,11 @@ def backend(tokenizer, published):
     """Our backend, built as SGLang's factory builds it (no reasoning parser)."""
     from xgrammar2_sglang.backend import XGrammar2GrammarBackend
 
-    return XGrammar2GrammarBackend(tokenizer, vocab_size=QWEN3_VOCAB, model_eos_token_ids=QWEN3_EOS)
+    b = XGrammar2GrammarBackend(tokenizer, vocab_size=QWEN3_VOCAB, model_eos_token_ids=QWEN3_EOS)
+    # The same JSON language as upstream's backend for the parity tests: whitespace
+    # unbounded (the plugin's default bound is tested in test_dispatch / test_plugin).
+    b.max_whitespace_cnt = None
+    return b
 
 
 @pytest.fixture(scope="session")

@@ -223,6 +223,60 @@ def test_whitespace_options(tokenizer, published):
         walk(bounded.dispatch_json(schema), tokenizer, '{    "a": 1}', V)
 
 
+def test_whitespace_bound_reaches_tool_call_tags(tokenizer, published, monkeypatch):
+    """The json_schema contents of a tool-call tag get the engine's bound (default 16;
+    XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT=none lifts it); a tag's own bound wins."""
+    from xgrammar2_sglang.backend import XGrammar2GrammarBackend
+
+    params = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    tag = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>",
+                                                "content": {"type": "json_schema", "json_schema": params},
+                                                "end": "</f>"}}
+    call = "<f>{%s\"a\": 1}</f>"
+    b = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS)
+    assert b.max_whitespace_cnt == 16
+    walk(b.dispatch_structural_tag(json.dumps(tag)), tokenizer, call % (" " * 16), V)
+    with pytest.raises(AssertionError, match="masked"):
+        walk(b.dispatch_structural_tag(json.dumps(tag)), tokenizer, call % (" " * 17), V)
+    compact = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS, any_whitespace=False)
+    walk(compact.dispatch_structural_tag(json.dumps(tag)), tokenizer, call % " ", V)
+    with pytest.raises(AssertionError, match="masked"):
+        walk(compact.dispatch_structural_tag(json.dumps(tag)), tokenizer, call % "  ", V)
+    monkeypatch.setenv("XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT", "none")
+    unbounded = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS)
+    assert unbounded.max_whitespace_cnt is None
+    walk(unbounded.dispatch_structural_tag(json.dumps(tag)), tokenizer, call % (" " * 40), V)
+
+
+def test_broken_tool_error_names_it(tokenizer, published):
+    from sglang.srt.constrained.base_grammar_backend import InvalidGrammarObject
+
+    from xgrammar2_sglang.backend import XGrammar2GrammarBackend
+
+    good = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    bad = {"type": "object", "properties": {"u": {"type": "array", "enum": ["c", "f"]}}, "required": ["u"]}
+    tags = [{"begin": f'<tool_call>{{"name": "{n}", "arguments": ', "end": "}</tool_call>",
+             "content": {"type": "json_schema", "json_schema": p}} for n, p in (("a", good), ("b", good), ("set_units", bad))]
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"],
+                                                "tags": [dict(t, type="tag") for t in tags]}}
+    g = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS).dispatch_structural_tag(json.dumps(tag))
+    assert isinstance(g, InvalidGrammarObject)
+    assert "tools[2] (function 'set_units')" in g.error_message, g.error_message
+
+
+def test_unknown_format_compiles(tokenizer, published):
+    from xgrammar2_sglang.backend import XGrammar2GrammarBackend
+
+    b = XGrammar2GrammarBackend(tokenizer, V, QWEN3_EOS)
+    schema = json.dumps({"type": "object", "properties": {"v": {"type": "string", "format": "semver"},
+                                                          "n": {"type": "integer", "format": "int32"}},
+                         "required": ["v", "n"]})
+    g = b.dispatch_json(schema)
+    walk(g, tokenizer, '{"v": "1.2.3", "n": 2147483647}', V)
+    with pytest.raises(AssertionError, match="masked"):
+        walk(b.dispatch_json(schema), tokenizer, '{"v": "1.2.3", "n": 2147483648}', V)
+
+
 def test_new_grammars_build_masks_in_the_background(tokenizer, published, monkeypatch):
     """Each newly compiled grammar is handed to the background precompute (default K = 8),
     once; XGRAMMAR2_SGLANG_PRECOMPUTE_K=0 turns it off, and a bad value falls back to 8."""
@@ -298,6 +352,7 @@ def test_tokenizer_with_init_xgrammar(tokenizer, published):
             return info, list(QWEN3_EOS)
 
     ours_b = XGrammar2GrammarBackend(WithInit(), V, None)
+    ours_b.max_whitespace_cnt = None  # upstream's unbounded JSON whitespace, for parity
     up_b = XGrammarGrammarBackend(WithInit(), vocab_size=V)
     assert ours_b.override_stop_tokens == QWEN3_EOS
     assert ours_b.tokenizer_info.vocab_size == V

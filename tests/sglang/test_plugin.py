@@ -80,7 +80,8 @@ def test_create_grammar_backend_returns_ours(published, tokenizer):
 
     b = create_grammar_backend(published, tokenizer, QWEN3_VOCAB, set(QWEN3_EOS))
     assert type(b) is XGrammar2GrammarBackend
-    assert b.any_whitespace is True and b.max_whitespace_cnt is None
+    # Whitespace is bounded by default (xgrammar2.serving), SGLang's flags unset.
+    assert b.any_whitespace is True and b.max_whitespace_cnt == 16
     assert sorted(b.tokenizer_info.stop_token_ids) == sorted(QWEN3_EOS)
     assert b.tokenizer_info.vocab_size == QWEN3_VOCAB
 

@@ -67,6 +67,9 @@ def backends(vllm_config, tokenizer, model_config):
     from xgrammar2_vllm.patches import make_backend
 
     ours = make_backend(vllm_config, tokenizer)
+    # The same language as upstream's backend: whitespace unbounded (the plugin's default
+    # bound is tested in test_manager / the e2e servers).
+    ours.max_whitespace_cnt = None
     upstream = XgrammarBackend(vllm_config, tokenizer=tokenizer, vocab_size=model_config.get_vocab_size())
     return ours, upstream
 

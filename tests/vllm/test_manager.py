@@ -327,6 +327,59 @@ def test_json_whitespace_options(model_config, registered):
         _walk(h, h.request(json={"type": "object"}), h.encode('{ "a": 1}'))
 
 
+def test_whitespace_bounded_by_default_everywhere(model_config, registered):
+    """Default options: at most 16 whitespace characters in a row in JSON requests and in
+    the json_schema contents of structural tags; max_whitespace_cnt null lifts the bound;
+    disable_any_whitespace makes tag contents compact too."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    tag = {"type": "structural_tag", "format": {"type": "tag", "begin": "<f>",
+                                                "content": {"type": "json_schema", "json_schema": schema},
+                                                "end": "</f>"}}
+    h = Harness(make_manager(make_vllm_config(model_config)), model_config)
+    for so, text in (({"json": schema}, '{%s"a": 1}'), ({"structural_tag": json.dumps(tag)}, '<f>{%s"a": 1}</f>')):
+        _walk(h, h.request(**so), h.encode(text % (" " * 16)))
+        with pytest.raises(AssertionError, match="masked"):
+            _walk(h, h.request(**so), h.encode(text % (" " * 17)))
+    assert h.manager.backend.max_whitespace_cnt == 16
+    cfg = make_vllm_config(model_config)
+    cfg.additional_config = {"xgrammar2": {"max_whitespace_cnt": None}}
+    h = Harness(make_manager(cfg), model_config)
+    _walk(h, h.request(structural_tag=json.dumps(tag)), h.encode('<f>{%s"a": 1}</f>' % (" " * 40)))
+    h = Harness(make_manager(make_vllm_config(model_config, disable_any_whitespace=True)), model_config)
+    _walk(h, h.request(structural_tag=json.dumps(tag)), h.encode('<f>{"a":1}</f>'))
+    with pytest.raises(AssertionError, match="masked"):
+        _walk(h, h.request(structural_tag=json.dumps(tag)), h.encode('<f>{"a": 1}</f>'))
+
+
+def test_broken_tool_is_refused_naming_it(harness):
+    """Validation (the API server's 400) names the tool, not the tag index alone."""
+    from vllm.exceptions import VLLMValidationError
+
+    good = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    bad = {"type": "object", "properties": {"u": {"type": "array", "enum": ["c", "f"]}}, "required": ["u"]}
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"], "tags": [
+        {"type": "tag", "begin": f'<tool_call>{{"name": "{n}", "arguments": ', "end": "}</tool_call>",
+         "content": {"type": "json_schema", "json_schema": p}}
+        for n, p in (("a", good), ("b", good), ("set_units", bad))]}}
+    with pytest.raises(VLLMValidationError) as ei:
+        harness.params(structural_tag=json.dumps(tag))
+    assert "tools[2] (function 'set_units')" in str(ei.value), str(ei.value)
+
+
+def test_unknown_format_compiles_and_lenient_option(model_config, registered):
+    h = Harness(make_manager(make_vllm_config(model_config)), model_config)
+    req = h.request(json={"type": "object", "properties": {"v": {"type": "string", "format": "semver"}},
+                          "required": ["v"]})
+    assert any("semver" in w for w in req.structured_output_request.grammar.ctx.warnings)
+    _walk(h, req, h.encode('{"v": "x"}'))
+    from xgrammar2_vllm.backend import _read_options
+
+    cfg = make_vllm_config(model_config)
+    cfg.additional_config = {"xgrammar2": {"lenient": True}}
+    assert _read_options(cfg)["lenient"] is True
+    assert make_manager(cfg) is not None
+
+
 # ---- structural tags (tool calling) -----------------------------------------------------
 
 

@@ -22,6 +22,9 @@ class StructuralTagError(InvalidStructuralTagError):
     def __init__(self, path: str, message: str):
         self.path = path
         self.detail = message
+        #: The JSON pointer inside a ``json_schema`` content's schema, when the error is the
+        #: schema's (``#/properties/x``); None otherwise.
+        self.schema_pointer: "str | None" = None
         super().__init__(f"{path}: {message}")
 
 

@@ -145,6 +145,24 @@ def _sanitize_format(fmt: Any) -> None:
             _sanitize_format(v)
 
 
+def _whitespace_bound(option: Optional[int]) -> Optional[int]:
+    """The bound on consecutive JSON whitespace: SGLang's option when set (> 0), else
+    XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT (an int, or "none" for unbounded), else the
+    default of xgrammar2.serving."""
+    if option is not None and option > 0:
+        return int(option)
+    env = os.environ.get("XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT", "").strip().lower()
+    if env in ("none", "null", "unbounded"):
+        return None
+    if env:
+        if env.isdigit() and int(env) > 0:
+            return int(env)
+        logger.warning("XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT=%r is not an int > 0 or 'none'; using %d",
+                       env, xgr2.serving.DEFAULT_MAX_WHITESPACE_CNT)
+    return xgr2.serving.DEFAULT_MAX_WHITESPACE_CNT
+
+
+
 # ---- the backend -----------------------------------------------------------------------------
 
 
@@ -167,7 +185,11 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
         )
         self.vocab_size = vocab_size
         self.any_whitespace = bool(any_whitespace)
-        self.max_whitespace_cnt = max_whitespace_cnt if (max_whitespace_cnt or 0) > 0 else None
+        # Bounded by default in every JSON context, tool calls' tags included
+        # (xgrammar2.serving): SGLang's --constrained-json-max-whitespace-cnt sets the bound,
+        # XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT=none lifts it.
+        self.max_whitespace_cnt = _whitespace_bound(max_whitespace_cnt)
+        self.lenient = os.environ.get("XGRAMMAR2_SGLANG_LENIENT", "") in ("1", "true", "True")
         if whitespace_pattern:
             # xgrammar2 (like SGLang's xgrammar backend) takes a whitespace policy, not a regex.
             logger.warning(
@@ -230,6 +252,8 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
         kw: Dict[str, Any] = {"any_whitespace": self.any_whitespace}
         if self.any_whitespace and self.max_whitespace_cnt is not None:
             kw["max_whitespace_cnt"] = self.max_whitespace_cnt
+        if self.lenient:
+            kw["lenient"] = True
         return kw
 
     def dispatch_json(self, key_string: str) -> BaseGrammarObject:
@@ -253,7 +277,16 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
             schema = json.loads(key_string)
         except ValueError as e:
             raise ValueError(f"the JSON schema is not valid JSON: {e}") from None
-        return self.compiler.compile_json_schema(infer_types(schema), **self.json_kwargs())
+        schema = infer_types(schema)
+        try:
+            ctx = self.compiler.compile_json_schema(schema, **self.json_kwargs())
+        except ValueError as e:
+            named = xgr2.serving.name_tool_in_error(schema, e)
+            if named is None:
+                raise
+            raise ValueError(named) from e
+        xgr2.serving.log_unenforced_once(logger, ctx, key_string)
+        return ctx
 
     def dispatch_regex(self, key_string: str) -> BaseGrammarObject:
         return self._compile("regex", key_string, lambda: self.compiler.compile_regex(key_string))
@@ -277,7 +310,19 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
         else:
             _sanitize_format(tag["format"])
         tag.setdefault("type", "structural_tag")
-        return self.compiler_for_tag(tag).compile_structural_tag(tag)
+        # The tool-call tags SGLang builds carry their own JSON options: the engine's bound
+        # goes into their json_schema contents that set none.
+        # With --constrained-json-disable-any-whitespace SGLang's JSON layout has one space
+        # after ',' and ':' (upstream's separators), so tags get a bound of 1 there.
+        bound = self.max_whitespace_cnt if self.any_whitespace else 1
+        tag = xgr2.serving.bound_tag_whitespace(tag, bound, any_whitespace=True)
+        try:
+            return self.compiler_for_tag(tag).compile_structural_tag(tag)
+        except ValueError as e:
+            named = xgr2.serving.name_tool_in_error(tag, e)
+            if named is None:
+                raise
+            raise ValueError(named) from e
 
     def compiler_for_tag(self, tag: Any) -> "xgr2.GrammarCompiler":
         """The compiler for a structural tag: the engine's own. Control tokens a tag spells

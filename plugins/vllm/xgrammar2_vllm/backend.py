@@ -33,8 +33,6 @@ from vllm.v1.structured_output.backend_types import (
     StructuredOutputOptions,
 )
 
-from . import lark as _lark
-
 logger = logging.getLogger("vllm.xgrammar2_vllm")
 
 __all__ = [
@@ -50,6 +48,7 @@ _OPTION_TYPES = {
     "any_whitespace": bool,
     "max_whitespace_cnt": int,
     "strict_mode": bool,
+    "lenient": bool,
     "cache_limit_mb": int,
     "batch_fill": bool,
     "fill_threads": int,
@@ -57,6 +56,8 @@ _OPTION_TYPES = {
 }
 #: Smallest accepted value of the int options (1 unless listed).
 _INT_MIN = {"precompute_k": 0}
+#: Options that may be JSON null (``max_whitespace_cnt: null``: whitespace unbounded).
+_NULLABLE = {"max_whitespace_cnt"}
 
 #: Mask entries each newly compiled grammar builds in the background while its request
 #: waits for prefill (``precompute_k``; 0 turns it off).
@@ -108,14 +109,30 @@ def choice_to_ebnf(choices: Sequence[str]) -> str:
     return "root ::= " + " | ".join(alts)
 
 
-def grammar_spec_to_ebnf(spec: str) -> str:
-    """The EBNF of a ``grammar`` request: EBNF is returned as is; a Lark grammar is converted
-    when it uses only the supported subset (see :mod:`xgrammar2_vllm.lark`), else ValueError."""
+def _is_lark(spec: str) -> bool:
     from vllm.v1.structured_output.utils import grammar_is_likely_lark
 
-    if grammar_is_likely_lark(spec):
-        return _lark.lark_to_ebnf(spec)
-    return spec
+    return grammar_is_likely_lark(spec)
+
+
+def grammar_spec_to_ebnf(spec: str, validate: bool = False) -> str:
+    """What the engine compiles for a ``grammar`` request: EBNF is returned as is; a Lark
+    grammar (vLLM's ``grammar_is_likely_lark``: no line has ``::=``) becomes the EBNF of
+    xgrammar2's Lark front end (``Grammar.from_lark``), except when its special tokens need
+    the tokenizer (``<|eot_id|>``, ``<[*]>``): then the Lark text itself is returned and the
+    engine compiles it with ``compile_lark``. With ``validate`` the grammar is also parsed
+    (the special tokens of such a Lark grammar are checked when it compiles). Raises
+    ValueError with a line and column on an invalid grammar."""
+    if not _is_lark(spec):
+        if validate:
+            xgr2.Grammar.from_ebnf(spec)
+        return spec
+    from xgrammar2.lark import lower_lark
+
+    lowered = lower_lark(spec, defer_tokens=True)
+    if validate:
+        xgr2.Grammar.from_ebnf(lowered.ebnf)
+    return spec if lowered.needs_tokenizer else lowered.ebnf
 
 
 def _read_options(vllm_config: Any) -> Dict[str, Any]:
@@ -132,7 +149,9 @@ def _read_options(vllm_config: Any) -> Dict[str, Any]:
     opts = {}
     for k, v in raw.items():
         typ = _OPTION_TYPES.get(k)
-        if typ is None:
+        if v is None and k in _NULLABLE:
+            opts[k] = None
+        elif typ is None:
             logger.warning("additional_config.xgrammar2.%s is not an xgrammar2 option; ignored", k)
         elif typ is int and (isinstance(v, bool) or not isinstance(v, int) or v < _INT_MIN.get(k, 1)):
             logger.warning("additional_config.xgrammar2.%s must be an int >= %d; ignored", k, _INT_MIN.get(k, 1))
@@ -168,6 +187,34 @@ def _tokenizer_info(tokenizer: Any, vocab_size: int) -> "tuple[xgr2.TokenizerInf
     return info, vocab_size
 
 
+def legacy_tag_to_format(tag: Dict[str, Any]) -> Dict[str, Any]:
+    """vLLM's legacy ``{"structures": [{begin, schema, end}], "triggers": [...]}`` as a
+    current structural tag (``StructuralTag.from_legacy_structural_tag``: triggered tags
+    whose contents are JSON schemas), so that the engine's JSON options reach its schemas."""
+    structures = tag.get("structures")
+    triggers = tag.get("triggers", [])
+    if not isinstance(structures, list) or not isinstance(triggers, list):
+        raise ValueError("a legacy structural tag needs the lists 'structures' and 'triggers'")
+    items = []
+    for i, s in enumerate(structures):
+        if not isinstance(s, dict) or not isinstance(s.get("begin"), str) or not isinstance(s.get("end"), str):
+            raise ValueError(f"structures[{i}] needs string 'begin' and 'end'")
+        schema = s.get("schema", {})
+        items.append(xgr2.StructuralTagItem(begin=s["begin"], end=s["end"],
+                                            schema=schema if isinstance(schema, str) else json.dumps(schema)))
+    return xgr2.StructuralTag.from_legacy_structural_tag(items, list(triggers)).model_dump(by_alias=True)
+
+
+def _rebuildable(err: BaseException) -> bool:
+    """Whether ``type(err)(message)`` builds the same kind of error (keeps its class)."""
+    try:
+        type(err)("x")
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+
 @dataclass
 class Xgrammar2Backend(StructuredOutputBackend):
     """One per engine; created lazily by the first ``xgrammar2`` request."""
@@ -178,8 +225,11 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self.options = _read_options(cfg)
         self.disable_any_whitespace = bool(getattr(so_cfg, "disable_any_whitespace", False))
         self.any_whitespace = self.options.get("any_whitespace", not self.disable_any_whitespace)
-        self.max_whitespace_cnt = self.options.get("max_whitespace_cnt")
+        # Bounded by default in every JSON context (xgrammar2.serving): unbounded whitespace
+        # is how a model runs to max_tokens inside JSON. ``null`` lifts the bound.
+        self.max_whitespace_cnt = self.options.get("max_whitespace_cnt", xgr2.serving.DEFAULT_MAX_WHITESPACE_CNT)
         self.strict_mode = self.options.get("strict_mode", True)
+        self.lenient = self.options.get("lenient", False)
         self.batch_fill = self.options.get("batch_fill", True) and (
             os.environ.get("XGRAMMAR2_VLLM_BATCH_FILL", "1") != "0"
         )
@@ -207,9 +257,9 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self.max_rollback_tokens = self.num_speculative_tokens + 1 if self.num_speculative_tokens else 0
         logger.info(
             "xgrammar2 structured-output backend: vocab %d (tokenizer %d tokens), "
-            "any_whitespace=%s, spec tokens %d",
+            "any_whitespace=%s, max_whitespace_cnt=%s, spec tokens %d",
             self.vocab_size, len(self.tokenizer_info.encoded_vocab), self.any_whitespace,
-            self.num_speculative_tokens,
+            self.max_whitespace_cnt, self.num_speculative_tokens,
         )
 
     # ---- compilation ---------------------------------------------------------------------
@@ -220,7 +270,14 @@ class Xgrammar2Backend(StructuredOutputBackend):
             kw["separators"] = (",", ":")
         if self.max_whitespace_cnt is not None and self.any_whitespace:
             kw["max_whitespace_cnt"] = self.max_whitespace_cnt
+        if self.lenient:
+            kw["lenient"] = True
         return kw
+
+    def tag_with_options(self, tag: Any) -> Any:
+        """``tag`` with the engine's whitespace options in its ``json_schema`` contents that
+        set none (the tags vLLM builds for ``tools`` carry their own JSON options)."""
+        return xgr2.serving.bound_tag_whitespace(tag, self.max_whitespace_cnt, self.any_whitespace)
 
     def compiler_for_tag(self, tag: Any) -> "xgr2.GrammarCompiler":
         """The compiler for a structural tag: the engine's own. Control tokens a tag spells
@@ -233,7 +290,15 @@ class Xgrammar2Backend(StructuredOutputBackend):
         (a subclass) with xgrammar2's message when the request is invalid."""
         O = StructuredOutputOptions
         if request_type == O.JSON:
-            return self.compiler.compile_json_schema(grammar_spec, **self._json_kwargs())
+            try:
+                ctx = self.compiler.compile_json_schema(grammar_spec, **self._json_kwargs())
+            except ValueError as e:
+                named = xgr2.serving.name_tool_in_error(grammar_spec, e)
+                if named is None:
+                    raise
+                raise type(e)(named) if _rebuildable(e) else ValueError(named) from e
+            xgr2.serving.log_unenforced_once(logger, ctx, grammar_spec)
+            return ctx
         if request_type == O.JSON_OBJECT:
             kw = self._json_kwargs()
             kw["strict_mode"] = False  # any object, not only {}
@@ -241,7 +306,9 @@ class Xgrammar2Backend(StructuredOutputBackend):
         if request_type == O.REGEX:
             return self.compiler.compile_regex(grammar_spec)
         if request_type == O.GRAMMAR:
-            return self.compiler.compile_grammar(grammar_spec_to_ebnf(grammar_spec))
+            if _is_lark(grammar_spec):  # not rewritten to EBNF by the validator
+                return self.compiler.compile_lark(grammar_spec)
+            return self.compiler.compile_grammar(grammar_spec)
         if request_type == O.CHOICE:
             choices = json.loads(grammar_spec) if isinstance(grammar_spec, str) else grammar_spec
             return self.compiler.compile_grammar(choice_to_ebnf(choices))
@@ -254,14 +321,18 @@ class Xgrammar2Backend(StructuredOutputBackend):
         compiler = self.compiler_for_tag(tag)
         try:
             if isinstance(tag, dict) and "structures" in tag:
-                items = [
-                    xgr2.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
-                    for s in tag["structures"]
-                ]
-                return compiler.compile_structural_tag(items, tag.get("triggers", []))
-            return compiler.compile_structural_tag(grammar_spec)
+                # Legacy form: each schema becomes a json_schema content with the options.
+                tag = legacy_tag_to_format(tag)
+            bounded = self.tag_with_options(tag)
+            spec = grammar_spec if bounded is tag else json.dumps(bounded)
+            return compiler.compile_structural_tag(spec)
         except NotImplementedError as e:
             raise _structural_tag_unavailable(e) from e
+        except ValueError as e:
+            named = xgr2.serving.name_tool_in_error(tag, e)
+            if named is None:
+                raise
+            raise ValueError(named) from e
 
     def compile_grammar(
         self,
@@ -364,8 +435,8 @@ class Xgrammar2Grammar(StructuredOutputGrammar):
         self.num_processed_tokens -= num_tokens
         self._is_terminated = self.matcher.is_terminated()
 
-    def fill_bitmask(self, bitmask: Any, idx: int) -> None:
-        self.matcher.fill_next_token_bitmask(bitmask, idx)
+    def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
+        self.matcher.fill_next_token_bitmask(bitmask, batch_index)
 
     def is_terminated(self) -> bool:
         return self._is_terminated

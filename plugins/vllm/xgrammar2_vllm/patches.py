@@ -19,8 +19,11 @@ name with a pydantic Literal, so there is no registry to add to. What is changed
 5. Bitmasks: when the engine has no speculative decoding and no reasoning gate, the rows of
    all xgrammar2 requests of a step are filled by one ``fill_next_token_bitmask_batch`` call
    (C thread pool, GIL released) instead of one Python call per row; the manager's own
-   parallel path (> 128 requests) also batches. Anything else goes through vLLM's code.
+   parallel path (> 128 requests) also batches (its rows are 3-tuples on vLLM 0.32 and
+   4-tuples with ``masked_ids`` on 0.33). Anything else goes through vLLM's code.
    ``XGRAMMAR2_VLLM_BATCH_FILL=0`` turns this off.
+6. ``InputProcessor.__init__`` records the engine's xgrammar2 options for request
+   validation in the API server (so ``lenient`` is honoured there too).
 """
 
 from __future__ import annotations
@@ -138,21 +141,25 @@ def patch_manager() -> None:
 
             backend = self.backend
             batch = list(batch)
+            # Rows are (grammar, index, apply_bitmask) on vLLM 0.32 and (grammar, index,
+            # apply_bitmask, masked_ids) on 0.33: only the first three are read here; rows
+            # the grammar does not constrain go to vLLM's own code whole, whatever they hold.
             if (
                 len(batch) > 1
                 and isinstance(backend, Xgrammar2Backend)
                 and backend.batch_fill
-                and all(isinstance(g, Xgrammar2Grammar) for g, _, _ in batch)
+                and all(isinstance(item[0], Xgrammar2Grammar) for item in batch)
             ):
-                bitmask = self._grammar_bitmask
-                grammars, rows = [], []
-                for grammar, index, apply_bitmask in batch:
-                    if apply_bitmask:
-                        grammars.append(grammar)
-                        rows.append(index)
+                grammars, rows, others = [], [], []
+                for item in batch:
+                    if item[2]:
+                        grammars.append(item[0])
+                        rows.append(item[1])
                     else:
-                        bitmask[index].fill_(-1)
-                backend.fill_bitmasks(bitmask, grammars, rows)
+                        others.append(item)
+                backend.fill_bitmasks(self._grammar_bitmask, grammars, rows)
+                if others:
+                    original_fill(self, others)
                 return None
             return original_fill(self, batch)
 
@@ -325,6 +332,37 @@ def patch_cli() -> None:
         EngineArgs.add_cli_args = staticmethod(_mark(add_cli_args))
 
 
+def patch_input_processor() -> None:
+    """The API server validates requests in its InputProcessor; recording the engine's
+    xgrammar2 options there makes validation use the options the engine compiles with."""
+    try:
+        from vllm.v1.engine.input_processor import InputProcessor
+    except Exception:  # noqa: BLE001 - moved in a later vLLM: validation uses defaults
+        logger.debug("xgrammar2: vllm.v1.engine.input_processor.InputProcessor not found")
+        return
+    original = InputProcessor.__init__
+    if _is_patched(original):
+        return
+
+    @functools.wraps(original)
+    def __init__(self, vllm_config, *args, **kwargs):  # noqa: ANN001
+        original(self, vllm_config, *args, **kwargs)
+        so = getattr(vllm_config, "structured_outputs_config", None)
+        if getattr(so, "backend", None) == BACKEND or _mentions_xgrammar2(vllm_config):
+            from .backend import _read_options
+            from .validate import configure
+
+            configure(_read_options(vllm_config))
+
+    InputProcessor.__init__ = _mark(__init__)
+
+
+def _mentions_xgrammar2(vllm_config: Any) -> bool:
+    extra = getattr(vllm_config, "additional_config", None)
+    return isinstance(extra, dict) and "xgrammar2" in extra
+
+
 def apply_all() -> None:
-    for patch in (patch_config, patch_manager, patch_validation, patch_cli, patch_beam_search):
+    for patch in (patch_config, patch_manager, patch_validation, patch_cli, patch_beam_search,
+                  patch_input_processor):
         patch()

@@ -5,12 +5,13 @@ vLLM validates structured-output requests before they reach the engine
 HTTP 400 with its message. For any backend whose name starts with "xgrammar" vLLM would call
 upstream xgrammar's validator, which would reject what xgrammar cannot do (and accept what
 xgrammar2 cannot). The plugin routes ``xgrammar2`` requests here instead, so the answer is
-xgrammar2's own: the same front ends (JSON schema, regex, EBNF, Lark subset, structural tags)
+xgrammar2's own: the same front ends (JSON schema, regex, EBNF, Lark, structural tags)
 run here that will compile the grammar in the engine. A failure in the engine would instead
 finish the request with an error (HTTP 500 on vLLM 0.32) after it was accepted.
 
 Unlike upstream, ``choice`` is kept as a CHOICE request (the backend builds its grammar), and
-Lark grammars are rewritten to the EBNF the engine will compile.
+Lark grammars are rewritten to the EBNF the engine will compile (xgrammar2's Lark front end),
+except those whose special tokens need the tokenizer, which the engine compiles as Lark.
 """
 
 from __future__ import annotations
@@ -22,7 +23,20 @@ from typing import Any, Hashable
 
 import xgrammar2 as xgr2
 
-__all__ = ["validate_xgrammar2_request"]
+__all__ = ["validate_xgrammar2_request", "configure"]
+
+#: The engine's xgrammar2 options that change what compiles (``lenient``), recorded by
+#: :func:`configure` when vLLM builds its input processor in this process.
+_options: "dict[str, Any]" = {}
+
+
+def configure(options: "dict[str, Any]") -> None:
+    """Validates later requests with the engine's options (``--additional-config``'s
+    ``xgrammar2`` object), so the API server accepts exactly what the engine compiles."""
+    _options.clear()
+    _options.update(options)
+    with _ok_lock:
+        _ok.clear()
 
 # Requests often repeat the same schema / tool set; converting a large JSON schema takes tens
 # of milliseconds on the API server's event loop, so successful validations are remembered.
@@ -52,10 +66,14 @@ def _cached_value(key: Hashable) -> Any:
         return _ok.get(key)
 
 
-def _fail(message: str, parameter: str, err: BaseException) -> Exception:
+def _fail(message: str, parameter: str, err: BaseException, spec: Any = None) -> Exception:
     from vllm.exceptions import VLLMValidationError
 
-    exc = VLLMValidationError(f"xgrammar2: {message}: {err}", parameter=parameter)
+    # A tool-call schema or tag: name the tool whose parameters failed.
+    named = xgr2.serving.name_tool_in_error(spec, err) if spec is not None else None
+    if named is not None:
+        message, parameter = "a tool's parameters cannot be compiled", "tools"
+    exc = VLLMValidationError(f"xgrammar2: {message}: {named or err}", parameter=parameter)
     exc.__cause__ = err
     return exc
 
@@ -67,6 +85,7 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
         _structural_tag_unavailable,
         choice_to_ebnf,
         grammar_spec_to_ebnf,
+        legacy_tag_to_format,
     )
 
     so = sampling_params.structured_outputs
@@ -100,9 +119,9 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
         if _seen(key):
             return
         try:
-            xgr2.Grammar.from_json_schema(schema)
+            xgr2.Grammar.from_json_schema(schema, lenient=bool(_options.get("lenient", False)))
         except Exception as e:  # noqa: BLE001
-            raise _fail("unsupported or invalid JSON schema", "response_format.json_schema", e) from e
+            raise _fail("unsupported or invalid JSON schema", "response_format.json_schema", e, schema) from e
         _remember(key)
         return
 
@@ -111,8 +130,7 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
         ebnf = _cached_value(key)
         if ebnf is None:
             try:
-                ebnf = grammar_spec_to_ebnf(so.grammar)
-                xgr2.Grammar.from_ebnf(ebnf)
+                ebnf = grammar_spec_to_ebnf(so.grammar, validate=True)
             except Exception as e:  # noqa: BLE001
                 raise _fail("invalid grammar", "structured_outputs.grammar", e) from e
             _remember(key, ebnf)
@@ -124,23 +142,19 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
         key = ("structural_tag", so.structural_tag)
         if _seen(key):
             return
+        tag = None
         try:
             tag = json.loads(so.structural_tag)
             if isinstance(tag, dict) and "structures" in tag:
-                items = [
-                    xgr2.StructuralTagItem(begin=s["begin"], schema=json.dumps(s["schema"]), end=s["end"])
-                    for s in tag["structures"]
-                ]
-                xgr2.Grammar.from_structural_tag(items, tag.get("triggers", []))
-            else:
-                xgr2.Grammar.from_structural_tag(so.structural_tag)
+                tag = legacy_tag_to_format(tag)
+            xgr2.Grammar.from_structural_tag(tag if isinstance(tag, dict) else so.structural_tag)
         except NotImplementedError as e:
             err = _structural_tag_unavailable(e)
             raise _fail("unsupported structural tag", "structural_tag", err) from e
         except StructuralTagsUnavailable as e:
             raise _fail("unsupported structural tag", "structural_tag", e) from e
         except Exception as e:  # noqa: BLE001
-            raise _fail("invalid structural tag", "structural_tag", e) from e
+            raise _fail("invalid structural tag", "structural_tag", e, tag) from e
         _remember(key)
         return
     # json_object: nothing to validate.
