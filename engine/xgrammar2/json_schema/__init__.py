@@ -10,6 +10,7 @@ See docs/json-schema.md for the keyword policy and the exact semantics of each o
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -30,8 +31,16 @@ __all__ = [
 
 @dataclass
 class ConversionResult:
+    """The EBNF of a schema and the conversion's warnings: constraints not enforced (a
+    ``format`` JSON Schema treats as an annotation; with ``lenient=True``, dropped
+    unsupported keywords), each naming its JSON pointer."""
+
     ebnf: str
     warnings: list = field(default_factory=list)
+
+
+#: Logs each distinct conversion's warnings once (a cached conversion does not log again).
+_log = logging.getLogger("xgrammar2.json_schema")
 
 
 _CACHE_SIZE = 4096  # conversions; tool schemas recur across requests
@@ -70,9 +79,23 @@ def _check_options(any_whitespace, indent, separators, max_whitespace_cnt):
         raise ValueError("max_whitespace_cnt must be None or a non-negative int")
 
 
+def _check_excludes(excludes):
+    if excludes is None:
+        return ()
+    if isinstance(excludes, (str, bytes)) or not isinstance(excludes, (list, tuple)):
+        raise ValueError("excludes must be a list of non-empty strings")
+    out = []
+    for w in excludes:
+        if not isinstance(w, str) or not w:
+            raise ValueError("excludes must be a list of non-empty strings")
+        if w not in out:
+            out.append(w)
+    return tuple(out)
+
+
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, separators=None,
                         strict_mode: bool = True, max_whitespace_cnt=None, lenient: bool = False,
-                        ref_resolver=None) -> ConversionResult:
+                        ref_resolver=None, any_order: bool = False, excludes=None) -> ConversionResult:
     """Converts a JSON Schema to EBNF (root rule ``root``).
 
     Raises UnsupportedSchemaError (a keyword or value that cannot be enforced exactly; with
@@ -81,11 +104,27 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
 
     ``ref_resolver`` (xgrammar2 extension): a callable mapping an absolute document URI to a
     schema (dict/bool) or None; used for ``$ref`` to other documents, which are refused
-    otherwise. Results are not cached when it is given."""
+    otherwise. Results are not cached when it is given.
+
+    ``format``: known formats are enforced (docs/json-schema.md, "Formats"); any other value
+    is an annotation, as JSON Schema 2020-12 defines it: not enforced, and listed in
+    ``warnings`` (also logged once per distinct conversion on the ``xgrammar2.json_schema``
+    logger).
+
+    ``any_order``: object members may come in any order, exactly (every required property
+    present, no property twice, additionalProperties/patternProperties/propertyNames and
+    min/maxProperties enforced). Objects with more than ``emit.ANY_ORDER_MAX_KEYS`` named
+    properties are refused (lenient: upstream's relaxed any_order, with a warning).
+
+    ``excludes``: non-empty substrings that the raw text (before unescaping) of string
+    values without pattern/format and of property names must not contain, nested strings
+    included; const/enum strings containing one are removed (upstream's
+    ``JSONSchemaFormat.excludes`` of structural tags; docs/json-schema.md)."""
     _check_options(any_whitespace, indent, separators, max_whitespace_cnt)
+    excl = _check_excludes(excludes)
     s = _load(schema)
     opts = (bool(any_whitespace), indent, tuple(separators) if separators else None, bool(strict_mode),
-            max_whitespace_cnt, bool(lenient))
+            max_whitespace_cnt, bool(lenient), bool(any_order), excl)
     try:
         # The repr of JSON data tells any two values apart (1 / "1" / true), keeps the
         # property order the grammar enforces, and costs half a json.dumps: a tool schema
@@ -106,7 +145,7 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
                                                                    "'$dynamicRef'"))
     cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
     em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
-                 max_whitespace_cnt=max_whitespace_cnt)
+                 max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excl)
     try:
         u = cx.convert(s, "#")
         if "root" in cx.refs:
@@ -123,6 +162,9 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     if text is None:
         raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it", "#")
     res = (text, tuple(cx.warnings))
+    if res[1]:
+        _log.warning("JSON schema converted with %d constraint(s) not enforced: %s", len(res[1]),
+                     "; ".join(res[1]))
     if key is not None:
         with _lock:
             _cache[key] = res

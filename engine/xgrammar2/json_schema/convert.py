@@ -18,7 +18,7 @@ from .policy import KEYWORD_POLICY, Policy
 DEFAULT_BASE = "https://xgrammar2.invalid/schema.json"
 
 NUM_KW = frozenset(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"))
-STR_KW = frozenset(("minLength", "maxLength", "pattern", "format"))
+STR_KW = frozenset(("minLength", "maxLength", "pattern"))  # "format" is handled per type (_format)
 ARR_KW = frozenset(("items", "prefixItems", "minItems", "maxItems", "contains", "uniqueItems"))
 OBJ_KW = frozenset(("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
                     "minProperties", "maxProperties"))
@@ -29,8 +29,8 @@ TYPE_NAMES = ("null", "boolean", "object", "array", "number", "string", "integer
 TYPE_ORDER = ("object", "array", "string", "integer", "number", "boolean", "null")
 _SINGLE_TYPE = {t: [t] for t in TYPE_ORDER}
 
-_SEMANTIC = NUM_KW | STR_KW | ARR_KW | OBJ_KW | APPLICATOR_KW | {"type", "additionalItems", "minContains",
-                                                                 "maxContains", "then", "else"}
+_SEMANTIC = NUM_KW | STR_KW | ARR_KW | OBJ_KW | APPLICATOR_KW | {"type", "format", "additionalItems",
+                                                                 "minContains", "maxContains", "then", "else"}
 _UNSUPPORTED = frozenset(k for k, (p, _) in KEYWORD_POLICY.items() if p is Policy.UNSUPPORTED)
 
 _IN_PROGRESS = object()
@@ -110,6 +110,12 @@ class Converter:
 
     def invalid(self, keyword, ptr, msg):
         raise InvalidSchemaError(f"invalid schema at {ptr}: '{keyword}' {msg}", ptr, keyword)
+
+    def warn(self, msg):
+        """Records a conversion warning once (a schema may be converted under several
+        dynamic scopes)."""
+        if msg not in self.warnings:
+            self.warnings.append(msg)
 
     # ------------------------------------------------------------ $id / $anchor index
 
@@ -427,15 +433,41 @@ class Converter:
             st.discard("integer")
         return [x for x in TYPE_ORDER if x in st]
 
+    def _format(self, s, ptr, types):
+        """What ``format`` asks of this schema object (``types``: its type list, None when
+        untyped): (string regex AST or None, integer range (lo, hi) or None). JSON Schema
+        2020-12 makes ``format`` an annotation unless a format-assertion vocabulary is used;
+        the known formats are asserted (a format applies only to the instance types it
+        describes), any other value is not enforced and reported as a warning naming the
+        pointer and the format."""
+        if "format" not in s:
+            return None, None
+        f = s["format"]
+        if not isinstance(f, str):
+            self.invalid("format", ptr, "must be a string")
+        ast = fmts.format_ast(f)
+        if ast is not None:
+            return ast, None
+        rng = fmts.INTEGER_FORMAT_RANGES.get(f)
+        if rng is not None:
+            return None, rng
+        if f in fmts.REFUSED_FORMATS and types is not None and "string" not in types:
+            return None, None  # a string format on a schema without strings: nothing to enforce
+        if f not in fmts.UNCONSTRAINED_FORMATS:
+            why = fmts.REFUSED_FORMATS.get(f, "unknown format")
+            self.warn(f"{ptr}: format '{f}' is not enforced ({why}; JSON Schema treats format as an annotation)")
+        return None, None
+
     def _convert_full(self, s, ptr, base):
         types = self._types(s, ptr)
         keys = s.keys()
+        fmt_ast, fmt_range = self._format(s, ptr, types)
         nodes = []
         all_plain = True
         for t in (types if types is not None else TYPE_ORDER[:3] + ("number", "boolean", "null")):
             if t in ("integer", "number"):
-                if keys & NUM_KW:
-                    n = self._num(s, ptr, t == "integer")
+                if keys & NUM_KW or fmt_range is not None:
+                    n = self._num(s, ptr, t == "integer", fmt_range)
                     all_plain = False
                     if n is None:
                         continue
@@ -446,8 +478,8 @@ class Converter:
                     if t == "integer":
                         all_plain = False
             elif t == "string":
-                if keys & STR_KW:
-                    n = self._str(s, ptr)
+                if keys & STR_KW or fmt_ast is not None:
+                    n = self._str(s, ptr, fmt_ast)
                     all_plain = False
                     if n is None:
                         continue
@@ -781,7 +813,9 @@ class Converter:
             self.invalid(k, ptr, "must be a non-negative integer")
         return int(v)
 
-    def _num(self, s, ptr, integer):
+    def _num(self, s, ptr, integer, fmt_range=None):
+        """The number node of a schema object; ``fmt_range``: the inclusive (lo, hi) of an
+        int32 / int64 ``format``, intersected with the schema's own bounds."""
         lo = self._get_num(s, "minimum", ptr)
         hi = self._get_num(s, "maximum", ptr)
         lo_x = hi_x = False
@@ -798,6 +832,12 @@ class Converter:
             x = self._get_num(s, "exclusiveMaximum", ptr)
             if hi is None or x <= hi:
                 hi, hi_x = x, True
+        if fmt_range is not None:
+            flo, fhi = Decimal(fmt_range[0]), Decimal(fmt_range[1])
+            if lo is None or flo > lo:
+                lo, lo_x = flo, False
+            if hi is None or fhi < hi:
+                hi, hi_x = fhi, False
         mults = ()
         if "multipleOf" in s:
             m = self._get_num(s, "multipleOf", ptr)
@@ -825,7 +865,9 @@ class Converter:
             full = rx.cat(rx.ANY_STAR, raw, rx.ANY_STAR)
         return full
 
-    def _str(self, s, ptr):
+    def _str(self, s, ptr, fmt_ast=None):
+        """The string node of a schema object; ``fmt_ast``: the full-match regex of its
+        ``format`` when that format constrains strings (see _format)."""
         minl = self._get_count(s, "minLength", ptr) or 0
         maxl = self._get_count(s, "maxLength", ptr)
         if maxl is not None and minl > maxl:
@@ -835,16 +877,8 @@ class Converter:
             full = self._pattern_ast(s["pattern"], "pattern", ptr)
             if full is not None and full != rx.ANY_STAR:
                 pos.append((full, ptr))
-        if "format" in s:
-            f = s["format"]
-            if not isinstance(f, str):
-                self.invalid("format", ptr, "must be a string")
-            ast = fmts.format_ast(f)
-            if ast is None:
-                why = fmts.REFUSED_FORMATS.get(f, "unknown format")
-                self.unsupported("format", ptr, f"format '{f}': {why}")
-            else:
-                pos.append((ast, ptr))
+        if fmt_ast is not None:
+            pos.append((fmt_ast, ptr))
         return Str(minl, maxl, tuple(pos), (), src=ptr)
 
     def _arr(self, s, ptr, base):

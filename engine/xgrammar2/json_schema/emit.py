@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from decimal import Decimal
 
 from . import automaton as fa
@@ -13,13 +14,25 @@ from . import grammar as G
 from . import ir
 from . import numeric
 from . import regex as rx
+from . import spelling as sp
 from .convert import _sanitize
+from .errors import UnsupportedSchemaError
 from .grammar import EPS, alt, lit, opt, ref, rep, seq
 
 MAX_INDENT_DEPTH = 32
 STATE_LIMIT = 4000
 UNIQUE_MAX_VALUES = 12
 PERMUTE_MAX_KEYS = 4
+# any_order: exact matching (every required key present, no key twice) tracks the set of
+# named properties seen, one grammar state per subset: 2^n. Past this many named properties
+# of one object the option is refused (lenient: upstream's relaxed any_order, with a warning).
+# Measured (docs/json-schema.md, "any_order"): 10 named properties cost ~45 ms to convert and
+# compile and ~4.5 MB of compiled grammar; 12 cost ~0.2 s and ~18 MB.
+ANY_ORDER_MAX_KEYS = 10
+# excludes: a string's minLength/maxLength are kept (exactly) while (bound + 1) x spelling
+# states x exclusion states stays under this estimate (~25 ms to convert at the limit), else
+# dropped with a warning, as upstream always does.
+EXCLUDES_LENGTH_STATES = 1024
 Q = ("lit", '"')
 _str_text_cache: dict = {}
 
@@ -42,8 +55,12 @@ def _small(e) -> bool:
 
 
 class Emitter:
-    def __init__(self, cx, *, any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=None):
+    def __init__(self, cx, *, any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=None,
+                 any_order=False, excludes=()):
         self.cx = cx
+        self.any_order = bool(any_order)
+        # excludes: substrings forbidden in the raw text of strings (spelling.py)
+        self.excl = tuple(excludes)
         self.g = G.Grammar()
         self.any_ws = any_whitespace
         if isinstance(indent, int) and not isinstance(indent, bool):
@@ -60,6 +77,8 @@ class Emitter:
         self._pending: list = []
         self._ref_nesting = 0
         self._layouts: dict = {}
+        if self.excl:
+            self.g.may_be_empty = True  # a listed key or a constant may be excluded entirely
 
     # ------------------------------------------------------------ diagnostics
 
@@ -75,7 +94,7 @@ class Emitter:
         g = self.g
         if name == "ws":
             hi = self.max_ws
-            g.define("ws", rep(G.cls(cs.of_chars(" \n\t")), 0, hi))
+            g.define("ws", rep(G.cls(cs.of_chars(" \n\t\r")), 0, hi))
         elif name == "char":
             g.define("char", G.json_char(cs.SCALARS, full=True))
         elif name == "key_rest":
@@ -83,7 +102,10 @@ class Emitter:
         elif name == "char_u":
             g.define("char_u", G._u_escape(G.U_ELIGIBLE))
         elif name == "string":
-            g.define("string", seq(Q, rep(self.shared("char"), 0, None), Q))
+            if self.excl:
+                g.define("string", seq(Q, self.excl_body(fa.length_dfa(0, None), True, "string_x")))
+            else:
+                g.define("string", seq(Q, rep(self.shared("char"), 0, None), Q))
         elif name == "integer":
             g.define("integer", alt(lit("0"), seq(opt(lit("-")), G.cls(cs.of_chars("123456789")),
                                                   rep(G.cls(cs.of_chars("0123456789")), 0, None))))
@@ -361,7 +383,7 @@ class Emitter:
         if isinstance(v, (int, float, Decimal)):
             return self.num_text(v)
         if isinstance(v, str):
-            return self.str_text(v)
+            return self.excl_text(v, False) if self.excl else self.str_text(v)
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         if isinstance(v, list):
             if not v:
@@ -374,7 +396,19 @@ class Emitter:
             return seq(*out)
         if not v:
             return eo
-        pairs = [seq(self.str_text(k, key=True), kv, self.value_text(x, depth + 1)) for k, x in v.items()]
+        pairs = [seq(self.key_text(k), kv, self.value_text(x, depth + 1)) for k, x in v.items()]
+        if any(p is None for p in pairs):
+            return None
+        if self.any_order and PERMUTE_MAX_KEYS < len(pairs) <= ANY_ORDER_MAX_KEYS:
+            rn = "const_" + hashlib.blake2b(repr((pairs, oo, oc, sep)).encode(), digest_size=5).hexdigest()
+            hit = self._memo.get(("const_obj", rn))
+            if hit is None:
+                firsts = [p if _small(p) else self.intern(f"{rn}__k{i}", p) for i, p in enumerate(pairs)]
+                nexts = [seq(sep, f) for f in firsts]
+                content = self._subsets(f"{rn}__o", firsts, nexts, (1 << len(pairs)) - 1, None, None, 0, None,
+                                        False, 0)
+                hit = self._memo[("const_obj", rn)] = seq(oo, content, oc)
+            return hit
         orders = itertools.permutations(pairs) if len(pairs) <= PERMUTE_MAX_KEYS else [pairs]
         alts = []
         for order in orders:
@@ -384,6 +418,61 @@ class Emitter:
             out.append(oc)
             alts.append(seq(*out))
         return alt(*alts)
+
+    # ------------------------------------------------------------ excludes
+
+    def excl_body(self, d, full, name):
+        """Rules for the raw text of a string after its opening quote (through the closing
+        one) whose decoding is in the automaton ``d`` and which contains no excluded word;
+        None when there is none. Raises automaton.AutomatonTooLarge."""
+        x = sp.excluded_dfa(d, full, self.excl, STATE_LIMIT)
+        if x.is_empty():
+            return None
+        key = ("excl", x.key())
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self._memo[key] = G.dfa_to_rules(self.g, x, self.g.unique(name), Q, G.cls)
+        return hit
+
+    def excl_text(self, s, key):
+        """str_text(s, key) without the spellings that contain an excluded word; None when
+        every spelling does."""
+        ok, every = sp.literal_excluded(s, key, self.excl)
+        if every:
+            return self.str_text(s, key)
+        if ok.is_empty():
+            return None
+        return seq(Q, G.dfa_to_expr(ok, G.cls), Q)
+
+    def key_text(self, k):
+        return self.excl_text(k, True) if self.excl else self.str_text(k, key=True)
+
+    def _excl_string(self, n, name):
+        """A string without pattern/format under ``excludes``: its raw text avoids the
+        excluded words; lengths and negated patterns are kept exactly while the automaton
+        stays small, else the lengths are dropped. Returns (expression, [(dropped keyword,
+        why)])."""
+        lengths = n.minl or n.maxl is not None
+        try:
+            if n.neg:
+                d = self.string_dfa(n)
+            else:
+                if n.maxl is not None or n.minl:
+                    top = n.maxl if n.maxl is not None else n.minl
+                    est = (top + 1) * sp.spell_dfa(fa.length_dfa(0, None), True).n * \
+                        sp.avoid_dfa(self.excl).n
+                    if est > EXCLUDES_LENGTH_STATES:
+                        raise fa.AutomatonTooLarge(f"about {est} states")
+                d = fa.length_dfa(n.minl, n.maxl)
+            body = self.excl_body(d, True, name + "__xs")
+        except rx.RegexUnsupported as e:
+            if lengths:
+                why = f"length x exclusion automaton too large: {e}"
+                kws = [(k, why) for k, on in (("minLength", n.minl), ("maxLength", n.maxl is not None)) if on]
+                return self.string(n.copy(minl=0, maxl=None), name), kws
+            self.unsupported("not", n.src, f"{e}: a negated pattern on a string filtered by excludes")
+            return self.shared("string"), []
+        return (seq(Q, body) if body is not None else None), []
 
     # ------------------------------------------------------------ numbers
 
@@ -458,6 +547,15 @@ class Emitter:
     def string(self, n, name):
         if n.is_plain():
             return self.shared("string")
+        if self.excl and not n.pos:
+            key = ("xstr", n.minl, n.maxl, n.neg)
+            hit = self._memo.get(key)
+            if hit is None:
+                hit = self._memo[key] = self._excl_string(n, name)
+            e, dropped = hit
+            for k, why in dropped:  # named for every string they are dropped from
+                self.cx.warn(f"{n.src}: dropped '{k}': not enforced on a string filtered by excludes ({why})")
+            return e
         key = ("str", n.minl, n.maxl, n.pos, n.neg)
         hit = self._memo.get(key)
         if hit is None:
@@ -745,12 +843,13 @@ class Emitter:
                 for nu in n.names:
                     if u and not ir.validate(cx, nu, k):
                         u = ir.NEVER
-                e = self.sub(u, f"{name}_{_sanitize(k, 30)}", depth + 1) if u else None
+                kt = self.key_text(k) if u else None
+                e = self.sub(u, f"{name}_{_sanitize(k, 30)}", depth + 1) if kt is not None else None
                 if e is None:
                     if k in req:
                         return None
                     continue
-                entries.append((seq(self.str_text(k, key=True), kv, e), k in req))
+                entries.append((seq(kt, kv, e), k in req))
             extras = self.object_extras(n, addl, listed, name, depth, kv)
         except ir.NotExpressible as e:
             self.unsupported("patternProperties" if n.patterns else "properties", n.src, str(e))
@@ -766,6 +865,10 @@ class Emitter:
             pmin, pmax = 0, None
         cap = max(pmin, 1) if pmax is None else pmax
         nent = len(entries)
+        if self.any_order and (nent > 1 or (nent == 1 and extras is not None)):
+            content = self.any_order_content(n, entries, extras, pmin, pmax, bounded, nreq, sep, name)
+            empty_ok = nreq == 0 and pmin == 0
+            return alt(eo if empty_ok else None, seq(oo, content, oc) if content is not None else None)
         if (nent + 1) * (cap + 1) > STATE_LIMIT:
             if bounded:
                 self.unsupported("maxProperties" if pmax is not None else "minProperties", n.src,
@@ -819,6 +922,106 @@ class Emitter:
         empty_ok = nreq == 0 and pmin == 0
         return alt(eo if empty_ok else None, seq(oo, content, oc) if content is not None else None)
 
+    def any_order_content(self, n, entries, extras, pmin, pmax, bounded, nreq, sep, name):
+        """Members in any order (option ``any_order``), exactly: every required property
+        present, no named property twice, min/maxProperties counted. The state is the set
+        of named properties seen (and, when additional properties are allowed and the count
+        is bounded, the number of members so far)."""
+        nent = len(entries)
+        track = bounded and extras is not None
+        cap = (max(pmin, 1) if pmax is None else pmax) if track else 0
+        if nent > ANY_ORDER_MAX_KEYS:
+            why = (f"any_order with {nent} named properties: exact any-order matching (every required property "
+                   f"present, no property twice) needs one grammar state per subset of them (2^{nent}); at most "
+                   f"{ANY_ORDER_MAX_KEYS} are supported")
+            if not self.cx.lenient:
+                raise UnsupportedSchemaError(f"unsupported schema at {n.src}: {why} (lenient=True falls back to "
+                                             f"upstream's relaxed any_order with a warning)", n.src, "properties")
+            self.cx.warn(f"{n.src}: any_order: presence of required properties and uniqueness of keys are not "
+                         f"enforced ({nent} named properties exceed the exact any-order limit of "
+                         f"{ANY_ORDER_MAX_KEYS}); property values and names are")
+            member = alt(*[kvx for kvx, _ in entries], extras)
+            lo = max(pmin, nreq, 1)
+            if pmax is not None and lo > pmax:
+                return None
+            return seq(member, rep(seq(sep, member), lo - 1, None if pmax is None else pmax - 1))
+        if track:
+            # (set, count) states: a set of k named properties with k..top members so far
+            top = pmax if pmax is not None else cap
+            ks = range(nent + 1) if pmax is None else range(min(nent, pmax) + 1)
+            states = sum(math.comb(nent, k) * (max(top, k) - k + 1) for k in ks)
+            if states > 2 << ANY_ORDER_MAX_KEYS:
+                self.unsupported("maxProperties" if pmax is not None else "minProperties", n.src,
+                                 f"counting properties in any order needs {states} states (subsets of the "
+                                 f"named properties x member counts; limit {2 << ANY_ORDER_MAX_KEYS})")
+                pmin, pmax, track, cap = 0, None, False, 0
+        firsts = []
+        nexts = []
+        for i, (kvx, _) in enumerate(entries):
+            first = kvx if _small(kvx) else self.intern(f"{name}__k{i}", kvx)
+            nxt = seq(sep, first)
+            firsts.append(first)
+            nexts.append(nxt if _small(nxt) else self.intern(f"{name}__m{i}", nxt))
+        xf = xn = None
+        if extras is not None:
+            xf = extras if _small(extras) else self.intern(f"{name}__k_x", extras)
+            xn = seq(sep, xf)
+            xn = xn if _small(xn) else self.intern(f"{name}__m_x", xn)
+        req_mask = 0
+        for i, (_, r) in enumerate(entries):
+            if r:
+                req_mask |= 1 << i
+        return self._subsets(f"{name}__o", firsts, nexts, req_mask, xf, xn, pmin, pmax, track, cap)
+
+    def _subsets(self, rn, firsts, nexts, req_mask, xf, xn, pmin, pmax, track, cap):
+        """Right-linear rules over (set of named members seen, member count): the content
+        of an object whose members come in any order, none twice, the ``req_mask`` ones
+        required, ``xf``/``xn`` (additional properties, first/after a separator) any number
+        of times. The count is tracked only when ``track`` (else it is the set's size, or
+        "something was emitted" when there are additional properties)."""
+        nent = len(firsts)
+        memo = {}
+
+        cyclic = xf is not None  # additional members keep the set: a state may repeat
+
+        def state(mask, c):
+            key = (mask, c)
+            if key in memo:
+                return memo[key]
+            nm = f"{rn}{mask:x}" + (f"_{c}" if track else ("f" if c == 0 else ""))
+            if cyclic:
+                nm = self.g.unique(nm)
+                self.g.define(nm, None)
+                memo[key] = ref(nm)
+            alts = []
+            if c > 0 and mask & req_mask == req_mask and c >= pmin:
+                alts.append(EPS)
+            room = pmax is None or c + 1 <= pmax
+            if room:
+                for i in range(nent):
+                    if not mask >> i & 1:
+                        nc = c + 1 if (track or xf is None) else 1
+                        if track and pmax is None:
+                            nc = min(nc, cap)
+                        m, st = firsts[i] if c == 0 else nexts[i], state(mask | 1 << i, nc)
+                        # (two rules: the common case, built without seq's flattening)
+                        alts.append(("seq", (m, st)) if m[0] == "ref" and st is not None and st[0] == "ref"
+                                    else seq(m, st))
+                if xf is not None:
+                    nc = (min(c + 1, cap) if pmax is None else c + 1) if track else 1
+                    alts.append(seq(xf if c == 0 else xn, state(mask, nc)))
+            body = alt(*alts)
+            if cyclic:
+                self.g.define(nm, body)
+                return memo[key]
+            if body is None or _small(body):
+                memo[key] = body
+                return body
+            memo[key] = self.intern(self.g.unique(nm), body)
+            return memo[key]
+
+        return state(0, 0)
+
     def object_extras(self, n, addl, listed, name, depth, kv):
         """Alternatives for one additional property (key, separator, value), or None."""
         cx = self.cx
@@ -831,6 +1034,7 @@ class Emitter:
                 if ast not in pats:
                     pats.append(ast)
         names_dfa = None
+        names_pos = bool(self.excl) and any(self._has_pattern(nu) for nu in n.names)
         if n.names:
             for nu in n.names:
                 d = self.names_dfa(nu)
@@ -854,6 +1058,8 @@ class Emitter:
             if not u:
                 return None
             key = self.key_not_in(listed_set)
+            if key is None:
+                return None
             v = self.sub(u, f"{name}_addl", depth + 1)
             if v is None:
                 return None
@@ -912,12 +1118,32 @@ class Emitter:
                 d = fa.restrict_alphabet(d)
                 if d.is_empty():
                     continue
-                key = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(f"{name}__key{i}"), Q,
-                                            lambda c: self.char_ref(c, False)))
+                if self.excl and not m and not names_pos:
+                    # Keys matching no pattern are filtered; a pattern alone decides its keys.
+                    try:
+                        body = self.excl_body(d, False, f"{name}__key{i}")
+                    except rx.RegexUnsupported as e:
+                        raise ir.NotExpressible(f"{e}: the property-name automaton with excludes is too large")
+                    if body is None:
+                        continue
+                    key = seq(Q, body)
+                else:
+                    key = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(f"{name}__key{i}"), Q,
+                                                lambda c: self.char_ref(c, False)))
             v = self.sub(u, f"{name}_addl{i}", depth + 1)
             if v is not None:
                 alts.append(seq(key, kv, v))
         return alt(*alts)
+
+    def _has_pattern(self, nu, depth=0):
+        """Whether a propertyNames union constrains strings by pattern/format."""
+        for node in nu:
+            if node.kind == "ref" and depth < 8:
+                if self._has_pattern(self.cx.ref_union(node.name), depth + 1):
+                    return True
+            elif node.kind == "string" and node.pos:
+                return True
+        return False
 
     def names_dfa(self, nu):
         d = None
@@ -943,6 +1169,12 @@ class Emitter:
         """A JSON string (with quotes) whose decoded value is not one of ``words``."""
         if not words:
             return self.shared("string")
+        if self.excl:
+            try:
+                body = self.excl_body(fa.negate(fa.literal_set_dfa(words)), False, "key_x")
+            except rx.RegexUnsupported as e:
+                raise ir.NotExpressible(f"{e}: the property-name automaton with excludes is too large")
+            return seq(Q, body) if body is not None else None
         trie: dict = {}
         for w in words:
             t = trie

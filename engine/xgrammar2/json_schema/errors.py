@@ -1,8 +1,9 @@
-"""Exceptions raised by the JSON Schema converter. All are ``ValueError`` subclasses so
-callers that catch ``ValueError`` (as for upstream xgrammar) keep working."""
+"""Exceptions raised by the JSON Schema converter. All are ``ValueError`` subclasses, and
+``RuntimeError`` ones too: upstream xgrammar raises RuntimeError for a schema it cannot
+convert, so callers that catch either keep working."""
 
 
-class SchemaError(ValueError):
+class SchemaError(ValueError, RuntimeError):
     """Base class; ``pointer`` is the JSON pointer (``#/...``) of the offending schema."""
 
     def __init__(self, message: str, pointer: str = "#", keyword: str | None = None):

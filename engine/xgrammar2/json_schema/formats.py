@@ -14,6 +14,11 @@ Each entry is exact for its RFC grammar, or a documented *subset* of it (never a
 * duration: RFC 3339 appendix A ABNF.
 * ipv4 / ipv6 / uuid / uri / uri-reference / uri-template / json-pointer /
   relative-json-pointer: the RFC ABNF.
+
+OpenAPI 3 formats: ``byte`` is base64 (RFC 4648 standard alphabet, padded, exact);
+``int32`` / ``int64`` bound integers and numbers to the type's range (convert.py);
+``float``, ``double``, ``binary`` and ``password`` add no constraint. Every other value, and
+REFUSED_FORMATS, is an annotation: not enforced, reported as a conversion warning.
 """
 
 from __future__ import annotations
@@ -119,7 +124,27 @@ FORMATS = {
     "relative-json-pointer": f"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})",
 }
 
-# Formats known to the specification that we refuse (no exact regular grammar).
+# OpenAPI 3 data-type formats (OpenAPI Specification 3.x, "Data Types"), given their
+# meaning here. "byte" is base64 (RFC 4648 section 4: the standard alphabet, whole 4-character
+# quanta, '=' padding); see STRING_FORMATS below.
+_BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+
+#: Formats that constrain strings: a full-match regex (the RFC formats above plus
+#: OpenAPI's "byte").
+STRING_FORMATS = dict(FORMATS, byte=_BASE64)
+
+#: OpenAPI integer formats: the inclusive range of values of an integer or number instance.
+INTEGER_FORMAT_RANGES = {
+    "int32": (-(2 ** 31), 2 ** 31 - 1),
+    "int64": (-(2 ** 63), 2 ** 63 - 1),
+}
+
+#: Known formats that add no constraint to any JSON value: OpenAPI's "float" / "double"
+#: (any JSON number) and "binary" / "password" (any string).
+UNCONSTRAINED_FORMATS = frozenset(("float", "double", "binary", "password"))
+
+# Formats known to the specification that we cannot enforce (no exact regular grammar):
+# they compile unenforced, as annotations, with a warning (as unknown formats do).
 REFUSED_FORMATS = {
     "regex": "the set of valid ECMA-262 regexes is not a regular language",
     "idn-email": "needs IDNA tables",
@@ -132,11 +157,12 @@ _cache: dict = {}
 
 
 def format_ast(name: str):
-    """Full-match regex AST for a format, or None if the format is not supported."""
-    if name not in FORMATS:
+    """Full-match regex AST of a string format (STRING_FORMATS), or None when the format
+    does not constrain strings (unknown, refused, or a format of another type)."""
+    if name not in STRING_FORMATS:
         return None
     r = _cache.get(name)
     if r is None:
-        r = rx.parse(FORMATS[name])
+        r = rx.parse(STRING_FORMATS[name])
         _cache[name] = r
     return r

@@ -72,7 +72,10 @@ KEYWORD_POLICY: dict = {
                    "and \\b are refused, as are intersections exceeding the state limit"),
     "format": (E, "date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri, "
                   "uri-reference, uri-template, json-pointer, relative-json-pointer (see "
-                  "formats.py for documented subsets); other values are refused"),
+                  "formats.py for documented subsets), OpenAPI byte (base64) and int32/int64 "
+                  "(integer range); float, double, binary, password add nothing; a format "
+                  "applies only to the types it describes; other values (regex, idn-*, iri*, "
+                  "unknown) are annotations: not enforced, with a warning"),
     "contentEncoding": (A, "annotation in draft 2020-12"),
     "contentMediaType": (A, "annotation in draft 2020-12"),
     "contentSchema": (A, "annotation in draft 2020-12"),
