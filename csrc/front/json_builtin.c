@@ -1,13 +1,15 @@
-/* The builtin "any JSON value" grammar (RFC 8259), written in EBNF and parsed by the
- * EBNF front end. Whitespace [ \n\t\r]* is allowed between tokens but not before or
- * after the top-level value, so generation cannot pad the output endlessly at either
- * end. Nothing is bounded here (depth, lengths): that is the JSON-schema front end's job.
+/* The builtin JSON grammar (RFC 8259 values), written in EBNF and parsed by the EBNF
+ * front end. As upstream xgrammar's builtin JSON grammar (what a `json_object` request
+ * asks for), the top-level value is an object or an array; any value may appear inside.
+ * Whitespace [ \n\t\r]* is allowed between tokens but not before or after the
+ * top-level value, so generation cannot pad the output endlessly at either end.
+ * Nothing is bounded here (depth, lengths): that is the JSON-schema front end's job.
  * The string body is a repeat of one character class or one escape so that the runtime
  * can cache masks for it well. */
 #include "front.h"
 
 static const char JSON_EBNF[] =
-    "root ::= value\n"
+    "root ::= object | array\n"
     "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
     "object ::= \"{\" ws (member (ws \",\" ws member)* ws)? \"}\"\n"
     "member ::= string ws \":\" ws value\n"

@@ -9,8 +9,9 @@
  *     changing the language. Callers wanting search semantics wrap the pattern in .* .
  *   - Literals are code points (the pattern is UTF-8); consecutive literals merge into
  *     one BYTES node.
- *   - `.` is any code point except \n (documented project choice; ECMAScript also
- *     excludes \r, U+2028 and U+2029).
+ *   - `.` is any code point, \n included, as upstream xgrammar's regex (and EBNF
+ *     Regex(...)) converter has it. JSON Schema "pattern" does not come here: its
+ *     ECMAScript `.` (no \n \r U+2028 U+2029) is json_schema/regex.py's.
  *   - \d \w are ASCII ([0-9], [0-9A-Za-z_]); \s is ECMAScript's WhiteSpace and
  *     LineTerminator set (\t \n \v \f \r space U+00A0 U+1680 U+2000-U+200A U+2028
  *     U+2029 U+202F U+205F U+3000 U+FEFF). Their negations complement within Unicode.
@@ -426,9 +427,9 @@ static int parse_seq(rx *p, int32_t *node, int *ends_dollar) {
         } else if (c == '[') {
             if ((rc = parse_class(p, &k))) return rc;
         } else if (c == '.') {
-            static const uint32_t nl[2] = {'\n', '\n'};
+            static const uint32_t any[2] = {0, 0x10FFFF};
             p->pos++;
-            k = xgr_ir_class(p->g, nl, 1, 1);
+            k = xgr_ir_class(p->g, any, 1, 0);
             if (k < 0) return ir_fail();
         } else if (c == '\\') {
             int set, neg;

@@ -63,7 +63,8 @@ int xgr_grammar_triggered_links(const uint8_t *data, const uint32_t *offsets, si
                                 size_t n_excl, int loop_after_dispatch, xgr_grammar **out);
 /* Compiles a regex (whole-output, anchored semantics) into a grammar. Thread-safe. */
 int xgr_grammar_from_regex(const char *src, size_t src_len, xgr_grammar **out);
-/* The builtin grammar of any JSON value. Thread-safe. */
+/* The builtin JSON grammar: an object or an array at the top level (as upstream
+ * xgrammar's), any JSON value inside. Thread-safe. */
 int xgr_grammar_builtin_json(xgr_grammar **out);
 /* A grammar whose root is the alternation / concatenation of the given grammars' roots.
  * Rules are renamed to stay distinct. Thread-safe. */
@@ -96,7 +97,8 @@ typedef struct xgr_vocab xgr_vocab;
  * Token i is data[offsets[i] .. offsets[i+1]); offsets has n_tokens + 1 entries.
  * vocab_size >= n_tokens: ids in [n_tokens, vocab_size) have no token and are never
  * allowed. special_ids: control tokens that never match grammar text. stop_ids: tokens
- * that end generation (allowed only where the grammar can end). Thread-safe. */
+ * that end generation (allowed only where the grammar can end). n_tokens and vocab_size
+ * may be 0 (an empty vocabulary: strings only, empty masks). Thread-safe. */
 int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens,
                   int32_t vocab_size, const int32_t *special_ids, size_t n_special,
                   const int32_t *stop_ids, size_t n_stop, xgr_vocab **out);
@@ -252,8 +254,10 @@ void xgr_automaton_cache_get_stats(xgr_automaton_cache_stats *out);
 typedef struct xgr_matcher xgr_matcher;
 
 /* override_stop: when non-NULL, replaces the vocabulary's stop tokens (n may be 0).
- * terminate_without_stop: the matcher terminates as soon as the grammar is complete and
- * nothing more can follow, without a stop token. max_rollback: tokens kept for rollback
+ * terminate_without_stop (upstream xgrammar's semantics): xgr_matcher_is_terminated is
+ * xgr_matcher_can_end and stop tokens are never accepted; whatever the grammar allows
+ * goes on being accepted after it may end, and the mask is as without the flag (stop
+ * tokens set where the grammar can end). max_rollback: tokens kept for rollback
  * (-1 = unlimited). Not thread-safe: use one matcher per thread. */
 int xgr_matcher_new(xgr_compiled *c, const int32_t *override_stop, size_t n_override,
                     int use_override, int terminate_without_stop, int32_t max_rollback,
@@ -266,9 +270,10 @@ int xgr_matcher_fork(const xgr_matcher *m, xgr_matcher **out);
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted);
 /* Accepts raw bytes (as one step for rollback). *accepted as above. */
 int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *accepted);
-/* Writes the whole row: `row` has `row_words` int32 words (>= ceil(vocab_size/32)).
+/* Writes the whole row: `row` has `row_words` int32 words (>= ceil(vocab_size/32); with
+ * vocab_size 0, row_words may be 0 and row NULL).
  * Bit t%32 of word t/32 set = token t allowed. Words beyond the vocabulary are zeroed.
- * *need_apply = 0 when every token is allowed (may be NULL). After termination the row
+ * *need_apply = 0 when every token is allowed (may be NULL). After a stop token the row
  * is all zeros (nothing more can be accepted). */
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row, size_t row_words,
                              int *need_apply);
@@ -288,6 +293,7 @@ int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
                                 size_t *n_accepted);
 /* The longest byte string every continuation must start with ("" when none). */
 int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len);
+/* A stop token was accepted, or (terminate_without_stop) the grammar could end here. */
 int xgr_matcher_is_terminated(const xgr_matcher *m);
 /* The grammar could end here (a stop token would be accepted). */
 int xgr_matcher_can_end(const xgr_matcher *m);

@@ -62,7 +62,10 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
                   const int32_t *stop_ids, size_t n_stop, xgr_vocab **out) {
     if (!out) return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_vocab_new: out is NULL");
     *out = NULL;
-    if (n_tokens <= 0) return xgr_fail(XGR_ERR_INVALID_ARG, "vocabulary is empty");
+    /* An empty vocabulary (n_tokens == 0, even vocab_size == 0) is valid, as upstream
+     * xgrammar's: matching strings only, with empty masks. */
+    if (n_tokens < 0)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "negative token count %d", (int)n_tokens);
     if (!offsets || (!data && offsets[n_tokens] > 0))
         return xgr_fail(XGR_ERR_INVALID_ARG, "vocabulary data or offsets is NULL");
     if (vocab_size < n_tokens)
@@ -179,7 +182,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
         v->pair_start[k] = i;
     }
     for (int b = 0; b < 256; b++) {
-        if (v->first_byte_count[b] < v->row_words) continue;
+        if (!v->first_byte_count[b] || v->first_byte_count[b] < v->row_words) continue;
         if (!(v->first_ids[b] = xgr_calloc((size_t)v->row_words, sizeof *v->first_ids[b])))
             goto nomem;
         for (int32_t i = v->first_byte_start[b]; i < v->first_byte_start[b + 1]; i++)

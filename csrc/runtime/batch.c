@@ -22,8 +22,9 @@ static void *worker(void *arg) {
         size_t i = atomic_fetch_add(&j->next, 1);
         if (i >= j->n || atomic_load(&j->status) != XGR_OK) break;
         size_t r = j->indices ? (size_t)j->indices[i] : i;
-        int rc = xgr_matcher_fill_bitmask(j->ms[i], j->bitmask + r * j->row_words,
-                                          j->row_words, NULL);
+        /* (row_words 0, an empty vocabulary: bitmask may be NULL, and is not offset) */
+        int32_t *row = j->row_words ? j->bitmask + r * j->row_words : j->bitmask;
+        int rc = xgr_matcher_fill_bitmask(j->ms[i], row, j->row_words, NULL);
         if (rc) {
             int expected = XGR_OK;
             if (atomic_compare_exchange_strong(&j->status, &expected, rc)) {
@@ -38,7 +39,7 @@ static void *worker(void *arg) {
 
 int xgr_fill_bitmask_batch(xgr_matcher *const *ms, size_t n, int32_t *bitmask,
                            size_t row_words, const int32_t *indices, int n_threads) {
-    if ((!ms && n) || (!bitmask && n))
+    if ((!ms && n) || (!bitmask && n && row_words))
         return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask_batch: NULL argument");
     for (size_t i = 0; i < n; i++) {
         if (!ms[i]) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask_batch: matcher %zu is NULL", i);

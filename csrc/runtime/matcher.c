@@ -14,9 +14,13 @@ struct xgr_matcher {
     xgr_mask_scratch scratch; /* builds mask-cache entries on first use */
     int32_t *stop_ids;
     int32_t n_stop;
+    /* terminate_without_stop, as upstream xgrammar's: is_terminated reports can_end and
+     * stop tokens are never accepted, but input the grammar allows goes on being
+     * accepted once it may end (the mask still offers the stop tokens there, as in the
+     * default mode). */
     int terminate_without_stop;
     int32_t max_rollback;
-    int terminated; /* a stop token was accepted */
+    int terminated; /* a stop token was accepted: nothing more is accepted */
     XGR_VEC(step_rec) steps;
     uint32_t *tmp_bits;     /* row_words */
     uint32_t *checked_bits; /* row_words */
@@ -203,7 +207,7 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     if (token < 0 || token >= v->vocab_size)
         return xgr_fail(XGR_ERR_INVALID_ARG, "token id %d out of range [0, %d)", (int)token,
                         (int)v->vocab_size);
-    if (xgr_matcher_is_terminated(m)) return XGR_OK;
+    if (m->terminated) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
     if (m->c->n_token_ids && is_token_term(m->c, token)) {
         /* As a token-level terminal first (a stop token too: the grammar names it); as
@@ -222,7 +226,7 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
         }
     }
     if (is_stop(m, token)) {
-        if (!xgr_parser_can_end(&m->parser)) return XGR_OK;
+        if (m->terminate_without_stop || !xgr_parser_can_end(&m->parser)) return XGR_OK;
         m->terminated = 1;
         int rc = push_step(m, rows, 1);
         if (rc) m->terminated = 0;
@@ -249,7 +253,7 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
     if (!m || !accepted || (!s && n))
         return xgr_fail(XGR_ERR_INVALID_ARG, "accept_bytes: NULL argument");
     *accepted = 0;
-    if (xgr_matcher_is_terminated(m)) return XGR_OK;
+    if (m->terminated) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
     int ok, rc = feed(m, s, n, &ok);
     if (rc || !ok) return rc;
@@ -722,17 +726,22 @@ static int row_full(const uint32_t *row, size_t rw) {
 
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
                              int *need_apply) {
-    if (!m || !row_out) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
+    if (!m || (!row_out && row_words))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
     const struct xgr_vocab *v = m->c->vocab;
     size_t rw = (size_t)v->row_words;
     if (row_words < rw)
         return xgr_fail(XGR_ERR_INVALID_ARG,
                         "bitmask row has %zu int32 words but the vocabulary needs %zu",
                         row_words, rw);
+    if (!row_words) { /* an empty vocabulary (vocab_size 0): the row has no bits */
+        if (need_apply) *need_apply = 0;
+        return XGR_OK;
+    }
     uint32_t *row = (uint32_t *)row_out;
     int rc = XGR_OK;
     m->worked = 0;
-    if (xgr_matcher_is_terminated(m)) {
+    if (m->terminated) {
         memset(row, 0, row_words * sizeof *row);
     } else if (memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
@@ -754,12 +763,12 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
      * only where the grammar can end, as below. */
     for (int32_t i = 0; i < m->n_stop; i++)
         row[m->stop_ids[i] >> 5] &= ~(1u << (m->stop_ids[i] & 31));
-    if (!xgr_matcher_is_terminated(m) && (rc = apply_token_terms(m, row))) {
+    if (!m->terminated && (rc = apply_token_terms(m, row))) {
         memset(row, 0, row_words * sizeof *row);
         return rc;
     }
-    /* After termination nothing more is accepted, so the row stays empty. */
-    if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
+    /* After a stop token nothing more is accepted, so the row stays empty. */
+    if (!m->terminated && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
     if (need_apply || m->worked) {
         /* (bits past the vocabulary are zero: such a row is never full) */
@@ -787,7 +796,7 @@ int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len) {
     XGR_VEC(char) buf = {0};
     int32_t rows = xgr_parser_rows(&m->parser);
     int rc = XGR_OK;
-    if (!xgr_matcher_is_terminated(m)) {
+    if (!m->terminated) {
         while (buf.len < 4096 && !xgr_parser_can_end(&m->parser)) {
             uint32_t bits[8];
             xgr_parser_next_bytes(&m->parser, bits);
@@ -835,13 +844,15 @@ int xgr_matcher_jump_forward(xgr_matcher *m, char **out, size_t *out_len) {
 }
 
 int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row_out, size_t row_words) {
-    if (!m || !row_out) return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
+    if (!m || (!row_out && row_words))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "fill_bitmask: NULL argument");
     const struct xgr_vocab *v = m->c->vocab;
     if (row_words < (size_t)v->row_words)
         return xgr_fail(XGR_ERR_INVALID_ARG, "bitmask row too short");
+    if (!row_words) return XGR_OK; /* an empty vocabulary: the row has no bits */
     uint32_t *row = (uint32_t *)row_out;
     memset(row, 0, row_words * sizeof *row);
-    if (!xgr_matcher_is_terminated(m))
+    if (!m->terminated)
         for (int32_t id = 0; id < v->n_tokens; id++) {
             if (v->is_special[id] || is_stop(m, id)) continue;
             uint32_t len;
@@ -852,7 +863,7 @@ int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row_out, size_t
             if (rc) return rc;
             if (ok) set_bit(row, id);
         }
-    if (!xgr_matcher_is_terminated(m) && m->c->n_token_ids) {
+    if (!m->terminated && m->c->n_token_ids) {
         /* With token-level terminals, the definition itself: accept_token on each id. */
         memset(row, 0, row_words * sizeof *row);
         int32_t saved = m->max_rollback;
@@ -868,7 +879,7 @@ int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row_out, size_t
         }
         m->max_rollback = saved;
     }
-    if (!xgr_matcher_is_terminated(m) && xgr_parser_can_end(&m->parser))
+    if (!m->terminated && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
     return XGR_OK;
 }

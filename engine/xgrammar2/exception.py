@@ -3,7 +3,9 @@
 Every error that comes from the C core carries the core's message (which names the problem
 and, for grammar text, the line and column). The classes subclass the builtin exception a
 caller would naturally catch (ValueError for bad input, MemoryError, RuntimeError for misuse
-of state and internal bugs), so code written against upstream xgrammar keeps working.
+of state and internal bugs), so code written against upstream xgrammar keeps working. Where
+upstream raises RuntimeError for bad input (malformed or meaningless EBNF and regex, a JSON
+schema or structural tag it cannot convert), ours are both ValueError and RuntimeError.
 """
 
 
@@ -19,20 +21,23 @@ class InvalidIndexError(InvalidArgumentError, IndexError):
     """A row index or position is out of range (both a ValueError and an IndexError)."""
 
 
-class GrammarSyntaxError(XGrammar2Error, ValueError):
-    """Malformed EBNF or regex text; the message carries line and column."""
+class GrammarSyntaxError(XGrammar2Error, ValueError, RuntimeError):
+    """Malformed EBNF or regex text; the message carries line and column. (Also a
+    RuntimeError, which upstream xgrammar raises for it.)"""
 
 
-class GrammarSemanticError(XGrammar2Error, ValueError):
-    """Well-formed but meaningless grammar: undefined rule, missing root, bad bounds."""
+class GrammarSemanticError(XGrammar2Error, ValueError, RuntimeError):
+    """Well-formed but meaningless grammar: undefined rule, missing root, bad bounds. (Also
+    a RuntimeError, which upstream xgrammar raises for it.)"""
 
 
 class InvalidUTF8Error(XGrammar2Error, ValueError):
     """Invalid UTF-8 where text is expected."""
 
 
-class GrammarLimitError(XGrammar2Error, ValueError):
-    """A configured size or work limit was exceeded while compiling or matching."""
+class GrammarLimitError(XGrammar2Error, ValueError, RuntimeError):
+    """A configured size or work limit was exceeded while compiling or matching. (Also a
+    RuntimeError: upstream xgrammar raises RuntimeError when it cannot compile a grammar.)"""
 
 
 class OutOfMemoryError(XGrammar2Error, MemoryError):

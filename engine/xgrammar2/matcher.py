@@ -117,15 +117,25 @@ def _check_index(index: Any, rows: int) -> int:
     return index
 
 
+def _tensor_version(t: Any) -> Optional[int]:
+    """A torch tensor's version counter, or None for anything without one: numpy arrays,
+    and tensors made under ``torch.inference_mode()``, which track no version (reading it
+    raises), so their checked view is never reused."""
+    try:
+        return t._version
+    except (AttributeError, RuntimeError):
+        return None
+
+
 class GrammarMatcher:
     """Matches LLM output against a compiled grammar and gives the bitmask of the tokens that
     may come next.
 
     The matcher accepts tokens (or raw strings) one step at a time, can be rolled back by
     steps (speculative decoding, jump-forward), and terminates when it accepts a stop token
-    where the grammar may end (or, with ``terminate_without_stop_token``, as soon as the
-    grammar is complete and nothing can follow). A matcher belongs to one thread at a time;
-    :meth:`fork` makes an independent copy.
+    where the grammar may end (with ``terminate_without_stop_token``, it reports itself
+    terminated wherever the grammar may end, as upstream xgrammar does). A matcher belongs to
+    one thread at a time; :meth:`fork` makes an independent copy.
     """
 
     __slots__ = (
@@ -163,8 +173,10 @@ class GrammarMatcher:
             Stop tokens that replace the tokenizer's (an empty list: no stop token).
 
         terminate_without_stop_token : bool, default: False
-            Terminate once the grammar is complete and nothing more can follow, without
-            waiting for a stop token.
+            As upstream xgrammar: :meth:`is_terminated` is :meth:`is_completed` (no stop token
+            is needed, and none is accepted), while whatever the grammar allows goes on being
+            accepted after it may end (e.g. ``[a-z]*`` accepts "ab" and then "c"). Masks are
+            as without the flag (the stop tokens where the grammar may end).
 
         max_rollback_tokens : int, default: -1
             How many steps are kept for :meth:`rollback`; -1 = unlimited.
@@ -341,9 +353,10 @@ class GrammarMatcher:
                 f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} "
                 f"needs {self._row_words}; allocate with get_bitmask_shape(batch, vocab_size)"
             )
-        if hasattr(bitmask, "_version"):  # a torch tensor (numpy views are not cached)
+        version = _tensor_version(bitmask)
+        if version is not None:  # a torch tensor (numpy views and inference tensors are not cached)
             self._bm_ptr = bitmask.data_ptr()
-            self._bm_version = bitmask._version
+            self._bm_version = version
             self._bm_base = base
             self._bm = bitmask
             if last is None:
@@ -434,7 +447,7 @@ class GrammarMatcher:
 
     def is_terminated(self) -> bool:
         """Whether the matcher has terminated (accepted a stop token, or, with
-        ``terminate_without_stop_token``, completed the grammar)."""
+        ``terminate_without_stop_token``, the grammar may end here)."""
         return bool(_lib.xgr_matcher_is_terminated(self._ptr))
 
     def is_completed(self) -> bool:

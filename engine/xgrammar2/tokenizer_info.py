@@ -349,16 +349,15 @@ class TokenizerInfo:
         Raises
         ------
         ValueError
-            The vocabulary is empty, ``vocab_size`` is smaller than the vocabulary, a token id
-            is out of range, or a token cannot be decoded.
+            ``vocab_size`` is smaller than the vocabulary, a token id is out of range, or a
+            token cannot be decoded.
         """
         vocab_type = _as_vocab_type(vocab_type)
         if isinstance(encoded_vocab, (str, bytes)):
             raise TypeError("encoded_vocab must be a sequence of tokens, not a single string")
         encoded = list(encoded_vocab)
+        # An empty vocabulary is valid (as upstream's): matching strings only, empty masks.
         n_tokens = len(encoded)
-        if n_tokens == 0:
-            raise ValueError("encoded_vocab is empty: a tokenizer needs at least one token")
         if vocab_size is None:
             vocab_size = n_tokens
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
@@ -735,6 +734,21 @@ class TokenizerInfo:
             special_token_ids=_unique(special_ids),
             added_token_ids=added_ids,
         )
+
+    def serialize_json(self) -> str:
+        """The tokenizer info as versioned JSON (encoded vocabulary and metadata;
+        xgrammar2/serialization.py, docs/serialization.md)."""
+        from .serialization import serialize_tokenizer_info
+
+        return serialize_tokenizer_info(self)
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "TokenizerInfo":
+        """The tokenizer info of :meth:`serialize_json`'s JSON. Raises InvalidJSONError,
+        DeserializeVersionError or DeserializeFormatError."""
+        from .serialization import deserialize_tokenizer_info
+
+        return deserialize_tokenizer_info(json_string)
 
     def __reduce__(self):
         # Pickles as vocabulary + metadata; the core's handle is rebuilt on demand.

@@ -274,8 +274,146 @@ static void bad_inputs(xgr_vocab *v) {
     }
     xgr_vocab *bad = NULL;
     uint32_t off[1] = {0};
-    CHECK(xgr_vocab_new(NULL, off, 0, 0, NULL, 0, NULL, 0, &bad) == XGR_ERR_INVALID_ARG,
-          "empty vocab");
+    CHECK(xgr_vocab_new(NULL, off, -1, 0, NULL, 0, NULL, 0, &bad) == XGR_ERR_INVALID_ARG,
+          "negative token count");
+}
+
+/* An empty vocabulary (as upstream xgrammar's TokenizerInfo([])): grammars compile, a
+ * matcher accepts strings, and the masks are empty: zero words (a NULL row) when
+ * vocab_size is 0, all zeros when the ids have no tokens. */
+static void empty_vocab(void) {
+    static const char *grammars[] = {
+        "root ::= \"ab\" [c-d]* | \"{\" [0-9]+ \"}\"",
+        "root ::= x x\nx ::= \"a\"* | \"a\" \"b\"?",
+    };
+    for (int sized = 0; sized < 2; sized++) {
+        uint32_t off[1] = {0};
+        int32_t stop = 3;
+        xgr_vocab *v = NULL;
+        /* no tokens: vocab_size 0, or 40 ids that are all special (one a stop token) */
+        int rc = xgr_vocab_new(NULL, off, 0, sized ? 40 : 0, NULL, 0, &stop, sized ? 1 : 0, &v);
+        CHECK(rc == XGR_OK, "empty vocab (sized %d): %s", sized, xgr_last_error());
+        if (rc) continue;
+        size_t rw = (size_t)(xgr_vocab_size(v) + 31) / 32;
+        int32_t rows[4] = {-1, -1, -1, -1}; /* two rows of up to two words */
+        int32_t *row = sized ? rows : NULL;
+        for (int k = 0; k < 3; k++) {
+            xgr_grammar *g = NULL;
+            if (k == 2 ? xgr_grammar_builtin_json(&g)
+                       : xgr_grammar_from_ebnf(grammars[k], strlen(grammars[k]), "", 0, &g)) {
+                CHECK(0, "empty vocab grammar %d: %s", k, xgr_last_error());
+                continue;
+            }
+            xgr_compiled *c = NULL;
+            if (xgr_compile(g, v, NULL, &c)) {
+                CHECK(0, "empty vocab compile %d: %s", k, xgr_last_error());
+                xgr_grammar_release(g);
+                continue;
+            }
+            xgr_matcher *m = NULL, *f = NULL;
+            if (!xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+                int need = 7, acc = 0;
+                rc = xgr_matcher_fill_bitmask(m, row, rw, &need);
+                /* (x x with a nullable x can end at once: the stop token is allowed) */
+                CHECK(rc == XGR_OK && (sized ? row[0] == (k == 1 ? 8 : 0) && row[1] == 0 && need == 1
+                                             : need == 0),
+                      "empty vocab fill %d: rc %d need %d", k, rc, need);
+                CHECK(xgr_matcher_fill_bitmask_ret(m, row, rw) == (sized ? 1 : 0),
+                      "empty vocab fill_ret %d", k);
+                CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, row, rw), "empty vocab oracle %d", k);
+                const char *text = k == 2 ? "{\"a\": [1, \"x\"]}" : k ? "aab" : "abcd";
+                CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)text, strlen(text), &acc) && acc,
+                      "empty vocab accept '%s' (%d)", text, k);
+                CHECK(xgr_matcher_can_end(m) && !xgr_matcher_is_terminated(m),
+                      "empty vocab can_end %d", k);
+                CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)"}", 1, &acc) && !acc,
+                      "empty vocab reject (%d)", k);
+                if (sized) {
+                    CHECK(!xgr_matcher_fill_bitmask(m, row, rw, &need) && row[0] == 8 && row[1] == 0,
+                          "empty vocab: the stop token where the grammar can end (%d): %x", k,
+                          (unsigned)row[0]);
+                    CHECK(!xgr_matcher_accept_token(m, 0, &acc) && !acc, "a tokenless id (%d)", k);
+                    CHECK(!xgr_matcher_accept_token(m, 3, &acc) && acc && xgr_matcher_is_terminated(m),
+                          "empty vocab stop (%d)", k);
+                } else {
+                    CHECK(xgr_matcher_accept_token(m, 0, &acc) == XGR_ERR_INVALID_ARG,
+                          "no token ids at all (%d)", k);
+                }
+                if (!xgr_matcher_fork(m, &f)) {
+                    xgr_matcher *ms[2] = {m, f};
+                    CHECK(!xgr_fill_bitmask_batch(ms, 2, row, rw, NULL, 2), "empty vocab batch %d: %s",
+                          k, xgr_last_error());
+                    xgr_matcher_free(f);
+                }
+                char *jf = NULL;
+                size_t jn = 9;
+                xgr_matcher_reset(m);
+                CHECK(!xgr_matcher_jump_forward(m, &jf, &jn) && jn == 0,
+                      "empty vocab jump forward %d", k);
+                xgr_free(jf);
+                xgr_matcher_free(m);
+            } else {
+                CHECK(0, "empty vocab matcher %d: %s", k, xgr_last_error());
+            }
+            xgr_compiled_release(c);
+            xgr_grammar_release(g);
+        }
+        xgr_vocab_release(v);
+    }
+}
+
+/* terminate_without_stop, as upstream xgrammar's: is_terminated is can_end, stop tokens
+ * are never accepted, but what the grammar allows goes on being accepted after it may end;
+ * the mask is the default mode's (the stop token where the grammar can end), and the
+ * cached mask still equals the oracle. */
+static void terminate_without_stop(xgr_vocab *v, int32_t stop) {
+    const char *e = "root ::= [a-z]*";
+    xgr_grammar *g = NULL;
+    if (xgr_grammar_from_ebnf(e, strlen(e), "", 0, &g)) return;
+    xgr_compiled *c = NULL;
+    if (xgr_compile(g, v, NULL, &c)) {
+        CHECK(0, "terminate_without_stop compile: %s", xgr_last_error());
+        xgr_grammar_release(g);
+        return;
+    }
+    int32_t *row = calloc((size_t)row_words, 4), *oracle = calloc((size_t)row_words, 4);
+    xgr_matcher *m = NULL;
+    if (row && oracle && !xgr_matcher_new(c, NULL, 0, 0, 1, -1, &m)) {
+        int acc = 0, need = 0;
+        CHECK(xgr_matcher_is_terminated(m), "nullable grammar: terminated at the start");
+        for (int k = 0; k < 3; k++) {
+            CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, &need) &&
+                      !xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)row_words) &&
+                      rows_equal(row, oracle),
+                  "terminate_without_stop: mask differs from the oracle at step %d", k);
+            CHECK(((row['q' >> 5] >> ('q' & 31)) & 1) && ((row[stop >> 5] >> (stop & 31)) & 1) &&
+                      !((row['.' >> 5] >> ('.' & 31)) & 1),
+                  "terminate_without_stop: mask at step %d", k);
+            CHECK(!xgr_matcher_accept_token(m, stop, &acc) && !acc, "stop token accepted");
+            CHECK(!xgr_matcher_accept_token(m, 'q', &acc) && acc, "letter after completion");
+            CHECK(xgr_matcher_is_terminated(m) && xgr_matcher_can_end(m), "terminated = can_end");
+        }
+        CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)"ab.", 3, &acc) && !acc, "'.'");
+        CHECK(!xgr_matcher_rollback(m, 2) && xgr_matcher_num_steps(m) == 1, "rollback");
+        xgr_matcher_free(m);
+    }
+    /* the default mode still stops at the stop token, with an empty row after it */
+    if (row && !xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+        int acc = 0;
+        CHECK(!xgr_matcher_is_terminated(m), "default mode: not terminated at the start");
+        CHECK(!xgr_matcher_accept_token(m, stop, &acc) && acc && xgr_matcher_is_terminated(m),
+              "default mode: stop token");
+        CHECK(!xgr_matcher_accept_token(m, 'q', &acc) && !acc, "default mode: after the stop");
+        CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, NULL), "default mode fill");
+        int any = 0;
+        for (int w = 0; w < row_words; w++) any |= row[w];
+        CHECK(!any, "default mode: row after the stop token is empty");
+        xgr_matcher_free(m);
+    }
+    free(row);
+    free(oracle);
+    xgr_compiled_release(c);
+    xgr_grammar_release(g);
 }
 
 /* xgr_vocab_prefix_end (the jumps along next_shorter) against a scan, for every sorted
@@ -490,6 +628,8 @@ int main(void) {
     memo_and_rollback(v);
     memo_repeat();
     bad_inputs(v);
+    empty_vocab();
+    terminate_without_stop(v, stop);
     if (!xgr_grammar_builtin_json(&bj)) {
         char *txt = NULL;
         size_t tl = 0;

@@ -166,16 +166,7 @@ class KnownDifference:
 
 # Intended differences between xgrammar2 and upstream xgrammar 0.2.8. Keep each entry as narrow as possible; the
 # test fails when an entry no longer matches any difference it covers.
-KNOWN_DIFFERENCES: list[KnownDifference] = [
-    KnownDifference(
-        grammars=frozenset({"builtin_json"}), vocabs=frozenset({"*"}), allowed_by="xgrammar2",
-        tokens=lambda v, t: v.token_bytes[t][:1] in (b'"', b"-", b"t", b"f", b"n") or v.token_bytes[t][:1].isdigit(),
-        first_step_only=True,
-        why="xgrammar2's builtin JSON grammar is any JSON value (RFC 8259, csrc/front/json_builtin.c); upstream "
-            "xgrammar 0.2.8's root is an object or an array only, so at the start xgrammar2 also allows tokens "
-            "that begin a string, number, true, false or null",
-    ),
-]
+KNOWN_DIFFERENCES: list[KnownDifference] = []
 
 
 # --- engines -------------------------------------------------------------------------------------------------

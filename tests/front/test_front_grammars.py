@@ -119,7 +119,7 @@ def test_nul_bytes():
 REGEX_CASES = [
     ("^a+$", 'root ::= "a"+\n'),
     ("abc*d", 'root ::= "ab" "c"* "d"\n'),
-    ("a.b", 'root ::= "a" [^\\n] "b"\n'),
+    ("a.b", 'root ::= "a" [\\x00-\\U0010ffff] "b"\n'),  # any code point, as upstream
     ("(?:ab|c){2,}?", 'root ::= ("ab" | "c"){2,}\n'),
     ("(?<y>\\d{4})-\\d\\d", 'root ::= [0-9]{4} "-" [0-9] [0-9]\n'),
     ("[\\w.-]+@x\\.com", 'root ::= [0-9A-Z_a-z.\\-]+ "@x.com"\n'),
@@ -157,7 +157,7 @@ def test_regex_errors(src, needle):
 
 def test_builtin_json():
     text = roundtrip(Grammar.builtin_json_grammar())
-    assert text.startswith("root ::= value\nvalue ::= object | array | string | number")
+    assert text.startswith("root ::= object | array\nvalue ::= object | array | string | number")
     assert 'string ::= "\\"" ([^"\\\\\\x00-\\x1f] | "\\\\"' in text
 
 

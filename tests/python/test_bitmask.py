@@ -156,3 +156,18 @@ def test_bits_are_little_endian_within_words():
     xgr.apply_token_bitmask_inplace(t, torch.from_numpy(bm))
     assert torch.nonzero(~torch.isinf(t[0])).flatten().tolist() == [3, 63]
     assert math.isinf(float(t[0, 0]))
+
+
+def test_fill_into_an_inference_mode_tensor():
+    """Tensors made under torch.inference_mode() track no version counter: filling them
+    must work (the checked view is simply not reused)."""
+    torch = pytest.importorskip("torch")
+    info = xgr.TokenizerInfo(["a", "b", "c"])
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(info).compile_grammar('root ::= "a" "b"'))
+    with torch.inference_mode():
+        bm = xgr.allocate_token_bitmask(1, 3)
+        m.fill_next_token_bitmask(bm)
+        assert bm.tolist() == [[1]]
+        assert m.accept_token(0)
+        m.fill_next_token_bitmask(bm)
+        assert bm.tolist() == [[2]]

@@ -126,7 +126,6 @@ def test_stop_token_autodetection_prefers_control_tokens():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        (dict(encoded_vocab=[]), "empty"),
         (dict(encoded_vocab=["a", "b", "c"], vocab_size=2), "smaller than"),
         (dict(encoded_vocab=["a", "b"], stop_token_ids=[2]), "stop_token_ids"),
         (dict(encoded_vocab=["a", "b"], stop_token_ids=[-1]), "stop_token_ids"),
