@@ -58,7 +58,7 @@ CASES = [
     (F({"type": "optional"}), "$.format.content", "missing"),
     (F({"type": "json_schema", "json_schema": 3}), "$.format.json_schema", "JSON schema"),
     (F({"type": "json_schema", "json_schema": {}, "style": "yaml"}), "$.format.style", "unknown style"),
-    (F({"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": 0}), "$.format.max_whitespace_cnt", ">= 1"),
+    (F({"type": "json_schema", "json_schema": {}, "max_whitespace_cnt": -1}), "$.format.max_whitespace_cnt", ">= 0"),
     (F({"type": "any_text", "excludes": "x"}), "$.format.excludes", "array"),
     (F({"type": "any_text", "excludes": ["a", 1]}), "$.format.excludes[1]", "string"),
     (F({"type": "triggered_tags", "triggers": ["<f"], "tags": [tag("<f>", ".")], "at_least_one": 1}),
@@ -161,10 +161,24 @@ def test_token_references_that_need_a_tokenizer_name_their_path(fmt, path):
     assert "tokenizer" in str(ei.value)
 
 
-def test_unimplemented_xml_styles():
+def test_xml_style_limits():
+    """Every upstream style converts; the limits upstream has are reported with the path:
+    minimax_m3_xml takes no unconstrained schema and no additionalProperties, cohere_xml and
+    minimax_m3_xml no excludes, XML excludes no leading / trailing whitespace."""
     for style in ("minimax_m3_xml", "cohere_xml", "kimi_k3_xml"):
-        with pytest.raises(NotImplementedError, match=style):
-            structural_tag_to_ebnf(F({"type": "json_schema", "json_schema": {}, "style": style}))
+        structural_tag_to_ebnf(F({"type": "json_schema", "style": style, "json_schema": {
+            "type": "object", "properties": {"a": {"type": "string"}}}}))
+    cases = [
+        ({"json_schema": {}, "style": "minimax_m3_xml"}, "$.format.json_schema", "unconstrained"),
+        ({"json_schema": {"type": "object", "additionalProperties": True}, "style": "minimax_m3_xml"},
+         "$.format.json_schema", "additionalProperties"),
+        ({"json_schema": {}, "style": "cohere_xml", "excludes": ["x"]}, "$.format.excludes", "excludes"),
+        ({"json_schema": {}, "style": "kimi_k3_xml", "excludes": [" x"]}, "$.format.excludes", "whitespace"),
+    ]
+    for fmt, path, words in cases:
+        with pytest.raises(StructuralTagError) as ei:
+            structural_tag_to_ebnf(F(dict({"type": "json_schema"}, **fmt)))
+        assert str(ei.value).startswith(path) and words in str(ei.value), str(ei.value)
 
 
 def test_public_api_raises_value_error():

@@ -478,7 +478,7 @@ def test_model_templates_link_their_tools(model, linked_tools, as_dict, tok, poo
     tools = [t.tool for t in pool[:6]]
 
     def tag(ts, choice="auto"):
-        return xgr.get_model_structural_tag(model, tools=ts, tool_choice=choice, as_dict=as_dict)
+        return xgr.structural_tag.get_model_structural_tag(model, tools=ts, tool_choice=choice, as_dict=as_dict)
 
     comp.compile_structural_tag(tag(tools[:4]))
     from xgrammar2.structural_tag.link import _Plain

@@ -87,13 +87,16 @@ def test_auto_with_json_answer_is_answer_or_calls():
 
 
 def test_reasoning_before_answer():
-    g = ebnf("qwen_3", response_format=ANSWER, reasoning=True)
+    g = ebnf("qwen_3", response_format=ANSWER, reasoning=True)  # the prompt ends with <think>
+    assert accepts(g, '\nhmm\n</think>\n\n{"temp": 3}')
+    assert not accepts(g, '{"temp": 3}') and not accepts(g, '<think>\nhmm\n</think>\n\n{"temp": 3}')
+    g = ebnf("qwen_3", response_format=ANSWER, reasoning=True, prompt_ends_with_think=False)
     assert accepts(g, '<think>\nhmm\n</think>\n\n{"temp": 3}')
     assert not accepts(g, '{"temp": 3}')
     g = ebnf("deepseek_r1", response_format=ANSWER, reasoning=True)
     assert accepts(g, 'hmm</think>{"temp": 3}')  # the prompt ends with <think>\n
     g = ebnf("qwen_3", reasoning=True)
-    assert accepts(g, "<think>\nhmm\n</think>\n\nAny answer.")
+    assert accepts(g, "\nhmm\n</think>\n\nAny answer.")
 
 
 def test_harmony_final_channel_answer():

@@ -23,6 +23,7 @@ from . import nodes as N
 from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body
 from .tokens import TOKEN_ID_MAX, TokenResolver
 from .errors import StructuralTagError, path_join
+from .excludes import filter_json_ebnf, prepare_schema
 
 __all__ = ["structural_tag_to_ebnf", "format_to_ebnf", "format_to_linked_ebnf", "JsonSchemaToEbnf"]
 
@@ -290,21 +291,35 @@ class _Converter:
         if node.excludes:
             opts["excludes"] = list(node.excludes)
         try:
-            text = self.json_schema_to_ebnf(schema, **opts)
+            try:
+                text = self.json_schema_to_ebnf(schema, **opts)
+            except TypeError as e:
+                if "excludes" not in opts or "excludes" not in str(e):
+                    raise
+                # A JSON-schema converter without excludes: they are applied to its plain
+                # strings here (see excludes.py).
+                del opts["excludes"]
+                text = self.json_schema_to_ebnf(prepare_schema(schema, node.excludes, warn_approximation), **opts)
+                text, complete = filter_json_ebnf(text if isinstance(text, str) else text.ebnf, node.excludes)
+                if not complete:
+                    warn_approximation(path_join(node.path, "excludes"), "not applied to the names "
+                                       "of additional properties inside JSON values")
             if not isinstance(text, str):
                 text = text.ebnf  # xgrammar2.json_schema returns a ConversionResult
         except TypeError as e:
-            extra = [k for k in ("any_order", "excludes") if k in opts]
-            if extra:
+            if "any_order" in opts:
                 raise NotImplementedError(
-                    f"{node.path}: {' and '.join(extra)} in a json_schema format is not supported "
-                    f"by the JSON-schema converter: {e}"
+                    f"{node.path}: any_order in a json_schema format is not supported by the "
+                    f"JSON-schema converter: {e}"
                 ) from e
             raise
         except NotImplementedError:
             raise
         except ValueError as e:
-            raise StructuralTagError(path_join(node.path, "json_schema"), str(e)) from e
+            err = StructuralTagError(path_join(node.path, "json_schema"), str(e))
+            # Where inside the schema (a JSON pointer), for callers that name the tool.
+            err.schema_pointer = getattr(e, "pointer", None)
+            raise err from e
         root = self.rules.embed(text, "root", hint)
         self._json_cache[key] = (root, schema)
         return root

@@ -103,7 +103,7 @@ def linkable(tag: N.Tag) -> bool:
 
 
 def _json_args(node: N.Node) -> bool:
-    return type(node) is N.JSONSchema and node.style == "json"
+    return type(node) is N.JSONSchema and node.style == "json" and not node.excludes
 
 
 def _linked(node: N.JSONSchema, make_fragment: Callable[[N.JSONSchema], Any]) -> Tuple[N.Node, int]:

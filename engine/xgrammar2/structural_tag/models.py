@@ -74,9 +74,11 @@ class JSONSchemaFormat(BaseModel):
     element per argument (``qwen_xml``: ``<parameter=key>value</parameter>``,
     ``minimax_xml``: ``<parameter name="key">value</parameter>``, ``deepseek_xml``:
     ``<｜DSML｜parameter name="key" string="true|false">value</｜DSML｜parameter>``,
-    ``deepseek_v4_1_xml``, ``glm_xml``: ``<arg_key>key</arg_key><arg_value>value</arg_value>``).
-    ``minimax_m3_xml``, ``cohere_xml`` and ``kimi_k3_xml`` are accepted here but not
-    convertible by xgrammar2 yet."""
+    ``deepseek_v4_1_xml``, ``glm_xml``: ``<arg_key>key</arg_key><arg_value>value</arg_value>``,
+    ``kimi_k3_xml``: ``<|open|>argument key="key" type="type"<|sep|>value<|close|>argument<|sep|>``,
+    ``cohere_xml``: ``<cofl:value name="key" type="raw|json|dict|list">value</cofl:value>``
+    recursively, ``minimax_m3_xml``: ``]<]minimax[>[<key>value]<]minimax[>[</key>``
+    recursively); see ``docs/structural-tags.md``."""
 
     type: Literal["json_schema"] = "json_schema"
     json_schema: Union[bool, Dict[str, Any]]
@@ -86,7 +88,8 @@ class JSONSchemaFormat(BaseModel):
     max_whitespace_cnt: Optional[int] = None
     """Most consecutive whitespace characters; None = unbounded."""
     excludes: List[str] = []
-    """Substrings forbidden in unconstrained string values (not supported by xgrammar2 yet)."""
+    """Substrings forbidden in the string values without ``pattern`` / ``format`` and in
+    property names, matched on the text as written (Kimi-K3's markers)."""
 
 
 class AnyTextFormat(BaseModel):

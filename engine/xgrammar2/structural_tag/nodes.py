@@ -426,7 +426,9 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
             if style not in JSON_SCHEMA_STYLES:
                 raise _err(path_join(path, "style"),
                            f"unknown style {style!r}; expected one of: " + ", ".join(JSON_SCHEMA_STYLES))
-        mw = _int(value, "max_whitespace_cnt", path, required=False, minimum=1)
+        # 0 (no whitespace at all) is an xgrammar2 extension (upstream asks for >= 1): what
+        # the engine plugins set for disable_any_whitespace (xgrammar2.serving).
+        mw = _int(value, "max_whitespace_cnt", path, required=False, minimum=0)
         return JSONSchema(path, schema, style, _bool(value, "any_order", path, False), mw,
                           _str_list(value, "excludes", path, non_empty_items=True))
     if t == "any_text":

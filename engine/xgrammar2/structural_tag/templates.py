@@ -1,8 +1,10 @@
 """Model templates: the structural tag of a model family's reasoning and tool-call syntax,
 built from OpenAI-style ``tools`` and ``tool_choice``.
 
-The formats follow upstream xgrammar's ``builtin_structural_tag.py`` (same model keys) and
-were checked against the real chat templates in ``shared/data/chat_templates`` by rendering
+These are xgrammar2's variants of upstream xgrammar's builtin structural tags (every upstream
+model key, plus more keys and aliases); :mod:`xgrammar2.builtin_structural_tag` (and
+``xgrammar2.get_model_structural_tag``) builds upstream's exact tags. The formats here were
+checked against the real chat templates in ``shared/data/chat_templates`` by rendering
 BFCL tool calls through them (``tests/structural_tag/test_templates.py``). Where they differ
 from upstream it is said at the builder, and in ``docs/structural-tags.md``.
 
@@ -34,7 +36,7 @@ from .errors import StructuralTagError, describe, path_join
 
 __all__ = [
     "get_model_structural_tag",
-    "normalize_tool_choice",
+    "read_tools",
     "register_model_structural_tag",
     "list_model_structural_tags",
     "FunctionTool",
@@ -124,11 +126,13 @@ def _read_tool(tool: Any, path: str) -> Union[FunctionTool, BuiltinTool]:
 SimplifiedChoice = Literal["auto", "required", "forced"]
 
 
-def normalize_tool_choice(
+def read_tools(
     tools: Optional[Sequence[Any]] = None, tool_choice: Any = "auto"
 ) -> Tuple[List[FunctionTool], List[BuiltinTool], SimplifiedChoice]:
     """``(function tools, builtin tools, "auto" | "required" | "forced")`` for OpenAI-style
-    ``tools`` and ``tool_choice`` (as upstream's function of the same name):
+    ``tools`` and ``tool_choice``, the tools as :class:`FunctionTool` / :class:`BuiltinTool`
+    (upstream's ``normalize_tool_choice``, which returns pydantic tool models, is
+    :func:`xgrammar2.normalize_tool_choice`):
 
     * ``"auto"`` / None: all tools; ``"none"``: no tools (``"auto"``);
     * ``"required"``: all tools, at least one needed;
@@ -274,12 +278,14 @@ class _Opts:
         self.max_whitespace_cnt = max_whitespace_cnt
         self.parallel = parallel_tool_calls
 
-    def args(self, schema: Any, style: str = "json") -> Fmt:
+    def args(self, schema: Any, style: str = "json", excludes: Sequence[str] = ()) -> Fmt:
         f: Fmt = {"type": "json_schema", "json_schema": schema, "style": style}
         if self.any_order:
             f["any_order"] = True
         if self.max_whitespace_cnt is not None:
             f["max_whitespace_cnt"] = self.max_whitespace_cnt
+        if excludes:
+            f["excludes"] = list(excludes)
         return f
 
     def excl(self, tokens: Sequence[str]) -> List[str]:
@@ -382,14 +388,15 @@ def _llama(fns, builtins, mode, o):
 @register_model_structural_tag("qwen_3", "qwen", "qwen_2_5", "qwen2.5", "qwen3", "hermes", "qwq")
 def _qwen_3(fns, builtins, mode, o):
     """Qwen2.5 / Qwen3 / QwQ / Hermes 2-3: ``<tool_call>\\n{"name": "NAME", "arguments":
-    {...}}\\n</tool_call>``; reasoning ``<think>...</think>\\n\\n``. The Qwen3 template lets
-    the model write ``<think>`` itself (``prompt_ends_with_think`` False); QwQ's prompt holds
-    it (pass ``prompt_ends_with_think=True``)."""
+    {...}}\\n</tool_call>``; reasoning ``<think>...</think>\\n\\n``. As upstream xgrammar's,
+    the prompt is taken to end with ``<think>`` (QwQ's and the Qwen3 thinking templates'
+    generation prompts do); the original Qwen3 template lets the model write ``<think>``
+    itself: pass ``prompt_ends_with_think=False`` for it."""
     _no_builtins("qwen_3", builtins)
     mk = lambda f: tag('<tool_call>\n{"name": "' + f.name + '", "arguments": ',  # noqa: E731
                        o.args(f.parameters), "}\n</tool_call>")
     body = _flat(o, mode, fns, mk, "<tool_call>", THINK)
-    pre = reasoning_prefix(o, *THINK, THINK, o.think_in_prompt(False), "\n\n")
+    pre = reasoning_prefix(o, *THINK, THINK, o.think_in_prompt(True), "\n\n")
     return seq(pre, body)
 
 
@@ -609,19 +616,82 @@ def _harmony(fns, builtins, mode, o):
     return seq(optional(seq(with_sep(messages, SEP, at_least_one=True), const(SEP))), need)
 
 
-def _unsupported(model: str, style: str):
-    def build(fns, builtins, mode, o):
-        raise NotImplementedError(
-            f"the {model!r} model format needs the json_schema style {style!r}, which xgrammar2 "
-            "does not support yet"
-        )
+@register_model_structural_tag("kimi_k3")
+def _kimi_k3(fns, builtins, mode, o):
+    """Kimi-K3: blocks ``<|open|>NAME<|sep|>...<|close|>NAME<|sep|>`` back to back: reasoning
+    ``think``, then ``response``, then optionally ``tools`` holding ``<|open|>call tool="NAME"
+    index="N"<|sep|>`` calls of ``kimi_k3_xml`` arguments, then ``<|close|>message<|sep|>``.
+    The generation prompt ends with the first block's opener (``think`` with reasoning,
+    ``response`` without). The markers are kept out of free text and, with
+    ``exclude_special_tokens``, out of argument strings and names (as upstream)."""
+    _no_builtins("kimi_k3", builtins)
+    OPEN, CLOSE, SEP = "<|open|>", "<|close|>", "<|sep|>"
+    mk = lambda f: tag(f'{OPEN}call tool="{f.name}" index="', seq(  # noqa: E731
+        regex(r"\d+"), const(f'"{SEP}'), o.args(f.parameters, "kimi_k3_xml", o.excl([OPEN, CLOSE, SEP]))),
+        f"{CLOSE}call{SEP}")
+    tags = [mk(f) for f in fns]
+    tb, te = f"{OPEN}tools{SEP}", f"{CLOSE}tools{SEP}"
+    calls = None
+    if mode == "forced":
+        calls = seq(const(tb), tags[0], const(te))
+    elif mode == "required":
+        calls = seq(const(tb), with_sep(tags, "", at_least_one=True, stop_after_first=not o.parallel), const(te))
+    elif tags:
+        calls = optional(tag(tb, with_sep(tags, "", at_least_one=True, stop_after_first=not o.parallel), te))
+    markers = [OPEN, CLOSE]
+    in_prompt = o.think_in_prompt(True)
+    pre = reasoning_prefix(o, f"{OPEN}think{SEP}", f"{CLOSE}think{SEP}", markers, in_prompt)
+    response_begin = "" if o.reasoning == "disabled" and in_prompt else f"{OPEN}response{SEP}"
+    response = tag(response_begin, any_text(o.excl(markers)), f"{CLOSE}response{SEP}")
+    return seq(pre, response, calls, const(f"{CLOSE}message{SEP}"))
 
-    return build
+
+@register_model_structural_tag("minimax_m3")
+def _minimax_m3(fns, builtins, mode, o):
+    """MiniMax-M3: ``]<]minimax[>[<tool_call>\\n]<]minimax[>[<invoke name="NAME">`` arguments
+    as namespace-prefixed elements (``minimax_m3_xml``, nested values nested)
+    ``]<]minimax[>[</invoke>\\n...]<]minimax[>[</tool_call>``; reasoning
+    ``<mm:think>...</mm:think>`` (``"auto"``: a whole block, a lone ``</mm:think>`` as the
+    adaptive template writes, or nothing)."""
+    _no_builtins("minimax_m3", builtins)
+    NS = "]<]minimax[>["
+    tb, te, trigger = NS + "<tool_call>\n", NS + "</tool_call>", NS + "<tool_call>"
+    think_b, think_e = "<mm:think>", "</mm:think>"
+    text_excl = [think_b, think_e, te, NS + "<invoke", NS + "</invoke>"]
+    invokes = [tag(f'{NS}<invoke name="{f.name}">', o.args(f.parameters, "minimax_m3_xml"),
+                   NS + "</invoke>\n") for f in fns]
+
+    def section(ts, many=True):
+        return tag(tb, with_sep(ts, "", at_least_one=True, stop_after_first=not o.parallel) if many else ts[0], te)
+
+    if mode == "forced":
+        body = seq(LEADING_WS, section(invokes[:1], many=False))
+    elif mode == "required":
+        body = seq(LEADING_WS, triggered([trigger], [section(invokes)], o.excl(text_excl), at_least_one=True,
+                                         stop_after_first=not o.parallel))
+    elif invokes:
+        body = triggered([trigger], [section(invokes)], o.excl(text_excl), stop_after_first=not o.parallel)
+    else:
+        body = any_text(o.excl([trigger] + text_excl))
+    pre = reasoning_prefix(o, think_b, think_e, [trigger] + text_excl, o.think_in_prompt(True))
+    if o.reasoning == "auto":
+        pre = optional(or_(pre["content"], const(think_e)))
+    return seq(pre, body)
 
 
-register_model_structural_tag("kimi_k3")(_unsupported("kimi_k3", "kimi_k3_xml"))
-register_model_structural_tag("minimax_m3")(_unsupported("minimax_m3", "minimax_m3_xml"))
-register_model_structural_tag("cohere")(_unsupported("cohere", "cohere_xml"))
+@register_model_structural_tag("cohere")
+def _cohere(fns, builtins, mode, o):
+    """Cohere Command (XML tool calls): ``<cofl:tool_calls><cofl:tool_call id="N" name="NAME">
+    <cofl:value name="KEY" type="raw|json|dict|list">VALUE</cofl:value>...</cofl:tool_call>
+    ...</cofl:tool_calls>`` (``cohere_xml`` arguments); reasoning ``<|START_THINKING|>...
+    <|END_THINKING|>``, the prompt opening it."""
+    _no_builtins("cohere", builtins)
+    think = ("<|START_THINKING|>", "<|END_THINKING|>")
+    mk = lambda f: tag('<cofl:tool_call id="', seq(  # noqa: E731
+        regex(r"\d+"), const(f'" name="{f.name}">'), o.args(f.parameters, "cohere_xml")), "</cofl:tool_call>")
+    body = _section(o, mode, fns, mk, "<cofl:tool_calls>", "</cofl:tool_calls>", "", think)
+    pre = reasoning_prefix(o, *think, [] if o.reasoning == "enabled" else think, o.think_in_prompt(True))
+    return seq(pre, body)
 
 
 # ---- entry point ------------------------------------------------------------------------
@@ -658,14 +728,16 @@ def get_model_structural_tag(
     model : str
         A model key: ``llama``, ``qwen_3`` (Qwen2.5/Qwen3/QwQ/Hermes), ``qwen_3_coder`` /
         ``qwen_3_5``, ``deepseek_r1``, ``deepseek_v3_1``, ``deepseek_v3_2``, ``deepseek_v4``,
-        ``deepseek_v4_1``, ``kimi``, ``harmony`` (gpt-oss), ``glm_4_7``, ``minimax``,
-        ``mistral``, ``mistral_nemo``, ``mimo``, ``exaone`` (and aliases; see
-        :func:`list_model_structural_tags`).
+        ``deepseek_v4_1``, ``kimi``, ``kimi_k3``, ``harmony`` (gpt-oss), ``glm_4_7``,
+        ``minimax``, ``minimax_m3``, ``cohere``, ``mistral``, ``mistral_nemo``, ``mimo``,
+        ``exaone`` (and aliases; see :func:`list_model_structural_tags`). Every key of
+        upstream xgrammar's registry is one; :func:`xgrammar2.get_model_structural_tag`
+        builds upstream's exact tags.
     tools : list, optional
         OpenAI tools: ``{"type": "function", "function": {"name", "parameters", "strict"}}``;
         builtin tools ``{"type": ..., "name": ..., "parameters": ...}`` (Harmony only).
     tool_choice : "auto" | "none" | "required" | dict
-        See :func:`normalize_tool_choice`.
+        See :func:`read_tools`.
     reasoning : bool | "enabled" | "disabled" | "auto", default False
         Whether a reasoning block comes first (see the module docs). Upstream xgrammar's
         default is ``"enabled"``; here it is off unless asked for.
@@ -685,9 +757,6 @@ def get_model_structural_tag(
     ------
     StructuralTagError
         Unknown model, bad tools or tool choice (a ValueError naming the value).
-    NotImplementedError
-        A model whose format xgrammar2 cannot express yet (``kimi_k3``, ``minimax_m3``,
-        ``cohere``).
     """
     key = _ALIASES.get(model, model)
     builder = _REGISTRY.get(key)
@@ -698,7 +767,7 @@ def get_model_structural_tag(
     if not isinstance(parallel_tool_calls, bool):
         raise StructuralTagError("parallel_tool_calls", "must be a boolean")
     mode = _reasoning_mode(reasoning)
-    fns, builtins, choice = normalize_tool_choice(tools, tool_choice)
+    fns, builtins, choice = read_tools(tools, tool_choice)
     opts = _Opts(mode, prompt_ends_with_think, any_order, exclude_special_tokens,
                  max_whitespace_cnt, parallel_tool_calls)
     fmt = builder(fns, builtins, choice, opts)
