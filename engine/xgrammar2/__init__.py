@@ -5,7 +5,7 @@ Importing the package does not import torch: torch is loaded only by the functio
 take or make tensors.
 """
 
-from . import exception, limits, testing
+from . import exception, limits, serving, testing
 from .bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
@@ -19,6 +19,12 @@ from .cache import (
     set_cross_grammar_cache_budget,
 )
 from .compiler import CompiledGrammar, GrammarCompiler
+from .config import (
+    get_max_recursion_depth,
+    get_serialization_version,
+    max_recursion_depth,
+    set_max_recursion_depth,
+)
 from .exception import (
     DeserializeFormatError,
     DeserializeVersionError,
@@ -42,7 +48,12 @@ from .tokenizer_info import TokenizerInfo, VocabType
 from .version import __version__
 
 
-_LAZY_STRUCTURAL_TAG = ("StructuralTag", "StructuralTagItem", "get_model_structural_tag")
+_LAZY_STRUCTURAL_TAG = ("StructuralTag", "StructuralTagItem")
+# Upstream's builtin structural tags (xgrammar.get_model_structural_tag, ...), from
+# xgrammar2.builtin_structural_tag; like the models they need pydantic.
+_LAZY_BUILTIN_TAG = ("get_model_structural_tag", "get_builtin_structural_tag", "normalize_tool_choice",
+                     "register_model_structural_tag")
+_LAZY_MODULES = ("builtin_structural_tag", "openai_tool_call_schema", "structural_tag")
 
 
 def __getattr__(name):
@@ -57,6 +68,18 @@ def __getattr__(name):
         from . import structural_tag
 
         return getattr(structural_tag, name)
+    if name in _LAZY_BUILTIN_TAG:
+        from . import builtin_structural_tag
+
+        return getattr(builtin_structural_tag, name)
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module("." + name, __name__)
+    if name in ("contrib", "lark"):  # xgr.contrib.hf.LogitsProcessor, as upstream spells it
+        import importlib
+
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'xgrammar2' has no attribute {name!r}")
 
 
@@ -81,6 +104,10 @@ __all__ = [
     "get_automaton_cache_stats",
     "set_cross_grammar_cache_budget",
     "clear_cross_grammar_cache",
+    "get_max_recursion_depth",
+    "set_max_recursion_depth",
+    "max_recursion_depth",
+    "get_serialization_version",
     "XGrammar2Error",
     "InvalidArgumentError",
     "InvalidIndexError",

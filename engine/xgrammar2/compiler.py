@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 from . import _core
 from . import limits as _limits
 from .background import BackgroundPrecompute, check_k
-from .grammar import Grammar, _json_schema_options, _schema_to_obj
+from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
 from .limits import check_input_size, check_json_nesting, check_structural_tag_args
 from .structural_tag.converter import ebnf_from_api_args, format_to_ebnf, format_to_linked_ebnf
 from .structural_tag.fast_link import LinkedEBNF, triggered_shape
@@ -33,14 +33,15 @@ class CompiledGrammar:
     Do not construct it directly: use :class:`GrammarCompiler`.
     """
 
-    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "_linked", "__weakref__")
+    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "_linked", "_warnings", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("CompiledGrammar is created by GrammarCompiler.compile_* methods")
 
     @classmethod
     def _create(cls, ptr: Any, tokenizer_info: TokenizerInfo, grammar: Optional[Grammar],
-                rebuild: Optional[Callable[[], Grammar]] = None, linked: bool = False):
+                rebuild: Optional[Callable[[], Grammar]] = None, linked: bool = False,
+                warnings: Tuple[str, ...] = ()):
         obj = object.__new__(cls)
         obj._ptr = ptr
         obj._tokenizer_info = tokenizer_info
@@ -48,6 +49,7 @@ class CompiledGrammar:
         obj._rebuild = rebuild
         # Linked from cached fragments: cheap to build again (see _CompileCache._admit).
         obj._linked = linked
+        obj._warnings = warnings
         return obj
 
     @property
@@ -70,6 +72,13 @@ class CompiledGrammar:
         return self._tokenizer_info
 
     @property
+    def warnings(self) -> Tuple[str, ...]:
+        """(xgrammar2) The warnings of the grammar this was compiled from
+        (:attr:`Grammar.warnings`): for a JSON schema, the constraints not enforced, such
+        as ``format`` values that are annotations. Empty for other grammars."""
+        return self._warnings
+
+    @property
     def memory_size_bytes(self) -> int:
         """Bytes held by the compiled grammar: its grammar, automata and token-mask cache
         (which grows as masks are computed on first use)."""
@@ -90,6 +99,22 @@ class CompiledGrammar:
         ``k < 0``), e.g. while the engine runs prefill. Thread-safe."""
         k = max(min(check_k(k), 2**31 - 1), -1)
         _core.check(_core.lib.xgr_compiled_precompute(self._ptr, k), "precomputing masks")
+
+    def serialize_json(self) -> str:
+        """Versioned JSON of the grammar and the identity of its tokenizer info (not the
+        vocabulary: pass the tokenizer info to :meth:`deserialize_json`; docs/serialization.md)."""
+        from .serialization import serialize_compiled_grammar
+
+        return serialize_compiled_grammar(self)
+
+    @staticmethod
+    def deserialize_json(json_str: str, tokenizer_info: TokenizerInfo) -> "CompiledGrammar":
+        """The compiled grammar of :meth:`serialize_json`'s JSON, compiled again against
+        ``tokenizer_info`` (which must be the one it was compiled with). Raises
+        InvalidJSONError, DeserializeVersionError or DeserializeFormatError."""
+        from .serialization import deserialize_compiled_grammar
+
+        return deserialize_compiled_grammar(json_str, tokenizer_info)
 
     def __repr__(self) -> str:
         return (
@@ -478,7 +503,8 @@ class GrammarCompiler:
         )
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
         kept = grammar if rebuild is None else None
-        return CompiledGrammar._create(ptr, self._tokenizer_info, kept, rebuild)
+        return CompiledGrammar._create(ptr, self._tokenizer_info, kept, rebuild,
+                                       warnings=grammar.warnings)
 
     def _spelled(self, grammar: Grammar) -> Any:
         """The grammar pointer to compile: literals that spell a special token's text
@@ -554,7 +580,7 @@ class GrammarCompiler:
         is the one ``LinkedEBNF.grammar`` builds for the same request."""
         hits, skeleton, n = hit
         ffi, lib = _core.ffi, _core.lib
-        key = (skeleton, n, _limits._limits["max_json_nesting"])
+        key = (skeleton, n, _limits.json_nesting_limit())
         shape = _SKELETONS.get(key, _UNSEEN)
         if shape is _UNSEEN:
             shape = _skeleton_shape(skeleton, n)  # raises as reading the text would
@@ -592,7 +618,8 @@ class GrammarCompiler:
     ) -> CompiledGrammar:
         """Compiles EBNF text (with ``root_rule_name`` as the start rule) or a Grammar."""
         if isinstance(grammar, Grammar):
-            return self._cached(("grammar", str(grammar)), lambda: grammar)
+            # (Its warnings are part of the key: two grammars with the same text may differ.)
+            return self._cached(("grammar", str(grammar), grammar.warnings), lambda: grammar)
         if isinstance(grammar, (str, bytes)):
             text = grammar.decode("utf-8") if isinstance(grammar, bytes) else grammar
 
@@ -611,6 +638,7 @@ class GrammarCompiler:
         separators: Optional[Tuple[str, str]] = None,
         strict_mode: bool = True,
         max_whitespace_cnt: Optional[int] = None,
+        any_order: bool = False,
         lenient: bool = False,
         **options: Any,
     ) -> CompiledGrammar:
@@ -626,6 +654,8 @@ class GrammarCompiler:
             The schema cannot be converted (unsupported keyword unless ``lenient``).
         """
         obj = _schema_to_obj(schema)
+        if any_order:
+            options = dict(options, any_order=True)
         opts = _json_schema_options(
             any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
         )
@@ -636,19 +666,15 @@ class GrammarCompiler:
         key = ("json_schema", canonical, json.dumps(opts, sort_keys=True, default=repr))
 
         def make() -> Grammar:
-            from .grammar import _schema_to_ebnf
-
-            return Grammar.from_ebnf(_schema_to_ebnf(obj, **opts))
+            return _json_schema_grammar(obj, **opts)
 
         def rebuild() -> Grammar:  # from the text: the caller's dict may change
-            from .grammar import _schema_to_ebnf
-
-            return Grammar.from_ebnf(_schema_to_ebnf(json.loads(canonical), **opts))
+            return _json_schema_grammar(json.loads(canonical), **opts)
 
         return self._cached(key, make, rebuild)
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
-        """Compiles the grammar of any JSON value."""
+        """Compiles the builtin JSON grammar (a JSON object or array, as upstream's)."""
         return self._cached(("builtin_json",), Grammar.builtin_json_grammar,
                             Grammar.builtin_json_grammar)
 
@@ -695,12 +721,35 @@ class GrammarCompiler:
             ("structural_tag", kind, tag_text),
             lambda: self._compile_tag_text(tag_text, resolver, rebuild))
 
+    def compile_lark(
+        self, lark_string: str, *, named_grammars: Optional[Dict[str, Union[Grammar, str]]] = None
+    ) -> CompiledGrammar:
+        """Compiles a Lark grammar (see :meth:`Grammar.from_lark`); the compiler's tokenizer
+        resolves named special tokens. Cached by the source and the named grammars."""
+        from .lark import grammar_from_lark
+        from .lark.lower import check_named_grammars
+
+        info = self._tokenizer_info
+        named_grammars = check_named_grammars(named_grammars)  # TypeError / LarkGrammarError
+
+        def make() -> Grammar:
+            return grammar_from_lark(lark_string, tokenizer_info=info,
+                                     named_grammars=named_grammars)
+
+        if not isinstance(lark_string, str):
+            return self._compile(make())  # raises the argument's error
+        named = tuple(sorted(
+            (k, ("grammar", str(v)) if isinstance(v, Grammar) else ("lark", v))
+            for k, v in named_grammars.items()))
+        return self._cached(("lark", lark_string, named), make, make)
+
     _ASYNC_KINDS = {
         "grammar": "compile_grammar",
         "json_schema": "compile_json_schema",
         "builtin_json": "compile_builtin_json_grammar",
         "regex": "compile_regex",
         "structural_tag": "compile_structural_tag",
+        "lark": "compile_lark",
     }
 
     def compile_async(

@@ -40,17 +40,30 @@ def _schema_to_obj(schema: Any) -> Any:
     )
 
 
-def _schema_to_ebnf(schema: Any, **options: Any) -> str:
+def _schema_to_ebnf(schema: Any, *, _warnings_out: Optional[list] = None, **options: Any) -> str:
     # Imported lazily: the JSON-schema front end is a separate module with its own cost.
     from .json_schema import json_schema_to_ebnf
 
     result = json_schema_to_ebnf(_schema_to_obj(schema), **options)
     if isinstance(result, str):
         return result
-    # A ConversionResult: EBNF text plus the constraints dropped in lenient mode.
-    for message in getattr(result, "warnings", None) or ():
+    # A ConversionResult: EBNF text plus the constraints not enforced (formats that are
+    # annotations; keywords dropped in lenient mode).
+    messages = tuple(getattr(result, "warnings", None) or ())
+    for message in messages:
         warnings.warn(f"JSON schema: {message}", UserWarning, stacklevel=4)
+    if _warnings_out is not None:
+        _warnings_out.extend(messages)
     return result.ebnf
+
+
+def _json_schema_grammar(schema: Any, **options: Any) -> "Grammar":
+    """Grammar.from_ebnf of a JSON schema's conversion, carrying the conversion's
+    warnings (``Grammar.warnings``)."""
+    messages: list = []
+    grammar = Grammar.from_ebnf(_schema_to_ebnf(schema, _warnings_out=messages, **options))
+    grammar._warnings = tuple(messages)
+    return grammar
 
 
 def _json_schema_options(
@@ -85,7 +98,7 @@ class Grammar:
     prints canonical EBNF that :meth:`from_ebnf` parses back.
     """
 
-    __slots__ = ("_ptr", "_text", "__weakref__")
+    __slots__ = ("_ptr", "_text", "_warnings", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -98,6 +111,7 @@ class Grammar:
         obj = object.__new__(cls)
         obj._ptr = ptr
         obj._text = text
+        obj._warnings = ()
         return obj
 
     @classmethod
@@ -127,6 +141,14 @@ class Grammar:
     def to_string(self) -> str:
         """Same as ``str(grammar)``."""
         return str(self)
+
+    @property
+    def warnings(self) -> Tuple[str, ...]:
+        """(xgrammar2) What the conversion from a JSON schema did not enforce, one message
+        per constraint naming its JSON pointer: ``format`` values that are annotations
+        (e.g. ``#/properties/v: format 'semver' is not enforced (...)``) and, with
+        ``lenient=True``, dropped keywords. Empty for every other grammar."""
+        return self._warnings
 
     def __repr__(self) -> str:
         text = str(self)
@@ -189,7 +211,8 @@ class Grammar:
 
     @staticmethod
     def builtin_json_grammar() -> "Grammar":
-        """The grammar of any JSON value (RFC 8259)."""
+        """The builtin JSON grammar (RFC 8259): as upstream xgrammar's, a JSON object or
+        array at the top level (any value inside), no whitespace around it."""
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_grammar **")
         _core.check(lib.xgr_grammar_builtin_json(out), "building the JSON grammar")
@@ -205,10 +228,15 @@ class Grammar:
         strict_mode: bool = True,
         max_whitespace_cnt: Optional[int] = None,
         print_converted_ebnf: bool = False,
+        any_order: bool = False,
         lenient: bool = False,
         **options: Any,
     ) -> "Grammar":
         """A grammar of the JSON documents that a JSON schema accepts.
+
+        Known ``format`` values are enforced; any other is an annotation (JSON Schema
+        2020-12): not enforced, and reported in the result's :attr:`warnings` and as a
+        ``UserWarning``.
 
         Parameters
         ----------
@@ -236,6 +264,10 @@ class Grammar:
         print_converted_ebnf : bool, default: False
             Print the generated EBNF (debugging).
 
+        any_order : bool, default: False
+            Object properties may appear in any order. Unlike upstream, exactly: required
+            properties present, none twice (docs/json-schema.md, "any_order").
+
         lenient : bool, default: False
             (xgrammar2) Unsupported keywords warn and are dropped instead of raising.
 
@@ -249,13 +281,51 @@ class Grammar:
         ValueError
             The schema uses an unsupported keyword (unless ``lenient``) or is invalid.
         """
+        if any_order:
+            options = dict(options, any_order=True)
         opts = _json_schema_options(
             any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
         )
-        ebnf = _schema_to_ebnf(schema, **opts)
+        messages: list = []
+        ebnf = _schema_to_ebnf(schema, _warnings_out=messages, **opts)
         if print_converted_ebnf:
             print(ebnf)
-        return Grammar.from_ebnf(ebnf)
+        grammar = Grammar.from_ebnf(ebnf)
+        grammar._warnings = tuple(messages)
+        return grammar
+
+    @staticmethod
+    def from_lark(
+        lark_string: str,
+        *,
+        tokenizer_info: Optional[Any] = None,
+        named_grammars: Optional[Dict[str, Union["Grammar", str]]] = None,
+    ) -> "Grammar":
+        """A grammar from Lark syntax (llguidance's dialect, as upstream xgrammar reads it;
+        see docs/lark.md). The grammar must define a ``start`` rule.
+
+        Parameters
+        ----------
+        lark_string : str
+            The Lark grammar source.
+
+        tokenizer_info : Optional[TokenizerInfo]
+            Resolves named special tokens (``<|eot_id|>``), ``<[*]>`` and ``<[^...]>``.
+
+        named_grammars : Optional[Dict[str, Union[Grammar, str]]]
+            Grammars referenced as ``@name`` (keys without the ``@``): Grammar objects or
+            Lark sources with their own ``start`` rule.
+
+        Raises
+        ------
+        xgrammar2.lark.LarkGrammarError
+            A bad or unsupported grammar; the message starts ``Lark error at line L,
+            column C:``. A ValueError and a RuntimeError.
+        """
+        from .lark import grammar_from_lark
+
+        return grammar_from_lark(lark_string, tokenizer_info=tokenizer_info,
+                                 named_grammars=named_grammars)
 
     @staticmethod
     def from_structural_tag(*args: Any, **kwargs: Any) -> "Grammar":
@@ -304,7 +374,24 @@ class Grammar:
         return Grammar._combine(grammars, "concat")
 
     def __reduce__(self):
-        return (Grammar.from_ebnf, (str(self),))
+        # Through serialize_json: keeps the root rule's name and the warnings.
+        return (Grammar.deserialize_json, (self.serialize_json(),))
+
+    # ---- serialization (xgrammar2/serialization.py, docs/serialization.md) ---------------
+
+    def serialize_json(self) -> str:
+        """The grammar as versioned JSON (its canonical EBNF, root rule and warnings)."""
+        from .serialization import serialize_grammar
+
+        return serialize_grammar(self)
+
+    @staticmethod
+    def deserialize_json(json_string: str) -> "Grammar":
+        """The grammar of :meth:`serialize_json`'s JSON. Raises InvalidJSONError (not JSON),
+        DeserializeVersionError (other ``__VERSION__``) or DeserializeFormatError."""
+        from .serialization import deserialize_grammar
+
+        return deserialize_grammar(json_string)
 
     # ---- comparison ---------------------------------------------------------------------
 

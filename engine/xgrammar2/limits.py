@@ -10,7 +10,9 @@ it, so a request cannot exhaust the stack or spend seconds in a front end:
   structural tag (as text, dict or list). Deeper documents would otherwise end in a
   ``RecursionError`` somewhere in ``json`` or the converters.
 
-Exceeding one raises :class:`GrammarLimitError` (a ValueError) naming the limit.
+Exceeding one raises :class:`GrammarLimitError` (a ValueError) naming the limit. JSON nesting is
+also bounded by upstream's process-wide maximum recursion depth
+(:func:`xgrammar2.set_max_recursion_depth`, default 10,000): the smaller bound applies.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ import threading
 from typing import Any, Dict
 
 from . import _core
+from . import config as _config
 from .exception import GrammarLimitError
 
 __all__ = ["get_limits", "set_limits", "check_input_size", "check_json_nesting",
-           "check_structural_tag_args", "too_deep_error"]
+           "check_structural_tag_args", "too_deep_error", "json_nesting_limit"]
 
 _DEFAULTS = {"max_input_bytes": 32 * 1024 * 1024, "max_json_nesting": 256}
 _limits: Dict[str, int] = dict(_DEFAULTS)
@@ -60,11 +63,22 @@ def check_input_size(n_bytes: int, what: str) -> None:
         )
 
 
+def json_nesting_limit() -> int:
+    """The nesting bound of JSON documents: the smaller of ``max_json_nesting`` and the
+    maximum recursion depth (:mod:`xgrammar2.config`)."""
+    return min(_limits["max_json_nesting"], _config.get_max_recursion_depth())
+
+
 def too_deep_error(what: str) -> GrammarLimitError:
-    return _too_deep(what, _limits["max_json_nesting"])
+    return _too_deep(what, json_nesting_limit())
 
 
 def _too_deep(what: str, limit: int) -> GrammarLimitError:
+    if limit < _limits["max_json_nesting"]:  # the maximum recursion depth binds
+        return GrammarLimitError(
+            f"Maximum recursion depth exceeded: {what} is nested more than "
+            f"max_recursion_depth = {limit} levels deep (xgrammar2.set_max_recursion_depth)"
+        )
     return GrammarLimitError(
         f"{what} is nested more than max_json_nesting = {limit} levels deep "
         "(xgrammar2.limits.set_limits)"
@@ -73,9 +87,10 @@ def _too_deep(what: str, limit: int) -> GrammarLimitError:
 
 def check_json_nesting(doc: Any, what: str) -> None:
     """Raises GrammarLimitError when ``doc`` (JSON text, or dicts/lists) nests deeper than
-    ``max_json_nesting``; also checks the size of text against ``max_input_bytes``.
+    ``max_json_nesting`` or the maximum recursion depth; also checks the size of text against
+    ``max_input_bytes``.
     Linear time; the walk over dicts/lists is iterative."""
-    limit = _limits["max_json_nesting"]
+    limit = json_nesting_limit()
     if isinstance(doc, (bytes, bytearray, str)):
         check_input_size(len(doc), what)
         raw = doc.encode("utf-8", "surrogatepass") if isinstance(doc, str) else bytes(doc)
