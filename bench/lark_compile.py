@@ -1,5 +1,5 @@
 """Lark compile time: xgrammar2 against upstream xgrammar 0.2.8, on the Lark corpus of
-tests/front/test_lark.py.
+tests/front/test_lark_front.py.
 
 For each grammar, the median over ``--repeats`` runs of
 
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _corpus() -> List[Any]:
-    spec = importlib.util.spec_from_file_location("_lark_corpus", REPO / "tests/front/test_lark.py")
+    spec = importlib.util.spec_from_file_location("_lark_corpus", REPO / "tests/front/test_lark_front.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return list(mod.CORPUS)
