@@ -240,6 +240,7 @@ static void compiled_free(xgr_compiled *c) {
     }
     pthread_mutex_destroy(&c->arena_lock);
     free(c->ref_begin);
+    free(c->rule_leo);
     free(c->scannable);
     xgr_fsm_free(c->fsm);
     xgr_grammar_release(c->grammar);
@@ -382,11 +383,13 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     c->rule_flat = xgr_malloc((size_t)nr + 1);
     c->rule_opaque = xgr_malloc((size_t)nr + 1);
     c->rule_unique = xgr_malloc((size_t)nr + 1);
+    c->rule_leo = xgr_malloc((size_t)nr + 1);
     c->rule_keys = xgr_calloc((size_t)nr + 1, sizeof *c->rule_keys);
     c->flat_tables = xgr_calloc((size_t)nr + 1, sizeof *c->flat_tables);
     c->rule_loops = xgr_calloc((size_t)nr + 1, sizeof *c->rule_loops);
     if (!n_scan || !c->scannable || !c->ref_begin || !c->scan_local || !c->rule_flat ||
-        !c->rule_opaque || !c->rule_unique || !c->rule_keys || !c->flat_tables || !c->rule_loops) {
+        !c->rule_opaque || !c->rule_unique || !c->rule_leo || !c->rule_keys || !c->flat_tables ||
+        !c->rule_loops) {
         rc = XGR_ERR_NOMEM;
         goto fail;
     }
@@ -399,6 +402,7 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
                          n_scan,       c->rule_flat, c->rule_opaque};
     fill_scan_tables(f, lay, &t);
     mark_unique(f, lay, c->rule_opaque, c->rule_unique);
+    if ((rc = xgr_leo_rules(f, c->rule_leo))) goto fail;
     if ((rc = layout_slots(c, &t, lay, (int64_t)1 << 22))) goto fail;
     free(n_scan);
     n_scan = NULL;
@@ -415,12 +419,12 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     }
     /* Everything this grammar holds, so a cache budget over xgr_compiled_memory is a
      * budget over real bytes: the IR (kept for printing unless dropped), the automata,
-     * and per state (scannable, ref_begin, scan_local), per rule (flat, opaque, unique, three
-     * lazily built pointers), per edge with pair slots (edge, first slot), and per slot
-     * chunk (the chunks themselves count when built). */
+     * and per state (scannable, ref_begin, scan_local), per rule (flat, opaque, unique,
+     * leo, three lazily built pointers), per edge with pair slots (edge, first slot), and
+     * per slot chunk (the chunks themselves count when built). */
     size_t nr1 = (size_t)nr + 1;
     atomic_fetch_add(&c->memory, xgr_ir_memory(c->grammar) + xgr_fsm_memory(c->fsm) +
-                                     ((size_t)ns + 1) * 9 + nr1 * (3 + 3 * sizeof(void *)) +
+                                     ((size_t)ns + 1) * 9 + nr1 * (4 + 3 * sizeof(void *)) +
                                      ((size_t)c->n_pair_edges + 1) * 8 +
                                      n_chunks * sizeof *c->entry_chunks +
                                      (size_t)c->n_token_ids * sizeof *c->token_ids);

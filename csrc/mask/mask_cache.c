@@ -1679,6 +1679,7 @@ int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c) {
     int rc = xgr_parser_init(&s->p, c->fsm, c->opts.max_row_items);
     if (rc) return rc;
     s->p.ref_begin = c->ref_begin;
+    s->p.leo_rules = c->rule_leo;
     s->p.max_work = c->opts.max_step_work;
     return XGR_OK;
 }

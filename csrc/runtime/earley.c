@@ -1,4 +1,40 @@
-/* Earley row construction: scan one byte, then predict/complete to a fixpoint. */
+/* Earley row construction: scan one byte, then predict/complete to a fixpoint.
+ *
+ * Right recursion and Leo items. In `c ::= "a" c | ""` each "a" opens one more `c`
+ * whose item waits, right before its end, for the inner `c`. After n bytes the last row
+ * completes the innermost `c`, which completes its parent, and so on down to row 0: n
+ * completed items per row, O(n) work per byte and O(n^2) in all. Leo (1991), "A general
+ * context-free parsing algorithm running in linear time on every LR(k) grammar",
+ * memoises such deterministic reduction paths as transitive items; this is that scheme
+ * on per-rule automata:
+ *
+ *   - In row j, a rule B is *deterministic* when exactly one item y of the row waits on
+ *     B (has a ref edge on B it may take) and y's advance n = (target, y.origin, y.count)
+ *     is *penultimate*: a NORMAL rule's final state without edges, so n can do nothing
+ *     but complete its rule A at y.origin. A Leo item (j, B) -> top records where that
+ *     chain ends: top is the Leo item (y.origin, A)'s top when there is one (of a row
+ *     before j, or of row j itself when y was predicted there: leo_close_row), else n.
+ *   - Completing B with origin j, a row that has the Leo item (j, B) adds its top only,
+ *     not the chain of completed items below it. Those items have no edges (they
+ *     neither scan nor predict, are never a caller in collect_states or a mask-cache
+ *     key) and their completions each advance exactly one item, the next of the chain,
+ *     so the row is the same less edgeless completed items, which change nothing but the
+ *     row's size. Work per row is O(1) for the chain, and so is the row's size.
+ *   - A chain stops at a root item started in row 0 (xgr_parser_can_end looks for it)
+ *     and at an item of origin XGR_ORIGIN_OUTER (a mask-cache pop): both stay in the row.
+ *
+ * Leo items are computed eagerly when a row is closed (from candidates met while
+ * predicting, O(1) each: uniqueness is read off the dedup table, whose entry for B's
+ * predicted start item was added once exactly when one item waits on B), stored per row
+ * in CSR like the items, and truncated with the rows, so rollback stays truncation and a
+ * row's Leo items depend only on the rows up to it. A missing Leo item is always safe
+ * (the completion then walks the origin row as before); candidates are conservative.
+ *
+ * Only rules on a cycle of tail references (xgr_leo_rules) make candidates: a chain
+ * longer than the grammar has rules repeats one, so it runs around such a cycle, and
+ * every other rule appears at most once in it, costing one ordinary completion. That
+ * keeps the work per byte bounded and leaves rows of grammars without right recursion
+ * (JSON: every tail reference there ends in a bracket or a quote) to the plain parser. */
 #include "earley.h"
 
 #if defined(__GNUC__)
@@ -15,12 +51,13 @@ int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items) {
     p->slot_cap = 64;
     p->slot_item = xgr_malloc(p->slot_cap * sizeof *p->slot_item);
     p->slot_stamp = xgr_calloc(p->slot_cap, sizeof *p->slot_stamp);
-    if (!p->slot_item || !p->slot_stamp) {
+    p->slot_again = xgr_calloc(p->slot_cap, sizeof *p->slot_again);
+    if (!p->slot_item || !p->slot_stamp || !p->slot_again) {
         xgr_parser_free(p);
         return XGR_ERR_NOMEM;
     }
     p->gen = 1;
-    if (XGR_VEC_PUSH(p->row_begin, 0)) {
+    if (XGR_VEC_PUSH(p->row_begin, 0) || XGR_VEC_PUSH(p->leo_begin, 0)) {
         xgr_parser_free(p);
         return XGR_ERR_NOMEM;
     }
@@ -30,10 +67,15 @@ int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items) {
 void xgr_parser_free(xgr_parser *p) {
     XGR_VEC_FREE(p->items);
     XGR_VEC_FREE(p->row_begin);
+    XGR_VEC_FREE(p->leo);
+    XGR_VEC_FREE(p->leo_begin);
+    XGR_VEC_FREE(p->leo_cand);
     free(p->slot_item);
     free(p->slot_stamp);
+    free(p->slot_again);
     p->slot_item = NULL;
     p->slot_stamp = NULL;
+    p->slot_again = NULL;
 }
 
 static inline uint32_t item_hash(xgr_item it) {
@@ -42,36 +84,46 @@ static inline uint32_t item_hash(xgr_item it) {
     return (uint32_t)h;
 }
 
-/* Starts a new dedup generation; stamps wrap only after 4e9 rows. */
-static void dedup_reset(xgr_parser *p) {
-    if (++p->gen == 0) {
-        memset(p->slot_stamp, 0, p->slot_cap * sizeof *p->slot_stamp);
-        p->gen = 1;
-    }
+static XGR_NOINLINE_WORK void dedup_wrap(xgr_parser *p) {
+    memset(p->slot_stamp, 0, p->slot_cap * sizeof *p->slot_stamp);
+    memset(p->slot_again, 0, p->slot_cap * sizeof *p->slot_again);
+    p->gen = 1;
 }
 
-static int dedup_grow(xgr_parser *p, size_t row_start) {
+/* Starts a new dedup generation; stamps wrap only after 4e9 rows. */
+static inline void dedup_reset(xgr_parser *p) {
+    if (++p->gen == 0) dedup_wrap(p);
+}
+
+/* Doubles the dedup table, keeping the row's items and which were added again. */
+static int dedup_grow(xgr_parser *p) {
     uint32_t ncap = p->slot_cap * 2;
     xgr_item *ni = xgr_malloc(ncap * sizeof *ni);
     uint32_t *ns = xgr_calloc(ncap, sizeof *ns);
-    if (!ni || !ns) {
+    uint32_t *na = xgr_calloc(ncap, sizeof *na);
+    if (!ni || !ns || !na) {
         free(ni);
         free(ns);
+        free(na);
         return XGR_ERR_NOMEM;
     }
-    free(p->slot_item);
-    free(p->slot_stamp);
-    p->slot_item = ni;
-    p->slot_stamp = ns;
-    p->slot_cap = ncap;
-    p->gen = 1;
-    for (size_t i = row_start; i < p->items.len; i++) {
-        xgr_item it = p->items.data[i];
+    for (uint32_t o = 0; o < p->slot_cap; o++) {
+        if (p->slot_stamp[o] != p->gen) continue;
+        xgr_item it = p->slot_item[o];
         uint32_t h = item_hash(it) & (ncap - 1);
         while (ns[h] == 1) h = (h + 1) & (ncap - 1);
         ns[h] = 1;
         ni[h] = it;
+        na[h] = p->slot_again[o] == p->gen;
     }
+    free(p->slot_item);
+    free(p->slot_stamp);
+    free(p->slot_again);
+    p->slot_item = ni;
+    p->slot_stamp = ns;
+    p->slot_again = na;
+    p->slot_cap = ncap;
+    p->gen = 1;
     return XGR_OK;
 }
 
@@ -79,7 +131,7 @@ static int dedup_grow(xgr_parser *p, size_t row_start) {
 static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
     size_t row_len = p->items.len - row_start;
     if ((row_len + 1) * 2 > p->slot_cap) {
-        int rc = dedup_grow(p, row_start);
+        int rc = dedup_grow(p);
         if (rc) return rc;
     }
     uint32_t mask = p->slot_cap - 1;
@@ -95,8 +147,83 @@ static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
             return XGR_VEC_PUSH(p->items, it) ? XGR_ERR_NOMEM : XGR_OK;
         }
         xgr_item o = p->slot_item[h];
-        if (o.state == it.state && o.origin == it.origin && o.count == it.count) return XGR_OK;
+        if (o.state == it.state && o.origin == it.origin && o.count == it.count) {
+            p->slot_again[h] = p->gen;
+            return XGR_OK;
+        }
     }
+}
+
+/* Was `it` added to the row under construction exactly once? */
+static int added_once(const xgr_parser *p, xgr_item it) {
+    uint32_t mask = p->slot_cap - 1;
+    for (uint32_t h = item_hash(it) & mask; p->slot_stamp[h] == p->gen; h = (h + 1) & mask) {
+        xgr_item o = p->slot_item[h];
+        if (o.state == it.state && o.origin == it.origin && o.count == it.count)
+            return p->slot_again[h] != p->gen;
+    }
+    return 0;
+}
+
+/* The Leo item of row `row` for `rule`, or NULL. Rows hold few (one per deterministic
+ * rule), so a scan; rows past the last one with Leo items have none (earley.h). */
+static inline const xgr_leo *leo_find(const xgr_parser *p, int32_t row, int32_t rule) {
+    if ((size_t)row + 1 >= p->leo_begin.len) return NULL;
+    /* (indices: leo.data may be NULL under an empty range, after a copy) */
+    for (int32_t k = p->leo_begin.data[row]; k < p->leo_begin.data[row + 1]; k++)
+        if (p->leo.data[k].rule == rule) return &p->leo.data[k];
+    return NULL;
+}
+
+/* Is `t`, a state of rule r, a penultimate target: a final state without edges of a
+ * NORMAL rule? */
+static inline int leo_penultimate(const xgr_fsm *f, int32_t r, int32_t t) {
+    return f->rule_kind[r] == XGR_RULE_NORMAL && f->final[t] &&
+           f->edge_begin[t] == f->edge_begin[t + 1];
+}
+
+/* Turns the candidates met while closing row cur_row into its Leo items (see the top of
+ * the file). A candidate (B, n) was recorded when B's predicted start item was first
+ * added; it counts when that item was not added again, so that n's item was the only one
+ * waiting on B. Its top then follows n up: through the Leo item of an earlier row (whose
+ * top is final), or through one of this row's own when n's rule A was predicted here too
+ * (`b ::= c` forwarding to a rule predicted in the same row), until a row has none, the
+ * root's item of row 0, or an OUTER item. Such same-row steps could loop (unit rules
+ * predicting each other): after as many steps as the row has Leo items the walk stops,
+ * which only leaves a longer chain to the ordinary completion. */
+static int leo_close_row(xgr_parser *p, int32_t cur_row) {
+    const xgr_fsm *f = p->fsm;
+    size_t first = p->leo.len;
+    for (size_t i = 0; i < p->leo_cand.len; i++) {
+        xgr_leo e = p->leo_cand.data[i]; /* (B, n) */
+        if (!added_once(p, (xgr_item){f->rule_start[e.rule], cur_row, 0})) continue;
+        if (p->leo.len == first) {
+            /* the first Leo item since row leo_begin.len - 2: earlier rows have none */
+            while (p->leo_begin.len <= (size_t)cur_row)
+                if (XGR_VEC_PUSH(p->leo_begin, (int32_t)first)) return XGR_ERR_NOMEM;
+        }
+        if (XGR_VEC_PUSH(p->leo, e)) return XGR_ERR_NOMEM;
+    }
+    size_t end = p->leo.len;
+    if (end == first) return XGR_OK;
+    for (size_t i = first; i < end; i++) {
+        xgr_item top = p->leo.data[i].top;
+        for (size_t steps = 0; steps <= end - first; steps++) {
+            int32_t a = f->state_rule[top.state];
+            if (top.origin < 0 || (a == f->root && top.origin == 0)) break;
+            const xgr_leo *up = NULL;
+            if (top.origin < cur_row) {
+                if ((up = leo_find(p, top.origin, a))) top = up->top;
+                break;
+            }
+            for (size_t k = first; k < end && !up; k++)
+                if (p->leo.data[k].rule == a) up = &p->leo.data[k];
+            if (!up) break;
+            top = up->top;
+        }
+        p->leo.data[i].top = top;
+    }
+    return XGR_VEC_PUSH(p->leo_begin, (int32_t)end) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
 int xgr_item_complete(const xgr_fsm *f, xgr_item it) {
@@ -143,6 +270,8 @@ static XGR_NOINLINE_WORK int work_limit(const xgr_parser *p) {
 static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
     const xgr_fsm *f = p->fsm;
     int64_t work = 0;
+    const uint8_t *leo_rules = p->leo_rules;
+    p->leo_cand.len = 0;
     for (size_t j = row_start; j < p->items.len; j++) {
         xgr_item it = p->items.data[j];
         if (++work > p->max_work) return work_limit(p);
@@ -152,55 +281,188 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                 p->popped = 1;
             } else if (it.origin != cur_row) {
                 /* Same-row completions are empty derivations, already covered by the
-                 * nullable advance at prediction time. */
-                int32_t ob = p->row_begin.data[it.origin], oe = p->row_begin.data[it.origin + 1];
-                if ((work += oe - ob) > p->max_work) return work_limit(p);
-                for (int32_t k = ob; k < oe; k++) {
-                    int rc = advance_over(p, row_start, p->items.data[k], r);
+                 * nullable advance at prediction time. A Leo item of the origin row
+                 * stands for the whole deterministic chain above this completion. */
+                const xgr_leo *leo = leo_find(p, it.origin, r);
+                if (leo) {
+                    int rc = add_item(p, row_start, leo->top);
                     if (rc) return rc;
+                } else {
+                    int32_t ob = p->row_begin.data[it.origin],
+                            oe = p->row_begin.data[it.origin + 1];
+                    if ((work += oe - ob) > p->max_work) return work_limit(p);
+                    for (int32_t k = ob; k < oe; k++) {
+                        int rc = advance_over(p, row_start, p->items.data[k], r);
+                        if (rc) return rc;
+                    }
                 }
             }
         }
-        int32_t e0 = p->ref_begin ? p->ref_begin[it.state] : f->edge_begin[it.state];
-        for (int32_t e = e0; e < f->edge_begin[it.state + 1]; e++) {
+        int32_t e0 = p->ref_begin ? p->ref_begin[it.state] : f->edge_begin[it.state],
+                e1 = f->edge_begin[it.state + 1];
+        if (e0 == e1) continue;
+        if (leo_rules && !leo_rules[r]) {
+            for (int32_t e = e0; e < e1; e++) {
+                const xgr_edge *ed = &f->edges[e];
+                if (ed->ref < 0) continue;
+                if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;
+                xgr_item pr = {f->rule_start[ed->ref], cur_row, 0};
+                int rc = add_item(p, row_start, pr);
+                if (rc) return rc;
+                if (f->rule_nullable[ed->ref]) {
+                    xgr_item n = {ed->target, it.origin,
+                                  f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count};
+                    if ((rc = add_item(p, row_start, n))) return rc;
+                }
+            }
+            continue;
+        }
+        /* the same, also recording Leo item candidates */
+        for (int32_t e = e0; e < e1; e++) {
             const xgr_edge *ed = &f->edges[e];
             if (ed->ref < 0) continue;
             if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;
             xgr_item pr = {f->rule_start[ed->ref], cur_row, 0};
+            size_t len0 = p->items.len;
             int rc = add_item(p, row_start, pr);
             if (rc) return rc;
-            if (f->rule_nullable[ed->ref]) {
-                xgr_item n = {ed->target, it.origin,
-                              f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count};
-                if ((rc = add_item(p, row_start, n))) return rc;
+            xgr_item n = {ed->target, it.origin,
+                          f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count};
+            /* (a start item already there: another item waits on B, or it came some
+             * other way; either way no Leo item) */
+            if (p->items.len != len0 && leo_penultimate(f, r, ed->target)) {
+                xgr_leo c = {ed->ref, n};
+                if (XGR_VEC_PUSH(p->leo_cand, c)) return XGR_ERR_NOMEM;
             }
+            if (f->rule_nullable[ed->ref] && (rc = add_item(p, row_start, n))) return rc;
         }
     }
+    return p->leo_cand.len ? leo_close_row(p, cur_row) : XGR_OK;
+}
+
+int xgr_leo_rules(const xgr_fsm *f, uint8_t *out) {
+    int32_t nr = f->n_rules;
+    memset(out, 0, (size_t)nr);
+    /* tail edges A -> B (A NORMAL, B referenced right before one of A's edgeless ends),
+     * in CSR by A */
+    int32_t *beg = xgr_calloc((size_t)nr + 1, sizeof *beg);
+    if (!beg) return XGR_ERR_NOMEM;
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t *adj = NULL;
+        if (pass) {
+            for (int32_t r = 0; r < nr; r++) beg[r + 1] += beg[r];
+            adj = xgr_malloc(((size_t)beg[nr] + 1) * sizeof *adj);
+            if (!adj) {
+                free(beg);
+                return XGR_ERR_NOMEM;
+            }
+        }
+        for (int32_t r = 0; r < nr; r++) {
+            if (f->rule_kind[r] != XGR_RULE_NORMAL) continue;
+            int32_t fill = pass ? beg[r] : 0;
+            for (int32_t st = f->rule_start[r]; st < xgr_fsm_rule_end(f, r); st++)
+                for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++) {
+                    const xgr_edge *ed = &f->edges[e];
+                    if (ed->ref < 0 || !leo_penultimate(f, r, ed->target)) continue;
+                    if (!pass) beg[r + 1]++;
+                    else adj[fill++] = ed->ref;
+                }
+        }
+        if (!pass) continue;
+        /* Tarjan's strongly connected components, iteratively; a rule is marked when its
+         * component has a cycle (two rules or more, or a self reference). */
+        int32_t *idx = xgr_malloc(((size_t)nr + 1) * sizeof *idx),
+                *low = xgr_malloc(((size_t)nr + 1) * sizeof *low),
+                *stk = xgr_malloc(((size_t)nr + 1) * sizeof *stk),
+                *cs = xgr_malloc(((size_t)nr + 1) * sizeof *cs),
+                *ce = xgr_malloc(((size_t)nr + 1) * sizeof *ce);
+        uint8_t *on = xgr_calloc((size_t)nr + 1, 1);
+        int rc = idx && low && stk && cs && ce && on ? XGR_OK : XGR_ERR_NOMEM;
+        int32_t counter = 0, sp = 0;
+        for (int32_t r = 0; r < nr && !rc; r++) idx[r] = -1;
+        for (int32_t root = 0; root < nr && !rc; root++) {
+            if (idx[root] >= 0) continue;
+            int32_t depth = 0;
+            cs[0] = root;
+            ce[0] = beg[root];
+            idx[root] = low[root] = counter++;
+            stk[sp++] = root;
+            on[root] = 1;
+            while (depth >= 0) {
+                int32_t v = cs[depth];
+                if (ce[depth] < beg[v + 1]) {
+                    int32_t w = adj[ce[depth]++];
+                    if (w == v) out[v] = 1;
+                    if (idx[w] < 0) {
+                        idx[w] = low[w] = counter++;
+                        stk[sp++] = w;
+                        on[w] = 1;
+                        cs[++depth] = w;
+                        ce[depth] = beg[w];
+                    } else if (on[w] && idx[w] < low[v]) {
+                        low[v] = idx[w];
+                    }
+                    continue;
+                }
+                if (low[v] == idx[v]) {
+                    int32_t first = sp;
+                    do first--; while (stk[first] != v);
+                    for (int32_t k = first; k < sp; k++) {
+                        on[stk[k]] = 0;
+                        if (sp - first > 1) out[stk[k]] = 1;
+                    }
+                    sp = first;
+                }
+                if (--depth >= 0 && low[v] < low[cs[depth]]) low[cs[depth]] = low[v];
+            }
+        }
+        free(idx);
+        free(low);
+        free(stk);
+        free(cs);
+        free(ce);
+        free(on);
+        free(adj);
+        free(beg);
+        return rc;
+    }
+    free(beg); /* not reached */
     return XGR_OK;
 }
 
-int xgr_parser_start(xgr_parser *p, xgr_item init) {
+/* Clears all rows (the first row's start is pushed already by init). */
+static void clear_rows(xgr_parser *p) {
     p->items.len = 0;
     p->row_begin.len = 1;
     p->row_begin.data[0] = 0;
+    p->leo.len = 0;
+    p->leo_begin.len = 1;
+    p->leo_begin.data[0] = 0;
     p->popped = 0;
+}
+
+/* Ends the row just closed (leo_close_row ended its Leo items, if it has any). */
+static inline int push_row(xgr_parser *p) {
+    return XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len) ? XGR_ERR_NOMEM : XGR_OK;
+}
+
+int xgr_parser_start(xgr_parser *p, xgr_item init) {
+    clear_rows(p);
     dedup_reset(p);
     int rc = add_item(p, 0, init);
     if (!rc) rc = closure(p, 0, 0);
-    if (!rc && XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len)) rc = XGR_ERR_NOMEM;
+    if (!rc) rc = push_row(p);
     return rc;
 }
 
 int xgr_parser_start_in_caller(xgr_parser *p, xgr_item parent, xgr_item child) {
-    p->items.len = 0;
-    p->row_begin.len = 1;
-    p->row_begin.data[0] = 0;
-    p->popped = 0;
-    if (XGR_VEC_PUSH(p->items, parent) || XGR_VEC_PUSH(p->row_begin, 1)) return XGR_ERR_NOMEM;
+    clear_rows(p);
+    /* row 0 is not closed: it has no Leo items */
+    if (XGR_VEC_PUSH(p->items, parent) || push_row(p)) return XGR_ERR_NOMEM;
     dedup_reset(p);
     int rc = add_item(p, 1, child);
     if (!rc) rc = closure(p, 1, 1);
-    if (!rc && XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len)) rc = XGR_ERR_NOMEM;
+    if (!rc) rc = push_row(p);
     return rc;
 }
 
@@ -208,7 +470,7 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
     const xgr_fsm *f = p->fsm;
     int32_t last = xgr_parser_rows(p) - 1;
     int32_t b = p->row_begin.data[last], e = p->row_begin.data[last + 1];
-    size_t row_start = p->items.len;
+    size_t row_start = p->items.len; /* (Leo items are fewer: one per new start item) */
     if (row_start > (size_t)INT32_MAX - 1)
         return xgr_fail(XGR_ERR_LIMIT, "parser history too long");
     p->popped = 0;
@@ -222,7 +484,10 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
             if (byte <= ed->hi) {
                 xgr_item n = {ed->target, it.origin, it.count};
                 int rc = add_item(p, row_start, n);
-                if (rc) return rc;
+                if (rc) {
+                    p->items.len = row_start;
+                    return rc;
+                }
                 break;
             }
         }
@@ -232,13 +497,12 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
         return XGR_OK;
     }
     int rc = closure(p, row_start, last + 1);
+    if (!rc) rc = push_row(p);
     if (rc) {
-        p->items.len = row_start;
+        /* back to the rows before: Leo items of this row, if closing it got that far */
+        xgr_parser_truncate(p, last + 1);
+        p->leo.len = (size_t)p->leo_begin.data[p->leo_begin.len - 1];
         return rc;
-    }
-    if (XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len)) {
-        p->items.len = row_start;
-        return XGR_ERR_NOMEM;
     }
     *alive = 1;
     return XGR_OK;
@@ -257,14 +521,22 @@ int xgr_parser_can_end(const xgr_parser *p) {
 
 int xgr_parser_copy(xgr_parser *dst, const xgr_parser *src) {
     if (XGR_VEC_RESERVE(dst->items, src->items.len) ||
-        XGR_VEC_RESERVE(dst->row_begin, src->row_begin.len))
+        XGR_VEC_RESERVE(dst->row_begin, src->row_begin.len) ||
+        XGR_VEC_RESERVE(dst->leo, src->leo.len) ||
+        XGR_VEC_RESERVE(dst->leo_begin, src->leo_begin.len))
         return XGR_ERR_NOMEM;
     if (src->items.len)
         memcpy(dst->items.data, src->items.data, src->items.len * sizeof *src->items.data);
+    if (src->leo.len)
+        memcpy(dst->leo.data, src->leo.data, src->leo.len * sizeof *src->leo.data);
     memcpy(dst->row_begin.data, src->row_begin.data,
            src->row_begin.len * sizeof *src->row_begin.data);
+    memcpy(dst->leo_begin.data, src->leo_begin.data,
+           src->leo_begin.len * sizeof *src->leo_begin.data);
     dst->items.len = src->items.len;
     dst->row_begin.len = src->row_begin.len;
+    dst->leo.len = src->leo.len;
+    dst->leo_begin.len = src->leo_begin.len;
     return XGR_OK;
 }
 

@@ -5,7 +5,12 @@
  * Rows are stored back to back in one item array (CSR by row_begin), so rolling back
  * is truncation. Origin XGR_ORIGIN_OUTER marks the item a mask-cache simulation starts
  * from: its rule completing means "the token leaves this rule" (a pop), which the
- * simulation records instead of following. Internal header. */
+ * simulation records instead of following.
+ *
+ * Right recursion (`c ::= "a" c | ""`) is linear per byte through Leo items (earley.c):
+ * a row leaves out the completed items of a deterministic reduction path, which can only
+ * complete, and keeps its topmost item, so each row holds O(1) items for it instead of
+ * one per level. Internal header. */
 #ifndef XGR_EARLEY_H
 #define XGR_EARLEY_H
 
@@ -19,23 +24,45 @@ typedef struct {
     int32_t count;
 } xgr_item;
 
+/* A Leo item (the transitive item of Leo (1991), "A general context-free parsing
+ * algorithm running in linear time on every LR(k) grammar"): in row j, completing `rule`
+ * with origin j is a deterministic reduction path that ends at `top`. See earley.c. */
+typedef struct {
+    int32_t rule;
+    xgr_item top;
+} xgr_leo;
+
 typedef struct {
     const xgr_fsm *fsm;
     XGR_VEC(xgr_item) items;
     XGR_VEC(int32_t) row_begin; /* n_rows + 1 entries */
+    /* Leo items of each row (earley.c), CSR like the items: row r < leo_begin.len - 1
+     * holds leo[leo_begin[r] .. leo_begin[r + 1]); later rows hold none (leo_begin is
+     * extended only when a row has some, so most rows cost nothing). Truncated with the
+     * rows; leo.len == leo_begin[leo_begin.len - 1]. */
+    XGR_VEC(xgr_leo) leo;
+    XGR_VEC(int32_t) leo_begin;
+    XGR_VEC(xgr_leo) leo_cand; /* scratch: candidates (B, n) of the row under construction */
     int32_t max_row_items;
     int64_t max_work; /* work units per row built (max_step_work) */
     /* Dedup table for the row under construction; slots are valid when stamp == gen. */
     xgr_item *slot_item;
     uint32_t *slot_stamp;
+    uint32_t *slot_again; /* == gen: the slot's item was added to the row more than once */
     uint32_t slot_cap; /* power of two */
     uint32_t gen;
     int popped; /* set when an OUTER item completed while building the last row */
     const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
+    const uint8_t *leo_rules; /* optional: xgr_leo_rules of fsm (NULL: every rule may) */
 } xgr_parser;
 
 int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items);
 void xgr_parser_free(xgr_parser *p);
+/* Marks in out[n_rules] the rules that may make Leo items (earley.c): those on a cycle of
+ * tail references, a rule referenced right before one of its referrer's ends (edgeless
+ * final states). A parser given this array (leo_rules) keeps right recursion linear with
+ * no Leo bookkeeping for the other rules. */
+int xgr_leo_rules(const xgr_fsm *f, uint8_t *out);
 /* Clears all rows and makes row 0 the closure of `init`. */
 int xgr_parser_start(xgr_parser *p, xgr_item init);
 /* Mask-cache start with the caller on the stack: row 0 holds only `parent` (origin
@@ -52,6 +79,10 @@ static inline int32_t xgr_parser_rows(const xgr_parser *p) {
 static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     p->row_begin.len = (size_t)n_rows + 1;
     p->items.len = (size_t)p->row_begin.data[n_rows];
+    if (p->leo_begin.len > (size_t)n_rows + 1) {
+        p->leo_begin.len = (size_t)n_rows + 1;
+        p->leo.len = (size_t)p->leo_begin.data[n_rows];
+    }
 }
 /* Is the rule of item `it` complete at this item (final state / enough repetitions)? */
 int xgr_item_complete(const xgr_fsm *f, xgr_item it);

@@ -112,6 +112,7 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
         return NULL;
     }
     m->parser.ref_begin = c->ref_begin;
+    m->parser.leo_rules = c->rule_leo;
     m->parser.max_work = c->opts.max_step_work;
     return m;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "xgr2.h"
+#include "../../csrc/mask/compiled.h"
 #include "../../csrc/mask/vocab.h"
 
 static int failures = 0;
@@ -557,6 +558,141 @@ static void memo_repeat(void) {
     printf("ok memo_repeat\n");
 }
 
+/* Right recursion stays linear (Leo items, csrc/runtime/earley.c): every parser row of a
+ * long right-recursive match holds a bounded number of items and Leo items (it held one
+ * completed item per level before), a long match fits the default max_step_work, and
+ * rolling back over a long run restores the masks. */
+static int rr_compile(xgr_vocab *v, const char *ebnf, int no_inline, xgr_compiled **c) {
+    xgr_grammar *g = NULL;
+    xgr_compile_options o;
+    memset(&o, 0, sizeof o);
+    o.inline_max_states = no_inline ? -1 : 0;
+    int rc = xgr_grammar_from_ebnf(ebnf, strlen(ebnf), "", 0, &g);
+    if (!rc) rc = xgr_compile(g, v, &o, c);
+    if (rc) CHECK(0, "right_recursion: %s: %s", ebnf, xgr_last_error());
+    xgr_grammar_release(g);
+    return rc;
+}
+
+/* Feeds `unit` repeated up to n bytes to a bare parser; checks the rows' sizes and that
+ * truncating back and feeding again gives the same rows. */
+static void rr_rows(xgr_vocab *v, const char *name, const char *ebnf, const char *unit,
+                    int32_t n, int no_inline) {
+    xgr_compiled *c = NULL;
+    if (rr_compile(v, ebnf, no_inline, &c)) return;
+    xgr_parser p;
+    if (xgr_parser_init(&p, c->fsm, 0)) {
+        CHECK(0, "%s: parser init", name);
+        xgr_compiled_release(c);
+        return;
+    }
+    p.ref_begin = c->ref_begin;
+    p.leo_rules = c->rule_leo;
+    xgr_item root = {c->fsm->rule_start[c->fsm->root], 0, 0};
+    CHECK(!xgr_parser_start(&p, root), "%s: start", name);
+    size_t ul = strlen(unit);
+    int32_t max_items = 0, max_leo = 0, mid = n / 2, mid_items = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int alive = 0, rc = xgr_parser_step(&p, (uint8_t)unit[(size_t)i % ul], &alive);
+        if (rc || !alive) {
+            CHECK(0, "%s: byte %d rejected: %s", name, (int)i, rc ? xgr_last_error() : "dead");
+            break;
+        }
+        int32_t r = xgr_parser_rows(&p) - 1;
+        int32_t ni = p.row_begin.data[r + 1] - p.row_begin.data[r];
+        int32_t nl = (size_t)r + 1 < p.leo_begin.len
+                         ? p.leo_begin.data[r + 1] - p.leo_begin.data[r] : 0;
+        if (ni > max_items) max_items = ni;
+        if (nl > max_leo) max_leo = nl;
+        if (i == mid) mid_items = (int32_t)p.items.len;
+    }
+    CHECK(max_items <= 16 && max_leo <= 8, "%s: rows grow with the input (%d items, %d Leo items)",
+          name, (int)max_items, (int)max_leo);
+    CHECK(xgr_parser_can_end(&p), "%s: cannot end after %d bytes", name, (int)n);
+    /* rollback is truncation, Leo items included: back to the middle, then on again */
+    xgr_parser_truncate(&p, mid + 2);
+    CHECK((int32_t)p.items.len == mid_items, "%s: truncate", name);
+    CHECK(p.leo_begin.len <= (size_t)mid + 3 &&
+              p.leo.len == (size_t)p.leo_begin.data[p.leo_begin.len - 1],
+          "%s: Leo items truncated", name);
+    for (int32_t i = mid + 1; i < n; i++) {
+        int alive = 0;
+        if (xgr_parser_step(&p, (uint8_t)unit[(size_t)i % ul], &alive) || !alive) {
+            CHECK(0, "%s: byte %d rejected after rollback", name, (int)i);
+            break;
+        }
+    }
+    CHECK(xgr_parser_can_end(&p), "%s: cannot end after rollback", name);
+    xgr_parser_free(&p);
+    xgr_compiled_release(c);
+}
+
+static void right_recursion(xgr_vocab *v) {
+    /* once as written, once without inlining (every rule kept, as in big grammars) */
+    for (int ni = 0; ni < 2; ni++) {
+        rr_rows(v, "rr_empty", "root ::= c\nc ::= \"\" | \"a\" c", "a", 100000, ni);
+        rr_rows(v, "rr_list", "root ::= list\nlist ::= elem | elem \",\" list\nelem ::= [0-9]+",
+                "12,3,", 99999, ni);
+        rr_rows(v, "rr_string", "root ::= chars\nchars ::= char chars | \"\"\n"
+                "char ::= [^\"\\\\] | \"\\\\\" [\"\\\\n]", "ab\\n\\\\", 20004, ni);
+        rr_rows(v, "rr_mutual", "root ::= a\na ::= \"x\" b | \"\"\nb ::= \"y\" a | \"\"", "xy",
+                50000, ni);
+        rr_rows(v, "rr_mid_nullable", "root ::= c\nc ::= \"a\" ws c | \"\"\nws ::= \" \"*", "a  a",
+                40000, ni);
+        rr_rows(v, "rr_root", "root ::= \"a\" root | \"\"", "a", 50000, ni);
+        /* a cycle through a rule that only forwards (`b ::= c`, kept as a rule without
+         * inlining): its level is predicted in the row its caller waits in */
+        rr_rows(v, "rr_forward", "root ::= a\na ::= \"x\" b | \"z\"\nb ::= c\nc ::= \"w\" a | \"\"",
+                "xw", 50001, ni);
+    }
+
+    /* a long match through the matcher, under the default limits */
+    xgr_compiled *c = NULL;
+    if (rr_compile(v, "root ::= c \"!\" | c\nc ::= \"\" | \"a\" c", 0, &c)) return;
+    xgr_matcher *m = NULL;
+    CHECK(!xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m), "matcher");
+    if (!m) {
+        xgr_compiled_release(c);
+        return;
+    }
+    size_t n = 100000;
+    uint8_t *buf = malloc(n);
+    memset(buf, 'a', n);
+    int acc = 0;
+    CHECK(!xgr_matcher_accept_bytes(m, buf, n, &acc) && acc, "rr: 100,000 bytes: %s",
+          xgr_last_error());
+    CHECK(xgr_matcher_can_end(m), "rr: cannot end after 100,000 bytes");
+    CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)"b", 1, &acc) && !acc, "rr: b accepted");
+    free(buf);
+
+    /* 1,200 one-byte tokens, masks kept; roll back over 1,000 of them */
+    int32_t *row = calloc((size_t)row_words, 4), *oracle = calloc((size_t)row_words, 4),
+            *at200 = calloc((size_t)row_words, 4);
+    xgr_matcher_reset(m);
+    for (int i = 0; i < 1200; i++) {
+        if (i == 200) CHECK(!xgr_matcher_fill_bitmask(m, at200, (size_t)row_words, NULL), "fill");
+        CHECK(!xgr_matcher_accept_token(m, 'a', &acc) && acc, "rr: token %d rejected", i);
+    }
+    CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, NULL), "fill");
+    CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)row_words), "oracle");
+    CHECK(rows_equal(row, oracle), "rr: mask after 1,200 tokens differs from oracle");
+    CHECK(!xgr_matcher_rollback(m, 1000), "rr: rollback: %s", xgr_last_error());
+    CHECK(xgr_matcher_num_steps(m) == 200, "rr: %d steps after rollback",
+          (int)xgr_matcher_num_steps(m));
+    CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, NULL), "fill");
+    CHECK(rows_equal(row, at200), "rr: mask after rollback(1000) differs");
+    CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, oracle, (size_t)row_words), "oracle");
+    CHECK(rows_equal(row, oracle), "rr: mask after rollback differs from oracle");
+    CHECK(!xgr_matcher_accept_token(m, '!', &acc) && acc && xgr_matcher_can_end(m),
+          "rr: '!' after rollback");
+    free(row);
+    free(oracle);
+    free(at200);
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+    printf("ok right_recursion\n");
+}
+
 int main(void) {
     int32_t stop;
     xgr_vocab *v = make_vocab(&stop);
@@ -596,6 +732,20 @@ int main(void) {
         {"loop_exit_then_empty_ref", "root ::= \"[\" item \"}\" item \"|\"\nitem ::= [a-c]* \"]\" opt\nopt ::= \"b\"*"},
         {"empty_ref_then_end", "root ::= \"[\" item \"]\" item \"|\"\nitem ::= \"a\" opt\nopt ::= \"b\"*"},
         {"ambiguous", "root ::= x x\nx ::= \"a\"* | \"a\" \"b\"?"},
+        /* right recursion (Leo items, csrc/runtime/earley.c): GBNF-style lists, a
+         * JSON-string-like character rule, mutual recursion, a rule nullable in the
+         * middle, one nullable after its recursive call (no Leo item: the level waits on
+         * `ws`), and a chain through the root */
+        {"rr_empty", "root ::= c\nc ::= \"\" | \"a\" c"},
+        {"rr_list", "root ::= \"[\" list \"]\"\nlist ::= elem | elem \",\" list\nelem ::= [0-9]+ | \"ab\""},
+        {"rr_gbnf_list", "root ::= list\nlist ::= elem (\",\" list)?\nelem ::= [a-c]+ | \"[\" list \"]\""},
+        {"rr_string",
+         "root ::= \"{\" ws \"\\\"x\\\"\" ws \":\" ws str ws \"}\"\nstr ::= \"\\\"\" chars \"\\\"\"\n"
+         "chars ::= char chars | \"\"\nchar ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\/bfnrt]\nws ::= [ \\n]*"},
+        {"rr_mutual", "root ::= a\na ::= \"x\" b | \"\"\nb ::= \"y\" a | \"\""},
+        {"rr_mid_nullable", "root ::= c\nc ::= \"a\" ws c | \"b\" | \"\"\nws ::= [ \\n]*"},
+        {"rr_tail_nullable", "root ::= c\nc ::= \"a\" c ws | \"\"\nws ::= \" \"*"},
+        {"rr_root", "root ::= \"a\" root | \"x\" | \"\""},
         {"json",
          "root ::= value\nvalue ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
          "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"
@@ -627,6 +777,7 @@ int main(void) {
     cross_grammar(v);
     memo_and_rollback(v);
     memo_repeat();
+    right_recursion(v);
     bad_inputs(v);
     empty_vocab();
     terminate_without_stop(v, stop);
