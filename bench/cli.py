@@ -20,7 +20,7 @@ ALL_WORKLOADS = "jsonschemabench,json-mode-eval,grammars,tools,tool-formats,abla
 #: strict_mode=True, which forbids properties a schema does not list even where it does not forbid them.
 JSON_SCHEMA_SEMANTICS = {"xgrammar2": {"strict_mode": False}, "xgrammar": {"strict_mode": False}}
 
-#: xgrammar2 compile options of the ablation rows (seed 000 Table 4), each row adding one technique.
+#: xgrammar2 compile options of the ablation rows (XGrammar-2 paper, Table 4), each row adding one technique.
 ABLATION_BIG_REPEAT = 100000
 ABLATION = [
     ("baseline", {"precompute": True, "cross_grammar_cache": False, "repeat_threshold": ABLATION_BIG_REPEAT}),
@@ -242,7 +242,7 @@ def harmony_native_probe(T, pool, texts, h_cfg, h_tokenize, log):
 
 
 def run_ablation(T, W, pool, texts, cfg, tokenize, eos, args, n_schemas, max_tests, log, quick):
-    """Seed 000 Table 4 for xgrammar2: one worker per row, each row adding one technique; engines interleaved."""
+    """The XGrammar-2 paper's Table 4 (ablation) for xgrammar2: one worker per row, each row adding one technique; engines interleaved."""
     from bench.runner import Worker, run_items, start_all, summarize_run
 
     workers: dict[str, Worker] = {}

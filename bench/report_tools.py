@@ -213,7 +213,7 @@ def tools_markdown(results: dict[str, Any]) -> list[str]:
     s = results.get("settings", {})
     seqs = all_sequences(results)
     engines = _engines(seqs)
-    L: list[str] = ["## Tool calling: BFCL tool pools, static and dynamic (seed 000 §4.1, Table 1, Figure 6)", ""]
+    L: list[str] = ["## Tool calling: BFCL tool pools, static and dynamic (XGrammar-2 paper, §4.1, Table 1, Figure 6)", ""]
     pool = (tw or {}).get("pool") or {}
     L += [f"Tool pool: {pool.get('size', '—')} distinct BFCL functions ({pool.get('source', 'BFCL v4')}; deduplicated "
           "by name, Python type names mapped to JSON Schema, only functions with a ground-truth call that validates "
@@ -265,7 +265,7 @@ def tools_markdown(results: dict[str, Any]) -> list[str]:
                      f"{pct(_g(dy, 'engines', OURS, 'automaton_hit_rate'))} |")
         L.append("")
     if fw:
-        L += ["## Tool formats: Llama and Harmony (seed 000 §4.2, Figures 7-8)", "",
+        L += ["## Tool formats: Llama and Harmony (XGrammar-2 paper, §4.2, Figures 7-8)", "",
               "Dynamic tool sets from the same pool; the `<function=NAME>` rows above are the third format. "
               "Harmony traces: an analysis message with a CONFETTI sentence, `<|start|>assistant`, then the call "
               "`<|channel|>commentary to=functions.NAME<|constrain|>json<|message|>{args}<|call|>` (the header "
@@ -319,7 +319,7 @@ def ablation_markdown(results: dict[str, Any]) -> list[str]:
     if not a:
         return []
     rows = [r["label"] for r in a.get("rows", []) if "error" not in r]
-    L = ["## Ablation (seed 000 Table 4), xgrammar2 only", "",
+    L = ["## Ablation (XGrammar-2 paper, Table 4), xgrammar2 only", "",
          "One xgrammar2 worker per row, each row adding one technique to the one above; items interleaved over the "
          "rows. *baseline*: every mask-cache entry computed at compile time (`precompute=True`), no cross-grammar "
          f"cache (`cross_grammar_cache=False`), repetitions unrolled (`repeat_threshold={_rt(a)}`); "

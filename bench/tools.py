@@ -1,4 +1,4 @@
-"""Tool-calling workloads (seed 000 §4.1 Table 1 / Figure 6, §4.2 Figures 7-8): BFCL tool pools, tool formats,
+"""Tool-calling workloads (XGrammar-2 paper, §4.1 Table 1 / Figure 6, §4.2 Figures 7-8): BFCL tool pools, tool formats,
 request sequences, real tool-call traces, and the driver loop that runs a sequence on every engine.
 
 - Pool: distinct BFCL functions (Python categories: simple, multiple, parallel, parallel_multiple; deduplicated by
@@ -469,7 +469,7 @@ TOOL_SIZES = [5, 20, 50, 100]
 def tools_workload(pool: list[Tool], texts: list[str], workers: dict[str, Any], cfg: Any, tokenize: Callable,
                    eos: int, log: Callable[[str], None], sizes: list[int], n_dynamic: int, n_static: int,
                    n_seen: int, seed: int) -> dict[str, Any]:
-    """DESIGN.md's tool format over N tools, static and dynamic (seed 000 Table 1, Figure 6)."""
+    """DESIGN.md's tool format over N tools, static and dynamic (XGrammar-2 paper, Table 1, Figure 6)."""
     seqs = []
     for n in sizes:
         for setting, r, s in (("static", n_static, 0), ("dynamic", n_dynamic, n_seen)):
@@ -483,7 +483,7 @@ def tools_workload(pool: list[Tool], texts: list[str], workers: dict[str, Any], 
 def tool_formats_workload(pool: list[Tool], texts: list[str], fmt_workers: dict[str, tuple[dict[str, Any], Any,
                           Callable, int]], log: Callable[[str], None], sizes: list[int], n_dynamic: int,
                           n_seen: int, seed: int) -> dict[str, Any]:
-    """Llama and Harmony tool formats, dynamic tool sets (seed 000 §4.2, Figures 7-8)."""
+    """Llama and Harmony tool formats, dynamic tool sets (XGrammar-2 paper, §4.2, Figures 7-8)."""
     seqs = []
     per_token: dict[str, Any] = {}
     for fmt, (workers, cfg, tokenize, eos) in fmt_workers.items():

@@ -4,13 +4,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-/* One message per thread: callers read it right after a failing call. */
+/* One message and its status per thread: callers read them right after a failing call. */
 static _Thread_local char tls_error[1024];
+static _Thread_local int tls_status;
 
 const char *xgr_last_error(void) { return tls_error; }
 
+int xgr_last_status(void) { return tls_status; }
+
 int xgr_fail(int code, const char *fmt, ...) {
     va_list ap;
+    tls_status = code;
     va_start(ap, fmt);
     vsnprintf(tls_error, sizeof tls_error, fmt, ap);
     va_end(ap);

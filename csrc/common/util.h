@@ -18,6 +18,11 @@ int xgr_fail(int code, const char *fmt, ...)
 #endif
     ;
 
+/* The status code of the calling thread's latest xgr_fail (XGR_OK before any): lets a
+ * caller that only saw a sentinel (an IR builder's -1) return the failing call's status
+ * instead of guessing it from the message. */
+int xgr_last_status(void);
+
 /* Checked allocation: on failure they set an out-of-memory error message and
  * return NULL; callers must propagate XGR_ERR_NOMEM. */
 void *xgr_malloc(size_t n);

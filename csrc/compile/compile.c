@@ -479,7 +479,7 @@ int xgr_compiled_precompute(xgr_compiled *c, int32_t k) {
             order[n].cost = k < 0 ? 0 : entry_cost(c, &sc.p, s);
             n++;
         }
-    /* The K most expensive first (seed 000 §3.5), so a budget spent during prefill takes
+    /* The K most expensive first (XGrammar-2 paper, §3.5), so a budget spent during prefill takes
      * the largest bites out of the per-token JIT cost. */
     if (k >= 0) qsort(order, (size_t)n, sizeof *order, by_cost_desc);
     int32_t done = 0;

@@ -5,33 +5,41 @@
  * its NFA with references renumbered in order of first appearance, so the subset
  * construction and minimisation run once per distinct rule, not once per request. The
  * full key bytes are compared, so a hash collision can never return a wrong automaton.
- * One hash table + LRU list under a mutex, bounded by a byte budget. */
+ * One byte-budgeted LRU map (common/lru.h) under a mutex. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 
+#include "../common/lru.h"
 #include "lower_internal.h"
 
 typedef struct mnode {
-    xgr_chain link; /* link.hash: the key's hash */
+    xgr_lru_node node; /* node.link.hash: the key's hash */
     uint8_t *key;
-    size_t key_len, bytes;
+    size_t key_len;
     int32_t raw_states; /* subset states before minimisation: the budget check on a hit */
     lw_dfa dfa;         /* references as local ids */
-    struct mnode *lru_prev, *lru_next;
 } mnode;
-
-static pthread_mutex_t m_lock = PTHREAD_MUTEX_INITIALIZER;
-static xgr_chain **m_buckets;
-static size_t m_nbuckets, m_count, m_bytes;
-static size_t m_budget = (size_t)32 << 20;
-static mnode *m_head, *m_tail; /* head = most recent */
-static uint64_t m_hits, m_misses;
 
 static void dfa_free_parts(lw_dfa *d) {
     XGR_VEC_FREE(d->final);
     XGR_VEC_FREE(d->ebeg);
     XGR_VEC_FREE(d->edges);
 }
+
+static void mnode_free(mnode *n) {
+    dfa_free_parts(&n->dfa);
+    free(n->key);
+    free(n);
+}
+
+static void mnode_drop(xgr_lru *l, xgr_lru_node *n) {
+    (void)l;
+    mnode_free((mnode *)n);
+}
+
+static pthread_mutex_t m_lock = PTHREAD_MUTEX_INITIALIZER;
+static xgr_lru m_map = XGR_LRU_INIT(1024, (size_t)32 << 20, mnode_drop);
+static uint64_t m_hits, m_misses;
 
 static int dfa_copy(lw_dfa *dst, const lw_dfa *src) {
     dst->n = src->n;
@@ -50,43 +58,8 @@ static int dfa_copy(lw_dfa *dst, const lw_dfa *src) {
     return XGR_OK;
 }
 
-static void lru_unlink(mnode *n) {
-    if (n->lru_prev) n->lru_prev->lru_next = n->lru_next;
-    else m_head = n->lru_next;
-    if (n->lru_next) n->lru_next->lru_prev = n->lru_prev;
-    else m_tail = n->lru_prev;
-    n->lru_prev = n->lru_next = NULL;
-}
-
-static void lru_push_front(mnode *n) {
-    n->lru_prev = NULL;
-    n->lru_next = m_head;
-    if (m_head) m_head->lru_prev = n;
-    m_head = n;
-    if (!m_tail) m_tail = n;
-}
-
-static xgr_chain **find_slot(uint64_t hash, const uint8_t *key, size_t key_len) {
-    xgr_chain **pp = &m_buckets[hash & (m_nbuckets - 1)];
-    for (; *pp; pp = &(*pp)->next) {
-        mnode *n = (mnode *)*pp;
-        if (n->link.hash == hash && n->key_len == key_len && memcmp(n->key, key, key_len) == 0) break;
-    }
-    return pp;
-}
-
-static void remove_node(mnode *n) {
-    xgr_chain_unlink(m_buckets, m_nbuckets, &n->link);
-    lru_unlink(n);
-    m_count--;
-    m_bytes -= n->bytes;
-    dfa_free_parts(&n->dfa);
-    free(n->key);
-    free(n);
-}
-
-static void evict_to(size_t budget) {
-    while (m_bytes > budget && m_tail) remove_node(m_tail);
+static int key_eq(const mnode *n, uint64_t hash, const uint8_t *key, size_t key_len) {
+    return n->node.link.hash == hash && n->key_len == key_len && memcmp(n->key, key, key_len) == 0;
 }
 
 /* Copies the memoised DFA of `key` into *out; 1 if found (and within budget). */
@@ -95,14 +68,15 @@ static int memo_get(uint64_t hash, const uint8_t *key, size_t key_len, int64_t b
     int found = 0;
     *rc = XGR_OK;
     pthread_mutex_lock(&m_lock);
-    if (m_nbuckets) {
-        mnode *n = (mnode *)*find_slot(hash, key, key_len);
-        if (n && n->raw_states <= budget) {
-            lru_unlink(n);
-            lru_push_front(n);
+    for (xgr_chain *c = xgr_lru_first(&m_map, hash); c; c = c->next) {
+        mnode *n = (mnode *)c;
+        if (!key_eq(n, hash, key, key_len)) continue;
+        if (n->raw_states <= budget) {
+            xgr_lru_touch(&m_map, &n->node);
             *rc = dfa_copy(out, &n->dfa);
             found = *rc == XGR_OK;
         }
+        break;
     }
     if (found) m_hits++;
     else m_misses++;
@@ -123,41 +97,34 @@ static void memo_put(uint64_t hash, const uint8_t *key, size_t key_len, int32_t 
         return;
     }
     memcpy(k, key, key_len);
-    n->link.hash = hash;
+    n->node.link.hash = hash;
+    n->node.bytes = bytes;
     n->key = k;
     n->key_len = key_len;
-    n->bytes = bytes;
     n->raw_states = raw_states;
     pthread_mutex_lock(&m_lock);
     xgr_chain **pp = NULL;
-    if (bytes <= m_budget &&
-        ((m_count + 1) * 2 <= m_nbuckets || !xgr_chain_grow(&m_buckets, &m_nbuckets, 1024)))
-        pp = find_slot(hash, key, key_len);
+    if (bytes <= m_map.budget && !xgr_lru_reserve(&m_map))
+        for (pp = xgr_lru_slot(&m_map, hash); *pp && !key_eq((mnode *)*pp, hash, key, key_len);)
+            pp = &(*pp)->next;
     if (!pp || *pp) { /* too big, no memory, or another thread inserted it first */
         pthread_mutex_unlock(&m_lock);
-        dfa_free_parts(&n->dfa);
-        free(n->key);
-        free(n);
+        mnode_free(n);
         return;
     }
-    *pp = &n->link;
-    lru_push_front(n);
-    m_count++;
-    m_bytes += bytes;
-    evict_to(m_budget);
+    xgr_lru_insert(&m_map, pp, &n->node);
     pthread_mutex_unlock(&m_lock);
 }
 
 void lw_dfa_memo_set_budget(size_t bytes) {
     pthread_mutex_lock(&m_lock);
-    m_budget = bytes;
-    evict_to(m_budget);
+    xgr_lru_set_budget(&m_map, bytes);
     pthread_mutex_unlock(&m_lock);
 }
 
 void lw_dfa_memo_clear(void) {
     pthread_mutex_lock(&m_lock);
-    evict_to(0);
+    xgr_lru_evict_to(&m_map, 0);
     m_hits = m_misses = 0;
     pthread_mutex_unlock(&m_lock);
 }
@@ -167,8 +134,8 @@ void xgr_automaton_cache_get_stats(xgr_automaton_cache_stats *out) {
     pthread_mutex_lock(&m_lock);
     out->hits = m_hits;
     out->misses = m_misses;
-    out->entries = m_count;
-    out->bytes = m_bytes;
+    out->entries = m_map.count;
+    out->bytes = m_map.bytes;
     pthread_mutex_unlock(&m_lock);
 }
 

@@ -37,8 +37,8 @@ int xgr_utf8_encode(uint32_t cp, uint8_t *out);
 /* 1 when s[0..n) is entirely valid UTF-8. */
 int xgr_utf8_valid(const uint8_t *s, size_t n);
 
-/* The builders in ir.h report failures by returning -1 with the message set but not the
- * status code; this recovers the code from the message (NOMEM / LIMIT / SEMANTIC). */
+/* The builders in ir.h report failures by returning -1 with the message and status set
+ * through xgr_fail; this returns that status (xgr_last_status). */
 int xgr_front_ir_status(void);
 
 /* Compiles a regex (anchored, whole-input semantics) into nodes of `g`; *out_node is the

@@ -66,12 +66,11 @@ int xgr_utf8_valid(const uint8_t *s, size_t n) {
 }
 
 int xgr_front_ir_status(void) {
-    const char *m = xgr_last_error();
-    if (strncmp(m, "out of memory", 13) == 0 || strstr(m, "overflow")) return XGR_ERR_NOMEM;
-    if (strstr(m, "too many") || strstr(m, "too large") || strstr(m, "too deep"))
-        return XGR_ERR_LIMIT;
-    if (strstr(m, "repetition")) return XGR_ERR_SEMANTIC;
-    return XGR_ERR_NOMEM;
+    int st = xgr_last_status();
+    /* An IR builder that failed without a message would leave an earlier status here;
+     * every one of them fails through xgr_fail or a checked allocation, so this is only
+     * a guard against a future one that does not. */
+    return st == XGR_OK ? xgr_fail(XGR_ERR_INTERNAL, "an IR builder failed without a status") : st;
 }
 
 int xgr_sb_put(xgr_strbuf *b, const char *s, size_t n) {

@@ -2,7 +2,7 @@
  * reach, renumbered in breadth-first order from it, with states relative to each rule's
  * start. Two rules with byte-identical serialisations (in grammars over the same
  * vocabulary) have identical context-free mask-cache entries for corresponding states,
- * which is what lets the cross-grammar cache share them (seed 000 §3.3). The full bytes
+ * which is what lets the cross-grammar cache share them (XGrammar-2 paper, §3.3). The full bytes
  * are kept as the key, so a hash collision can never share a wrong entry.
  * Internal header. */
 #ifndef XGR_CLOSURE_H

@@ -141,7 +141,7 @@ struct xgr_compiled {
     xgr_compile_options opts;
     /* Slots: [0, n_states) are plain entries, one per state, simulating the state's rule
      * alone (leaving the rule makes a token uncertain). [n_states, n_slots) are
-     * parent-context entries (seed 000 §3.6 generalised): for a ref edge e = (p --C--> t)
+     * parent-context entries (XGrammar-2 paper, §3.6 generalised): for a ref edge e = (p --C--> t)
      * and a scannable state s of C, slot n_states + xgr_pair_base(e) + scan_local[s]
      * simulates s with the caller p on the stack, so tokens that finish C and go on in
      * the caller's rule (a `char*` loop, a {m,n} repetition) are decided by the cache.

@@ -1,4 +1,4 @@
-/* Process-wide cross-grammar cache of context-free mask entries (seed 000 §3.3).
+/* Process-wide cross-grammar cache of context-free mask entries (XGrammar-2 paper, §3.3).
  *
  * Key: (vocabulary fingerprint, canonical closure serialisation of the state's rule, the
  * state's index within its rule). Entries are reference counted: a compiled grammar keeps

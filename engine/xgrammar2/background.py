@@ -1,4 +1,4 @@
-"""Background precomputation of token-mask cache entries (seed 000 §3.5).
+"""Background precomputation of token-mask cache entries (XGrammar-2 paper, §3.5).
 
 An engine compiles a request's grammar before the request is scheduled, then runs its
 prefill; the mask entries the first decoding steps need are built just in time. A

@@ -1,4 +1,4 @@
-"""The process-wide cross-grammar mask cache (seed 000 §3.3).
+"""The process-wide cross-grammar mask cache (XGrammar-2 paper, §3.3).
 
 Token-mask cache entries of a rule that do not depend on the rule's context are shared by
 every compiled grammar whose rule has the same canonical structure over the same

@@ -760,7 +760,7 @@ class GrammarCompiler:
         releases the GIL throughout. ``kind`` is one of ``grammar``, ``json_schema``,
         ``builtin_json``, ``regex``, ``structural_tag``; the other arguments are those of
         the matching ``compile_*`` method. ``precompute_k > 0`` then builds the K most
-        expensive token-mask cache entries in the same background task (seed 000 §3.5), so
+        expensive token-mask cache entries in the same background task (XGrammar-2 paper, §3.5), so
         the first decoding steps hit a warm cache. Errors surface from ``future.result()``.
         """
         method = self._ASYNC_KINDS.get(kind)
@@ -787,7 +787,7 @@ class GrammarCompiler:
         """(xgrammar2) Queues ``compiled.precompute(k)`` on one daemon thread (a bounded queue)
         and returns at once: the engine plugins call it after a compile, so the K most
         expensive token-mask entries are built while the request waits for and runs its
-        prefill (seed 000 §3.5). Each compiled grammar is queued once (a compile-cache hit
+        prefill (XGrammar-2 paper, §3.5). Each compiled grammar is queued once (a compile-cache hit
         returns False); under a burst the oldest waiting grammar is dropped and builds its
         masks on first use. ``k == 0`` does nothing; ``k < 0`` builds every entry."""
         if not isinstance(compiled, CompiledGrammar):

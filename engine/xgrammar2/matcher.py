@@ -37,7 +37,7 @@ _lib = _core.lib
 # comes back as the return value instead of through an out-parameter (xgr2.h).
 _fill_ret = _lib.xgr_matcher_fill_bitmask_ret
 _accept_ret = _lib.xgr_matcher_accept_token_ret
-_XGR_ERR_STATE = 7
+_XGR_ERR_STATE = _lib.XGR_ERR_STATE  # read from xgr2.h through the cdef
 _INT32_MAX = 2**31 - 1
 
 

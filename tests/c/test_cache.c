@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../csrc/common/lru.h"
 #include "../../csrc/mask/global_cache.h"
 
 static int failures = 0;
@@ -22,7 +23,61 @@ static xgr_mask_entry *entry(size_t bytes) {
     return e;
 }
 
+/* common/lru.h on its own: recency order, the byte budget, drop on eviction and removal,
+ * and chains that keep colliding items apart. */
+typedef struct item {
+    xgr_lru_node node;
+    int key;
+} item;
+static int dropped[64];
+static void item_drop(xgr_lru *l, xgr_lru_node *n) {
+    (void)l;
+    dropped[((item *)n)->key]++;
+}
+static item *find(xgr_lru *l, int key) {
+    for (xgr_chain *c = xgr_lru_first(l, (uint64_t)key % 3); c; c = c->next)
+        if (((item *)c)->key == key) return (item *)c;
+    return NULL;
+}
+static void test_lru(void) {
+    static item items[64];
+    xgr_lru l = XGR_LRU_INIT(2, 100, item_drop);
+    CHECK(find(&l, 1) == NULL, "lookup in a map with no table");
+    for (int i = 0; i < 10; i++) { /* 10 bytes each, all in 3 chains (hash = key % 3) */
+        items[i].key = i;
+        items[i].node.link.hash = (uint64_t)i % 3;
+        items[i].node.bytes = 10;
+        CHECK(xgr_lru_reserve(&l) == 0, "reserve");
+        xgr_chain **pp = xgr_lru_slot(&l, items[i].node.link.hash);
+        while (*pp) pp = &(*pp)->next;
+        xgr_lru_insert(&l, pp, &items[i].node);
+    }
+    CHECK(l.count == 10 && l.bytes == 100 && l.evictions == 0, "ten items within budget");
+    for (int i = 0; i < 10; i++) CHECK(find(&l, i) == &items[i], "colliding keys kept apart");
+    xgr_lru_touch(&l, &items[0].node); /* 0 is now the most recent: 1 is the coldest */
+    items[10].key = 10;
+    items[10].node.link.hash = 10 % 3;
+    items[10].node.bytes = 10;
+    CHECK(xgr_lru_reserve(&l) == 0, "reserve");
+    xgr_chain **pp = xgr_lru_slot(&l, items[10].node.link.hash);
+    while (*pp) pp = &(*pp)->next;
+    xgr_lru_insert(&l, pp, &items[10].node);
+    CHECK(l.bytes == 100 && l.evictions == 1, "one eviction keeps the budget");
+    CHECK(dropped[1] == 1 && find(&l, 1) == NULL, "the least recent item was evicted");
+    CHECK(dropped[0] == 0 && find(&l, 0) == &items[0], "the touched item stayed");
+    xgr_lru_remove(&l, &items[5].node);
+    CHECK(dropped[5] == 1 && find(&l, 5) == NULL && l.count == 9, "remove drops the item");
+    xgr_lru_set_budget(&l, 35);
+    CHECK(l.bytes <= 35 && l.count == 3, "a smaller budget evicts down to it");
+    CHECK(find(&l, 10) && find(&l, 0) && find(&l, 9), "the three most recent remain");
+    xgr_lru_evict_to(&l, 0);
+    CHECK(l.count == 0 && l.bytes == 0 && !l.head && !l.tail, "evict to zero empties the map");
+    for (int i = 0; i <= 10; i++) CHECK(dropped[i] == 1, "every item dropped exactly once");
+    free(l.buckets);
+}
+
 int main(void) {
+    test_lru();
     const uint8_t key_a[] = "rule closure A", key_b[] = "rule closure B";
     const uint64_t same_hash = 42, fp = 7;
     xgr_cache_clear();

@@ -756,6 +756,22 @@ static void test_handmade_ir(void) {
     xgr_grammar_release(g);
 }
 
+/* An IR builder's failure keeps the status it set; the front ends return it unchanged
+ * (no guessing from the message text, which used to turn these into out-of-memory). */
+static void test_ir_builder_status(void) {
+    xgr_grammar *g = xgr_ir_new();
+    int32_t r = xgr_ir_rule(g, "r", 1);
+    int32_t a = xgr_ir_bytes(g, (const uint8_t *)"a", 1);
+    CHECK(xgr_ir_repeat(g, a, 5, 2) < 0 && xgr_front_ir_status() == XGR_ERR_SEMANTIC,
+          "bad repetition bounds: %d (%s)", xgr_front_ir_status(), xgr_last_error());
+    const uint8_t *trig[1] = {(const uint8_t *)""};
+    size_t trig_len[1] = {0};
+    CHECK(xgr_ir_tag_dispatch(g, trig, trig_len, &r, 1, NULL, NULL, 0, 0) < 0 &&
+              xgr_front_ir_status() == XGR_ERR_INVALID_ARG,
+          "empty TagDispatch trigger: %d (%s)", xgr_front_ir_status(), xgr_last_error());
+    xgr_grammar_release(g);
+}
+
 /* ---- fuzzing ---------------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
@@ -1034,6 +1050,7 @@ int main(int argc, char **argv) {
     test_ops();
     test_spell_tokens();
     test_handmade_ir();
+    test_ir_builder_status();
     test_random_grammars(iters / 3);
     test_fuzz(iters);
     test_triggered_links();
