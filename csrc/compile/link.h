@@ -4,7 +4,8 @@
 
 #include <stdatomic.h>
 
-#include "fsm.h"
+#include "../lower/fsm.h"
+#include "prepare.h"
 #include "scan_tables.h"
 
 struct xgr_fragment {
@@ -31,25 +32,11 @@ typedef struct {
     int32_t sk_rules, sk_states, sk_edges;
 } xgr_link_layout;
 
-/* compile.c */
-void xgr_compile_fill_defaults(xgr_compile_options *o);
-/* Every rule derives some finite string (else XGR_ERR_SEMANTIC naming the rule). */
-int xgr_fsm_check_productive(const xgr_fsm *f);
-int xgr_grammar_token_terms(const xgr_grammar *g, const int32_t *extra, int32_t n_extra,
-                            int32_t **out, int32_t *n_out);
-
 /* The automata of g with stand-ins names[i] replaced by frags[i], and the token ids of
  * every marker in g and the fragments, and where the parts lie. opts has its defaults
  * filled in. */
 int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const *frags,
              size_t n, const xgr_compile_options *opts, int productive, xgr_fsm **fsm,
              int32_t **token_ids, int32_t *n_token_ids, xgr_link_layout *layout);
-
-/* xgr_compile_linked; `productive`: g is known to derive a finite string from every rule
- * (a skeleton xgr_grammar_triggered_links built: literals and references to fragments,
- * which are checked when made), so the check is skipped. */
-int xgr_compile_linked_ex(const xgr_grammar *g, const char *const *names,
-                          xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
-                          const xgr_compile_options *opts, int productive, xgr_compiled **out);
 
 #endif

@@ -4,7 +4,7 @@
 #ifndef XGR_SCAN_TABLES_H
 #define XGR_SCAN_TABLES_H
 
-#include "fsm.h"
+#include "../lower/fsm.h"
 
 typedef struct {
     uint8_t *scannable;  /* per state: XGR_SCAN_BYTE | XGR_SCAN_LOOP (mask/stay.h), or 0 */

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "compile.h"
 #include "link.h"
 
 typedef struct tag_rec {

@@ -19,6 +19,7 @@
 #ifndef XGR_FRONT_H
 #define XGR_FRONT_H
 
+#include "../common/text.h"
 #include "../ir/ir.h"
 
 /* Nesting limit of every recursive-descent parser (groups, alternations): deeper input
@@ -27,16 +28,6 @@
 /* Largest repetition bound accepted by {m,n} in EBNF and regex. */
 #define XGR_FRONT_MAX_REPEAT 1000000000L
 
-/* Strict UTF-8 decoding of one code point from s[0..n) (n >= 1): rejects overlong
- * forms, surrogates and values above U+10FFFF. Returns the sequence length (1..4) and
- * stores the code point, or 0 when the bytes are not valid UTF-8. */
-int xgr_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp);
-/* Writes the UTF-8 form of cp (<= 0x10FFFF, surrogates allowed: the caller checks) to
- * out[0..4) and returns its length. */
-int xgr_utf8_encode(uint32_t cp, uint8_t *out);
-/* 1 when s[0..n) is entirely valid UTF-8. */
-int xgr_utf8_valid(const uint8_t *s, size_t n);
-
 /* The builders in ir.h report failures by returning -1 with the message and status set
  * through xgr_fail; this returns that status (xgr_last_status). */
 int xgr_front_ir_status(void);
@@ -44,15 +35,5 @@ int xgr_front_ir_status(void);
 /* Compiles a regex (anchored, whole-input semantics) into nodes of `g`; *out_node is the
  * root node of the expression. Errors use "column C" positions within `src`. */
 int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_node);
-
-/* A growable byte buffer for building text. */
-typedef XGR_VEC(char) xgr_strbuf;
-int xgr_sb_put(xgr_strbuf *b, const char *s, size_t n);
-int xgr_sb_puts(xgr_strbuf *b, const char *s);
-int xgr_sb_printf(xgr_strbuf *b, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 #endif

@@ -71,3 +71,11 @@ void xgr_grammar_release(xgr_grammar *g) {
     if (g && atomic_fetch_sub_explicit(&g->refcount, 1, memory_order_acq_rel) == 1)
         xgr_ir_free(g);
 }
+
+int xgr_front_ir_status(void) {
+    int st = xgr_last_status();
+    /* An IR builder that failed without a message would leave an earlier status here;
+     * every one of them fails through xgr_fail or a checked allocation, so this is only
+     * a guard against a future one that does not. */
+    return st == XGR_OK ? xgr_fail(XGR_ERR_INTERNAL, "an IR builder failed without a status") : st;
+}

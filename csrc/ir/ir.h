@@ -1,6 +1,6 @@
 /* Grammar IR: rules whose bodies are expression trees stored in flat arrays.
  * Front ends (EBNF, regex, builtin JSON) build it; the compiler lowers it to per-rule
- * FSMs (compile/fsm.h); the printer turns it back into EBNF.
+ * FSMs (lower/fsm.h); the printer turns it back into EBNF.
  *
  * Storage is data-oriented: every node is a fixed-size record; variable-size payloads
  * live in pools addressed by (offset, count):

@@ -2,12 +2,13 @@
  * prints identically: groups are parenthesised exactly where the tree needs them and the
  * parser keeps group structure. Literal syntax (including the b"..." / b[...] raw-byte
  * extension for BYTES that are not valid UTF-8 and for BYTE_CLASS) is described in
- * csrc/front/front.h.
+ * csrc/front/front.h (the EBNF syntax).
  *
  * Layout: root rule first, then the other rules in id order, one per line:
  *   name ::= body
  *   name ::= body (= lookahead) */
-#include "../front/front.h"
+#include "../common/text.h"
+#include "ir.h"
 #include "../common/token_marker.h"
 
 enum { P_ALT = 0, P_SEQ = 1, P_REP = 2, P_ATOM = 3 };

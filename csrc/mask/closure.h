@@ -8,7 +8,7 @@
 #ifndef XGR_CLOSURE_H
 #define XGR_CLOSURE_H
 
-#include "../compile/fsm.h"
+#include "../lower/fsm.h"
 
 /* *out (caller frees) receives the serialisation of rule's closure; *hash its 64-bit
  * hash. With `opaque`, only the rule itself is serialised, every reference standing for

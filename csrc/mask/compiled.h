@@ -11,8 +11,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "../compile/fsm.h"
-#include "../runtime/earley.h"
+#include "../lower/fsm.h"
+#include "../parse/earley.h"
 #include "follow.h"
 #include "stay.h"
 #include "vocab.h"
@@ -174,7 +174,7 @@ struct xgr_compiled {
      * (Harmony's tag alternation: its closure is the request's whole tool set, tens of
      * KB to serialise on a first visit, for a key no later request repeats). */
     uint8_t *rule_unique;
-    uint8_t *rule_leo;    /* per rule: may make Leo items (runtime/earley.h xgr_leo_rules) */
+    uint8_t *rule_leo;    /* per rule: may make Leo items (parse/earley.h xgr_leo_rules) */
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     /* per rule, built on first use; for a unit REPEAT rule, its child's loop table
      * (mask_cache.c loop_child) */

@@ -3,7 +3,7 @@
 #ifndef XGR_DESCEND_H
 #define XGR_DESCEND_H
 
-#include "../compile/fsm.h"
+#include "../lower/fsm.h"
 #include "region.h"
 #include "vocab.h"
 

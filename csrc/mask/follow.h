@@ -12,7 +12,7 @@
 
 #include <stdatomic.h>
 
-#include "../compile/fsm.h"
+#include "../lower/fsm.h"
 
 /* Return points per rule (CSR): immutable once built, so one copy serves every thread
  * of a compiled grammar (compiled.h keeps it). */

@@ -4,7 +4,7 @@
 #include "global_cache.h"
 
 #include "../common/lru.h"
-#include "../compile/lower_internal.h"
+#include "../lower/lower_internal.h"
 
 #include <pthread.h>
 

@@ -6,7 +6,7 @@
 #ifndef XGR_STAY_H
 #define XGR_STAY_H
 
-#include "../runtime/earley.h"
+#include "../parse/earley.h"
 #include "vocab.h"
 
 /* Per-state flags (compiled.h `scannable`): the state has a byte edge; one of its byte

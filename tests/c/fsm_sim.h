@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../csrc/compile/fsm.h"
+#include "../../csrc/lower/fsm.h"
 
 #define MAXLEN 63
 typedef struct {

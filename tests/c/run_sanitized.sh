@@ -10,6 +10,8 @@ FLAGS=(-std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
        -fno-sanitize-recover=all -Wall -Wextra -Werror -pedantic-errors -pthread)
 mapfile -t SRCS < <(find "$ROOT/csrc" -name '*.c' | sort)
 status=0
+# includes between csrc/ folders flow one way (README "Layout")
+python3 "$ROOT/tests/c/check_layers.py" "$ROOT/csrc" || status=1
 shopt -s nullglob
 for t in "$ROOT"/tests/c/test_*.c; do
   name="$(basename "$t" .c)"

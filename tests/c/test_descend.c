@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xgr2.h"
+#include "../../csrc/include/xgr2.h"
 #include "../../csrc/mask/compiled.h"
 #include "../../csrc/mask/descend.h"
 #include "../../csrc/mask/follow.h"

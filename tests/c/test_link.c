@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xgr2.h"
+#include "../../csrc/include/xgr2.h"
 #include "../../csrc/compile/link.h"
 #include "../../csrc/mask/compiled.h"
 

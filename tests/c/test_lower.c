@@ -1,10 +1,10 @@
-/* Tests for the lowering pipeline (csrc/compile: IR -> per-rule DFAs).
+/* Tests for the lowering pipeline (csrc/lower: IR -> per-rule DFAs).
  *
  * Build and run (from the repository root):
  *   gcc -std=c11 -O1 -g -fsanitize=address,undefined -Wall -Wextra -Werror -pedantic-errors \
- *       tests/c/test_lower.c csrc/common/util.c csrc/ir/ir.c csrc/compile/lower.c \
- *       csrc/compile/utf8_ranges.c csrc/compile/nfa.c csrc/compile/dfa.c \
- *       csrc/compile/fsm_build.c -o /tmp/test_lower && /tmp/test_lower
+ *       tests/c/test_lower.c csrc/common/util.c csrc/ir/ir.c csrc/lower/lower.c \
+ *       csrc/lower/utf8_ranges.c csrc/lower/nfa.c csrc/lower/dfa.c \
+ *       csrc/lower/fsm_build.c -o /tmp/test_lower && /tmp/test_lower
  *
  * Grammars are built by hand with the ir.h builder. Every produced automaton is checked
  * structurally (fsm.h invariants) and run by a small reference simulator (byte edges
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "../../csrc/compile/fsm.h"
-#include "../../csrc/compile/lower_internal.h"
+#include "../../csrc/lower/fsm.h"
+#include "../../csrc/lower/lower_internal.h"
 
 static int n_fail = 0, n_check = 0;
 #define CHECK(cond)                                                                    \

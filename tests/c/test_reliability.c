@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xgr2.h"
+#include "../../csrc/include/xgr2.h"
 
 static int failures = 0, checks = 0;
 #define CHECK(cond, ...)                                                                   \

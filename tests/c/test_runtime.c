@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xgr2.h"
+#include "../../csrc/include/xgr2.h"
 #include "../../csrc/mask/compiled.h"
 #include "../../csrc/mask/vocab.h"
 
@@ -558,7 +558,7 @@ static void memo_repeat(void) {
     printf("ok memo_repeat\n");
 }
 
-/* Right recursion stays linear (Leo items, csrc/runtime/earley.c): every parser row of a
+/* Right recursion stays linear (Leo items, csrc/parse/earley.c): every parser row of a
  * long right-recursive match holds a bounded number of items and Leo items (it held one
  * completed item per level before), a long match fits the default max_step_work, and
  * rolling back over a long run restores the masks. */
@@ -732,7 +732,7 @@ int main(void) {
         {"loop_exit_then_empty_ref", "root ::= \"[\" item \"}\" item \"|\"\nitem ::= [a-c]* \"]\" opt\nopt ::= \"b\"*"},
         {"empty_ref_then_end", "root ::= \"[\" item \"]\" item \"|\"\nitem ::= \"a\" opt\nopt ::= \"b\"*"},
         {"ambiguous", "root ::= x x\nx ::= \"a\"* | \"a\" \"b\"?"},
-        /* right recursion (Leo items, csrc/runtime/earley.c): GBNF-style lists, a
+        /* right recursion (Leo items, csrc/parse/earley.c): GBNF-style lists, a
          * JSON-string-like character rule, mutual recursion, a rule nullable in the
          * middle, one nullable after its recursive call (no Leo item: the level waits on
          * `ws`), and a chain through the root */

@@ -1,6 +1,6 @@
 /* Tests for TagDispatch(...): EBNF parsing / printing (csrc/front/ebnf.c, csrc/ir/print.c),
  * the IR builder (csrc/ir/ir.c) and the direct Aho-Corasick lowering
- * (csrc/compile/tag_dispatch.c), plus mask-vs-brute-force walks through the runtime.
+ * (csrc/lower/tag_dispatch.c), plus mask-vs-brute-force walks through the runtime.
  *
  * Build and run (from the repository root), as tests/c/run_sanitized.sh does:
  *   gcc -std=c11 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wextra \
@@ -14,8 +14,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "../../csrc/compile/fsm.h"
-#include "../../csrc/compile/lower_internal.h"
+#include "../../csrc/lower/fsm.h"
+#include "../../csrc/lower/lower_internal.h"
 
 static int n_fail = 0, n_check = 0;
 #define CHECK(cond)                                                                    \

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xgr2.h"
+#include "../../csrc/include/xgr2.h"
 
 /* Tokens chosen to cross rule boundaries, code points and JSON structure. */
 static const char *const fz_pieces[] = {

@@ -282,7 +282,7 @@ escape ::= ["\\/bfnrt] | "u" [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9] [A-Fa-f0-9]
 
 def test_long_right_recursive_string():
     """Upstream's test_recursion_exceed: 10,000 characters through a right-recursive rule
-    under a depth of 1,000 (linear per byte through Leo items, csrc/runtime/earley.c)."""
+    under a depth of 1,000 (linear per byte through Leo items, csrc/parse/earley.c)."""
     with xgr.max_recursion_depth(1000):
         m = matcher_for(r'''
 root ::= "\"" basic_string "\""

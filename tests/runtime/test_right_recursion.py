@@ -1,4 +1,4 @@
-"""Right recursion is linear per byte (Leo items in the Earley parser, csrc/runtime/earley.c;
+"""Right recursion is linear per byte (Leo items in the Earley parser, csrc/parse/earley.c;
 Leo (1991), "A general context-free parsing algorithm running in linear time on every LR(k)
 grammar"): GBNF-style grammars (llama.cpp's `item ::= x item | x`, `list ::= elem ("," list)?`,
 `chars ::= char chars | ""`) accept long outputs in linear time, and masks, rollback,

@@ -2,7 +2,7 @@
 
 Reference: upstream xgrammar 0.2.8 (``import xgrammar``). Tests that compare with it skip when
 it is not installed; the others state the expected behaviour directly (derived from, and
-checked against, upstream). Semantics are documented in csrc/compile/tag_dispatch.c.
+checked against, upstream). Semantics are documented in csrc/lower/tag_dispatch.c.
 
 Masks are checked on real vocabularies (canonical Llama-3.1 and Qwen3 files in shared/data):
 at every step of several walks, ``fill_next_token_bitmask`` must equal the brute-force

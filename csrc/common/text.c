@@ -1,5 +1,5 @@
-/* UTF-8 and text-buffer helpers shared by the front ends and the printer. */
-#include "front.h"
+/* UTF-8 and text-buffer helpers shared by the front ends, the printer and the lowering. */
+#include "text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,14 +63,6 @@ int xgr_utf8_valid(const uint8_t *s, size_t n) {
         i += (size_t)k;
     }
     return 1;
-}
-
-int xgr_front_ir_status(void) {
-    int st = xgr_last_status();
-    /* An IR builder that failed without a message would leave an earlier status here;
-     * every one of them fails through xgr_fail or a checked allocation, so this is only
-     * a guard against a future one that does not. */
-    return st == XGR_OK ? xgr_fail(XGR_ERR_INTERNAL, "an IR builder failed without a status") : st;
 }
 
 int xgr_sb_put(xgr_strbuf *b, const char *s, size_t n) {

@@ -1,4 +1,4 @@
-/* Byte-level Earley parser over per-rule automata (compile/fsm.h).
+/* Byte-level Earley parser over per-rule automata (lower/fsm.h).
  *
  * An item is (state, origin, count): an automaton state of some rule, the row where
  * that rule was predicted, and for REPEAT rules the number of completed repetitions.
@@ -14,7 +14,7 @@
 #ifndef XGR_EARLEY_H
 #define XGR_EARLEY_H
 
-#include "../compile/fsm.h"
+#include "../lower/fsm.h"
 
 #define XGR_ORIGIN_OUTER (-1)
 
