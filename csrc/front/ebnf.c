@@ -416,14 +416,14 @@ static XGR_NOINLINE int parse_substring(ebnf *p, size_t start, int32_t *node) {
                 data.len += p->buf.len;
             } else if (at < p->n && is_name_start(p->s[at])) {
                 size_t q = skip_ws_at(p, name_end(p, at));
+                int nl = (int)(name_end(p, at) - at > 40 ? 40 : name_end(p, at) - at);
                 rc = q < p->n && p->s[q] == '='
                          ? perr(p, XGR_ERR_SYNTAX, at,
                                 "Substring() does not accept named arguments, found '%.*s='",
-                                (int)(name_end(p, at) - at > 40 ? 40 : name_end(p, at) - at),
-                                (const char *)p->s + at)
+                                nl, (const char *)p->s + at)
                          : perr(p, XGR_ERR_SYNTAX, at,
-                                "Substring() arguments must be strings (\"...\"), not rule "
-                                "names");
+                                "Substring() arguments must be strings (\"...\"), found '%.*s'",
+                                nl, (const char *)p->s + at);
                 goto done;
             } else if (at >= p->n || p->s[at] == ')' || p->s[at] == ',' ||
                        at_rule_start(p, at)) {
