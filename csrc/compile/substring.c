@@ -8,8 +8,9 @@
  * here built over the chunks as symbols (equal chunks are one symbol), at most 2n - 1
  * states and 3n - 4 transitions, every state accepting. Each state's outgoing chunks are
  * then spelled as a byte trie (chunks sorted, shared prefixes share states) whose leaves
- * enter the target states, so the fragment has about 2n + total chunk bytes states and
- * stays deterministic except where one outgoing chunk is a prefix of another; the subset
+ * enter the target states, so the fragment has at most 2n states plus, per transition,
+ * its chunk's length minus one (fewer where chunks leaving a state share prefixes). It is
+ * deterministic except where one chunk leaving a state is a prefix of another; the subset
  * construction (dfa.c) resolves that. With one-byte chunks (substring_chars over ASCII)
  * the fragment is the byte-level suffix automaton itself. */
 #include "lower_internal.h"
@@ -198,6 +199,12 @@ int lw_substring_nfa(lw_ctx *c, int32_t id, int32_t a, int32_t b) {
         }
     }
     if (rc) goto done;
+    /* the suffix automaton alone has up to 2n states: refuse what cannot fit early */
+    if ((int64_t)n * 2 + 2 > c->nfa_limit) {
+        rc = xgr_fail(XGR_ERR_LIMIT, "rule '%s': Substring with %zu chunks exceeds %lld NFA states",
+                      c->orules.data[c->cur].name, n, (long long)c->nfa_limit);
+        goto done;
+    }
     chunk_ctx cc = {g, kid};
     lw_sort_i32(order, n, tmp, cmp_chunk, &cc);
     int32_t n_sym = 0, max_len = 0;
