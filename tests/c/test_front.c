@@ -400,6 +400,12 @@ static void test_ebnf_valid(void) {
 }
 
 static void test_ebnf_lang(void) {
+    ebnf_lang("root ::= \"<\" Substring(\"ab\", \"a\", \"\", \"b\", \"ba\") \">\"",
+              L("<>", "<ab>", "<aba>", "<abab>", "<ababba>", "<bba>", "<abba>"),
+              L("<aa>", "<bab>", "<abaa>", "<"));
+    ebnf_lang("root ::= Substring(\"\xe4\xbd\xa0\xe5\xa5\xbd\", \"\xe5\xa5\xbd\")",
+              L("", "\xe4\xbd\xa0\xe5\xa5\xbd", "\xe4\xbd\xa0\xe5\xa5\xbd\xe5\xa5\xbd"),
+              L("\xe4\xbd\xa0", "\xe5\xa5\xbd\xe4\xbd\xa0\xe5\xa5\xbd"));
     ebnf_lang("root ::= \"a\"{2,3} (\"b\" | \"cd\")*",
               L("aa", "aaa", "aab", "aacdb", "aaabcdcd"), L("a", "aaaa", "aac", "", "aabc"));
     ebnf_lang("root ::= [^a-c\\n] \"\\u00e9\"", L("x\xc3\xa9", "\xe4\xb8\x96\xc3\xa9"),
@@ -407,12 +413,6 @@ static void test_ebnf_lang(void) {
     ebnf_lang("root ::= b\"\\xff\" b[\\x80-\\xbf]", L("\xff\x80", "\xff\xbf"), L("\xff\x7f", "\xc3\xbf\x80"));
     ebnf_lang("root ::= \"(\" root \")\" | \"\"", L("", "()", "((()))"), L("(", "())", ")("));
     ebnf_lang("root ::= Regex(\"^(a|b)+c?$\")", L("a", "abba", "abc"), L("", "c", "abcc"));
-    ebnf_lang("root ::= \"<\" Substring(\"ab\", \"a\", \"\", \"b\", \"ba\") \">\"",
-              L("<>", "<ab>", "<aba>", "<abab>", "<ababba>", "<bba>", "<abba>"),
-              L("<aa>", "<bab>", "<abaa>", "<"));
-    ebnf_lang("root ::= Substring(\"\xe4\xbd\xa0\xe5\xa5\xbd\", \"\xe5\xa5\xbd\")",
-              L("", "\xe4\xbd\xa0\xe5\xa5\xbd", "\xe4\xbd\xa0\xe5\xa5\xbd\xe5\xa5\xbd"),
-              L("\xe4\xbd\xa0", "\xe5\xa5\xbd\xe4\xbd\xa0\xe5\xa5\xbd"));
 }
 
 static void test_ebnf_errors(void) {
