@@ -387,6 +387,85 @@ static XGR_NOINLINE int parse_regex_macro(ebnf *p, int32_t *node) {
     return XGR_OK;
 }
 
+/* ---- Substring(...) --------------------------------------------------------------------
+ * Upstream xgrammar 0.2.8's macro: Substring( ["chunk" {, "chunk"}] ), no trailing comma,
+ * no named arguments. It matches any run of consecutive chunks (the empty run included);
+ * chunks are atomic. Chunks may be empty and may use the b"..." raw-byte extension (so a
+ * printed grammar parses back). Like TagDispatch, a Substring that is not a whole rule
+ * body is moved into a fresh rule (lift_body_macros). p->pos is at the '('. */
+static XGR_NOINLINE int parse_substring(ebnf *p, size_t start, int32_t *node) {
+    u8vec data = {0};
+    szvec len = {0};
+    const uint8_t **str = NULL;
+    int rc = XGR_OK;
+    p->pos = skip_ws_at(p, p->pos + 1);
+    if (p->pos < p->n && p->s[p->pos] == ')') {
+        p->pos++;
+    } else {
+        for (;;) {
+            size_t at = p->pos;
+            int bytes = at + 1 < p->n && p->s[at] == 'b' && p->s[at + 1] == '"';
+            if (at < p->n && (p->s[at] == '"' || bytes)) {
+                if ((rc = lex_string(p, bytes))) goto done;
+                if (XGR_VEC_RESERVE(data, data.len + p->buf.len + 1) ||
+                    XGR_VEC_PUSH(len, p->buf.len)) {
+                    rc = XGR_ERR_NOMEM;
+                    goto done;
+                }
+                if (p->buf.len) memcpy(data.data + data.len, p->buf.data, p->buf.len);
+                data.len += p->buf.len;
+            } else if (at < p->n && is_name_start(p->s[at])) {
+                size_t q = skip_ws_at(p, name_end(p, at));
+                int nl = (int)(name_end(p, at) - at > 40 ? 40 : name_end(p, at) - at);
+                rc = q < p->n && p->s[q] == '='
+                         ? perr(p, XGR_ERR_SYNTAX, at,
+                                "Substring() does not accept named arguments, found '%.*s='",
+                                nl, (const char *)p->s + at)
+                         : perr(p, XGR_ERR_SYNTAX, at,
+                                "Substring() arguments must be strings (\"...\"), found '%.*s'",
+                                nl, (const char *)p->s + at);
+                goto done;
+            } else if (at >= p->n || p->s[at] == ')' || p->s[at] == ',' ||
+                       at_rule_start(p, at)) {
+                rc = at >= p->n ? perr(p, XGR_ERR_SYNTAX, start, "unclosed 'Substring('")
+                                : expected(p, at, "a string argument in Substring(...)");
+                goto done;
+            } else {
+                char b[32];
+                rc = perr(p, XGR_ERR_SYNTAX, at, "Substring() arguments must be strings, found %s",
+                          found(p, at, b, sizeof b));
+                goto done;
+            }
+            p->pos = skip_ws_at(p, p->pos);
+            if (p->pos < p->n && p->s[p->pos] == ',') {
+                p->pos = skip_ws_at(p, p->pos + 1);
+                continue;
+            }
+            if (p->pos < p->n && p->s[p->pos] == ')') {
+                p->pos++;
+                break;
+            }
+            rc = p->pos >= p->n || at_rule_start(p, p->pos)
+                     ? perr(p, XGR_ERR_SYNTAX, start, "unclosed 'Substring('")
+                     : expected(p, p->pos, "',' or ')' in Substring(...)");
+            goto done;
+        }
+    }
+    str = xgr_malloc((len.len ? len.len : 1) * sizeof *str);
+    if (!str) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0, off = 0; i < len.len; off += len.data[i], i++) str[i] = data.data + off;
+    *node = xgr_ir_substring(p->g, str, len.data, len.len);
+    if (*node < 0) rc = ir_fail();
+done:
+    free(str);
+    XGR_VEC_FREE(data);
+    XGR_VEC_FREE(len);
+    return rc;
+}
+
 /* ---- TagDispatch(...) ------------------------------------------------------------------
  * Upstream xgrammar 0.2.8's macro, with its argument syntax:
  *   TagDispatch( [arg {, arg}] )        no trailing comma after the last argument
@@ -672,14 +751,19 @@ done:
     return rc;
 }
 
-/* Moves every TagDispatch node created for rule `rule` (node ids from `first` on) that is
- * not the whole body into a fresh rule named after `rule` (rule_1, rule_2, ... in source
- * order, as upstream names them) and references that rule in its place. */
+/* TagDispatch and Substring stand as a whole rule body, as upstream normalises them. */
+static int is_body_macro(int32_t kind) {
+    return kind == XGR_NODE_TAG_DISPATCH || kind == XGR_NODE_SUBSTRING;
+}
+
+/* Moves every TagDispatch / Substring node created for rule `rule` (node ids from `first`
+ * on) that is not the whole body into a fresh rule named after `rule` (rule_1, rule_2, ...
+ * in source order, as upstream names them) and references that rule in its place. */
 static int lift_tag_dispatch(ebnf *p, int32_t rule, int32_t body, size_t first) {
     xgr_grammar *g = p->g;
     size_t end = g->nodes.len, n_td = 0;
     for (size_t id = first; id < end; id++)
-        n_td += g->nodes.data[id].kind == XGR_NODE_TAG_DISPATCH && (int32_t)id != body;
+        n_td += is_body_macro(g->nodes.data[id].kind) && (int32_t)id != body;
     if (!n_td) return XGR_OK;
     int rc = XGR_OK;
     /* map[k]: the TagDispatch node k - first (or -1) -> its REF node */
@@ -691,7 +775,7 @@ static int lift_tag_dispatch(ebnf *p, int32_t rule, int32_t body, size_t first) 
     }
     for (size_t id = first; id < end; id++) {
         map[id - first] = -1;
-        if (g->nodes.data[id].kind != XGR_NODE_TAG_DISPATCH || (int32_t)id == body) continue;
+        if (!is_body_macro(g->nodes.data[id].kind) || (int32_t)id == body) continue;
         int32_t r = xgr_ir_fresh_rule(g, base), ref;
         if (r < 0 || (ref = xgr_ir_ref(g, r)) < 0) {
             rc = ir_fail();
@@ -787,6 +871,16 @@ static int parse_primary(ebnf *p, int32_t *node) {
             return perr(p, XGR_ERR_SYNTAX, start,
                         "ExcludeToken(...) (any one token but these) is not supported by "
                         "xgrammar2; only Token(id, ...) terminals are");
+        if (len == 9 && memcmp(p->s + start, "Substring", 9) == 0) {
+            size_t q = skip_ws_at(p, e);
+            if (q < p->n && p->s[q] == '(') {
+                if (p->in_lookahead)
+                    return perr(p, XGR_ERR_SYNTAX, start,
+                                "Substring should not be in lookahead assertion");
+                p->pos = q;
+                return parse_substring(p, start, node);
+            }
+        }
         if (len == 11 && memcmp(p->s + start, "TagDispatch", 11) == 0) {
             size_t q = skip_ws_at(p, e);
             if (q < p->n && p->s[q] == '(') {

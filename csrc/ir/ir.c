@@ -169,6 +169,60 @@ fail:
     return -1;
 }
 
+int32_t xgr_ir_substring(xgr_grammar *g, const uint8_t *const *chunk, const size_t *chunk_len,
+                         size_t n) {
+    if (n > (size_t)INT32_MAX / 2) {
+        xgr_fail(XGR_ERR_LIMIT, "Substring has too many chunks");
+        return -1;
+    }
+    int32_t *kids = xgr_malloc((n ? n : 1) * sizeof *kids);
+    if (!kids) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (chunk_len[i] && !chunk[i]) {
+            free(kids);
+            xgr_fail(XGR_ERR_INVALID_ARG, "Substring chunk %zu is NULL", i);
+            return -1;
+        }
+        kids[i] = chunk_len[i] ? xgr_ir_bytes(g, chunk[i], chunk_len[i]) : xgr_ir_empty(g);
+        if (kids[i] < 0) {
+            free(kids);
+            return -1;
+        }
+    }
+    int32_t id = push_list(g, XGR_NODE_SUBSTRING, kids, n);
+    free(kids);
+    return id;
+}
+
+/* Chunks are copied as they are: each is one atomic piece of text, not a literal to
+ * rewrite. They go through a private buffer, so dst may be src. */
+static int32_t copy_substring(xgr_grammar *dst, const xgr_grammar *src, const xgr_node *nd) {
+    size_t n = (size_t)nd->count, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const xgr_node *k = &src->nodes.data[src->kids.data[nd->off + (int32_t)i]];
+        if (k->kind == XGR_NODE_BYTES) total += (size_t)k->count;
+    }
+    const uint8_t **str = xgr_malloc((n ? n : 1) * sizeof *str);
+    size_t *len = xgr_malloc((n ? n : 1) * sizeof *len);
+    uint8_t *buf = xgr_malloc(total ? total : 1);
+    int32_t id = -1;
+    if (str && len && buf) {
+        size_t at = 0;
+        for (size_t i = 0; i < n; i++) {
+            const xgr_node *k = &src->nodes.data[src->kids.data[nd->off + (int32_t)i]];
+            len[i] = k->kind == XGR_NODE_BYTES ? (size_t)k->count : 0;
+            if (len[i]) memcpy(buf + at, src->bytes.data + k->off, len[i]);
+            str[i] = buf + at;
+            at += len[i];
+        }
+        id = xgr_ir_substring(dst, str, len, n);
+    }
+    free(str);
+    free(len);
+    free(buf);
+    return id;
+}
+
 static uint64_t name_hash(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ULL;
     for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ULL;
@@ -340,6 +394,7 @@ int32_t xgr_ir_copy_node(xgr_grammar *dst, const xgr_grammar *src, int32_t n, co
         return r;
     }
     case XGR_NODE_TAG_DISPATCH: return copy_tag_dispatch(dst, src, nd, rmap, rw);
+    case XGR_NODE_SUBSTRING: return copy_substring(dst, src, nd);
     default: xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)nd->kind); return -1;
     }
 }

@@ -30,7 +30,7 @@ typedef enum {
     XGR_NODE_BYTE_CLASS = 7, /* one raw byte in byte ranges ranges[off .. off+2*count)
                               * (values 0..255); `negated` complements within 0..255.
                               * Printed as b[...] (and non-UTF-8 literals as b"..."). */
-    XGR_NODE_TAG_DISPATCH = 8 /* TagDispatch(...) (upstream xgrammar's macro): free text in
+    XGR_NODE_TAG_DISPATCH = 8, /* TagDispatch(...) (upstream xgrammar's macro): free text in
                                * which triggers dispatch to rules. Only ever a whole rule body
                                * (never a child, never a lookahead). Payload in kids:
                                * kids[off + 2i], kids[off + 2i + 1] for i < count are trigger i
@@ -38,6 +38,13 @@ typedef enum {
                                * kids[off + 2*count + j] for j < min are the excluded strings
                                * (BYTES nodes). `a` = 1 when loop_after_dispatch, else 0.
                                * Semantics: compile/tag_dispatch.c. */
+    XGR_NODE_SUBSTRING = 9 /* Substring("c1", ..., "cn") (upstream xgrammar's macro): any run
+                            * of consecutive chunks c_i c_i+1 ... c_j, the empty run included;
+                            * chunks are atomic byte strings. kids[off .. off+count) are the
+                            * chunks in order, each a BYTES or EMPTY node (kept as written, so
+                            * "" chunks and repeats print back). The EBNF parser only makes it
+                            * a whole rule body (never a lookahead); the lowering accepts it
+                            * anywhere. Semantics: compile/substring.c. */
 } xgr_node_kind;
 
 typedef struct {
@@ -93,6 +100,10 @@ int32_t xgr_ir_tag_dispatch(xgr_grammar *g, const uint8_t *const *trig, const si
                             const int32_t *trig_rule, size_t n_trig,
                             const uint8_t *const *excl, const size_t *excl_len, size_t n_excl,
                             int loop_after_dispatch);
+/* A SUBSTRING node over chunks chunk[i][0 .. chunk_len[i]) (empty chunks allowed; n may be
+ * 0, which matches only ""). */
+int32_t xgr_ir_substring(xgr_grammar *g, const uint8_t *const *chunk, const size_t *chunk_len,
+                         size_t n);
 /* Declares (body = -1) or finds a rule by name. */
 int32_t xgr_ir_rule(xgr_grammar *g, const char *name, size_t name_len);
 int32_t xgr_ir_find_rule(const xgr_grammar *g, const char *name, size_t name_len);

@@ -77,16 +77,20 @@ static int put_raw_byte(xgr_strbuf *b, uint32_t v, int in_class) {
     return xgr_sb_printf(b, "\\x%02x", (unsigned)v);
 }
 
-static int print_bytes(printer *p, const uint8_t *s, size_t n) {
+/* A literal; `chunk` for a Substring chunk: never Token(k), and NUL as \0 (how upstream
+ * prints it there). */
+static int print_bytes_ex(printer *p, const uint8_t *s, size_t n, int chunk) {
     int rc;
     int32_t token = xgr_token_marker_id(s, n);
-    if (n == XGR_TOKEN_MARKER_LEN && token >= 0) return xgr_sb_printf(&p->out, "Token(%d)", (int)token);
+    if (!chunk && n == XGR_TOKEN_MARKER_LEN && token >= 0)
+        return xgr_sb_printf(&p->out, "Token(%d)", (int)token);
     if (xgr_utf8_valid(s, n)) {
         if ((rc = xgr_sb_puts(&p->out, "\""))) return rc;
         for (size_t i = 0; i < n;) {
             uint32_t cp;
             int k = xgr_utf8_decode(s + i, n - i, &cp);
-            if ((rc = put_cp_escaped(&p->out, cp, 0))) return rc;
+            rc = chunk && cp == 0 ? xgr_sb_puts(&p->out, "\\0") : put_cp_escaped(&p->out, cp, 0);
+            if (rc) return rc;
             i += (size_t)k;
         }
     } else {
@@ -96,6 +100,8 @@ static int print_bytes(printer *p, const uint8_t *s, size_t n) {
     }
     return xgr_sb_puts(&p->out, "\"");
 }
+
+static int print_bytes(printer *p, const uint8_t *s, size_t n) { return print_bytes_ex(p, s, n, 0); }
 
 static int print_class(printer *p, const xgr_node *nd) {
     const xgr_grammar *g = p->g;
@@ -170,6 +176,31 @@ static int check_node(const xgr_grammar *g, int32_t id) {
     return id >= 0 && (size_t)id < g->nodes.len;
 }
 
+/* Substring("abc", "", "de"), as upstream xgrammar prints it. */
+static int print_substring(printer *p, const xgr_node *nd) {
+    const xgr_grammar *g = p->g;
+    int rc;
+    if (nd->count < 0 || nd->off < 0 || (size_t)nd->off + (size_t)nd->count > g->kids.len)
+        return malformed("Substring chunks out of bounds");
+    if ((rc = xgr_sb_puts(&p->out, "Substring("))) return rc;
+    for (int32_t i = 0; i < nd->count; i++) {
+        int32_t k = g->kids.data[nd->off + i];
+        if (i && (rc = xgr_sb_puts(&p->out, ", "))) return rc;
+        if (!check_node(g, k)) return malformed("Substring chunk id out of range");
+        const xgr_node *b = &g->nodes.data[k];
+        if (b->kind == XGR_NODE_EMPTY) {
+            rc = xgr_sb_puts(&p->out, "\"\"");
+        } else if (b->kind != XGR_NODE_BYTES || b->count < 0 || b->off < 0 ||
+                   (size_t)b->off + (size_t)b->count > g->bytes.len) {
+            return malformed("Substring chunk is not a literal");
+        } else {
+            rc = print_bytes_ex(p, g->bytes.data + b->off, (size_t)b->count, 1);
+        }
+        if (rc) return rc;
+    }
+    return xgr_sb_puts(&p->out, ")");
+}
+
 /* Follows one-child SEQ / ALT nodes, which print as their child. */
 static int resolve(const xgr_grammar *g, int32_t *id) {
     for (int guard = 0;; guard++) {
@@ -212,6 +243,7 @@ static int print_node(printer *p, int32_t id, int need, int depth) {
     case XGR_NODE_CLASS:
     case XGR_NODE_BYTE_CLASS: rc = print_class(p, nd); break;
     case XGR_NODE_TAG_DISPATCH: rc = print_tag_dispatch(p, nd); break;
+    case XGR_NODE_SUBSTRING: rc = print_substring(p, nd); break;
     case XGR_NODE_REF:
         if (nd->a < 0 || (size_t)nd->a >= g->rules.len) return malformed("rule id out of range");
         rc = xgr_sb_puts(&p->out, xgr_ir_rule_name(g, nd->a));

@@ -70,6 +70,7 @@ uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth) {
         break;
     case XGR_NODE_REF: p = rule_props(c, n->a); break;
     case XGR_NODE_TAG_DISPATCH: p = lw_td_props(c, id); break;
+    case XGR_NODE_SUBSTRING: p = lw_substring_props(c->g, id); break;
     case XGR_NODE_REPEAT: {
         uint8_t q = lw_node_props(c, n->a, depth + 1);
         if (n->max == 0) {
@@ -127,6 +128,7 @@ static int walk_refs(lw_ctx *c, int32_t id, lw_i32v *out, int depth) {
             return xgr_fail(XGR_ERR_SEMANTIC, "invalid repetition bounds {%d,%d}", (int)n->min,
                             (int)n->max);
         return walk_refs(c, n->a, out, depth + 1);
+    case XGR_NODE_SUBSTRING: return lw_substring_check(g, id);
     case XGR_NODE_TAG_DISPATCH:
         /* lowered as a whole rule automaton (tag_dispatch.c), so only a rule body */
         if (depth > 0)
@@ -178,6 +180,7 @@ static int64_t est_node(lw_ctx *c, int32_t id, int depth) {
     }
     case XGR_NODE_BYTE_CLASS: s = 1; break;
     case XGR_NODE_TAG_DISPATCH: s = EST_CAP; break; /* never inlined */
+    case XGR_NODE_SUBSTRING: s = lw_substring_est(c->g, id); break;
     case XGR_NODE_SEQ:
     case XGR_NODE_ALT:
         for (int32_t i = 0; i < n->count && s < EST_CAP; i++)

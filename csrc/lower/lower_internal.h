@@ -4,7 +4,8 @@
  * UTF-8 byte-range splitting), nfa.c (Thompson construction and the "minus empty
  * string" product), dfa.c (subset construction, trimming, minimisation),
  * fsm_build.c (output-rule worklist, emission into the global pool, dump),
- * tag_dispatch.c (TagDispatch bodies: Aho-Corasick automata built directly).
+ * tag_dispatch.c (TagDispatch bodies: Aho-Corasick automata built directly),
+ * substring.c (Substring(...): suffix automata over the chunks).
  * Internal header. */
 #ifndef XGR_LOWER_INTERNAL_H
 #define XGR_LOWER_INTERNAL_H
@@ -173,6 +174,21 @@ uint8_t lw_td_props(lw_ctx *c, int32_t id);
  * into *out (vectors reused); more than `budget` states -> XGR_ERR_LIMIT. */
 int lw_td_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out);
 void lw_td_dfa_free(lw_dfa *d);
+
+/* nfa.c: a fresh state of c->nfa (XGR_ERR_LIMIT past c->nfa_limit) / an edge of it. */
+int lw_nfa_state(lw_ctx *c, int32_t *s);
+int lw_nfa_edge(lw_ctx *c, int32_t from, int32_t to, int32_t label, uint8_t lo, uint8_t hi);
+
+/* substring.c: Substring(...) nodes (XGR_NODE_SUBSTRING). */
+/* Validates node `id`'s chunk list against the pools. */
+int lw_substring_check(const xgr_grammar *g, int32_t id);
+/* NP_* properties (always nullable and productive). */
+uint8_t lw_substring_props(const xgr_grammar *g, int32_t id);
+/* Automaton-size estimate for inlining decisions. */
+int64_t lw_substring_est(const xgr_grammar *g, int32_t id);
+/* Adds to c->nfa states and edges so that the paths a -> b spell the node's language
+ * (fresh states only, as nfa.c's build requires). */
+int lw_substring_nfa(lw_ctx *c, int32_t id, int32_t a, int32_t b);
 
 /* trie_alt.c: a rule whose body is an alternation of at least 8 alternatives, each a
  * finite sequence of literals, references and small alternations of those, gets its

@@ -16,6 +16,10 @@ static int add_edge(lw_nfa *a, int32_t from, int32_t to, int32_t label, uint8_t 
     lw_nedge e = {from, to, label, lo, hi};
     return XGR_VEC_PUSH(a->edges, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
+int lw_nfa_state(lw_ctx *c, int32_t *s) { return new_state(c, s); }
+int lw_nfa_edge(lw_ctx *c, int32_t from, int32_t to, int32_t label, uint8_t lo, uint8_t hi) {
+    return add_edge(&c->nfa, from, to, label, lo, hi);
+}
 #define EPS(c, a, b) add_edge(&(c)->nfa, (a), (b), LW_EPS, 0, 0)
 
 /* Adds states/edges so that the paths a -> b spell exactly L(node). Edges only leave
@@ -156,6 +160,7 @@ static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth) {
         }
         return EPS(c, cur, b);
     }
+    case XGR_NODE_SUBSTRING: return lw_substring_nfa(c, id, a, b);
     default: return xgr_fail(XGR_ERR_INTERNAL, "unknown node kind %d", (int)n.kind);
     }
 }

@@ -98,6 +98,16 @@ static uint64_t match_node(matcher *m, int32_t id, uint64_t starts, int depth) {
         }
         return out;
     }
+    case XGR_NODE_SUBSTRING: /* "" or a run of consecutive chunks */
+        out = starts;
+        for (int32_t i = 0; i < nd->count; i++) {
+            uint64_t cur = starts;
+            for (int32_t j = i; j < nd->count && cur; j++) {
+                cur = match_node(m, g->kids.data[nd->off + j], cur, depth + 1);
+                out |= cur;
+            }
+        }
+        return out;
     default: return 0;
     }
 }
@@ -350,6 +360,13 @@ static void test_ebnf_valid(void) {
     ok("root ::= Token \"x\"\nToken ::= \"t\"", "root ::= Token \"x\"\nToken ::= \"t\"\n");
     ok("root ::= TagDispatch((Token(5), x), excludes=(Token(6), \"e\"))\nx ::= \"y\"",
        "root ::= TagDispatch(\n  (Token(5), x),\n  loop_after_dispatch=true,\n  excludes=(Token(6), \"e\")\n)\nx ::= \"y\"\n");
+    /* Substring(...): a whole rule body, else lifted into rule_1, rule_2, ... */
+    ok("root ::= Substring(\"abc\", \"\", \"\\0\")", "root ::= Substring(\"abc\", \"\", \"\\0\")\n");
+    ok("root ::= Substring ( )", "root ::= Substring()\n");
+    ok("root ::= \"x\" Substring(\"a\")* | Substring(b\"\\xff\")\nroot_1 ::= \"q\"",
+       "root ::= \"x\" root_2* | root_3\nroot_1 ::= \"q\"\nroot_2 ::= Substring(\"a\")\n"
+       "root_3 ::= Substring(b\"\\xff\")\n");
+    ok("root ::= Substring \"x\"\nSubstring ::= \"s\"", "root ::= Substring \"x\"\nSubstring ::= \"s\"\n");
     /* upstream xgrammar's printed forms */
     ok("root ::= ((x{0, -1} x{2, 3})) (=([ \\n]* \"a\"))\nx ::= (([^\\\"\\\\\\0-\\x1f]) | (\"\\xe9\"))",
        "root ::= x* x{2,3} (= [ \\n]* \"a\")\nx ::= [^\"\\\\\\x00-\\x1f] | \"\xc3\xa9\"\n");
@@ -383,6 +400,12 @@ static void test_ebnf_valid(void) {
 }
 
 static void test_ebnf_lang(void) {
+    ebnf_lang("root ::= \"<\" Substring(\"ab\", \"a\", \"\", \"b\", \"ba\") \">\"",
+              L("<>", "<ab>", "<aba>", "<abab>", "<ababba>", "<bba>", "<abba>"),
+              L("<aa>", "<bab>", "<abaa>", "<"));
+    ebnf_lang("root ::= Substring(\"\xe4\xbd\xa0\xe5\xa5\xbd\", \"\xe5\xa5\xbd\")",
+              L("", "\xe4\xbd\xa0\xe5\xa5\xbd", "\xe4\xbd\xa0\xe5\xa5\xbd\xe5\xa5\xbd"),
+              L("\xe4\xbd\xa0", "\xe5\xa5\xbd\xe4\xbd\xa0\xe5\xa5\xbd"));
     ebnf_lang("root ::= \"a\"{2,3} (\"b\" | \"cd\")*",
               L("aa", "aaa", "aab", "aacdb", "aaabcdcd"), L("a", "aaaa", "aac", "", "aabc"));
     ebnf_lang("root ::= [^a-c\\n] \"\\u00e9\"", L("x\xc3\xa9", "\xe4\xb8\x96\xc3\xa9"),
@@ -411,6 +434,14 @@ static void test_ebnf_errors(void) {
     bad("root ::= \"a\"{,2}", XGR_ERR_SYNTAX, "expected a number");
     bad("root ::= TagDispatch((\"a\", b))", XGR_ERR_SEMANTIC,
         "line 1, column 28: rule 'b' is referenced but not defined");
+    bad("root ::= Substring(\"a\", x=1)", XGR_ERR_SYNTAX,
+        "line 1, column 25: Substring() does not accept named arguments");
+    bad("root ::= Substring(\"a\", 1)", XGR_ERR_SYNTAX, "line 1, column 25: Substring() arguments must be strings");
+    bad("root ::= Substring(a)", XGR_ERR_SYNTAX, "line 1, column 20: Substring() arguments must be strings");
+    bad("root ::= Substring(\"a\",)", XGR_ERR_SYNTAX, "line 1, column 24: expected a string argument");
+    bad("root ::= Substring(\"a\"", XGR_ERR_SYNTAX, "line 1, column 10: unclosed 'Substring('");
+    bad("root ::= \"a\" (= Substring(\"b\"))", XGR_ERR_SYNTAX,
+        "line 1, column 17: Substring should not be in lookahead assertion");
     bad("root ::= \"abc", XGR_ERR_SYNTAX, "line 1, column 10: unterminated string");
     bad("root ::= \"ab\nc\"", XGR_ERR_SYNTAX, "unterminated string");
     bad("root ::= [abc", XGR_ERR_SYNTAX, "line 1, column 10: unterminated character class");
@@ -793,7 +824,7 @@ static const char *const TOKENS[] = {
     "root", " ::= ", "::=", "\"", "\"a\"", "\"\\", "\\x", "\\u", "\\U", "\\u{", "[", "]", "[^",
     "(", ")", "(=", "(?", "(?:", "(?<", "|", "*", "+", "?", "{", "}", ",", "1", "0", "9",
     "99999999999", "-", "^", "$", ".", "#", "\n", " ", "\r\n", "x", "b", "b\"", "b[", "Regex(",
-    "TagDispatch(", "\\d", "\\", "\xc3\xa9", "\xff", "\xc3", "\0", "\\n", "\\0", "'", "=",
+    "TagDispatch(", "Substring(", "\\d", "\\", "\xc3\xa9", "\xff", "\xc3", "\0", "\\n", "\\0", "'", "=",
 };
 
 static int fuzz_ebnf_ok, fuzz_regex_ok;

@@ -237,6 +237,20 @@ static uint64_t ir_node_(irsim *m, int32_t id, int pos, int depth) {
         }
         return res;
     }
+    case XGR_NODE_SUBSTRING: { /* "" plus every run of consecutive chunks */
+        uint64_t res = 1ULL << pos;
+        for (int32_t i = 0; i < nd->count; i++) {
+            uint64_t P = 1ULL << pos;
+            for (int32_t j = i; j < nd->count && P; j++) {
+                uint64_t Q = 0;
+                for (int p = 0; p <= m->n; p++)
+                    if (P >> p & 1) Q |= ir_node(m, g->kids.data[nd->off + j], p, depth + 1);
+                res |= Q;
+                P = Q;
+            }
+        }
+        return res;
+    }
     default: m->err = 1; return 0;
     }
 }
@@ -332,6 +346,15 @@ static int gen(const xgr_grammar *g, int32_t id, uint8_t *buf, int *len, int dep
         if (k > MAXLEN + 1) return 0;
         for (int i = 0; i < k; i++)
             if (!gen(g, nd->a, buf, len, depth + 1)) return 0;
+        return 1;
+    }
+    case XGR_NODE_SUBSTRING: {
+        if (nd->count == 0) return 1;
+        int32_t i = (int32_t)rnd((uint32_t)nd->count + 1), j;
+        if (i == nd->count) return 1; /* the empty run */
+        j = i + (int32_t)rnd((uint32_t)(nd->count - i));
+        for (int32_t k = i; k <= j; k++)
+            if (!gen(g, g->kids.data[nd->off + k], buf, len, depth + 1)) return 0;
         return 1;
     }
     default: return 0;
@@ -1511,6 +1534,117 @@ static void test_random_grammars(int count) {
     printf("  random grammars checked: %d\n", count);
 }
 
+/* Substring(...) (compile/substring.c): the suffix automaton over chunks, spelled as
+ * byte tries, must give exactly the runs of consecutive chunks, alone and inside other
+ * expressions (inlined or referenced, repeated, minus ""), under every option set. */
+static int32_t SUB(int n, const char *const *chunks) {
+    const uint8_t *p[16];
+    size_t l[16];
+    for (int i = 0; i < n; i++) {
+        p[i] = (const uint8_t *)chunks[i];
+        l[i] = strlen(chunks[i]);
+    }
+    return ok(xgr_ir_substring(G, p, l, (size_t)n));
+}
+
+static int accepts_str(const xgr_fsm *f, const char *s) {
+    return fsm_accepts(f, (const uint8_t *)s, (int)strlen(s));
+}
+
+static void test_substring(int count) {
+    /* fixed cases: the upstream examples */
+    static const char *abc[] = {"abc", "de", "fg"};
+    NEWG();
+    DEF("root", SUB(3, abc));
+    ROOT("root");
+    xgr_compile_options o = OPTS(64, 16);
+    xgr_fsm *f = build(&o);
+    if (f) {
+        check_fsm(f);
+        static const char *yes[] = {"", "abc", "de", "fg", "abcde", "defg", "abcdefg"};
+        static const char *no[] = {"ab", "cde", "abcfg", "deabc", "abcdefgabc", "c"};
+        for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) CHECK(accepts_str(f, yes[i]) == 1);
+        for (size_t i = 0; i < sizeof no / sizeof *no; i++) CHECK(accepts_str(f, no[i]) == 0);
+        CHECK(f->rule_nullable[f->root]);
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+    /* zero chunks: only "" */
+    NEWG();
+    DEF("root", S(3, L("<"), SUB(0, abc), L(">")));
+    ROOT("root");
+    if ((f = build(&o))) {
+        check_fsm(f);
+        CHECK(accepts_str(f, "<>") == 1);
+        CHECK(accepts_str(f, "<a>") == 0);
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+    /* one-byte chunks: the fragment is the byte-level suffix automaton (at most 2n - 1
+     * states for n bytes), so a 4000-byte text stays small */
+    {
+        static char text[4001];
+        for (int i = 0; i < 4000; i++) text[i] = "acgt"[rnd(4)];
+        text[4000] = 0;
+        const uint8_t **p = malloc(4000 * sizeof *p);
+        size_t *l = malloc(4000 * sizeof *l);
+        if (!p || !l) exit(2);
+        for (int i = 0; i < 4000; i++) p[i] = (const uint8_t *)text + i, l[i] = 1;
+        NEWG();
+        DEF("root", ok(xgr_ir_substring(G, p, l, 4000)));
+        ROOT("root");
+        if ((f = build(&o))) {
+            check_fsm(f);
+            CHECK(f->n_states <= 2 * 4000);
+            char buf[64];
+            for (int k = 0; k < 50; k++) {
+                int at = (int)rnd(4000 - 40), n = 1 + (int)rnd(40);
+                memcpy(buf, text + at, (size_t)n);
+                buf[n] = 0;
+                CHECK(accepts_str(f, buf) == 1);
+            }
+            CHECK(accepts_str(f, "x") == 0);
+            xgr_fsm_free(f);
+        }
+        xgr_ir_free(G);
+        free(p);
+        free(l);
+    }
+    /* random chunk lists in random contexts, against the IR interpreter */
+    static const char *pool[] = {"a", "b", "ab", "ba", "", "aa", "abc", "\xc3\xa9", "a\xc3\xa9", "bab"};
+    for (int it = 0; it < count; it++) {
+        NEWG();
+        const char *ch[8];
+        int n = (int)rnd(8);
+        for (int i = 0; i < n; i++) ch[i] = pool[rnd(sizeof pool / sizeof *pool)];
+        int32_t sub = SUB(n, ch);
+        int32_t body;
+        switch (rnd(5)) {
+        case 0: body = sub; break;
+        case 1: body = S(3, L("<"), sub, L(">")); break;
+        case 2: body = REP(S(2, sub, L(";")), 0, -1); break;
+        case 3: body = REP(sub, (int)rnd(3), rnd(2) ? -1 : 3); break; /* nullable child */
+        default: body = A(2, S(2, R("s"), L("!")), L("b")); break;
+        }
+        DEF("s", SUB(n, ch));
+        DEF("root", body);
+        ROOT("root");
+        char lab[32];
+        snprintf(lab, sizeof lab, "substring %d", it);
+        const int inl[2] = {-1, 1000};
+        for (int i = 0; i < 2; i++) {
+            xgr_compile_options oo = OPTS(inl[i], 16);
+            xgr_fsm *ff = build(&oo);
+            if (!ff) continue;
+            check_fsm(ff);
+            diff_check(lab, ff, G, 120, 0);
+            xgr_fsm_free(ff);
+        }
+        xgr_ir_free(G);
+    }
+    printf("  substring grammars checked: %d\n", count);
+}
+
 #define RUN(fn)                                                                        \
     do {                                                                               \
         double t0_ = now_ms();                                                         \
@@ -1534,6 +1668,7 @@ int main(void) {
     RUN(test_limits());
     RUN(test_big_grammar());
     RUN(test_random_grammars(nrand ? atoi(nrand) : 400));
+    RUN(test_substring(300));
     printf("%d checks, %d failures\n", n_check, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -32,7 +32,6 @@ from .automaton import AutomatonTooLarge, lazy_rules
 from .common import common_pattern
 from .errors import LarkGrammarError
 from .parser import parse_lark
-from .substring import substring_rules
 
 __all__ = ["LarkLowering", "lower_lark"]
 
@@ -426,14 +425,13 @@ class _Doc:
                 c.encode("utf-8")
             except UnicodeEncodeError:
                 raise self.err(f"{field} must be valid Unicode text", node) from None
-        rules = self.ctx.rules
         if not chunks:
             return '""'
-        out = substring_rules(chunks, rules.fresh(self.prefix + "lark_substring"), rules.fresh,
-                              quote)
-        for rule_name, body in out:
-            rules.define(rule_name, body)
-        return out[0][0]
+        # One rule, as upstream lowers it: the EBNF Substring(...) macro, whose automaton
+        # is the suffix automaton over the chunks (csrc/compile/substring.c).
+        rule_name = self.ctx.rules.fresh(self.prefix + "lark_substring")
+        self.ctx.rules.define(rule_name, "Substring(" + ", ".join(quote(c) for c in chunks) + ")")
+        return rule_name
 
     def json(self, node: A.Json) -> str:
         from ..grammar import _schema_to_ebnf
