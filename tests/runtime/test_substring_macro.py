@@ -1,4 +1,4 @@
-"""Matching and token masks of the ``Substring(...)`` EBNF macro (csrc/compile/substring.c).
+"""Matching and token masks of the ``Substring(...)`` EBNF macro (csrc/lower/substring.c).
 
 ``Substring("c1", ..., "cn")`` matches any run ``c_i ... c_j`` of consecutive chunks, or "";
 chunks are atomic byte strings. Checked three ways: against a brute-force reference of the

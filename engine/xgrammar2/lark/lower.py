@@ -428,7 +428,7 @@ class _Doc:
         if not chunks:
             return '""'
         # One rule, as upstream lowers it: the EBNF Substring(...) macro, whose automaton
-        # is the suffix automaton over the chunks (csrc/compile/substring.c).
+        # is the suffix automaton over the chunks (csrc/lower/substring.c).
         rule_name = self.ctx.rules.fresh(self.prefix + "lark_substring")
         self.ctx.rules.define(rule_name, "Substring(" + ", ".join(quote(c) for c in chunks) + ")")
         return rule_name
