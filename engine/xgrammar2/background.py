@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Deque, Optional, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .compiler import CompiledGrammar
+    from .compiled_grammar import CompiledGrammar
 
 __all__ = ["BackgroundPrecompute", "check_k"]
 

@@ -1,352 +1,28 @@
-"""Compiling grammars against a tokenizer into CompiledGrammar objects, with a thread-safe,
-byte-bounded LRU cache."""
+"""GrammarCompiler: compiles grammars against a tokenizer into CompiledGrammar objects
+(compiled_grammar.py), cached in a byte-bounded LRU (compile_cache.py); structural tags take
+the tool-call linking path (tool_call_compile.py)."""
 
 import concurrent.futures
 import json
-import sys
 import threading
-from collections import OrderedDict
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
 from . import _core
-from . import limits as _limits
 from .background import BackgroundPrecompute, check_k
+from .compile_cache import CompileCache
+from .compiled_grammar import CompiledGrammar
 from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
-from .limits import check_input_size, check_json_nesting, check_structural_tag_args
-from .structural_tag.converter import ebnf_from_api_args, format_to_ebnf, format_to_linked_ebnf
-from .structural_tag.fast_link import LinkedEBNF, triggered_shape
-from .structural_tag.link import TagCache, read_linked, split
+from .limits import check_input_size, check_structural_tag_args
+from .structural_tag.converter import ebnf_from_api_args
+from .structural_tag.link import TagCache
 from .tokenizer_info import TokenizerInfo
+from .tool_call_compile import LazyResolver, compile_tag_text, make_fragment, structural_tag_key
 
 __all__ = ["CompiledGrammar", "GrammarCompiler", "DEFAULT_CACHE_LIMIT_BYTES"]
 
 #: The cache budget used when ``cache_limit_bytes`` is not given: finite, so a server that
 #: sees an unbounded stream of distinct schemas keeps a flat memory profile.
 DEFAULT_CACHE_LIMIT_BYTES = 512 * 1024 * 1024
-
-
-class CompiledGrammar:
-    """A grammar compiled against a tokenizer: the object GrammarMatcher runs on. Immutable
-    from Python's point of view and safe to share across threads (the core builds token
-    masks lazily, lock-free, and shares them between all matchers of this grammar).
-
-    Do not construct it directly: use :class:`GrammarCompiler`.
-    """
-
-    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "_linked", "_warnings", "__weakref__")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("CompiledGrammar is created by GrammarCompiler.compile_* methods")
-
-    @classmethod
-    def _create(cls, ptr: Any, tokenizer_info: TokenizerInfo, grammar: Optional[Grammar],
-                rebuild: Optional[Callable[[], Grammar]] = None, linked: bool = False,
-                warnings: Tuple[str, ...] = ()):
-        obj = object.__new__(cls)
-        obj._ptr = ptr
-        obj._tokenizer_info = tokenizer_info
-        obj._grammar = grammar
-        obj._rebuild = rebuild
-        # Linked from cached fragments: cheap to build again (see _CompileCache._admit).
-        obj._linked = linked
-        obj._warnings = warnings
-        return obj
-
-    @property
-    def grammar(self) -> Grammar:
-        """The grammar this was compiled from."""
-        g = self._grammar
-        if g is None:
-            if self._rebuild is not None:
-                # Compiled without keeping its grammar (a cached grammar's IR is several
-                # times the size of its input): convert the input again.
-                g = self._rebuild()
-            else:
-                g = Grammar._borrowed(_core.lib.xgr_compiled_grammar(self._ptr))
-            self._grammar = g
-        return g
-
-    @property
-    def tokenizer_info(self) -> TokenizerInfo:
-        """The tokenizer info this was compiled against."""
-        return self._tokenizer_info
-
-    @property
-    def warnings(self) -> Tuple[str, ...]:
-        """(xgrammar2) The warnings of the grammar this was compiled from
-        (:attr:`Grammar.warnings`): for a JSON schema, the constraints not enforced, such
-        as ``format`` values that are annotations. Empty for other grammars."""
-        return self._warnings
-
-    @property
-    def memory_size_bytes(self) -> int:
-        """Bytes held by the compiled grammar: its grammar, automata and token-mask cache
-        (which grows as masks are computed on first use)."""
-        lib = _core.lib
-        size = int(lib.xgr_compiled_memory(self._ptr))
-        g = self._grammar
-        if g is not None:
-            # A grammar that spells special tokens is compiled from a rewritten copy (or
-            # the core dropped its own): the one kept here for `.grammar` counts apart.
-            if g._ptr != lib.xgr_compiled_grammar(self._ptr):
-                size += int(lib.xgr_grammar_memory(g._ptr))
-            if g._text is not None:  # its printed EBNF, once asked for
-                size += sys.getsizeof(g._text)
-        return size
-
-    def precompute(self, k: int = -1) -> None:
-        """Computes up to ``k`` not-yet-built token-mask cache entries now (all of them when
-        ``k < 0``), e.g. while the engine runs prefill. Thread-safe."""
-        k = max(min(check_k(k), 2**31 - 1), -1)
-        _core.check(_core.lib.xgr_compiled_precompute(self._ptr, k), "precomputing masks")
-
-    def serialize_json(self) -> str:
-        """Versioned JSON of the grammar and the identity of its tokenizer info (not the
-        vocabulary: pass the tokenizer info to :meth:`deserialize_json`; docs/serialization.md)."""
-        from .serialization import serialize_compiled_grammar
-
-        return serialize_compiled_grammar(self)
-
-    @staticmethod
-    def deserialize_json(json_str: str, tokenizer_info: TokenizerInfo) -> "CompiledGrammar":
-        """The compiled grammar of :meth:`serialize_json`'s JSON, compiled again against
-        ``tokenizer_info`` (which must be the one it was compiled with). Raises
-        InvalidJSONError, DeserializeVersionError or DeserializeFormatError."""
-        from .serialization import deserialize_compiled_grammar
-
-        return deserialize_compiled_grammar(json_str, tokenizer_info)
-
-    def __repr__(self) -> str:
-        return (
-            f"CompiledGrammar(vocab_size={self._tokenizer_info.vocab_size}, "
-            f"memory_size_bytes={self.memory_size_bytes})"
-        )
-
-
-class _Pending:
-    """A compile in flight: its owner holds ``done`` until the result is set (a bare lock,
-    cheaper to make than an Event on every compile); waiters pass through it."""
-
-    __slots__ = ("done", "result")
-
-    def __init__(self) -> None:
-        self.done = threading.Lock()
-        self.done.acquire()
-        self.result: Optional[CompiledGrammar] = None
-
-    def wait(self) -> None:
-        with self.done:
-            pass
-
-
-class _CompileCache:
-    """LRU of compiled grammars bounded by their (current) memory size.
-
-    Sizes are re-read from the core when an entry is inserted or hit, since the mask cache
-    of a compiled grammar grows while it is used; :meth:`size_bytes` re-reads all of them.
-    Concurrent compiles of the same key are coalesced: one thread compiles, the others wait.
-
-    A grammar linked from cached fragments (a structural tag whose tools were lowered
-    before) is admitted only the second time its key is compiled: under dynamic tool sets
-    most combinations are never requested again, and each would hold about 4 KB per tool
-    and push out grammars that cost far more to rebuild (a JSON schema), while linking it
-    again costs about a millisecond. Not keeping it also lets the next request reuse its
-    memory, already mapped, instead of faulting in fresh pages.
-    """
-
-    #: Keys (by hash) of linked grammars compiled once and not admitted; cleared when full,
-    #: so it costs at most this many ints. A hash collision only admits a grammar early.
-    _DOOR_MAX = 1 << 14
-
-    def __init__(self, limit_bytes: int) -> None:
-        self._limit = limit_bytes
-        self._lock = threading.Lock()
-        self._entries: "OrderedDict[Hashable, Tuple[CompiledGrammar, int]]" = OrderedDict()
-        self._total = 0
-        self._pending: Dict[Hashable, _Pending] = {}
-        self._door: set = set()
-
-    def _admit(self, key: Hashable, compiled: CompiledGrammar) -> bool:
-        """Whether a grammar just compiled for ``key`` goes into the cache (lock held)."""
-        if not compiled._linked:
-            return True
-        h = hash(key)
-        if h in self._door:
-            self._door.discard(h)
-            return True
-        if len(self._door) >= self._DOOR_MAX:
-            self._door.clear()
-        self._door.add(h)
-        return False
-
-    @staticmethod
-    def _size(key: Hashable, compiled: CompiledGrammar) -> int:
-        # The key (the request's text, often kilobytes) is held as long as the grammar.
-        parts = key if isinstance(key, tuple) else (key,)
-        return compiled.memory_size_bytes + sum(sys.getsizeof(p) for p in parts)
-
-    def _evict(self) -> None:
-        if self._limit < 0:
-            return
-        while self._total > self._limit and self._entries:
-            _, (_, size) = self._entries.popitem(last=False)
-            self._total -= size
-
-    def get_or_compile(self, key: Hashable, compile_fn: Callable[[], CompiledGrammar]):
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                compiled, old = hit
-                new = self._size(key, compiled)
-                self._entries[key] = (compiled, new)
-                self._entries.move_to_end(key)
-                self._total += new - old
-                self._evict()
-                return compiled
-            pending = self._pending.get(key)
-            owner = pending is None
-            if owner:
-                pending = _Pending()
-                self._pending[key] = pending
-        if not owner:
-            pending.wait()
-            if pending.result is not None:
-                return pending.result
-            return compile_fn()  # the owner failed: fail (or succeed) on our own
-        try:
-            compiled = compile_fn()
-        except BaseException:
-            with self._lock:
-                del self._pending[key]
-            pending.done.release()
-            raise
-        with self._lock:
-            del self._pending[key]
-            if self._admit(key, compiled):
-                size = self._size(key, compiled)
-                old = self._entries.pop(key, None)
-                if old is not None:
-                    self._total -= old[1]
-                self._entries[key] = (compiled, size)
-                self._total += size
-                self._evict()
-        pending.result = compiled
-        pending.done.release()
-        return compiled
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._door.clear()
-            self._total = 0
-
-    def size_bytes(self) -> int:
-        with self._lock:
-            total = 0
-            for key, (compiled, _) in self._entries.items():
-                size = self._size(key, compiled)
-                self._entries[key] = (compiled, size)
-                total += size
-            self._total = total
-            self._evict()
-            return self._total
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-#: Stand-in rule name -> its C string. Names are unique to their fragment (link.py numbers
-#: them) and recur with it in every request that reuses the tool, so each is encoded once.
-_C_NAMES: Dict[str, Any] = {}
-_C_NAMES_MAX = 1 << 14
-
-
-def _c_name(name: str) -> Any:
-    c = _C_NAMES.get(name)
-    if c is None:
-        if len(_C_NAMES) >= _C_NAMES_MAX:
-            _C_NAMES.clear()
-        c = _C_NAMES[name] = _core.ffi.new("char[]", name.encode())
-    return c
-
-
-class _LazyResolver:
-    """Builds the tokenizer's token resolver (an O(vocabulary) table) only when a structural
-    tag actually names a token."""
-
-    def __init__(self, tokenizer_info: TokenizerInfo) -> None:
-        self._info = tokenizer_info
-        self.vocab_size = tokenizer_info.vocab_size
-
-    def _get(self):
-        from .structural_tag.tokens import resolver_for
-
-        return resolver_for(self._info)
-
-    def token_id(self, token: str):
-        return self._get().token_id(token)
-
-    def text(self, token_id: int):
-        return self._get().text(token_id)
-
-
-#: Skeletons of requests whose every tag was seen before (a tool list's JSON with each tag
-#: replaced by null), with the nesting limit they were checked under, to what the core's
-#: direct build needs of them (:func:`_skeleton_shape`). They repeat across requests (one
-#: per list length and options), and parsing one was a sizeable part of such a request.
-_SKELETONS: Dict[Tuple[bytes, int, int], Optional[tuple]] = {}
-_SKELETONS_MAX = 256
-_UNSEEN = object()
-
-
-def _skeleton_shape(skeleton: bytes, n_tags: int) -> Optional[tuple]:
-    """(trigger, loop, excludes joined, their offsets, how many) for xgr_compile_tag_hits
-    when ``skeleton`` is the direct shape (fast_link.triggered_shape); None otherwise.
-    Raises GrammarLimitError for a skeleton nested deeper than ``max_json_nesting`` (the
-    cached tags were checked when first read; what is parsed now is the rest)."""
-    check_json_nesting(skeleton, "the structural tag")
-    try:
-        shape = triggered_shape(json.loads(skeleton), n_tags)
-    except ValueError:
-        return None
-    if shape is None:
-        return None
-    trigger, loop, excludes = shape
-    try:
-        trig = trigger.encode()
-        excl = [e.encode() for e in excludes]
-    except UnicodeEncodeError:  # the text's parser names it
-        return None
-    offsets = [0]
-    for e in excl:
-        offsets.append(offsets[-1] + len(e))
-    if offsets[-1] >= 1 << 32:
-        return None
-    return trig, 1 if loop else 0, b"".join(excl), _core.ffi.new("uint32_t[]", offsets), len(excl)
-
-
-def _structural_tag_key(args: tuple, kwargs: dict) -> Optional[Tuple[str, str]]:
-    """The compile-cache key of one structural tag (JSON text, dict or pydantic model): what
-    it was given as ("s" text, "d" dict, "m:" + the model's class) and its JSON text (the
-    text itself when given as text: a request's text is not copied to key it); None when
-    the call is not a single plain tag (the legacy pair, a custom JSON-schema converter):
-    those are keyed by their EBNF."""
-    if len(args) != 1 or set(kwargs) - {"token_resolver"}:
-        return None
-    tag = args[0]
-    try:
-        if isinstance(tag, str):
-            return "s", tag
-        if isinstance(tag, (bytes, bytearray)):
-            return "s", tag.decode("utf-8")
-        if isinstance(tag, dict):
-            return "d", json.dumps(tag, separators=(",", ":"))
-        dump = getattr(tag, "model_dump_json", None)
-        if dump is not None:
-            return "m:" + type(tag).__name__, dump(by_alias=True)
-    except (TypeError, ValueError, UnicodeDecodeError):
-        return None
-    return None
 
 
 def _opt_int(value: Optional[int], name: str, default: int = 0) -> int:
@@ -445,7 +121,7 @@ class GrammarCompiler:
         # compiled grammars the rest, so both together stay within cache_limit_bytes.
 
         tags_limit = cache_limit_bytes // 8 if cache_limit_bytes >= 0 else -1
-        self._cache = _CompileCache(cache_limit_bytes - tags_limit if cache_limit_bytes >= 0 else -1)
+        self._cache = CompileCache(cache_limit_bytes - tags_limit if cache_limit_bytes >= 0 else -1)
         self._tags = TagCache(tags_limit)
         opts = _core.ffi.new("xgr_compile_options *")
         opts.max_rules = _opt_int(max_rules, "max_rules")
@@ -522,84 +198,8 @@ class GrammarCompiler:
         return ffi.gc(sout[0], lib.xgr_grammar_release)
 
     def _fragment(self, content: Any) -> Tuple[Any, int]:
-        """A structural tag's JSON-schema content lowered to a linkable fragment, and its
-        size in bytes. Errors as converting the content in the whole tag."""
-
-        ffi, lib = _core.ffi, _core.lib
-        g = Grammar.from_ebnf(format_to_ebnf(content))
-        out = ffi.new("xgr_fragment **")
-        _core.check(lib.xgr_fragment_new(self._spelled(g), self._opts, out),
-                    "compiling the grammar")
-        frag = ffi.gc(out[0], lib.xgr_fragment_release)
-        return frag, int(lib.xgr_fragment_memory(frag))
-
-    def _compile_tag_text(self, text: str, resolver: Any,
-                          rebuild: Callable[[], Grammar]) -> CompiledGrammar:
-        """A structural tag given as JSON text, each tag's JSON-schema content linked as a
-        fragment built once per distinct tag text (structural_tag/link.py); a text that
-        cannot be split by tags compiles as a whole."""
-
-        ffi, lib = _core.ffi, _core.lib
-        try:
-            raw = text.encode("utf-8")
-        except UnicodeEncodeError:
-            raw = b""
-        if raw:  # every tag seen before, the commonest request: two calls into the core
-            hit = self._tags.resolve(raw)
-            compiled = self._compile_hits(hit, rebuild) if hit is not None else None
-            if compiled is not None:
-                return compiled
-        spans = split(raw) if raw else None
-        node = read_linked(raw, spans, self._tags, self._fragment) if spans else None
-        if node is None:  # the whole conversion, which is what rebuild does
-            check_json_nesting(text, "the structural tag")
-            return self._compile(rebuild(), rebuild)
-        if isinstance(node, LinkedEBNF):  # every tag seen before, the commonest shape
-            grammar, links = node.grammar(), node.links
-        else:
-            ebnf, links = format_to_linked_ebnf(node, token_resolver=resolver)
-            grammar = Grammar.from_ebnf(ebnf)
-        if not links:
-            return self._compile(grammar, rebuild)
-        names = [_c_name(name) for name, _ in links]
-        frags = [frag for _, frag in links]
-        out = ffi.new("xgr_compiled **")
-        _core.check(
-            lib.xgr_compile_linked(self._spelled(grammar), names, frags, len(links),
-                                   self._tokenizer_info._handle(), self._opts_drop, out),
-            "compiling the grammar",
-        )
-        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild, linked=True)
-
-    def _compile_hits(self, hit: Tuple[Any, bytes, int],
-                      rebuild: Callable[[], Grammar]) -> Optional[CompiledGrammar]:
-        """A request whose every tag the tag table resolved (``TagCache.resolve``), compiled
-        by the core from their records when its skeleton is the direct shape
-        (fast_link.py); None for any other shape, which goes the general way. The grammar
-        is the one ``LinkedEBNF.grammar`` builds for the same request."""
-        hits, skeleton, n = hit
-        ffi, lib = _core.ffi, _core.lib
-        key = (skeleton, n, _limits.json_nesting_limit())
-        shape = _SKELETONS.get(key, _UNSEEN)
-        if shape is _UNSEEN:
-            shape = _skeleton_shape(skeleton, n)  # raises as reading the text would
-            if len(_SKELETONS) >= _SKELETONS_MAX:
-                _SKELETONS.clear()
-            _SKELETONS[key] = shape
-        if shape is None:
-            return None
-        trig, loop, excl, offsets, n_excl = shape
-        sp = self._tokenizer_info._special_spellings() or (ffi.NULL, ffi.NULL, ffi.NULL, 0)
-        out = ffi.new("xgr_compiled **")
-        _core.check(lib.xgr_compile_tag_hits(
-            hits, trig, len(trig), excl, offsets, n_excl, loop, sp[0], sp[1], sp[2], sp[3],
-            self._tokenizer_info._handle(), self._opts_drop, out), "compiling the grammar")
-        if out[0] == ffi.NULL:
-            return None
-        self._tags.count_hits(n)
-        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        return CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild, linked=True)
+        """A structural tag's JSON-schema content as a linkable fragment (tool_call_compile)."""
+        return make_fragment(self, content)
 
     def _cached(self, key: Hashable, make_grammar: Callable[[], Grammar],
                 rebuild: Optional[Callable[[], Grammar]] = None) -> CompiledGrammar:
@@ -699,8 +299,8 @@ class GrammarCompiler:
             check_input_size(len(args[0]), "the structural tag")
         else:
             check_structural_tag_args(args, kwargs)
-        kwargs.setdefault("token_resolver", _LazyResolver(self._tokenizer_info))
-        keyed = _structural_tag_key(args, kwargs) if self._cache_enabled else None
+        kwargs.setdefault("token_resolver", LazyResolver(self._tokenizer_info))
+        keyed = structural_tag_key(args, kwargs) if self._cache_enabled else None
         if text and keyed is None:  # not cached (or not UTF-8): read whole below
             check_structural_tag_args(args, {})
         if keyed is None:
@@ -719,7 +319,7 @@ class GrammarCompiler:
         # model template's tool list (get_model_structural_tag) reuses lowered tools too.
         return self._cache.get_or_compile(
             ("structural_tag", kind, tag_text),
-            lambda: self._compile_tag_text(tag_text, resolver, rebuild))
+            lambda: compile_tag_text(self, tag_text, resolver, rebuild))
 
     def compile_lark(
         self, lark_string: str, *, named_grammars: Optional[Dict[str, Union[Grammar, str]]] = None

@@ -46,7 +46,7 @@ from .config import get_max_recursion_depth
 from .limits import json_nesting_limit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .compiler import CompiledGrammar
+    from .compiled_grammar import CompiledGrammar
     from .grammar import Grammar
     from .tokenizer_info import TokenizerInfo
 

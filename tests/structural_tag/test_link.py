@@ -267,7 +267,7 @@ def test_tools_seen_before_compile_in_the_core_from_the_tag_table(tok, pool, mon
     """A request of the direct shape whose every tool was seen is resolved and compiled by
     the core's tag table (the general reader is never called), counts its hits, and is the
     grammar the unlinked compile gives."""
-    import xgrammar2.compiler as compiler
+    import xgrammar2.tool_call_compile as compiler
 
     comp = xgr.GrammarCompiler(tok)
     for tools in (pool[:5], pool[5:10]):

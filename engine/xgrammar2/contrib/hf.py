@@ -44,7 +44,7 @@ import torch
 import transformers
 
 from ..bitmask import apply_token_bitmask_inplace
-from ..compiler import CompiledGrammar
+from ..compiled_grammar import CompiledGrammar
 from ..matcher import GrammarMatcher, _default_threads, fill_next_token_bitmask_batch
 
 __all__ = ["LogitsProcessor"]
