@@ -58,6 +58,7 @@ typedef struct {
     u8vec lit;     /* pending literal bytes; each sequence owns a suffix */
     u32vec ranges; /* class under construction */
     u32vec tmp;    /* scratch for finish_class */
+    int never;     /* set by finish_class: the class it built matches nothing */
 } rx;
 
 enum { SET_NONE = 0, SET_D, SET_W, SET_S };
@@ -257,6 +258,7 @@ static int push_set(rx *p, int set, int neg) {
  * json_string removes JSON_EXCLUDED from what the class matches. */
 static int finish_class(rx *p, int negated, int32_t *node) {
     size_t n = p->ranges.len / 2;
+    p->never = 0;
     if (p->icase) {
         for (size_t i = 0; i < n; i++) {
             uint32_t lo = p->ranges.data[2 * i], hi = p->ranges.data[2 * i + 1];
@@ -289,6 +291,7 @@ static int finish_class(rx *p, int negated, int32_t *node) {
             }
             if (lo <= hi && push_range_to(&p->tmp, lo, hi)) return XGR_ERR_NOMEM;
         }
+        p->never = p->tmp.len == 0;
         *node = xgr_ir_class(p->g, p->tmp.data, p->tmp.len / 2, 0);
         return *node < 0 ? ir_fail() : XGR_OK;
     }
@@ -367,14 +370,16 @@ static int parse_class(rx *p, int32_t *node) {
     return finish_class(p, negated, node);
 }
 
-static int parse_alt(rx *p, int32_t *node);
+static int parse_alt(rx *p, int32_t *node, int *never);
 
 static int is_group_name_char(uint8_t c, int first) {
     return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
            (!first && c >= '0' && c <= '9');
 }
 
-static int parse_group(rx *p, int32_t *node) {
+/* *never: the group matches no string at all (json_string removed every character some
+ * part of it needs). */
+static int parse_group(rx *p, int32_t *node, int *never) {
     size_t start = p->pos;
     int rc, lookahead = 0;
     p->pos++;
@@ -418,11 +423,12 @@ static int parse_group(rx *p, int32_t *node) {
                         p->macro ? " (only a leading (?i) is supported)" : "");
         }
     }
-    if ((rc = parse_alt(p, node))) return rc;
+    if ((rc = parse_alt(p, node, never))) return rc;
     if (p->pos >= p->n || p->s[p->pos] != ')')
         return rerr(p, XGR_ERR_SYNTAX, start, "The parenthesis is not closed.");
     p->pos++;
     if (lookahead) { /* checked, then ignored: matches "" (upstream's Regex(...)) */
+        *never = 0;
         *node = xgr_ir_empty(p->g);
         if (*node < 0) return ir_fail();
     }
@@ -508,9 +514,10 @@ static void skip_anchors(rx *p) {
     while (p->pos < p->n && (p->s[p->pos] == '^' || p->s[p->pos] == '$')) p->pos++;
 }
 
-static int parse_seq(rx *p, int32_t *node) {
+static int parse_seq(rx *p, int32_t *node, int *never) {
     size_t base = p->stack.len, lit_base = p->lit.len;
     int rc;
+    *never = 0;
     for (;;) {
         skip_anchors(p); /* '^' / '$' match "" wherever they are */
         if (p->pos >= p->n) break;
@@ -519,9 +526,11 @@ static int parse_seq(rx *p, int32_t *node) {
         if (c == '|' || c == ')') break;
         int32_t k = -1;
         uint32_t cp = 0;
-        int is_lit = 0;
+        int is_lit = 0, atom_never = 0;
+        p->never = 0;
         if (c == '(') {
-            if ((rc = parse_group(p, &k))) return rc;
+            if ((rc = parse_group(p, &k, &atom_never))) return rc;
+            p->never = 0; /* whatever a class inside left; atom_never has the group's */
         } else if (c == '[') {
             if ((rc = parse_class(p, &k))) return rc;
         } else if (c == '.') {
@@ -564,7 +573,7 @@ static int parse_seq(rx *p, int32_t *node) {
                 p->pos = before; /* leave the anchors to the outer loop */
                 break;
             }
-            if (nq && !p->macro && before == p->pos)
+            if (nq && !p->macro) /* an anchor in between does not separate them */
                 return rerr(p, XGR_ERR_SYNTAX, p->pos,
                             "Two consecutive repetition modifiers are not allowed.");
             long min = 0, max = 0;
@@ -580,6 +589,9 @@ static int parse_seq(rx *p, int32_t *node) {
                 }
                 is_lit = 0;
             }
+            atom_never |= p->never;
+            p->never = 0;
+            if (min == 0) atom_never = 0;
             if ((k = xgr_ir_repeat(p->g, k, (int32_t)min, (int32_t)max)) < 0) return ir_fail();
             nq++;
         }
@@ -592,6 +604,7 @@ static int parse_seq(rx *p, int32_t *node) {
             continue;
         }
         if (is_lit && (rc = lit_class(p, cp, &k))) return rc;
+        *never |= atom_never | p->never;
         if ((rc = flush_lit(p, lit_base))) return rc;
         if (XGR_VEC_PUSH(p->stack, k)) return XGR_ERR_NOMEM;
     }
@@ -601,15 +614,18 @@ static int parse_seq(rx *p, int32_t *node) {
     return *node < 0 ? ir_fail() : XGR_OK;
 }
 
-static int parse_alt(rx *p, int32_t *node) {
+static int parse_alt(rx *p, int32_t *node, int *never) {
     int rc;
+    *never = 1;
     if (++p->depth > XGR_FRONT_MAX_DEPTH)
         return rerr(p, XGR_ERR_LIMIT, p->pos, "group nesting is deeper than %d",
                     XGR_FRONT_MAX_DEPTH);
     size_t base = p->stack.len;
     for (;;) {
         int32_t k = -1;
-        if ((rc = parse_seq(p, &k))) return rc;
+        int seq_never;
+        if ((rc = parse_seq(p, &k, &seq_never))) return rc;
+        *never &= seq_never;
         if (XGR_VEC_PUSH(p->stack, k)) return XGR_ERR_NOMEM;
         if (p->pos < p->n && p->s[p->pos] == '|') {
             p->pos++;
@@ -648,8 +664,12 @@ int xgr_regex_to_node_opts(xgr_grammar *g, const char *src, size_t len,
                     "The regex must not contain null characters.");
     /* a non-NULL stack even for "" (stack.data + base must never be NULL + 0) */
     if (XGR_VEC_RESERVE(p.stack, 16)) return xgr_fail(XGR_ERR_NOMEM, "out of memory");
-    int rc = parse_alt(&p, out_node);
+    int never = 0, rc = parse_alt(&p, out_node, &never);
     if (!rc && p.pos < p.n) rc = rerr(&p, XGR_ERR_SYNTAX, p.pos, "Unmatched ')'");
+    if (!rc && never)
+        rc = rerr(&p, XGR_ERR_SEMANTIC, 0,
+                  "the pattern matches no string: json_string=true removes '\"', '\\' and "
+                  "U+0000..U+001F from every character match, and every alternative needs one");
     XGR_VEC_FREE(p.stack);
     XGR_VEC_FREE(p.lit);
     XGR_VEC_FREE(p.ranges);
