@@ -387,3 +387,38 @@ def test_differential_random(upstream, seed: int) -> None:
         diffs += [d for d in [compare(upstream, "conv", p),
                               compare(upstream, "macro", p, r.choice(opts_choices))] if d]
     assert not diffs, "\n".join(diffs)
+
+
+# ---- structural tags read their regexes as from_regex (upstream's converter) --------------
+
+
+def _stag_regex(pattern: str) -> xgr.Grammar:
+    return xgr.Grammar.from_structural_tag(json.dumps({
+        "type": "structural_tag",
+        "format": {"type": "sequence", "elements": [
+            {"type": "const_string", "value": "x"}, {"type": "regex", "pattern": pattern}]},
+    }))
+
+
+def test_structural_tag_regex_is_the_converter_dialect() -> None:
+    g = _stag_regex(r"\s+")
+    assert accepts(g, ["x \xa0", "x\t"]) == [True, True]
+    assert accepts(g, ["x\u2028", "x"]) == [False, False]
+    for bad, phrase in [("(?i)a", "Unsupported group modifier"), ("a**", "Two consecutive"),
+                        ("a(?=b)", "Lookahead assertion")]:
+        with pytest.raises(ValueError) as info:
+            _stag_regex(bad)
+        assert "$.format.elements[1].pattern" in str(info.value) and phrase in str(info.value)
+
+
+def test_structural_tag_regex_differential(upstream) -> None:
+    for pattern in [r"\s+", r"[\w.]+@x\.com", "a|bc?", r"\d{2,3}"]:
+        ours = _stag_regex(pattern)
+        up = upstream.Grammar.from_structural_tag(json.dumps({
+            "type": "structural_tag",
+            "format": {"type": "sequence", "elements": [
+                {"type": "const_string", "value": "x"}, {"type": "regex", "pattern": pattern}]},
+        }))
+        up_acc = importlib.import_module("xgrammar.testing")._is_grammar_accept_string
+        inputs = ["x" + s for s in INPUTS] + ["x  \xa0", "xa.b@x.com", "x123", "x1234"]
+        assert accepts(ours, inputs) == [up_acc(up, s) for s in inputs], pattern
