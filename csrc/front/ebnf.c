@@ -349,36 +349,123 @@ static int parse_class(ebnf *p, int bytes, int32_t *node) {
 
 static int parse_alt(ebnf *p, int32_t *node);
 
-static XGR_NOINLINE int parse_regex_macro(ebnf *p, int32_t *node) {
-    int rc;
-    skip_ws(p);
-    if (p->pos >= p->n || p->s[p->pos] != '"')
-        return expected(p, p->pos, "a string literal with the regex inside Regex(...)");
-    size_t str_pos = p->pos;
-    if ((rc = lex_string(p, 0))) return rc;
-    skip_ws(p);
-    /* Options as upstream xgrammar prints them: Regex("...", json_string=false). */
-    while (p->pos < p->n && p->s[p->pos] == ',') {
+/* One macro argument value at p->pos, skipped (a string is left in p->buf); *kind says
+ * what it was. Upstream's values: string, integer, boolean, tuple; a bare name also
+ * parses (Regex(abc) then reports that the pattern must be a string). */
+enum { MARG_STRING, MARG_INT, MARG_TRUE, MARG_FALSE, MARG_TUPLE, MARG_NAME };
+
+static int skip_macro_value(ebnf *p, int *kind, int depth) {
+    size_t at = p->pos;
+    uint8_t c = at < p->n ? p->s[at] : 0;
+    if (depth > XGR_FRONT_MAX_DEPTH)
+        return perr(p, XGR_ERR_LIMIT, at, "macro argument nesting is deeper than %d",
+                    XGR_FRONT_MAX_DEPTH);
+    if (c == '"') {
+        *kind = MARG_STRING;
+        return lex_string(p, 0);
+    }
+    if ((c >= '0' && c <= '9') || (c == '-' && at + 1 < p->n && p->s[at + 1] >= '0' &&
+                                   p->s[at + 1] <= '9')) {
         p->pos++;
-        skip_ws(p);
-        size_t opt = p->pos, e = name_end(p, opt);
-        if (e - opt != 11 || memcmp(p->s + opt, "json_string", 11) != 0)
-            return expected(p, opt, "the Regex option 'json_string'");
-        p->pos = skip_ws_at(p, e);
-        if (p->pos >= p->n || p->s[p->pos] != '=') return expected(p, p->pos, "'='");
-        p->pos = skip_ws_at(p, p->pos + 1);
-        if (p->pos + 5 <= p->n && memcmp(p->s + p->pos, "false", 5) == 0) {
-            p->pos += 5;
-        } else if (p->pos + 4 <= p->n && memcmp(p->s + p->pos, "true", 4) == 0) {
-            return perr(p, XGR_ERR_SYNTAX, opt, "Regex(..., json_string=true) is not supported yet");
+        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+        *kind = MARG_INT;
+        return XGR_OK;
+    }
+    if (c == '(') {
+        int k, rc;
+        p->pos = skip_ws_at(p, at + 1);
+        while (p->pos < p->n && p->s[p->pos] != ')') {
+            if ((rc = skip_macro_value(p, &k, depth + 1))) return rc;
+            skip_ws(p);
+            if (p->pos < p->n && p->s[p->pos] == ',') p->pos = skip_ws_at(p, p->pos + 1);
+            else if (p->pos >= p->n || p->s[p->pos] != ')') return expected(p, p->pos, "',' or ')'");
+        }
+        if (p->pos >= p->n) return perr(p, XGR_ERR_SYNTAX, at, "unclosed '('");
+        p->pos++;
+        *kind = MARG_TUPLE;
+        return XGR_OK;
+    }
+    if (is_name_start(c)) {
+        size_t e = name_end(p, at);
+        *kind = e - at == 4 && memcmp(p->s + at, "true", 4) == 0    ? MARG_TRUE
+                : e - at == 5 && memcmp(p->s + at, "false", 5) == 0 ? MARG_FALSE
+                                                                    : MARG_NAME;
+        p->pos = e;
+        return XGR_OK;
+    }
+    return perr(p, XGR_ERR_SYNTAX, at,
+                "Expect string, integer, boolean, or tuple in macro argument");
+}
+
+/* Regex("pattern" [, json_string=true|false] [, flags="..."]) with upstream xgrammar
+ * 0.2.8's argument rules and messages; `start` is where "Regex" begins, p->pos is just
+ * after its '('. flags: i (ASCII case folding), s ('.' matches \n), u (no-op); with a
+ * flags argument, '.' excludes \n unless s. */
+static XGR_NOINLINE int parse_regex_macro(ebnf *p, size_t start, int32_t *node) {
+    xgr_regex_opts o = {XGR_REGEX_MACRO, 0, 0, 0, 0};
+    size_t str_pos = 0;
+    int n_positional = 0, pat_is_string = 0, kind, rc;
+    skip_ws(p);
+    while (p->pos < p->n && p->s[p->pos] != ')') {
+        size_t arg = p->pos;
+        size_t e = is_name_start(p->s[arg]) ? name_end(p, arg) : arg;
+        size_t eq = skip_ws_at(p, e);
+        if (e > arg && eq < p->n && p->s[eq] == '=') {
+            p->pos = skip_ws_at(p, eq + 1);
+            if ((rc = skip_macro_value(p, &kind, 0))) return rc;
+            if (e - arg == 11 && memcmp(p->s + arg, "json_string", 11) == 0) {
+                if (kind != MARG_TRUE && kind != MARG_FALSE)
+                    return perr(p, XGR_ERR_SYNTAX, arg, "json_string must be a boolean");
+                o.json_string = kind == MARG_TRUE;
+            } else if (e - arg == 5 && memcmp(p->s + arg, "flags", 5) == 0) {
+                if (kind != MARG_STRING)
+                    return perr(p, XGR_ERR_SYNTAX, arg, "flags must be a string");
+                o.has_flags = 1;
+                for (size_t i = 0; i < p->buf.len; i++) {
+                    uint8_t f = (uint8_t)p->buf.data[i];
+                    if (f == 'i') o.icase = 1;
+                    else if (f == 's') o.dot_all = 1;
+                    else if (f != 'u')
+                        return perr(p, XGR_ERR_SYNTAX, arg,
+                                    f >= 0x20 && f < 0x7f
+                                        ? "regular-expression flag '%c' is not supported "
+                                          "(Regex flags are i, s and u)"
+                                        : "regular-expression flag '\\x%02x' is not supported "
+                                          "(Regex flags are i, s and u)",
+                                    f);
+                }
+            } else {
+                return perr(p, XGR_ERR_SYNTAX, arg,
+                            "Regex does not support the named argument %.*s (it has "
+                            "json_string and flags)",
+                            (int)(e - arg), (const char *)p->s + arg);
+            }
         } else {
-            return expected(p, p->pos, "true or false");
+            if ((rc = skip_macro_value(p, &kind, 0))) return rc;
+            if (++n_positional == 1) str_pos = arg, pat_is_string = kind == MARG_STRING;
         }
         skip_ws(p);
+        if (p->pos < p->n && p->s[p->pos] == ',') {
+            p->pos++;
+            skip_ws(p);
+            if (p->pos < p->n && p->s[p->pos] == ')')
+                return perr(p, XGR_ERR_SYNTAX, p->pos,
+                            "Expect string, integer, boolean, or tuple in macro argument");
+        } else if (p->pos >= p->n || p->s[p->pos] != ')') {
+            return expected(p, p->pos, "',' or ')' closing Regex(");
+        }
     }
-    if (p->pos >= p->n || p->s[p->pos] != ')') return expected(p, p->pos, "')' closing Regex(");
+    if (p->pos >= p->n) return expected(p, p->pos, "')' closing Regex(");
     p->pos++;
-    rc = xgr_regex_to_node(p->g, (const char *)p->buf.data, p->buf.len, node);
+    if (n_positional != 1)
+        return perr(p, XGR_ERR_SYNTAX, start, "Regex expects exactly one string argument");
+    if (!pat_is_string)
+        return perr(p, XGR_ERR_SYNTAX, str_pos, "Regex pattern must be a string literal");
+    size_t end = p->pos; /* re-read the pattern: a flags string may have reused p->buf */
+    p->pos = str_pos;
+    if ((rc = lex_string(p, 0))) return rc;
+    p->pos = end;
+    rc = xgr_regex_to_node_opts(p->g, (const char *)p->buf.data, p->buf.len, &o, node);
     if (rc) {
         char inner[600];
         snprintf(inner, sizeof inner, "%s", xgr_last_error());
@@ -847,7 +934,7 @@ static int parse_primary(ebnf *p, int32_t *node) {
         if (e < p->n && p->s[e] == '(') {
             if (len == 5 && memcmp(p->s + start, "Regex", 5) == 0) {
                 p->pos++;
-                return parse_regex_macro(p, node);
+                return parse_regex_macro(p, start, node);
             }
         }
         if (len == 5 && at_token_macro(p, start)) {

@@ -32,8 +32,23 @@
  * through xgr_fail; this returns that status (xgr_last_status). */
 int xgr_front_ir_status(void);
 
+/* The two regex dialects of upstream xgrammar 0.2.8 (csrc/front/regex.c has the details):
+ * Grammar.from_regex / compile_regex (the "converter") and the EBNF Regex(...) macro. */
+enum { XGR_REGEX_CONVERTER = 0, XGR_REGEX_MACRO = 1 };
+typedef struct {
+    int dialect;     /* XGR_REGEX_CONVERTER or XGR_REGEX_MACRO */
+    int json_string; /* Regex(..., json_string=true): no character match may produce '"',
+                      * '\\' or U+0000..U+001F (the pattern runs inside a JSON string) */
+    int has_flags;   /* Regex(..., flags="..."): '.' excludes \n unless dot_all */
+    int icase;       /* flag i: ASCII letters match either case */
+    int dot_all;     /* flag s */
+} xgr_regex_opts;
+
 /* Compiles a regex (anchored, whole-input semantics) into nodes of `g`; *out_node is the
- * root node of the expression. Errors use "column C" positions within `src`. */
+ * root node of the expression. Errors use "column C" positions within `src`. opts may be
+ * NULL (the converter dialect, no options); xgr_regex_to_node is that case. */
+int xgr_regex_to_node_opts(xgr_grammar *g, const char *src, size_t len,
+                           const xgr_regex_opts *opts, int32_t *out_node);
 int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_node);
 
 #endif

@@ -1,26 +1,35 @@
-/* Regex front end: an ECMAScript-flavoured regex (the dialect of JSON Schema "pattern")
- * compiled into IR nodes.
+/* Regex front end: the regex dialects of upstream xgrammar 0.2.8 compiled into IR nodes.
  *
- * Semantics and choices:
- *   - The whole output must match (anchored). `^` is accepted where nothing can have been
- *     consumed yet and `$` where nothing more can follow (end of the pattern, of an
- *     alternative or of a group that itself ends the pattern); both are then no-ops.
- *     Anchors elsewhere, or inside a repeated group, are errors rather than silently
- *     changing the language. Callers wanting search semantics wrap the pattern in .* .
+ * Two dialects (xgr_regex_opts.dialect), as upstream has them:
+ *   - XGR_REGEX_CONVERTER: Grammar.from_regex, compile_regex, structural-tag regexes.
+ *   - XGR_REGEX_MACRO: the EBNF macro Regex("...", json_string=..., flags="...").
+ *
+ * Common semantics:
+ *   - The whole output must match (anchored). `^` and `$` are accepted anywhere and
+ *     match the empty string (as upstream). A quantifier right after an anchor applies to
+ *     the atom before the anchor (`a$*` is `a*`); with nothing before, it is an error.
  *   - Literals are code points (the pattern is UTF-8); consecutive literals merge into
- *     one BYTES node.
- *   - `.` is any code point, \n included, as upstream xgrammar's regex (and EBNF
- *     Regex(...)) converter has it. JSON Schema "pattern" does not come here: its
- *     ECMAScript `.` (no \n \r U+2028 U+2029) is json_schema/regex.py's.
- *   - \d \w are ASCII ([0-9], [0-9A-Za-z_]); \s is ECMAScript's WhiteSpace and
- *     LineTerminator set (\t \n \v \f \r space U+00A0 U+1680 U+2000-U+200A U+2028
- *     U+2029 U+202F U+205F U+3000 U+FEFF). Their negations complement within Unicode.
+ *     one BYTES node. `.` is any code point, \n included (with a flags="..." argument of
+ *     the macro: any but \n, unless the flags hold `s`).
+ *   - \d \w are ASCII ([0-9], [0-9A-Za-z_]); \s is [\t\n\v\f\r ] (macro) or that plus
+ *     U+00A0 (converter); \D \W \S complement within Unicode.
+ *   - Escapes: \n \t \r \f \v \a \e \0 (a following digit is a literal digit), \cX,
+ *     \xHH, \uHHHH (a \uD8xx\uDCxx surrogate pair is one code point), \u{H..H} (1 to 6
+ *     digits, at most U+10FFFF); any other character escapes itself, letters included
+ *     (\q is q). \b is backspace inside a class.
  *   - Lazy quantifiers (*? +? ?? {m,n}?) match the same language as greedy ones.
- *   - Not supported (XGR_ERR_SYNTAX with the column): lookarounds, backreferences,
- *     word boundaries \b \B, Unicode property escapes \p{..}, inline flags (?i), octal
- *     escapes, possessive quantifiers.
- *   - A `{` that does not start a valid {m}, {m,} or {m,n} is an error (as in
- *     ECMAScript's unicode mode); stray `}` and `]` are literals. */
+ *   - Errors (XGR_ERR_SYNTAX / SEMANTIC with the column, message phrased as upstream's):
+ *     word boundaries \b \B, backreferences \1..\9 \k, Unicode property escapes \p \P,
+ *     lookbehind, inline flags other than a leading (?i) in the macro, empty classes [],
+ *     malformed escapes, quantifiers with nothing to repeat, unbalanced parentheses.
+ * Converter only: a NUL character in the pattern, lookaheads, (?i) and (?P<name>...) are
+ *   errors; two consecutive quantifiers (a**, a+?{2}) are an error; [^] is any character;
+ *   a stray `]` is a literal.
+ * Macro only: a leading (?i) (or flags="i") makes ASCII letters match either case (in
+ *   literals and classes; non-ASCII letters stay exact); lookaheads (?=...) (?!...) are
+ *   checked and then match the empty string; consecutive quantifiers nest (a{2}{3} is
+ *   (a{2}){3}); [^] and a stray `]` are errors; json_string=true removes '"', '\\' and
+ *   U+0000..U+001F from every character match. */
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -41,27 +50,36 @@ typedef struct {
     size_t n, pos;
     xgr_grammar *g;
     int depth;
-    int at_start;  /* nothing can have been consumed on the path to pos */
-    long anchors;  /* anchors seen so far, to reject anchors inside repeats */
+    int macro;     /* dialect is XGR_REGEX_MACRO */
+    int icase;     /* ASCII case folding (macro: leading (?i) or flags="i") */
+    int json;      /* json_string=true */
+    int dot_nl;    /* '.' matches \n */
     i32vec stack;  /* children of SEQ / ALT nodes under construction */
     u8vec lit;     /* pending literal bytes; each sequence owns a suffix */
     u32vec ranges; /* class under construction */
+    u32vec tmp;    /* scratch for finish_class */
+    int never;     /* set by finish_class: the class it built matches nothing */
 } rx;
 
 enum { SET_NONE = 0, SET_D, SET_W, SET_S };
 
 static const uint32_t SET_D_RANGES[] = {'0', '9'};
 static const uint32_t SET_W_RANGES[] = {'0', '9', 'A', 'Z', '_', '_', 'a', 'z'};
-static const uint32_t SET_S_RANGES[] = {0x09,   0x0d,   0x20,   0x20,   0xa0,   0xa0,
-                                        0x1680, 0x1680, 0x2000, 0x200a, 0x2028, 0x2029,
-                                        0x202f, 0x202f, 0x205f, 0x205f, 0x3000, 0x3000,
-                                        0xfeff, 0xfeff};
+static const uint32_t SET_S_MACRO[] = {0x09, 0x0d, 0x20, 0x20};
+static const uint32_t SET_S_CONV[] = {0x09, 0x0d, 0x20, 0x20, 0xa0, 0xa0};
+/* What json_string=true removes from every character match (sorted, disjoint). */
+static const uint32_t JSON_EXCLUDED[] = {0x00, 0x1f, '"', '"', '\\', '\\'};
 
-static void set_ranges(int set, const uint32_t **r, size_t *n) {
+static void set_ranges(const rx *p, int set, const uint32_t **r, size_t *n) {
     switch (set) {
     case SET_D: *r = SET_D_RANGES, *n = sizeof SET_D_RANGES / sizeof *SET_D_RANGES / 2; break;
     case SET_W: *r = SET_W_RANGES, *n = sizeof SET_W_RANGES / sizeof *SET_W_RANGES / 2; break;
-    default: *r = SET_S_RANGES, *n = sizeof SET_S_RANGES / sizeof *SET_S_RANGES / 2; break;
+    default:
+        if (p->macro)
+            *r = SET_S_MACRO, *n = sizeof SET_S_MACRO / sizeof *SET_S_MACRO / 2;
+        else
+            *r = SET_S_CONV, *n = sizeof SET_S_CONV / sizeof *SET_S_CONV / 2;
+        break;
     }
 }
 
@@ -107,13 +125,51 @@ static int read_hex(const rx *p, size_t i, int digits, uint32_t *v) {
     return 1;
 }
 
+static int is_ascii_letter(uint32_t c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+
+/* Parses the \u escape whose 'u' is at p->pos - 1 (start = the backslash). */
+static int parse_u_escape(rx *p, size_t start, uint32_t *cp) {
+    if (p->pos < p->n && p->s[p->pos] == '{') {
+        uint32_t v = 0;
+        size_t i = p->pos + 1;
+        int k = 0;
+        while (i < p->n && hexval(p->s[i]) >= 0 && k < 7) {
+            if (v <= 0x10ffff) v = v * 16 + (uint32_t)hexval(p->s[i]);
+            i++, k++;
+        }
+        if (k == 0 || k > 6 || i >= p->n || p->s[i] != '}')
+            return rerr(p, XGR_ERR_SYNTAX, start,
+                        "\\u{...} must contain one to six hexadecimal digits");
+        if (v > 0x10ffff)
+            return rerr(p, XGR_ERR_SYNTAX, start,
+                        "\\u{...} escape is beyond the Unicode range (above U+10FFFF)");
+        p->pos = i + 1;
+        *cp = v;
+        return XGR_OK;
+    }
+    if (!read_hex(p, p->pos, 4, cp))
+        return rerr(p, XGR_ERR_SYNTAX, start, "\\u must be followed by four hexadecimal digits");
+    p->pos += 4;
+    /* A UTF-16 surrogate pair written as two \u escapes is one code point. */
+    if (*cp >= 0xd800 && *cp <= 0xdbff && p->pos + 6 <= p->n && p->s[p->pos] == '\\' &&
+        p->s[p->pos + 1] == 'u') {
+        uint32_t lo;
+        if (read_hex(p, p->pos + 2, 4, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
+            *cp = 0x10000 + ((*cp - 0xd800) << 10) + (lo - 0xdc00);
+            p->pos += 6;
+        }
+    }
+    return XGR_OK;
+}
+
 /* Parses the escape at p->pos (a backslash): either a literal code point (*set ==
  * SET_NONE) or a class escape (*set, *neg). */
 static int parse_escape(rx *p, int in_class, uint32_t *cp, int *set, int *neg) {
     size_t start = p->pos;
     *set = SET_NONE;
     *neg = 0;
-    if (start + 1 >= p->n) return rerr(p, XGR_ERR_SYNTAX, start, "pattern ends with a lone backslash");
+    if (start + 1 >= p->n)
+        return rerr(p, XGR_ERR_SYNTAX, start, "Regex ends with a trailing backslash");
     uint8_t c = p->s[start + 1];
     p->pos = start + 2;
     switch (c) {
@@ -125,88 +181,64 @@ static int parse_escape(rx *p, int in_class, uint32_t *cp, int *set, int *neg) {
     case 'r': *cp = '\r'; return XGR_OK;
     case 'f': *cp = 0x0c; return XGR_OK;
     case 'v': *cp = 0x0b; return XGR_OK;
-    case '0':
-        if (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9')
-            return rerr(p, XGR_ERR_SYNTAX, start, "octal escapes are not supported");
-        *cp = 0;
-        return XGR_OK;
+    case 'a': *cp = 0x07; return XGR_OK;
+    case 'e': *cp = 0x1b; return XGR_OK;
+    case '0': *cp = 0; return XGR_OK; /* \01 is NUL then '1': no octal escapes */
     case 'b':
         if (in_class) {
             *cp = 0x08;
             return XGR_OK;
         }
-        return rerr(p, XGR_ERR_SYNTAX, start, "word boundary assertion \\b is not supported");
+        return rerr(p, XGR_ERR_SYNTAX, start,
+                    "Word boundary assertion \\b is not supported in regex");
     case 'B':
-        return rerr(p, XGR_ERR_SYNTAX, start, "word boundary assertion \\B is not supported");
+        if (in_class && !p->macro) {
+            *cp = 'B';
+            return XGR_OK;
+        }
+        return rerr(p, XGR_ERR_SYNTAX, start,
+                    "Word boundary assertion \\B is not supported in regex");
     case 'k':
-        return rerr(p, XGR_ERR_SYNTAX, start, "backreference \\k<...> is not supported");
+        return rerr(p, XGR_ERR_SYNTAX, start, "Backreference \\k is not supported in regex");
     case 'p': case 'P':
         return rerr(p, XGR_ERR_SYNTAX, start,
-                    "Unicode property escape \\%c{...} is not supported", (char)c);
+                    "Unicode property escape \\p / \\P is not supported in regex");
     case 'c':
-        if (p->pos < p->n && ((p->s[p->pos] | 0x20) >= 'a' && (p->s[p->pos] | 0x20) <= 'z')) {
+        if (p->pos < p->n && is_ascii_letter(p->s[p->pos])) {
             *cp = p->s[p->pos] % 32u;
             p->pos++;
             return XGR_OK;
         }
-        return rerr(p, XGR_ERR_SYNTAX, start, "\\c must be followed by a letter");
+        return rerr(p, XGR_ERR_SYNTAX, start, "\\c must be followed by a letter in regex");
     case 'x':
         if (!read_hex(p, p->pos, 2, cp))
-            return rerr(p, XGR_ERR_SYNTAX, start, "\\x must be followed by 2 hex digits");
+            return rerr(p, XGR_ERR_SYNTAX, start,
+                        "\\x must be followed by two hexadecimal digits in regex");
         p->pos += 2;
         return XGR_OK;
-    case 'u':
-        if (p->pos < p->n && p->s[p->pos] == '{') {
-            uint32_t v = 0;
-            size_t i = p->pos + 1;
-            int k = 0;
-            while (i < p->n && hexval(p->s[i]) >= 0) {
-                v = v * 16 + (uint32_t)hexval(p->s[i]);
-                if (v > 0x10ffff)
-                    return rerr(p, XGR_ERR_SYNTAX, start, "\\u{...} is above U+10FFFF");
-                i++, k++;
-            }
-            if (k == 0 || i >= p->n || p->s[i] != '}')
-                return rerr(p, XGR_ERR_SYNTAX, start,
-                            "\\u{ must be followed by hex digits and '}'");
-            p->pos = i + 1;
-            *cp = v;
-            return XGR_OK;
-        }
-        if (!read_hex(p, p->pos, 4, cp))
-            return rerr(p, XGR_ERR_SYNTAX, start, "\\u must be followed by 4 hex digits");
-        p->pos += 4;
-        /* A UTF-16 surrogate pair written as two \u escapes is one code point. */
-        if (*cp >= 0xd800 && *cp <= 0xdbff && p->pos + 6 <= p->n && p->s[p->pos] == '\\' &&
-            p->s[p->pos + 1] == 'u') {
-            uint32_t lo;
-            if (read_hex(p, p->pos + 2, 4, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
-                *cp = 0x10000 + ((*cp - 0xd800) << 10) + (lo - 0xdc00);
-                p->pos += 6;
-            }
-        }
-        return XGR_OK;
+    case 'u': return parse_u_escape(p, start, cp);
     default: break;
     }
     if (c >= '1' && c <= '9')
-        return rerr(p, XGR_ERR_SYNTAX, start, "backreferences are not supported");
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        return rerr(p, XGR_ERR_SYNTAX, start, "unknown escape \\%c", (char)c);
-    /* Any other character escapes itself (\. \/ \- \\ \" ...). */
+        return rerr(p, XGR_ERR_SYNTAX, start, "Backreference \\%c is not supported in regex",
+                    (char)c);
+    /* Any other character escapes itself (\. \/ \- \\ \" \q ...). */
     int k = xgr_utf8_decode(p->s + start + 1, p->n - start - 1, cp);
     if (!k) return rerr(p, XGR_ERR_UTF8, start + 1, "invalid UTF-8 byte 0x%02x", (unsigned)c);
     p->pos = start + 1 + (size_t)k;
     return XGR_OK;
 }
 
-static int push_range(rx *p, uint32_t lo, uint32_t hi) {
-    return XGR_VEC_PUSH(p->ranges, lo) || XGR_VEC_PUSH(p->ranges, hi) ? XGR_ERR_NOMEM : XGR_OK;
+static int push_range_to(u32vec *v, uint32_t lo, uint32_t hi) {
+    return XGR_VEC_PUSH(*v, lo) || XGR_VEC_PUSH(*v, hi) ? XGR_ERR_NOMEM : XGR_OK;
 }
+
+static int push_range(rx *p, uint32_t lo, uint32_t hi) { return push_range_to(&p->ranges, lo, hi); }
 
 static int push_set(rx *p, int set, int neg) {
     const uint32_t *r;
     size_t n;
-    set_ranges(set, &r, &n);
+    set_ranges(p, set, &r, &n);
     if (!neg) {
         for (size_t i = 0; i < n; i++)
             if (push_range(p, r[2 * i], r[2 * i + 1])) return XGR_ERR_NOMEM;
@@ -219,6 +251,65 @@ static int push_set(rx *p, int set, int neg) {
     }
     if (next <= 0x10ffff && push_range(p, next, 0x10ffff)) return XGR_ERR_NOMEM;
     return XGR_OK;
+}
+
+/* Turns p->ranges (the members as written) into a CLASS node: ASCII case folding adds
+ * the other case of every letter (before negation, so (?i)[^k] excludes k and K), and
+ * json_string removes JSON_EXCLUDED from what the class matches. */
+static int finish_class(rx *p, int negated, int32_t *node) {
+    size_t n = p->ranges.len / 2;
+    p->never = 0;
+    if (p->icase) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t lo = p->ranges.data[2 * i], hi = p->ranges.data[2 * i + 1];
+            uint32_t a = lo > 'A' ? lo : 'A', b = hi < 'Z' ? hi : 'Z';
+            if (a <= b && push_range(p, a + 32, b + 32)) return XGR_ERR_NOMEM;
+            a = lo > 'a' ? lo : 'a', b = hi < 'z' ? hi : 'z';
+            if (a <= b && push_range(p, a - 32, b - 32)) return XGR_ERR_NOMEM;
+        }
+        n = p->ranges.len / 2;
+    }
+    const size_t nx = sizeof JSON_EXCLUDED / sizeof *JSON_EXCLUDED / 2;
+    if (p->json && negated) {
+        for (size_t j = 0; j < nx; j++)
+            if (push_range(p, JSON_EXCLUDED[2 * j], JSON_EXCLUDED[2 * j + 1]))
+                return XGR_ERR_NOMEM;
+        n = p->ranges.len / 2;
+    } else if (p->json) {
+        p->tmp.len = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t lo = p->ranges.data[2 * i], hi = p->ranges.data[2 * i + 1];
+            for (size_t j = 0; j < nx && lo <= hi; j++) {
+                uint32_t xlo = JSON_EXCLUDED[2 * j], xhi = JSON_EXCLUDED[2 * j + 1];
+                if (xhi < lo || xlo > hi) continue;
+                if (xlo > lo && push_range_to(&p->tmp, lo, xlo - 1)) return XGR_ERR_NOMEM;
+                if (xhi >= hi) {
+                    lo = 1, hi = 0; /* nothing left */
+                    break;
+                }
+                lo = xhi + 1;
+            }
+            if (lo <= hi && push_range_to(&p->tmp, lo, hi)) return XGR_ERR_NOMEM;
+        }
+        p->never = p->tmp.len == 0;
+        *node = xgr_ir_class(p->g, p->tmp.data, p->tmp.len / 2, 0);
+        return *node < 0 ? ir_fail() : XGR_OK;
+    }
+    *node = xgr_ir_class(p->g, p->ranges.data, n, negated);
+    return *node < 0 ? ir_fail() : XGR_OK;
+}
+
+/* A literal code point that cannot go into a BYTES run: a letter under case folding or
+ * a character json_string excludes. */
+static int lit_needs_class(const rx *p, uint32_t cp) {
+    return (p->icase && is_ascii_letter(cp)) ||
+           (p->json && (cp < 0x20 || cp == '"' || cp == '\\'));
+}
+
+static int lit_class(rx *p, uint32_t cp, int32_t *node) {
+    p->ranges.len = 0;
+    if (push_range(p, cp, cp)) return XGR_ERR_NOMEM;
+    return finish_class(p, 0, node);
 }
 
 /* One class member at p->pos: literal code point or class escape. */
@@ -241,10 +332,11 @@ static int parse_class(rx *p, int32_t *node) {
         negated = 1;
         p->pos++;
     }
+    if (p->pos < p->n && p->s[p->pos] == ']' && (p->macro || !negated))
+        return rerr(p, XGR_ERR_SYNTAX, start, "Empty character class is not allowed in regex.");
     p->ranges.len = 0;
     for (;;) {
-        if (p->pos >= p->n)
-            return rerr(p, XGR_ERR_SYNTAX, start, "unterminated character class");
+        if (p->pos >= p->n) return rerr(p, XGR_ERR_SYNTAX, start, "Unclosed '['");
         if (p->s[p->pos] == ']') {
             p->pos++;
             break;
@@ -259,64 +351,87 @@ static int parse_class(rx *p, int32_t *node) {
         }
         if (p->pos + 1 < p->n && p->s[p->pos] == '-' && p->s[p->pos + 1] != ']') {
             p->pos++;
+            size_t end_at = p->pos;
             if ((rc = class_atom(p, &hi, &set, &neg))) return rc;
-            if (set) {
-                /* [a-\d]: '-' is a literal between the two members. */
-                if (push_range(p, lo, lo) || push_range(p, '-', '-')) return XGR_ERR_NOMEM;
-                if ((rc = push_set(p, set, neg))) return rc;
-                continue;
-            }
+            if (set)
+                return rerr(p, XGR_ERR_SYNTAX, end_at,
+                            "Invalid character range endpoint in regex character class: a "
+                            "class escape cannot end a range");
             if (lo > hi)
                 return rerr(p, XGR_ERR_SEMANTIC, item,
-                            "character range out of order: U+%04lX > U+%04lX",
+                            "Invalid character range (lower bound exceeds upper bound) in "
+                            "regex character class: U+%04lX > U+%04lX",
                             (unsigned long)lo, (unsigned long)hi);
         } else {
             hi = lo;
         }
         if ((rc = push_range(p, lo, hi))) return rc;
     }
-    *node = xgr_ir_class(p->g, p->ranges.data, p->ranges.len / 2, negated);
-    return *node < 0 ? ir_fail() : XGR_OK;
+    return finish_class(p, negated, node);
 }
 
-static int parse_alt(rx *p, int32_t *node, int *ends_dollar);
+static int parse_alt(rx *p, int32_t *node, int *never);
 
-static int parse_group(rx *p, int32_t *node, int *ends_dollar) {
+static int is_group_name_char(uint8_t c, int first) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (!first && c >= '0' && c <= '9');
+}
+
+/* *never: the group matches no string at all (json_string removed every character some
+ * part of it needs). */
+static int parse_group(rx *p, int32_t *node, int *never) {
     size_t start = p->pos;
-    int rc;
+    int rc, lookahead = 0;
     p->pos++;
     if (p->pos < p->n && p->s[p->pos] == '?') {
         size_t q = p->pos + 1;
         uint8_t c = q < p->n ? p->s[q] : 0;
-        if (c == ':') {
+        if (q >= p->n) {
+            return rerr(p, XGR_ERR_SYNTAX, start, "Group modifier is not finished");
+        } else if (c == ':') {
             p->pos = q + 1;
         } else if (c == '=' || c == '!') {
-            return rerr(p, XGR_ERR_SYNTAX, start, "lookaround assertion (?%c...) is not supported",
-                        (char)c);
+            if (!p->macro)
+                return rerr(p, XGR_ERR_SYNTAX, start,
+                            "Lookahead assertion (?%c...) is not supported by "
+                            "Grammar.from_regex (the EBNF Regex(...) macro ignores it)",
+                            (char)c);
+            lookahead = 1;
+            p->pos = q + 1;
         } else if (c == '<' && q + 1 < p->n && (p->s[q + 1] == '=' || p->s[q + 1] == '!')) {
-            return rerr(p, XGR_ERR_SYNTAX, start,
-                        "lookaround assertion (?<%c...) is not supported", (char)p->s[q + 1]);
-        } else if (c == '<' || (c == 'P' && q + 1 < p->n && p->s[q + 1] == '<')) {
+            return rerr(p, XGR_ERR_SYNTAX, start, "Lookbehind assertion is not supported in regex");
+        } else if (c == '<' || (p->macro && c == 'P' && q + 1 < p->n && p->s[q + 1] == '<')) {
             size_t i = q + (c == 'P' ? 2 : 1), ns = i;
-            while (i < p->n && (p->s[i] == '_' || p->s[i] == '$' ||
-                                (p->s[i] >= 'a' && p->s[i] <= 'z') ||
-                                (p->s[i] >= 'A' && p->s[i] <= 'Z') ||
-                                (i > ns && p->s[i] >= '0' && p->s[i] <= '9')))
-                i++;
-            if (i == ns || i >= p->n || p->s[i] != '>')
-                return rerr(p, XGR_ERR_SYNTAX, start, "invalid group name in (?<name>...)");
+            if (p->macro) {
+                while (i < p->n && p->s[i] != '>') i++;
+                if (i == ns || i >= p->n)
+                    return rerr(p, XGR_ERR_SYNTAX, start, "Invalid named capturing group");
+            } else {
+                while (i < p->n && is_group_name_char(p->s[i], i == ns)) i++;
+                if (i >= p->n || p->s[i] != '>')
+                    return rerr(p, XGR_ERR_SYNTAX, start, "Invalid named capturing group.");
+            }
             p->pos = i + 1;
-        } else if (c == 'P' && q + 1 < p->n && p->s[q + 1] == '=') {
-            return rerr(p, XGR_ERR_SYNTAX, start, "backreference (?P=...) is not supported");
         } else {
+            char shown[8] = {'?', 0};
+            int k = xgr_utf8_decode(p->s + q, p->n - q, &(uint32_t){0});
+            if (k <= 0 || k > 4) k = 1;
+            memcpy(shown + 1, p->s + q, (size_t)k);
+            shown[1 + k] = 0;
             return rerr(p, XGR_ERR_SYNTAX, start,
-                        "unsupported group syntax '(?' (inline flags are not supported)");
+                        "Unsupported group modifier '(%s'%s", shown,
+                        p->macro ? " (only a leading (?i) is supported)" : "");
         }
     }
-    if ((rc = parse_alt(p, node, ends_dollar))) return rc;
+    if ((rc = parse_alt(p, node, never))) return rc;
     if (p->pos >= p->n || p->s[p->pos] != ')')
-        return rerr(p, XGR_ERR_SYNTAX, start, "missing ')' for this group");
+        return rerr(p, XGR_ERR_SYNTAX, start, "The parenthesis is not closed.");
     p->pos++;
+    if (lookahead) { /* checked, then ignored: matches "" (upstream's Regex(...)) */
+        *never = 0;
+        *node = xgr_ir_empty(p->g);
+        if (*node < 0) return ir_fail();
+    }
     return XGR_OK;
 }
 
@@ -327,7 +442,8 @@ static int parse_number(rx *p, long *v) {
         int digit = p->s[p->pos] - '0';
         /* checked before multiplying so a 32-bit long cannot overflow */
         if (x > (XGR_FRONT_MAX_REPEAT - digit) / 10)
-            return rerr(p, XGR_ERR_SEMANTIC, start, "repetition bound is too large (limit %ld)",
+            return rerr(p, XGR_ERR_SEMANTIC, start,
+                        "Invalid repetition count: the count is too large (limit %ld)",
                         (long)XGR_FRONT_MAX_REPEAT);
         x = x * 10 + digit;
         p->pos++;
@@ -336,12 +452,14 @@ static int parse_number(rx *p, long *v) {
     return p->pos > start ? XGR_OK : -1;
 }
 
-/* Parses an optional quantifier at p->pos; *has = 0 when there is none. */
-static int parse_quant(rx *p, int *has, long *min, long *max) {
-    *has = 0;
-    if (p->pos >= p->n) return XGR_OK;
+static int is_quant_char(uint8_t c) { return c == '*' || c == '+' || c == '?' || c == '{'; }
+
+/* Parses one quantifier at p->pos (the caller saw is_quant_char), with an optional lazy
+ * '?' after it. */
+static int parse_quant(rx *p, long *min, long *max) {
     size_t start = p->pos;
     uint8_t c = p->s[start];
+    int rc;
     if (c == '*') {
         *min = 0, *max = -1;
         p->pos++;
@@ -351,39 +469,37 @@ static int parse_quant(rx *p, int *has, long *min, long *max) {
     } else if (c == '?') {
         *min = 0, *max = 1;
         p->pos++;
-    } else if (c == '{') {
+    } else {
         p->pos++;
-        int rc = parse_number(p, min);
-        if (rc > 0) return rc;
-        if (rc < 0) goto bad;
+        if ((rc = parse_number(p, min)) > 0) return rc;
+        if (rc < 0)
+            return rerr(p, XGR_ERR_SYNTAX, start,
+                        "Invalid repetition count: expected a number after '{' (write "
+                        "\\{ for a literal brace)");
         *max = *min;
         if (p->pos < p->n && p->s[p->pos] == ',') {
             p->pos++;
             if (p->pos < p->n && p->s[p->pos] == '}') {
                 *max = -1;
             } else {
-                rc = parse_number(p, max);
-                if (rc > 0) return rc;
-                if (rc < 0) goto bad;
+                if ((rc = parse_number(p, max)) > 0) return rc;
+                if (rc < 0 || p->pos >= p->n || p->s[p->pos] != '}')
+                    return rerr(p, XGR_ERR_SYNTAX, start,
+                                "Invalid repetition count: expected '}' after the upper bound");
             }
+        } else if (p->pos >= p->n || p->s[p->pos] != '}') {
+            return rerr(p, XGR_ERR_SYNTAX, start,
+                        "Invalid repetition count: expected ',' or '}' after the lower bound");
         }
-        if (p->pos >= p->n || p->s[p->pos] != '}') goto bad;
         p->pos++;
         if (*max >= 0 && *min > *max)
             return rerr(p, XGR_ERR_SEMANTIC, start,
-                        "numbers out of order in quantifier {%ld,%ld}", *min, *max);
-    } else {
-        return XGR_OK;
+                        "Invalid repetition count: the lower bound %ld is larger than the "
+                        "upper bound %ld",
+                        *min, *max);
     }
-    *has = 1;
     if (p->pos < p->n && p->s[p->pos] == '?') p->pos++; /* lazy: same language */
-    if (p->pos < p->n && (p->s[p->pos] == '*' || p->s[p->pos] == '+' || p->s[p->pos] == '?' ||
-                          p->s[p->pos] == '{'))
-        return rerr(p, XGR_ERR_SYNTAX, p->pos, "nothing to repeat (quantifier follows a quantifier)");
     return XGR_OK;
-bad:
-    return rerr(p, XGR_ERR_SYNTAX, start,
-                "incomplete quantifier: write {m}, {m,} or {m,n}, or escape '{' as \\{");
 }
 
 static int flush_lit(rx *p, size_t lit_base) {
@@ -394,108 +510,122 @@ static int flush_lit(rx *p, size_t lit_base) {
     return XGR_VEC_PUSH(p->stack, k) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
-static int parse_seq(rx *p, int32_t *node, int *ends_dollar) {
+static void skip_anchors(rx *p) {
+    while (p->pos < p->n && (p->s[p->pos] == '^' || p->s[p->pos] == '$')) p->pos++;
+}
+
+static int parse_seq(rx *p, int32_t *node, int *never) {
     size_t base = p->stack.len, lit_base = p->lit.len;
-    int dollar = 0, rc;
-    size_t dollar_pos = 0;
+    int rc;
+    *never = 0;
     for (;;) {
+        skip_anchors(p); /* '^' / '$' match "" wherever they are */
         if (p->pos >= p->n) break;
         size_t at = p->pos;
         uint8_t c = p->s[at];
         if (c == '|' || c == ')') break;
-        if (c == '$' || c == '^') {
-            if (c == '^' && !p->at_start)
-                return rerr(p, XGR_ERR_SYNTAX, at,
-                            "'^' is only supported at the start of the pattern");
-            p->pos++;
-            p->anchors++;
-            if (c == '$' && !dollar) dollar = 1, dollar_pos = at;
-            if (p->pos < p->n && (p->s[p->pos] == '*' || p->s[p->pos] == '+' ||
-                                  p->s[p->pos] == '?' || p->s[p->pos] == '{'))
-                return rerr(p, XGR_ERR_SYNTAX, p->pos, "nothing to repeat (anchor before quantifier)");
-            continue;
-        }
-        if (dollar)
-            return rerr(p, XGR_ERR_SYNTAX, dollar_pos,
-                        "'$' is only supported at the end of the pattern");
-        long anchors_before = p->anchors;
         int32_t k = -1;
         uint32_t cp = 0;
-        int is_lit = 0, grp_dollar = 0;
+        int is_lit = 0, atom_never = 0;
+        p->never = 0;
         if (c == '(') {
-            if ((rc = parse_group(p, &k, &grp_dollar))) return rc;
+            if ((rc = parse_group(p, &k, &atom_never))) return rc;
+            p->never = 0; /* whatever a class inside left; atom_never has the group's */
         } else if (c == '[') {
             if ((rc = parse_class(p, &k))) return rc;
         } else if (c == '.') {
-            static const uint32_t any[2] = {0, 0x10FFFF};
             p->pos++;
-            k = xgr_ir_class(p->g, any, 1, 0);
-            if (k < 0) return ir_fail();
+            p->ranges.len = 0;
+            if (p->dot_nl ? push_range(p, 0, 0x10ffff)
+                          : push_range(p, 0, '\n' - 1) || push_range(p, '\n' + 1, 0x10ffff))
+                return XGR_ERR_NOMEM;
+            if ((rc = finish_class(p, 0, &k))) return rc;
         } else if (c == '\\') {
             int set, neg;
             if ((rc = parse_escape(p, 0, &cp, &set, &neg))) return rc;
             if (set) {
                 p->ranges.len = 0;
                 if ((rc = push_set(p, set, 0))) return rc;
-                k = xgr_ir_class(p->g, p->ranges.data, p->ranges.len / 2, neg);
-                if (k < 0) return ir_fail();
+                if ((rc = finish_class(p, neg, &k))) return rc;
             } else {
                 is_lit = 1;
             }
-        } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-            return rerr(p, XGR_ERR_SYNTAX, at, "nothing to repeat before '%c'", (char)c);
+        } else if (is_quant_char(c)) {
+            if (c == '{')
+                return rerr(p, XGR_ERR_SYNTAX, at,
+                            "There is nothing to repeat before the repetition");
+            return rerr(p, XGR_ERR_SYNTAX, at, "There is nothing to repeat before '%c'", (char)c);
+        } else if (c == ']' && p->macro) {
+            return rerr(p, XGR_ERR_SYNTAX, at, "Unmatched ']'");
         } else {
             int n = xgr_utf8_decode(p->s + at, p->n - at, &cp);
             if (!n) return rerr(p, XGR_ERR_UTF8, at, "invalid UTF-8 byte 0x%02x", (unsigned)c);
             p->pos += (size_t)n;
             is_lit = 1;
         }
-        int has;
-        long min = 0, max = 0;
-        if ((rc = parse_quant(p, &has, &min, &max))) return rc;
-        if (has && p->anchors != anchors_before)
-            return rerr(p, XGR_ERR_SYNTAX, at, "anchors inside a repeated group are not supported");
-        p->at_start = 0;
-        if (is_lit) {
+        /* Quantifiers: in the macro each further one nests; in the converter a second one
+         * right after the first is an error. An anchor in between is skipped. */
+        int nq = 0;
+        for (;;) {
+            size_t before = p->pos;
+            skip_anchors(p);
+            if (p->pos >= p->n || !is_quant_char(p->s[p->pos])) {
+                p->pos = before; /* leave the anchors to the outer loop */
+                break;
+            }
+            if (nq && !p->macro) /* an anchor in between does not separate them */
+                return rerr(p, XGR_ERR_SYNTAX, p->pos,
+                            "Two consecutive repetition modifiers are not allowed.");
+            long min = 0, max = 0;
+            if ((rc = parse_quant(p, &min, &max))) return rc;
+            if (is_lit) {
+                if ((rc = flush_lit(p, lit_base))) return rc;
+                if (lit_needs_class(p, cp)) {
+                    if ((rc = lit_class(p, cp, &k))) return rc;
+                } else {
+                    uint8_t u[4];
+                    k = xgr_ir_bytes(p->g, u, (size_t)xgr_utf8_encode(cp, u));
+                    if (k < 0) return ir_fail();
+                }
+                is_lit = 0;
+            }
+            atom_never |= p->never;
+            p->never = 0;
+            if (min == 0) atom_never = 0;
+            if ((k = xgr_ir_repeat(p->g, k, (int32_t)min, (int32_t)max)) < 0) return ir_fail();
+            nq++;
+        }
+        if (is_lit && !lit_needs_class(p, cp)) {
             uint8_t u[4];
             int n = xgr_utf8_encode(cp, u);
-            if (!has) {
-                if (XGR_VEC_RESERVE(p->lit, p->lit.len + 4)) return XGR_ERR_NOMEM;
-                memcpy(p->lit.data + p->lit.len, u, (size_t)n);
-                p->lit.len += (size_t)n;
-                continue;
-            }
-            if ((rc = flush_lit(p, lit_base))) return rc;
-            k = xgr_ir_bytes(p->g, u, (size_t)n);
-            if (k < 0) return ir_fail();
-        } else if ((rc = flush_lit(p, lit_base))) {
-            return rc;
+            if (XGR_VEC_RESERVE(p->lit, p->lit.len + 4)) return XGR_ERR_NOMEM;
+            memcpy(p->lit.data + p->lit.len, u, (size_t)n);
+            p->lit.len += (size_t)n;
+            continue;
         }
-        if (has && (k = xgr_ir_repeat(p->g, k, (int32_t)min, (int32_t)max)) < 0) return ir_fail();
+        if (is_lit && (rc = lit_class(p, cp, &k))) return rc;
+        *never |= atom_never | p->never;
+        if ((rc = flush_lit(p, lit_base))) return rc;
         if (XGR_VEC_PUSH(p->stack, k)) return XGR_ERR_NOMEM;
-        if (grp_dollar) dollar = 1, dollar_pos = at;
     }
     if ((rc = flush_lit(p, lit_base))) return rc;
     *node = xgr_ir_seq(p->g, p->stack.data + base, p->stack.len - base);
     p->stack.len = base;
-    *ends_dollar = dollar;
     return *node < 0 ? ir_fail() : XGR_OK;
 }
 
-static int parse_alt(rx *p, int32_t *node, int *ends_dollar) {
+static int parse_alt(rx *p, int32_t *node, int *never) {
     int rc;
+    *never = 1;
     if (++p->depth > XGR_FRONT_MAX_DEPTH)
         return rerr(p, XGR_ERR_LIMIT, p->pos, "group nesting is deeper than %d",
                     XGR_FRONT_MAX_DEPTH);
     size_t base = p->stack.len;
-    int at_start = p->at_start;
-    *ends_dollar = 0;
     for (;;) {
         int32_t k = -1;
-        int d = 0;
-        p->at_start = at_start;
-        if ((rc = parse_seq(p, &k, &d))) return rc;
-        *ends_dollar |= d;
+        int seq_never;
+        if ((rc = parse_seq(p, &k, &seq_never))) return rc;
+        *never &= seq_never;
         if (XGR_VEC_PUSH(p->stack, k)) return XGR_ERR_NOMEM;
         if (p->pos < p->n && p->s[p->pos] == '|') {
             p->pos++;
@@ -509,23 +639,46 @@ static int parse_alt(rx *p, int32_t *node, int *ends_dollar) {
     return *node < 0 ? ir_fail() : XGR_OK;
 }
 
-int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_node) {
+int xgr_regex_to_node_opts(xgr_grammar *g, const char *src, size_t len,
+                           const xgr_regex_opts *opts, int32_t *out_node) {
     if (!g || !out_node || (!src && len))
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_regex_to_node: NULL argument");
+    static const xgr_regex_opts defaults = {XGR_REGEX_CONVERTER, 0, 0, 0, 0};
+    if (!opts) opts = &defaults;
     rx p;
     memset(&p, 0, sizeof p);
     p.s = (const uint8_t *)(src ? src : "");
     p.n = len;
     p.g = g;
-    p.at_start = 1;
+    p.macro = opts->dialect == XGR_REGEX_MACRO;
+    p.icase = p.macro && opts->icase;
+    p.json = p.macro && opts->json_string;
+    p.dot_nl = !(p.macro && opts->has_flags) || opts->dot_all;
+    if (p.macro && len >= 4 && memcmp(src, "(?i)", 4) == 0) { /* upstream's leading (?i) */
+        p.icase = 1;
+        p.pos = 4;
+    }
+    const uint8_t *nul = len ? memchr(p.s, 0, len) : NULL;
+    if (nul && !p.macro) /* upstream's converter works on C strings */
+        return rerr(&p, XGR_ERR_SYNTAX, (size_t)(nul - p.s),
+                    "The regex must not contain null characters.");
     /* a non-NULL stack even for "" (stack.data + base must never be NULL + 0) */
     if (XGR_VEC_RESERVE(p.stack, 16)) return xgr_fail(XGR_ERR_NOMEM, "out of memory");
-    int d, rc = parse_alt(&p, out_node, &d);
-    if (!rc && p.pos < p.n) rc = rerr(&p, XGR_ERR_SYNTAX, p.pos, "unmatched ')'");
+    int never = 0, rc = parse_alt(&p, out_node, &never);
+    if (!rc && p.pos < p.n) rc = rerr(&p, XGR_ERR_SYNTAX, p.pos, "Unmatched ')'");
+    if (!rc && never)
+        rc = rerr(&p, XGR_ERR_SEMANTIC, 0,
+                  "the pattern matches no string: json_string=true removes '\"', '\\' and "
+                  "U+0000..U+001F from every character match, and every alternative needs one");
     XGR_VEC_FREE(p.stack);
     XGR_VEC_FREE(p.lit);
     XGR_VEC_FREE(p.ranges);
+    XGR_VEC_FREE(p.tmp);
     return rc;
+}
+
+int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_node) {
+    return xgr_regex_to_node_opts(g, src, len, NULL, out_node);
 }
 
 int xgr_grammar_from_regex(const char *src, size_t src_len, xgr_grammar **out) {

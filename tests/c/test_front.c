@@ -413,6 +413,15 @@ static void test_ebnf_lang(void) {
     ebnf_lang("root ::= b\"\\xff\" b[\\x80-\\xbf]", L("\xff\x80", "\xff\xbf"), L("\xff\x7f", "\xc3\xbf\x80"));
     ebnf_lang("root ::= \"(\" root \")\" | \"\"", L("", "()", "((()))"), L("(", "())", ")("));
     ebnf_lang("root ::= Regex(\"^(a|b)+c?$\")", L("a", "abba", "abc"), L("", "c", "abcc"));
+    /* the Regex(...) dialect: leading (?i), lookaheads ignored, nested quantifiers,
+     * \s without U+00A0, flags and json_string */
+    ebnf_lang("root ::= Regex(\"(?i)a[b-c]\\\\x41(?=z)\")", L("abA", "ACa", "aCA"), L("abz", "abB"));
+    ebnf_lang("root ::= Regex(\"a{2}{2}|b???\")", L("aaaa", "", "b"), L("aa", "bb"));
+    ebnf_lang("root ::= Regex(\"\\\\s\")", L(" ", "\t", "\v"), L("\xc2\xa0"));
+    ebnf_lang("root ::= Regex(\"a.b\", flags=\"i\")", L("AxB", "a\rb"), L("a\nb"));
+    ebnf_lang("root ::= Regex(\"a.b\", flags=\"su\")", L("a\nb"), L("A\nb"));
+    ebnf_lang("root ::= Regex(\"[^x]+|\\\\W\", json_string=true)", L("ab\x7f", "\xc3\xa9", "#"),
+              L("a\"", "\\", "\n", "x"));
 }
 
 static void test_ebnf_errors(void) {
@@ -475,12 +484,20 @@ static void test_ebnf_errors(void) {
     bad("::= \"a\"", XGR_ERR_SYNTAX, "line 1, column 1: expected a rule name");
     bad("root ::= ::= \"a\"", XGR_ERR_SYNTAX, "missing rule name");
     bad("root ::= \"a\" ; ", XGR_ERR_SYNTAX, "line 1, column 14: expected a string, character class, rule name or '(', found ';'");
-    bad("root ::= Regex(\"a(\")", XGR_ERR_SYNTAX, "in the pattern of Regex(...): regex syntax error at column 2: missing ')'");
-    bad("root ::= Regex(\"(?=a)\")", XGR_ERR_SYNTAX, "lookaround");
+    bad("root ::= Regex(\"a(\")", XGR_ERR_SYNTAX, "in the pattern of Regex(...): regex syntax error at column 2: The parenthesis is not closed.");
+    bad("root ::= Regex(\"(?<=a)\")", XGR_ERR_SYNTAX, "Lookbehind assertion");
+    bad("root ::= Regex(\"(?s)a\")", XGR_ERR_SYNTAX, "column 16: in the pattern of Regex(...): regex syntax error at column 1: Unsupported group modifier '(?s'");
+    bad("root ::= Regex(\"a]\")", XGR_ERR_SYNTAX, "Unmatched ']'");
+    bad("root ::= Regex(\"[^]\")", XGR_ERR_SYNTAX, "Empty character class");
+    bad("root ::= Regex()", XGR_ERR_SYNTAX, "column 10: Regex expects exactly one string argument");
+    bad("root ::= Regex(\"a\", \"b\")", XGR_ERR_SYNTAX, "Regex expects exactly one string argument");
+    bad("root ::= Regex(\"a\",)", XGR_ERR_SYNTAX, "Expect string, integer, boolean, or tuple");
+    bad("root ::= Regex(\"a\", foo=(1, \"x\"))", XGR_ERR_SYNTAX, "column 21: Regex does not support the named argument foo");
+    bad("root ::= Regex(\"a\", json_string=1)", XGR_ERR_SYNTAX, "json_string must be a boolean");
+    bad("root ::= Regex(\"a\", flags=\"im\")", XGR_ERR_SYNTAX, "regular-expression flag 'm' is not supported");
     bad("root ::= Regex(\"a\"", XGR_ERR_SYNTAX, "')' closing Regex(");
-    bad("root ::= Regex(x)", XGR_ERR_SYNTAX, "a string literal");
-    bad("root ::= Regex(\"a\", json_string=true)", XGR_ERR_SYNTAX, "json_string=true) is not supported");
-    bad("root ::= Regex(\"a\", flags=1)", XGR_ERR_SYNTAX, "the Regex option 'json_string'");
+    bad("root ::= Regex(x)", XGR_ERR_SYNTAX, "Regex pattern must be a string literal");
+    bad("root ::= Regex(\"a\", flags=1)", XGR_ERR_SYNTAX, "flags must be a string");
     bad("root ::= Token()", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
     bad("root ::= Token(x)", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
     bad("root ::= Token(-1)", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
@@ -546,19 +563,24 @@ static void test_regex(void) {
     rx("abc*d", "root ::= \"ab\" \"c\"* \"d\"\n");
     rx("a.b", "root ::= \"a\" [\\x00-\\U0010ffff] \"b\"\n"); /* any code point, as upstream */
     rx("(?:ab|c){2,}?", "root ::= (\"ab\" | \"c\"){2,}\n");
-    rx("(?<year>\\d{4})-(?P<m>\\d\\d)", "root ::= [0-9]{4} \"-\" ([0-9] [0-9])\n");
+    rx("(?<year>\\d{4})-(?<m>\\d\\d)", "root ::= [0-9]{4} \"-\" ([0-9] [0-9])\n");
     rx("\\u{1F600}\\uD83D\\uDE00\\x41\\u00e9\\cJ\\0", "root ::= \"\xf0\x9f\x98\x80\xf0\x9f\x98\x80" "A\xc3\xa9\\n\\x00\"\n");
     rx("[^\\W]", "root ::= [^\\x00-/:-@\\[-\\^`{-\\U0010ffff]\n");
-    rx("[\\d\\s]", "root ::= [0-9\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u2029\\u202f\\u205f\\u3000\\ufeff]\n");
-    rx("\\D\\S", "root ::= [^0-9] [^\\t-\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028-\\u2029\\u202f\\u205f\\u3000\\ufeff]\n");
+    /* \s is [\t\n\v\f\r \u00a0] in from_regex (upstream's converter) */
+    rx("[\\d\\s]", "root ::= [0-9\\t-\\r \\u00a0]\n");
+    rx("\\D\\S", "root ::= [^0-9] [^\\t-\\r \\u00a0]\n");
     rx("^abc$|^d(e|f)$", "root ::= \"abc\" | \"d\" (\"e\" | \"f\")\n");
     rx("(a$)|b", "root ::= \"a\" | \"b\"\n");
     rx("[\\w-.]+@x\\.com", "root ::= [0-9A-Z_a-z\\-.]+ \"@x.com\"\n");
     rx("", "root ::= \"\"\n");
     rx("()", "root ::= \"\"\n");
     rx("a|", "root ::= \"a\" | \"\"\n");
-    rx("[]", "root ::= []\n");
     rx("[^]", "root ::= [^]\n");
+    /* anchors match "" anywhere; unknown letter escapes are the letter; \01 is NUL, '1' */
+    rx("a$b^c", "root ::= \"abc\"\n");
+    rx("(^a)*|b$", "root ::= \"a\"* | \"b\"\n");
+    rx("\\q\\a\\e\\01", "root ::= \"q\\x07\\x1b\\x001\"\n");
+    rx("(?<>a)", "root ::= \"a\"\n");
     rx("a}b]", "root ::= \"a}b]\"\n");
     rx("[a-]x[-b][a\\-z][\\b]", "root ::= [a\\-] \"x\" [\\-b] [a\\-z] [\\x08]\n");
     rx("\\$\\^\\.\\*\\+\\?\\(\\)\\[\\]\\{\\}\\|\\\\\\/", "root ::= \"$^.*+?()[]{}|\\\\/\"\n");
@@ -577,42 +599,51 @@ static void test_regex(void) {
     rx_lang("\\s\\S\\w\\W\\d\\D", L(" x_.1a", "\t\xc3\xa9" "a-9-"), L("xx_.1a", " x..1a"));
     rx_lang("a{2,3}?", L("aa", "aaa"), L("a", "aaaa"));
 
-    rx_bad("\\p{L}", XGR_ERR_SYNTAX, "column 1: Unicode property escape \\p{...} is not supported");
-    rx_bad("x(?=a)b", XGR_ERR_SYNTAX, "column 2: lookaround assertion (?=...) is not supported");
-    rx_bad("(?!a)", XGR_ERR_SYNTAX, "lookaround");
-    rx_bad("ab(?<=a)", XGR_ERR_SYNTAX, "column 3: lookaround");
-    rx_bad("(?<!a)", XGR_ERR_SYNTAX, "lookaround");
-    rx_bad("(a)\\1", XGR_ERR_SYNTAX, "column 4: backreferences are not supported");
-    rx_bad("(?<n>a)\\k<n>", XGR_ERR_SYNTAX, "backreference");
-    rx_bad("(?P<n>a)(?P=n)", XGR_ERR_SYNTAX, "backreference");
-    rx_bad("a\\bc", XGR_ERR_SYNTAX, "word boundary");
-    rx_bad("(?i)a", XGR_ERR_SYNTAX, "inline flags");
-    rx_bad("a{2", XGR_ERR_SYNTAX, "column 2: incomplete quantifier");
-    rx_bad("a{,2}", XGR_ERR_SYNTAX, "incomplete quantifier");
+    rx_bad("\\p{L}", XGR_ERR_SYNTAX, "column 1: Unicode property escape \\p / \\P is not supported");
+    rx_bad("x(?=a)b", XGR_ERR_SYNTAX, "column 2: Lookahead assertion (?=...) is not supported");
+    rx_bad("(?!a)", XGR_ERR_SYNTAX, "Lookahead");
+    rx_bad("ab(?<=a)", XGR_ERR_SYNTAX, "column 3: Lookbehind assertion");
+    rx_bad("(?<!a)", XGR_ERR_SYNTAX, "Lookbehind");
+    rx_bad("(a)\\1", XGR_ERR_SYNTAX, "column 4: Backreference \\1 is not supported");
+    rx_bad("(?<n>a)\\k<n>", XGR_ERR_SYNTAX, "Backreference \\k");
+    rx_bad("(?P<n>a)", XGR_ERR_SYNTAX, "Unsupported group modifier '(?P'");
+    rx_bad("a\\bc", XGR_ERR_SYNTAX, "Word boundary assertion \\b");
+    rx_bad("(?i)a", XGR_ERR_SYNTAX, "Unsupported group modifier '(?i'");
+    rx_bad("(?", XGR_ERR_SYNTAX, "Group modifier is not finished");
+    rx_bad("a{2", XGR_ERR_SYNTAX, "column 2: Invalid repetition count: expected ',' or '}'");
+    rx_bad("a{,2}", XGR_ERR_SYNTAX, "Invalid repetition count: expected a number");
+    rx_bad("a{1,2", XGR_ERR_SYNTAX, "expected '}' after the upper bound");
     rx_bad("{", XGR_ERR_SYNTAX, "nothing to repeat");
-    rx_bad("a{3,2}", XGR_ERR_SEMANTIC, "out of order");
+    rx_bad("a{3,2}", XGR_ERR_SEMANTIC, "lower bound 3 is larger than the upper bound 2");
     rx_bad("a{9999999999}", XGR_ERR_SEMANTIC, "too large");
-    rx_bad("a**", XGR_ERR_SYNTAX, "nothing to repeat");
-    rx_bad("a*+", XGR_ERR_SYNTAX, "nothing to repeat");
-    rx_bad("*a", XGR_ERR_SYNTAX, "column 1: nothing to repeat");
-    rx_bad("a$b", XGR_ERR_SYNTAX, "column 2: '$' is only supported at the end");
-    rx_bad("(a$)b", XGR_ERR_SYNTAX, "'$' is only supported at the end");
-    rx_bad("a^", XGR_ERR_SYNTAX, "column 2: '^' is only supported at the start");
-    rx_bad("(^a)*", XGR_ERR_SYNTAX, "anchors inside a repeated group");
+    rx_bad("a**", XGR_ERR_SYNTAX, "column 3: Two consecutive repetition modifiers are not allowed.");
+    rx_bad("a+?{2}", XGR_ERR_SYNTAX, "column 4: Two consecutive");
+    rx_bad("a{2}{3}", XGR_ERR_SYNTAX, "Two consecutive");
+    rx_bad("*a", XGR_ERR_SYNTAX, "column 1: There is nothing to repeat before '*'");
     rx_bad("^*", XGR_ERR_SYNTAX, "nothing to repeat");
-    rx_bad("(ab", XGR_ERR_SYNTAX, "column 1: missing ')'");
-    rx_bad("ab)", XGR_ERR_SYNTAX, "column 3: unmatched ')'");
-    rx_bad("[ab", XGR_ERR_SYNTAX, "unterminated character class");
-    rx_bad("[z-a]", XGR_ERR_SEMANTIC, "column 2: character range out of order");
-    rx_bad("ab\\", XGR_ERR_SYNTAX, "lone backslash");
-    rx_bad("\\q", XGR_ERR_SYNTAX, "unknown escape \\q");
-    rx_bad("\\x4", XGR_ERR_SYNTAX, "2 hex digits");
-    rx_bad("\\u{110000}", XGR_ERR_SYNTAX, "above U+10FFFF");
-    rx_bad("\\u{}", XGR_ERR_SYNTAX, "\\u{");
-    rx_bad("\\01", XGR_ERR_SYNTAX, "octal");
+    rx_bad("(ab", XGR_ERR_SYNTAX, "column 1: The parenthesis is not closed.");
+    rx_bad("ab)", XGR_ERR_SYNTAX, "column 3: Unmatched ')'");
+    rx_bad("[ab", XGR_ERR_SYNTAX, "Unclosed '['");
+    rx_bad("[]", XGR_ERR_SYNTAX, "Empty character class is not allowed in regex.");
+    rx_bad("[]a]", XGR_ERR_SYNTAX, "Empty character class");
+    rx_bad("[z-a]", XGR_ERR_SEMANTIC, "column 2: Invalid character range (lower bound exceeds");
+    rx_bad("[a-\\d]", XGR_ERR_SYNTAX, "column 4: Invalid character range endpoint");
+    rx_bad("ab\\", XGR_ERR_SYNTAX, "trailing backslash");
+    rx_bad("\\x4", XGR_ERR_SYNTAX, "two hexadecimal digits");
+    rx_bad("\\u12", XGR_ERR_SYNTAX, "four hexadecimal digits");
+    rx_bad("\\u{110000}", XGR_ERR_SYNTAX, "beyond the Unicode range");
+    rx_bad("\\u{}", XGR_ERR_SYNTAX, "one to six hexadecimal digits");
+    rx_bad("\\u{0000041}", XGR_ERR_SYNTAX, "one to six hexadecimal digits");
     rx_bad("\\c1", XGR_ERR_SYNTAX, "\\c");
     rx_bad("\xc3\xa9\xff", XGR_ERR_UTF8, "column 2");
-    rx_bad("(?<>a)", XGR_ERR_SYNTAX, "group name");
+    rx_bad("(?<1>a)", XGR_ERR_SYNTAX, "Invalid named capturing group");
+    {
+        static const char nul[] = "ab[c]\0";
+        xgr_grammar *g = NULL;
+        CHECK(xgr_grammar_from_regex(nul, sizeof nul - 1, &g) == XGR_ERR_SYNTAX && !g &&
+                  strstr(xgr_last_error(), "column 6: The regex must not contain null characters"),
+              "NUL in a regex: %s", xgr_last_error());
+    }
     {
         size_t depth = 100000;
         char *s = malloc(depth * 2 + 2);

@@ -350,7 +350,15 @@ class _Converter:
             raise StructuralTagError(path_join(node.path, "grammar"), str(e)) from e
 
     def visit_regex(self, node: N.Regex) -> str:
-        return self.rules.add("regex", f"Regex({quote(node.pattern)})")
+        # Upstream reads a structural tag's regex as Grammar.from_regex does (its "converter"
+        # dialect, docs/regex.md), not as the EBNF Regex(...) macro: embed that grammar.
+        from ..grammar import Grammar  # the C core; imported here to keep this module light
+
+        try:
+            text = str(Grammar.from_regex(node.pattern))
+        except (RuntimeError, ValueError) as e:
+            raise StructuralTagError(path_join(node.path, "pattern"), f"invalid regex: {e}") from e
+        return self.rules.embed(text, "root", "regex")
 
     def visit_sequence(self, node: N.Sequence) -> str:
         return _seq([self.convert(e) for e in node.elements])
