@@ -2,6 +2,8 @@
 #include "compile.h"
 
 #include "../mask/compiled.h"
+#include "../mask/entry.h"
+#include "../mask/mask_cache.h"
 #include "link.h"
 #include "prepare.h"
 

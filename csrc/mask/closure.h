@@ -14,7 +14,7 @@
  * hash. With `opaque`, only the rule itself is serialised, every reference standing for
  * "some rule" that can start with the bytes xgr_ref_first gives at its state: the key of
  * entries computed without entering references, which keep a reference start open only
- * for a token whose next byte is one of those (mask_cache.c).
+ * for a token whose next byte is one of those (walk.c, sharpen.c).
  * Fails with XGR_ERR_LIMIT when the closure exceeds max_bytes, or reaches a rule r with
  * kind[r] == unique_kind (kind may be NULL): a rule no other grammar has (a request's tag
  * group), so no other grammar can share the key, and serialising what it holds (every
@@ -37,7 +37,7 @@ void xgr_ref_first(const xgr_fsm *f, int32_t state, uint32_t *seen, uint32_t sta
  * request's tool names, whose first letters differ between requests; the exact set gave
  * every request its own key, and so its own pass over the vocabulary, for the dispatch
  * states (the request's first mask). Widened, the key and the entries are shared, and the
- * few tokens the wider set keeps open are decided per grammar (mask_cache.c
+ * few tokens the wider set keeps open are decided per grammar (sharpen.c
  * sharpen_dispatch, exactly). A trigger followed by punctuation (`{"name": ` then a quote)
  * keeps its exact set, which is what rejects " the" there at its second byte. */
 void xgr_ref_first_widen(uint32_t out[8]);

@@ -37,7 +37,7 @@ enum { XGR_OPAQUE_DISPATCH = 1, XGR_OPAQUE_GROUP = 2 };
  * suffix once, without reading the tokens' bytes scattered over the vocabulary (",\""
  * follows thousands of string bodies). Region entries (region.c, `sfx`): the leaving
  * tokens by exit edge and the bytes after the exit. Large context-free entries (`psfx`,
- * mask_cache.c pop_suffixes): the tokens with a single plain pop by the bytes after it. */
+ * entry.c xgr_entry_pop_suffixes): the tokens with a single plain pop by the bytes after it. */
 #define XGR_PSFX_MIN 64 /* psfx: only entries with at least this many uncertain tokens */
 typedef struct {
     int32_t n;      /* groups (sfx: ordered by exit, then first byte) */
@@ -97,8 +97,8 @@ typedef struct xgr_mask_entry_s {
      * over the vocabulary. NULL else. */
     uint32_t *uoff;
     uint8_t *ubytes; /* in uoff's allocation */
-    /* Bytes of array storage allocated with the entry itself, right behind it (mask_cache.c
-     * entry_block): arrays that point there are not freed on their own. 0: none. */
+    /* Bytes of array storage allocated with the entry itself, right behind it (entry.c
+     * xgr_entry_block): arrays that point there are not freed on their own. 0: none. */
     size_t block;
     int32_t in_arena; /* the entry lies in its grammar's arena, freed with the grammar */
 } xgr_mask_entry;
@@ -115,7 +115,7 @@ typedef struct {
     int any_stay; /* some state goes to itself on some byte (else leave[] never helps) */
 } xgr_flat_table;
 
-/* Follow-check memo slot (mask_cache.c): could `s[0..n)` follow a completion of `rule`? */
+/* Follow-check memo slot (follow_memo.c): could `s[0..n)` follow a completion of `rule`? */
 typedef struct {
     const uint8_t *s; /* into the vocabulary's token bytes */
     uint32_t n;
@@ -177,7 +177,7 @@ struct xgr_compiled {
     uint8_t *rule_leo;    /* per rule: may make Leo items (parse/earley.h xgr_leo_rules) */
     _Atomic(xgr_rule_key *) *rule_keys; /* per rule, built on first use */
     /* per rule, built on first use; for a unit REPEAT rule, its child's loop table
-     * (mask_cache.c loop_child) */
+     * (walk.c xgr_walk_loop_child) */
     _Atomic(xgr_flat_table *) *flat_tables;
     /* per rule, built on first use (mask/region.c): for each of its states, the id of its
      * strongly connected component when that is a loop, else -1 */
@@ -193,8 +193,8 @@ struct xgr_compiled {
     xgr_follow_memo_slot *fmemo;
     size_t fmemo_cap, fmemo_len;
     _Atomic(xgr_follow_tables *) follow; /* built on the first follow check */
-    /* Storage for entries that live exactly as long as this grammar (mask_cache.c
-     * grammar_block): chunks, newest first, under the lock. */
+    /* Storage for entries that live exactly as long as this grammar (entry.c
+     * xgr_entry_grammar_block): chunks, newest first, under the lock. */
     pthread_mutex_t arena_lock;
     struct xgr_arena_chunk *arena;
     atomic_size_t memory;
@@ -233,26 +233,5 @@ void xgr_pair_slot(const xgr_compiled *c, int32_t slot, int32_t *state, int32_t 
 
 /* (sorted vocabulary position, pop depth) pairs, positions ascending */
 typedef XGR_VEC(int32_t) xgr_pop_list;
-
-/* What building entries needs besides the grammar, owned by one thread (a matcher, a
- * precompute call): a parser over the grammar's automata and the follow checks' state
- * sets, both sized to the automaton once and reused by every entry built. */
-typedef struct {
-    xgr_parser p;
-    xgr_follow fo;
-    /* the descent's accepted and uncertain lists, reused (emptied) by each entry built */
-    xgr_pop_list dacc, dpops;
-} xgr_mask_scratch;
-
-int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c);
-void xgr_mask_scratch_free(xgr_mask_scratch *s);
-
-/* Returns the cache entry of `slot`, building it with `scratch` (for this grammar, owned
- * by the caller) when absent. *out is borrowed. */
-int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot,
-                       const xgr_mask_entry **out);
-#define XGR_UBYTES_MAX 1024
-void xgr_mask_entry_free(xgr_mask_entry *e);
-void xgr_region_sfx_free(xgr_region_sfx *S); /* NULL-safe */
 
 #endif

@@ -17,11 +17,11 @@
 #define XGR_DESCEND_REF_NEAR 3
 
 /* Per-depth arrays (a token's length + 2) up to this many items live on the stack (the
- * descent's, mask_cache.c's length counts): a first visit on cold caches pays more for a
+ * descent's, entry.c's length counts): a first visit on cold caches pays more for a
  * malloc than for the walk of a key state. */
 #define XGR_DEPTHS_LOCAL 258
 
-/* Pop flags of a state (mask_cache.c pop[]): the rule can end here, or (in an opaque
+/* Pop flags of a state (walk.c pop[]): the rule can end here, or (in an opaque
  * rule) a reference starts here. A recorded pop depth with XGR_POP_REF_BIT set is a
  * reference start: no follow check applies to it. */
 enum { XGR_POP_END = 1, XGR_POP_REF = 2 };
@@ -49,7 +49,7 @@ enum { XGR_REFCHK_EXACT = 1, XGR_REFCHK_WIDE = 2 };
 #define XGR_DESCEND_STOP (-1)
 
 /* Classifies every sorted token of v from `state`, walking the state's rule alone (its
- * byte edges; a reference edge is a pop, as for a flat or opaque rule in mask_cache.c).
+ * byte edges; a reference edge is a pop, as for a flat or opaque rule in walk.c).
  * `refchk`: a reference start counts as a pop only where the token's next byte can begin
  * the reference (xgr_ref_first), as for opaque rules; XGR_REFCHK_WIDE: in the widened set
  * (xgr_ref_first_widen), as for TagDispatch rules, whose entries are shared. `hybrid`: the rule's references are

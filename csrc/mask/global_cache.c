@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "global_cache.h"
 
+#include "entry.h"
 #include "../common/lru.h"
 #include "../lower/lower_internal.h"
 

@@ -16,6 +16,7 @@
  * vocabulary pass over the whole rule records them. */
 #include "region.h"
 
+#include "entry.h"
 #include "global_cache.h"
 #include "stay.h"
 #include "suffix_set.h"

@@ -58,7 +58,7 @@ struct xgr_vocab {
     int32_t first_byte_start[257]; /* sorted positions: first byte b in [start[b], start[b+1]) */
     /* For a first byte that starts at least row_words sortable tokens (a space starts half
      * of Llama-3's): their ids as a bit row, so an entry that leaves the whole range out
-     * clears it a word at a time instead of a bit per token (mask_cache.c); NULL else. */
+     * clears it a word at a time instead of a bit per token (entry.c); NULL else. */
     uint32_t *first_ids[256];
     /* pair_start[b0 * 256 + b1]: the first sorted position whose first two bytes are at
      * least (b0, b1), a one-byte token b0 counting as below (b0, 0); [65536] = n_sorted.

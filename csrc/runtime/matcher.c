@@ -1,6 +1,7 @@
 /* GrammarMatcher: parser state per request, token acceptance, rollback and bitmask
  * filling from the mask cache plus exact checks of uncertain tokens. */
 #include "../mask/compiled.h"
+#include "../mask/mask_cache.h"
 #include "../common/token_marker.h"
 
 typedef struct {

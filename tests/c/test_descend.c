@@ -14,6 +14,7 @@
 #include "../../csrc/mask/compiled.h"
 #include "../../csrc/mask/descend.h"
 #include "../../csrc/mask/follow.h"
+#include "../../csrc/mask/mask_cache.h"
 
 static int n_fail = 0, n_check = 0;
 #define CHECK(cond)                                                                    \
