@@ -87,6 +87,14 @@ static inline int xgr_popcount64(uint64_t x) {
 #endif
 }
 
+/* Length of the longest common prefix of a[0..la) and b[0..lb) (token walks share parser
+ * rows or walker states for it). */
+static inline uint32_t xgr_common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b, uint32_t lb) {
+    uint32_t n = la < lb ? la : lb, k = 0;
+    while (k < n && a[k] == b[k]) k++;
+    return k;
+}
+
 /* 64-bit mixing used by every hash in the core (splitmix64 finaliser). */
 static inline uint64_t xgr_mix64(uint64_t x) {
     x += 0x9e3779b97f4a7c15ULL;

@@ -241,13 +241,6 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
 /* Classifies every sortable token for `slot` into verdict[] (indexed by sorted pos; may
  * be NULL for a context-free pass, whose acc / pops lists say it all).
  * A pair slot simulates its state with the caller state on the stack (compiled.h). */
-static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b,
-                                     uint32_t lb) {
-    uint32_t n = la < lb ? la : lb, k = 0;
-    while (k < n && a[k] == b[k]) k++;
-    return k;
-}
-
 static inline int tl_all(const token_list *t) { return !t->ids && !t->pos; }
 
 static inline const uint8_t *tl_token(const token_list *t, int32_t i, uint32_t *len) {
@@ -262,7 +255,7 @@ static inline int32_t tl_lcp(const token_list *t, int32_t i) {
     if (t->pos && t->pos[i] == t->pos[i - 1] + 1) return t->v->lcp[t->pos[i]];
     uint32_t la, lb;
     const uint8_t *a = tl_token(t, i - 1, &la), *b = tl_token(t, i, &lb);
-    return (int32_t)common_prefix(a, la, b, lb);
+    return (int32_t)xgr_common_prefix(a, la, b, lb);
 }
 
 int xgr_walk_first_cache_init(first_cache *fc, const xgr_fsm *f) {
@@ -404,7 +397,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
             skipped = 1; /* the next token's prefix states are not those of the one before */
             continue;
         }
-        int32_t li = skipped && ptok ? (int32_t)common_prefix(ptok, plen, tok, len) : tl_lcp(tl, i);
+        int32_t li = skipped && ptok ? (int32_t)xgr_common_prefix(ptok, plen, tok, len) : tl_lcp(tl, i);
         skipped = 0;
         ptok = tok;
         plen = len;

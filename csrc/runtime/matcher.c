@@ -345,13 +345,6 @@ static int check_token(xgr_matcher *m, int32_t token, int *ok) {
     return rc;
 }
 
-static inline uint32_t common_prefix(const uint8_t *a, uint32_t la, const uint8_t *b,
-                                     uint32_t lb) {
-    uint32_t n = la < lb ? la : lb, k = 0;
-    while (k < n && a[k] == b[k]) k++;
-    return k;
-}
-
 /* Decides the uncertain tokens `ids` (in sorted-vocabulary order) exactly, setting the
  * accepted ones in `row`. Consecutive tokens share parser rows for their common prefix,
  * and a prefix that dies rejects every later token that starts with it. */
@@ -382,7 +375,7 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
         } else {
             tok = xgr_vocab_token(v, id, &len);
         }
-        uint32_t l = prev ? common_prefix(prev, prev_len, tok, len) : 0;
+        uint32_t l = prev ? xgr_common_prefix(prev, prev_len, tok, len) : 0;
         if (dead_len >= 0 && (int64_t)l >= dead_len) continue; /* shares a dead prefix */
         uint32_t d = l < valid ? l : valid;
         xgr_parser_truncate(p, base + (int32_t)d + 1);
