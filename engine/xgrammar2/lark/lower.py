@@ -15,9 +15,9 @@ reads). The semantics are upstream xgrammar 0.2.8's reading of llguidance's Lark
 * Special tokens become ``Token(id, ...)`` terminals.
 * Rule attributes: ``lazy`` / ``stop`` / ``suffix`` as committed-shortest matching (a
   ``TagDispatch`` for free text up to a fixed string or token, as upstream; else a DFA of
-  the terminal-like body, :mod:`.automaton`); ``capture`` / ``stop_capture`` only name
-  spans (the language is unchanged; xgrammar2 does not record captures, so a warning says
-  so); ``max_tokens``, ``max_chars`` and ``temperature`` are refused with their location.
+  the terminal-like body, :mod:`.automaton`); ``max_tokens``, ``max_chars``, ``capture``
+  and ``temperature`` pass through to the EBNF rule head (runtime semantics in the C core);
+  ``stop_capture`` is accepted but not recorded (a warning says so).
 """
 
 import json
@@ -240,7 +240,9 @@ class _Doc:
         if d.is_terminal:
             rules.define(name, self.expr(d.body, terminal=True)[0])
             return
-        self.check_attributes(d)
+        attrs = self.check_attributes(d)
+        if attrs:
+            rules.set_attrs(name, attrs)
         if dynamic is not None:
             body = dynamic
         elif self.is_lazy(d):
@@ -257,27 +259,44 @@ class _Doc:
             body = f"{self.skip} ({body})"
         rules.define(name, body)
 
-    def check_attributes(self, d: A.Definition) -> None:
+    def check_attributes(self, d: A.Definition) -> str:
+        """Validates d's attributes; returns the EBNF attribute group the rule carries
+        (``[max_tokens=3, capture="r"]``) or "". ``lazy`` / ``stop`` / ``suffix`` are
+        lowered to committed-shortest matching instead (see :meth:`lazy`)."""
         a = d.attrs
-        for key, why in (
-            ("max_tokens", "a token budget needs per-rule token counting in the matcher, which "
-                           "xgrammar2 does not have"),
-            ("max_chars", "a character budget needs per-rule length counting in the matcher, "
-                          "which xgrammar2 does not have; bound the body instead (e.g. "
-                          "/(.|\\n){0,N}/)"),
-            ("temperature", "xgrammar2's matcher does not report per-rule sampling "
-                            "temperatures"),
-        ):
+        if "temperature" in a:
+            names: List[A.Name] = []
+            self.rule_refs(d.body, names)
+            for n in names:
+                target = self.defs.get(n.name)
+                if target is not None and not target.is_terminal:
+                    raise self.err("temperature is only supported on terminals and subgrammars",
+                                   a["temperature"])
+        if "stop_capture" in a:
+            msg = (f"Lark rule '{d.name}': stop_capture '{a['stop_capture'].value}' is accepted "
+                   "but not recorded; the language is unchanged")
+            self.ctx.warnings.append(msg)
+            warnings.warn(msg, UserWarning, stacklevel=6)
+        parts: List[str] = []
+        for key in ("max_tokens", "max_chars"):
             if key in a:
-                raise self.err(f"rule attribute '{key}' is not supported by xgrammar2: {why}",
-                               a[key])
-        for key in ("capture", "stop_capture"):
-            if key in a:
-                label = a[key].value or d.name
-                msg = (f"Lark rule '{d.name}': {key} '{label}' is accepted but not recorded "
-                       "(xgrammar2 has no get_captures); the language is unchanged")
-                self.ctx.warnings.append(msg)
-                warnings.warn(msg, UserWarning, stacklevel=6)
+                parts.append(f"{key}={int(a[key].value)}")
+        if "capture" in a:
+            label = a["capture"].value or d.name
+            parts.append(f"capture={json.dumps(label)}")
+        if "temperature" in a:
+            parts.append(f"temperature={float(a['temperature'].value)!r}")
+        return "[" + ", ".join(parts) + "]" if parts else ""
+
+    def rule_refs(self, node: A.Node, out: List[A.Name]) -> None:
+        """Appends the names node references (outside nested grammars)."""
+        if isinstance(node, A.Name):
+            out.append(node)
+        elif isinstance(node, (A.Seq, A.Alt)):
+            for x in node.items:
+                self.rule_refs(x, out)
+        elif isinstance(node, A.Rep):
+            self.rule_refs(node.item, out)
 
     @staticmethod
     def is_lazy(d: A.Definition) -> bool:
