@@ -52,6 +52,13 @@ typedef struct xgr_fsm {
     uint8_t *rule_dispatch;   /* 1: a TagDispatch rule (free text watched by triggers); its
                                * references are entered only after a whole trigger */
 
+    /* Rule attributes (ir.h xgr_rule_attrs; runtime/attrs.c), per rule, or NULL when no
+     * rule has any. capture_off indexes attr_names. */
+    xgr_rule_attrs *rule_attrs;
+    char *attr_names;
+    uint8_t attr_budgets;     /* some rule has max_tokens / max_chars */
+    uint8_t attr_lazy;        /* some rule is lazy */
+
     int32_t n_states;
     int32_t *state_rule;      /* owning rule of each state */
     uint8_t *final;

@@ -300,6 +300,10 @@ int xgr_matcher_can_end(const xgr_matcher *m);
 void xgr_matcher_reset(xgr_matcher *m);
 /* Number of steps that can currently be rolled back. */
 int32_t xgr_matcher_num_steps(const xgr_matcher *m);
+/* The sampling temperature the grammar asks for at this point (rule attribute
+ * `temperature`, innermost open rule that has one; the largest over ambiguous paths):
+ * *has = 0 when no open rule has one. *conflict = 1 when the paths disagree. */
+int xgr_matcher_temperature(const xgr_matcher *m, int *has, float *out, int *conflict);
 
 /* Fills rows for n matchers in parallel on up to n_threads threads.
  * Row i goes to bitmask + indices[i] * row_words (indices NULL: row i). */

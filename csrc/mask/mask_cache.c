@@ -308,7 +308,7 @@ static inline int walker_switch(walker *w, int32_t d, int *rc) {
     int32_t s = w->dstate[d];
     *rc = XGR_OK;
     if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1]) return 0;
-    xgr_item it = {s, XGR_ORIGIN_OUTER, 0};
+    xgr_item it = {s, XGR_ORIGIN_OUTER, 0, 0};
     if ((*rc = xgr_parser_start(w->p, it))) return 0;
     w->sw = d;
     w->base = -d;
@@ -444,8 +444,8 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         rc = walker_flat_init(c, &w, state, pop_rule, depth_cap);
     } else if (slot >= ns) {
         pop_rule = c->fsm->state_rule[caller];
-        xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
-        xgr_item child = {state, 0, 0};
+        xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0, 0};
+        xgr_item child = {state, 0, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
     } else if (!earley && (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule])) {
         rc = walker_flat_init(c, &w, state, -1, depth_cap);
@@ -455,7 +455,7 @@ static int classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t slot
         w.hybrid = 1;
         w.ref_begin = c->ref_begin;
     } else {
-        xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
+        xgr_item init = {state, XGR_ORIGIN_OUTER, 0, 0};
         rc = xgr_parser_start(p, init);
     }
     uint8_t *pop = xgr_calloc(depth_cap, 1);    /* pop[e]: the rule can end after e bytes */

@@ -5,6 +5,7 @@ The bitmask may be a CPU ``torch.int32`` tensor or a ``numpy.int32`` array of sh
 the array's own memory (no copies); the GIL is released while the core fills them.
 """
 
+import math
 import os
 import sys
 import weakref
@@ -18,7 +19,7 @@ from .bitmask import (  # noqa: F401 - re-exported for upstream's `xgrammar.matc
     reset_token_bitmask,
 )
 from .compiler import CompiledGrammar
-from .exception import InvalidArgumentError, InvalidIndexError
+from .exception import InvalidArgumentError, InvalidArgumentRuntimeError, InvalidIndexError
 from .tokenizer_info import _id_list
 
 __all__ = [
@@ -147,6 +148,8 @@ class GrammarMatcher:
         "_stop_token_ids",
         "_terminate_without_stop_token",
         "_max_rollback_tokens",
+        "_default_temperature",
+        "_warned_temperature",
         "_bm",
         "_bm_ptr",
         "_bm_version",
@@ -161,6 +164,7 @@ class GrammarMatcher:
         override_stop_tokens: Optional[Union[int, List[int]]] = None,
         terminate_without_stop_token: bool = False,
         max_rollback_tokens: int = -1,
+        default_temperature: Optional[float] = None,
     ) -> None:
         """Constructs the matcher.
 
@@ -180,6 +184,10 @@ class GrammarMatcher:
 
         max_rollback_tokens : int, default: -1
             How many steps are kept for :meth:`rollback`; -1 = unlimited.
+
+        default_temperature : Optional[float], default: None
+            What :attr:`temperature` reports where no open rule has a ``temperature``
+            attribute (finite, >= 0; None: no temperature).
         """
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise ValueError("The grammar should be compiled before passing it to GrammarMatcher.")
@@ -197,6 +205,7 @@ class GrammarMatcher:
         if max_rollback_tokens < -1:
             raise ValueError(f"max_rollback_tokens must be -1 or >= 0, got {max_rollback_tokens}")
         max_rollback = min(max_rollback_tokens, _INT32_MAX)
+        default_temperature = _check_temperature(default_temperature)
         out = _ffi.new("xgr_matcher **")
         if stops is None:
             rc = _lib.xgr_matcher_new(
@@ -216,9 +225,13 @@ class GrammarMatcher:
             list(compiled_grammar.tokenizer_info.stop_token_ids if stops is None else stops),
             bool(terminate_without_stop_token),
             max_rollback_tokens,
+            default_temperature,
         )
 
-    def _init(self, ptr, compiled, stops, terminate_without_stop, max_rollback) -> None:
+    def _init(self, ptr, compiled, stops, terminate_without_stop, max_rollback,
+              default_temperature: Optional[float] = None) -> None:
+        self._default_temperature = default_temperature
+        self._warned_temperature = False
         self._ptr = ptr
         self._compiled = compiled
         self._flag = _ffi.new("int *")
@@ -470,6 +483,7 @@ class GrammarMatcher:
             list(self._stop_token_ids),
             self._terminate_without_stop_token,
             self._max_rollback_tokens,
+            self._default_temperature,
         )
         return m
 
@@ -488,6 +502,25 @@ class GrammarMatcher:
         return self._max_rollback_tokens
 
     @property
+    def temperature(self) -> Optional[float]:
+        """The sampling temperature the grammar asks for here: that of the innermost open
+        rule with a ``temperature`` attribute (the largest where ambiguous paths disagree,
+        with a warning on stderr once), else ``default_temperature`` (None if not given)."""
+        has = _ffi.new("int *")
+        val = _ffi.new("float *")
+        conflict = _ffi.new("int *")
+        _core.check(_lib.xgr_matcher_temperature(self._ptr, has, val, conflict),
+                    "reading the temperature")
+        if not has[0]:
+            return self._default_temperature
+        if conflict[0] and not self._warned_temperature:
+            self._warned_temperature = True
+            sys.stderr.write("[xgrammar2] warning: Multiple active grammar paths specify "
+                             "different temperatures; using the maximum\n")
+            sys.stderr.flush()
+        return float(val[0])
+
+    @property
     def num_steps(self) -> int:
         """(xgrammar2) The number of steps that can currently be rolled back."""
         return int(_lib.xgr_matcher_num_steps(self._ptr))
@@ -499,6 +532,18 @@ class GrammarMatcher:
             f"terminated={self.is_terminated()}, "
             f"jump_forward={self.find_jump_forward_bytes()[:40]!r})"
         )
+
+
+def _check_temperature(value: Any) -> Optional[float]:
+    """A default temperature: None, or a finite number >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentRuntimeError("default_temperature must be a float or None")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgumentRuntimeError(f"default_temperature must be a finite non-negative number, got {value}")
+    return value
 
 
 def _default_threads() -> int:
@@ -591,6 +636,35 @@ class BatchGrammarMatcher:
         fill_next_token_bitmask_batch(matchers, bitmask, indices, self._max_threads)
         if debug_print:
             print(f"[xgrammar2] batch_fill_next_token_bitmask: {len(matchers)} matcher(s)")
+
+    @staticmethod
+    def batch_fill_temperature(
+        matchers: Sequence[GrammarMatcher], temperatures: Any,
+        indices: Optional[Sequence[int]] = None,
+    ) -> None:
+        """Writes ``matchers[i].temperature`` (-1.0 for None) into ``temperatures[indices[i]]``
+        (or ``[i]``); ``temperatures`` is a 1-D float32 tensor."""
+        import torch
+
+        if (not isinstance(temperatures, torch.Tensor) or temperatures.dtype != torch.float32
+                or temperatures.dim() != 1):
+            raise InvalidArgumentRuntimeError("the temperatures tensor must be a 1-D torch.float32 tensor")
+        n = temperatures.shape[0]
+        if indices is None:
+            if len(matchers) > n:
+                raise InvalidArgumentRuntimeError(f"the temperatures tensor has {n} entries but there are "
+                                 f"{len(matchers)} matchers")
+            indices = range(len(matchers))
+        elif len(indices) != len(matchers):
+            raise InvalidArgumentRuntimeError(f"indices size {len(indices)} does not match the number of "
+                             f"matchers {len(matchers)}")
+        for i, m in zip(indices, matchers):
+            if not 0 <= int(i) < n:
+                raise InvalidArgumentRuntimeError(f"index {i} is out of bounds for the temperatures tensor of "
+                                 f"size {n}")
+        for i, m in zip(indices, matchers):
+            t = m.temperature
+            temperatures[int(i)] = -1.0 if t is None else t
 
     @staticmethod
     def batch_accept_token(
