@@ -58,6 +58,9 @@ typedef struct xgr_fsm {
     char *attr_names;
     uint8_t attr_budgets;     /* some rule has max_tokens / max_chars */
     uint8_t attr_lazy;        /* some rule is lazy */
+    int32_t attr_min_budget;  /* smallest max_chars (0 if some max_tokens is 0), or
+                               * INT32_MAX: a token of at most this many bytes cannot
+                               * overrun a budget of a rule it enters */
 
     int32_t n_states;
     int32_t *state_rule;      /* owning rule of each state */

@@ -395,12 +395,16 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             return XGR_ERR_NOMEM;
         }
         memcpy(f->attr_names, g->names.data, g->names.len);
+        f->attr_min_budget = INT32_MAX;
         for (size_t i = 0; i < nr; i++) {
             const lw_orule *r = &c->orules.data[i];
             f->rule_attrs[i] = r->src == LW_SRC_RULE ? g->rules.data[r->a].attrs
                                                       : xgr_attrs_none();
             const xgr_rule_attrs *a = &f->rule_attrs[i];
             if (a->max_chars >= 0 || a->max_tokens >= 0) f->attr_budgets = 1;
+            if (a->max_chars >= 0 && a->max_chars < f->attr_min_budget)
+                f->attr_min_budget = a->max_chars;
+            if (a->max_tokens == 0) f->attr_min_budget = 0;
             if (a->lazy) f->attr_lazy = 1;
         }
     }

@@ -741,8 +741,8 @@ static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
 /* Budgets and lazy rules hold per occurrence, which the mask cache (keyed by automaton
  * state) does not see: its entries start from a rule's state as if the occurrence had no
  * budget and were open, so they accept a superset. A token of at most as many bytes as
- * code points every item's budget has left (and with a token of budget left) cannot meet
- * a deadline, nor can a one-byte token close a lazy occurrence and go on in it: the
+ * code points every item's budget has left (and with a token of budget left), nor than
+ * the smallest budget of the grammar (a rule the token enters), cannot meet a deadline, nor can a one-byte token close a lazy occurrence and go on in it: the
  * entry's verdict stands. Every other accepted token is checked exactly. */
 static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     const struct xgr_vocab *v = m->c->vocab;
@@ -750,6 +750,8 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     xgr_parser_budget_left(&m->parser, &chars, &tokens);
     int64_t lim = chars;
     if (tokens < 1) lim = 0;
+    /* (entries need not bake in the budgets of rules a token enters either) */
+    if (m->parser.budgets && lim > m->c->fsm->attr_min_budget) lim = m->c->fsm->attr_min_budget;
     if (m->parser.lazy && lim > 1) lim = 1;
     if (lim >= v->max_token_len) return XGR_OK;
     for (int32_t id = 0; id < v->n_tokens; id++) {

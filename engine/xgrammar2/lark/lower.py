@@ -253,6 +253,14 @@ class _Doc:
                 if not initial_skip:
                     return  # defined by lazy()
                 body = target
+        elif "temperature" in d.attrs:
+            # A temperature rule is a lexeme (terminals and subgrammars only): %ignore
+            # text after it is outside it, as after a terminal.
+            saved, self.skip = self.skip, None
+            try:
+                body = self.expr(d.body, terminal=False)[0]
+            finally:
+                self.skip = saved
         else:
             body = self.expr(d.body, terminal=False)[0]
         if d.name == "start" and self.allow_initial_skip and self.skip:
@@ -303,7 +311,7 @@ class _Doc:
         return "lazy" in d.attrs or "stop" in d.attrs or "suffix" in d.attrs
 
     def is_lexeme_rule(self, d: A.Definition) -> bool:
-        return d.is_terminal or self.is_lazy(d)
+        return d.is_terminal or self.is_lazy(d) or "temperature" in d.attrs
 
     # ---- expressions --------------------------------------------------------------------
 
