@@ -57,7 +57,8 @@ typedef struct xgr_fsm {
     xgr_rule_attrs *rule_attrs;
     char *attr_names;
     uint8_t attr_budgets;     /* some rule has max_tokens / max_chars */
-    uint8_t attr_lazy;        /* some rule is lazy */
+    uint8_t attr_lazy;        /* some rule is lazy or has a token budget (both end
+                               * occurrences early: runtime/attrs.h) */
     int32_t attr_min_budget;  /* smallest max_chars (0 if some max_tokens is 0), or
                                * INT32_MAX: a token of at most this many bytes cannot
                                * overrun a budget of a rule it enters */

@@ -5,7 +5,7 @@ int xgr_attrs_init(xgr_parser *p) {
     const xgr_fsm *f = p->fsm;
     p->attrs = f->rule_attrs;
     p->budgets = f->attr_budgets;
-    p->lazy = f->attr_lazy;
+    p->lazy = f->attr_lazy; /* (set for token budgets too: they end occurrences) */
     xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE};
     if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16))
         return XGR_ERR_NOMEM;
@@ -62,10 +62,21 @@ int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t u
     if (origin < 0) return 0;
     int32_t last = (int32_t)p->lazy_begin.len - 2; /* last finished row */
     if (upto > last) upto = last;
-    for (int32_t r = origin; r <= upto; r++)
-        for (int32_t k = p->lazy_begin.data[r]; k < p->lazy_begin.data[r + 1]; k++)
-            if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
-                return 1;
+    if (upto < origin) return 0;
+    /* the closures of rows origin..upto, in row order (few: one per ended occurrence) */
+    for (int32_t k = p->lazy_begin.data[origin]; k < p->lazy_begin.data[upto + 1]; k++)
+        if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
+            return 1;
+    return 0;
+}
+
+int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin) {
+    if (origin < 0) return 0;
+    int32_t last = (int32_t)p->lazy_begin.len - 2;
+    if (origin <= last && xgr_lazy_closed(p, rule, origin, last)) return 1;
+    for (size_t k = (size_t)p->lazy_begin.data[last + 1]; k < p->lazy_done.len; k++)
+        if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
+            return 1;
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* Runtime semantics of rule attributes (ir.h xgr_rule_attrs) in the Earley parser.
  *
  * Budgets (max_chars, max_tokens) hold per occurrence of a rule. An occurrence predicted
- * at row o may consume code points up to row_cp[o] + max_chars and touch at most
- * max_tokens tokens; both become absolute deadlines. An item carries a budget context
+ * at row o may consume code points up to row_cp[o] + max_chars (a hard limit), and once it
+ * has touched max_tokens tokens (accept_string's text counts none) it ends at the first
+ * position it can, as upstream xgrammar's soft token budget; both become absolute
+ * deadlines. An item carries a budget context
  * (xgr_item.bud): the tightest deadlines of its rule's occurrence and of every occurrence
  * it was predicted in (nested budgets all apply). A row drops the items whose deadlines
  * its position has passed. Contexts are interned in the parser's append-only table.
@@ -25,13 +27,20 @@ void xgr_attrs_clear(xgr_parser *p);
 /* Budget context of an occurrence of `rule` predicted in the row under construction
  * inside context `parent`; -1 on OOM. */
 int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent);
-/* Does context `bud` allow the row under construction? */
+/* Does context `bud` allow the row under construction? (A code-point budget is hard.) */
 static inline int xgr_bud_alive(const xgr_parser *p, int32_t bud) {
-    const xgr_budget *b = &p->buds.data[bud];
-    return p->cur_cp <= b->cdl && (p->cur_tk >> 1) <= b->tdl;
+    return p->cur_cp <= p->buds.data[bud].cdl;
+}
+/* Has the token budget of context `bud` run out at the row under construction? Then every
+ * occurrence in it ends where it first completes (from then on, like a lazy one). */
+static inline int xgr_bud_expired(const xgr_parser *p, int32_t bud) {
+    int32_t tdl = p->buds.data[bud].tdl, tc = p->cur_tk >> 1;
+    return tc > tdl || (tc == tdl && !(p->cur_tk & 1));
 }
 /* Has the lazy occurrence (rule, origin) completed in a row in [origin, upto]? */
 int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t upto);
+/* The same, also counting the row under construction. */
+int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin);
 /* Records that lazy occurrence (rule, origin) completed in the row under construction. */
 int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin);
 /* Ends the attribute state of the row under construction (push_row). */

@@ -139,7 +139,7 @@ static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
     if (it.bud && !xgr_bud_alive(p, it.bud)) return XGR_OK;
     if (p->lazy && it.origin >= 0) {
         int32_t r = p->fsm->state_rule[it.state];
-        if (p->attrs[r].lazy &&
+        if ((p->attrs[r].lazy || it.bud) &&
             xgr_lazy_closed(p, r, it.origin, (int32_t)p->row_begin.len - 2))
             return XGR_OK;
     }
@@ -288,7 +288,8 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
         if (xgr_item_complete(f, it)) {
-            if (p->lazy && p->attrs[r].lazy && it.origin >= 0) {
+            if (p->lazy && it.origin >= 0 &&
+                (p->attrs[r].lazy || (it.bud && xgr_bud_expired(p, it.bud)))) {
                 int rc = xgr_lazy_note(p, r, it.origin);
                 if (rc) return rc;
             }
@@ -316,6 +317,10 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         int32_t e0 = p->ref_begin ? p->ref_begin[it.state] : f->edge_begin[it.state],
                 e1 = f->edge_begin[it.state + 1];
         if (e0 == e1) continue;
+        /* an ended occurrence predicts nothing (its sub-rules could never complete it) */
+        if (p->lazy && it.origin >= 0 && (p->attrs[r].lazy || it.bud) &&
+            xgr_lazy_closed_now(p, r, it.origin))
+            continue;
         if (leo_rules && !leo_rules[r]) {
             for (int32_t e = e0; e < e1; e++) {
                 const xgr_edge *ed = &f->edges[e];
@@ -507,7 +512,7 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
     if (p->lazy) p->lazy_done.len = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
     for (int32_t k = b; k < e; k++) {
         xgr_item it = p->items.data[k];
-        if (p->lazy && p->attrs[f->state_rule[it.state]].lazy &&
+        if (p->lazy && (p->attrs[f->state_rule[it.state]].lazy || it.bud) &&
             xgr_lazy_closed(p, f->state_rule[it.state], it.origin, last))
             continue; /* a lazy occurrence ended where it completed */
         for (int32_t x = f->edge_begin[it.state]; x < f->edge_begin[it.state + 1]; x++) {

@@ -188,18 +188,19 @@ static int push_step(xgr_matcher *m, int32_t rows_before, int stop) {
 }
 
 /* Token position for rows the next steps build (runtime/attrs.h): the token after the
- * last row's (or the same one when `cont`), mid-token until its last byte. */
+ * last row's (or the same one when `cont`), mid-token (`mid`) until its last byte. */
 static inline void set_token_pos(xgr_parser *p, int cont, int mid) {
     if (!p->budgets) return;
     int32_t tc = p->row_tk.data[xgr_parser_rows(p) - 1] >> 1;
     p->next_tk = ((tc + (cont ? 0 : 1)) << 1) | (mid ? 1 : 0);
 }
 
-/* Feeds bytes to the parser (one token, or the rest of one when `cont`); on a dead byte
+/* Feeds bytes to the parser: one token (cont 0), the rest of one (cont 1) or text that is
+ * no token (cont 2: accept_string's, which token budgets do not count); on a dead byte
  * the rows are restored and *ok = 0. */
 static int feed_tok(xgr_matcher *m, const uint8_t *s, size_t n, int cont, int *ok) {
     int32_t rows = xgr_parser_rows(&m->parser);
-    set_token_pos(&m->parser, cont, 1);
+    set_token_pos(&m->parser, cont, cont != 2);
     for (size_t i = 0; i < n; i++) {
         if (i + 1 == n && m->parser.budgets) m->parser.next_tk &= ~1;
         int alive, rc = xgr_parser_step(&m->parser, s[i], &alive);
@@ -283,7 +284,7 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
     *accepted = 0;
     if (m->terminated) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
-    int ok, rc = feed(m, s, n, &ok);
+    int ok, rc = feed_tok(m, s, n, 2, &ok);
     if (rc || !ok) return rc;
     if ((rc = push_step(m, rows, 0))) {
         xgr_parser_truncate(&m->parser, rows);
@@ -486,7 +487,8 @@ static int collect_states(xgr_matcher *m) {
         xgr_item it = p->items.data[k];
         if (!c->scannable[it.state]) continue;
         int32_t rule = f->state_rule[it.state];
-        if (p->lazy && p->attrs[rule].lazy && xgr_lazy_closed(p, rule, it.origin, last))
+        if (p->lazy && (p->attrs[rule].lazy || it.bud) &&
+            xgr_lazy_closed(p, rule, it.origin, last))
             continue; /* ended where it completed: scans nothing */
         int plain = 0, any = 0, rc;
         /* Parent-context slots cost a vocabulary pass each: use them only for states
