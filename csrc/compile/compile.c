@@ -403,6 +403,7 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     fill_scan_tables(f, lay, &t);
     mark_unique(f, lay, c->rule_opaque, c->rule_unique);
     if ((rc = xgr_leo_rules(f, c->rule_leo))) goto fail;
+    if (f->attr_captures) memset(c->rule_leo, 0, (size_t)nr + 1); /* every level records */
     if (f->attr_budgets || f->attr_lazy) {
         /* Budgets and laziness hold per occurrence: a Leo item would elide the completed
          * items whose deadlines or closure decide (runtime/attrs.h). Mask entries stay

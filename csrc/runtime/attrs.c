@@ -7,7 +7,9 @@ int xgr_attrs_init(xgr_parser *p) {
     p->budgets = f->attr_budgets;
     p->lazy = f->attr_lazy; /* (set for token budgets too: they end occurrences) */
     xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE};
-    if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16))
+    p->captures = f->attr_captures;
+    if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16) ||
+        XGR_VEC_RESERVE(p->cap_begin, 16))
         return XGR_ERR_NOMEM;
     xgr_attrs_clear(p);
     return XGR_OK;
@@ -20,6 +22,9 @@ void xgr_attrs_clear(xgr_parser *p) {
     p->lazy_begin.len = 0;
     p->cur_cp = p->cur_tk = p->next_tk = 0;
     if (p->lazy) p->lazy_begin.data[p->lazy_begin.len++] = 0; /* (capacity from init) */
+    p->cap_done.len = p->cap_begin.len = p->hist.len = 0;
+    p->cur_byte = 0;
+    if (p->captures) p->cap_begin.data[p->cap_begin.len++] = 0;
 }
 
 void xgr_attrs_free(xgr_parser *p) {
@@ -28,6 +33,9 @@ void xgr_attrs_free(xgr_parser *p) {
     XGR_VEC_FREE(p->buds);
     XGR_VEC_FREE(p->lazy_done);
     XGR_VEC_FREE(p->lazy_begin);
+    XGR_VEC_FREE(p->cap_done);
+    XGR_VEC_FREE(p->cap_begin);
+    XGR_VEC_FREE(p->hist);
 }
 
 static inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
@@ -92,10 +100,25 @@ int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin) {
     return XGR_VEC_PUSH(p->lazy_done, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
+int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin) {
+    size_t b = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
+    for (size_t k = b; k < p->cap_done.len; k++)
+        if (p->cap_done.data[k].rule == rule && p->cap_done.data[k].top.origin == origin)
+            return XGR_OK;
+    xgr_leo e;
+    memset(&e, 0, sizeof e);
+    e.rule = rule;
+    e.top.origin = origin;
+    return XGR_VEC_PUSH(p->cap_done, e) ? XGR_ERR_NOMEM : XGR_OK;
+}
+
 int xgr_attrs_push_row(xgr_parser *p) {
     if (p->budgets && (XGR_VEC_PUSH(p->row_cp, p->cur_cp) || XGR_VEC_PUSH(p->row_tk, p->cur_tk)))
         return XGR_ERR_NOMEM;
     if (p->lazy && XGR_VEC_PUSH(p->lazy_begin, (int32_t)p->lazy_done.len)) return XGR_ERR_NOMEM;
+    if (p->captures && (XGR_VEC_PUSH(p->cap_begin, (int32_t)p->cap_done.len) ||
+                        XGR_VEC_PUSH(p->hist, p->cur_byte)))
+        return XGR_ERR_NOMEM;
     return XGR_OK;
 }
 
@@ -112,6 +135,10 @@ int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
     COPY_VEC(dst->buds, src->buds);
     COPY_VEC(dst->lazy_done, src->lazy_done);
     COPY_VEC(dst->lazy_begin, src->lazy_begin);
+    COPY_VEC(dst->cap_done, src->cap_done);
+    COPY_VEC(dst->cap_begin, src->cap_begin);
+    COPY_VEC(dst->hist, src->hist);
+    dst->cur_byte = src->cur_byte;
     dst->cur_cp = src->cur_cp;
     dst->cur_tk = src->cur_tk;
     dst->next_tk = src->next_tk;
@@ -295,5 +322,78 @@ int xgr_parser_temperature(const xgr_parser *p, int *has, float *out, int *confl
         *out = all.hi;
         *conflict = all.lo != all.hi;
     }
+    return XGR_OK;
+}
+
+/* ---- captures -------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t rule, origin, row, idx;
+} cap_ev;
+
+static int cap_cmp(const void *a, const void *b) {
+    const cap_ev *x = a, *y = b;
+    if (x->rule != y->rule) return x->rule < y->rule ? -1 : 1;
+    if (x->origin != y->origin) return x->origin < y->origin ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int idx_cmp(const void *a, const void *b) {
+    const cap_ev *x = a, *y = b;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    XGR_VEC(char) buf = {0};
+    if (!p->captures) {
+        if (!(*out = xgr_malloc(1))) return XGR_ERR_NOMEM;
+        return XGR_OK;
+    }
+    int32_t rows = xgr_parser_rows(p);
+    size_t n = (size_t)p->cap_begin.data[rows];
+    cap_ev *ev = xgr_malloc((n ? n : 1) * sizeof *ev);
+    if (!ev) return XGR_ERR_NOMEM;
+    size_t m = 0;
+    for (int32_t j = 0; j < rows; j++)
+        for (int32_t k = p->cap_begin.data[j]; k < p->cap_begin.data[j + 1]; k++) {
+            cap_ev e = {p->cap_done.data[k].rule, p->cap_done.data[k].top.origin, j, (int32_t)m};
+            ev[m++] = e;
+        }
+    if (dedup && m > 1) {
+        /* the last (longest) completion of each occurrence, in the order they happened */
+        qsort(ev, m, sizeof *ev, cap_cmp);
+        size_t w = 0;
+        for (size_t i = 0; i < m; i++)
+            if (i + 1 == m || ev[i + 1].rule != ev[i].rule || ev[i + 1].origin != ev[i].origin)
+                ev[w++] = ev[i];
+        m = w;
+        qsort(ev, m, sizeof *ev, idx_cmp);
+    }
+    int rc = XGR_OK;
+    for (size_t i = 0; i < m && !rc; i++) {
+        const char *label = p->fsm->attr_names + p->attrs[ev[i].rule].capture_off;
+        uint32_t ll = (uint32_t)strlen(label);
+        uint32_t vl = (uint32_t)(ev[i].row - ev[i].origin);
+        size_t at = buf.len;
+        if (XGR_VEC_RESERVE(buf, at + 8 + ll + vl)) {
+            rc = XGR_ERR_NOMEM;
+            break;
+        }
+        memcpy(buf.data + at, &ll, 4);
+        memcpy(buf.data + at + 4, label, ll);
+        memcpy(buf.data + at + 4 + ll, &vl, 4);
+        if (vl) memcpy(buf.data + at + 8 + ll, p->hist.data + ev[i].origin + 1, vl);
+        buf.len = at + 8 + ll + vl;
+    }
+    free(ev);
+    if (!rc && !buf.data && !(buf.data = xgr_malloc(1))) rc = XGR_ERR_NOMEM;
+    if (rc) {
+        XGR_VEC_FREE(buf);
+        return rc;
+    }
+    *out = buf.data;
+    *out_len = buf.len;
     return XGR_OK;
 }

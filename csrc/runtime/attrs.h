@@ -12,6 +12,9 @@
  * Lazy rules end at the first opportunity: once an occurrence (rule, origin) completes in
  * a row, its items neither scan from that row on nor appear in later rows.
  *
+ * Captures: each row lists the captured occurrences that completed in it (a span from
+ * the origin row to that row); the matcher turns them into (label, bytes) events.
+ *
  * Internal header. */
 #ifndef XGR_RUNTIME_ATTRS_H
 #define XGR_RUNTIME_ATTRS_H
@@ -43,11 +46,17 @@ int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t u
 int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin);
 /* Records that lazy occurrence (rule, origin) completed in the row under construction. */
 int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin);
+/* Records that captured occurrence (rule, origin) completed in the row under
+ * construction. */
+int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin);
 /* Ends the attribute state of the row under construction (push_row). */
 int xgr_attrs_push_row(xgr_parser *p);
 /* Copies the attribute state of src into dst (xgr_parser_copy). */
 int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src);
 void xgr_attrs_free(xgr_parser *p);
+
+/* Capture events of rows 0 .. last (see xgr_matcher_captures for the format). */
+int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len);
 
 /* Remaining budget at the last row over its items: code points (*chars) and tokens
  * (*tokens) before some item's deadline passes, XGR_NO_DEADLINE when no item has one. */

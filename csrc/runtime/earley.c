@@ -288,6 +288,11 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
         if (xgr_item_complete(f, it)) {
+            if (p->captures && it.origin >= 0 && it.origin != cur_row &&
+                p->attrs[r].capture_off >= 0) {
+                int rc = xgr_capture_note(p, r, it.origin);
+                if (rc) return rc;
+            }
             if (p->lazy && it.origin >= 0 &&
                 (p->attrs[r].lazy || (it.bud && xgr_bud_expired(p, it.bud)))) {
                 int rc = xgr_lazy_note(p, r, it.origin);
@@ -469,7 +474,7 @@ static void clear_rows(xgr_parser *p) {
 
 /* Ends the row just closed (leo_close_row ended its Leo items, if it has any). */
 static inline int push_row(xgr_parser *p) {
-    if ((p->budgets || p->lazy) && xgr_attrs_push_row(p)) return XGR_ERR_NOMEM;
+    if ((p->budgets || p->lazy || p->captures) && xgr_attrs_push_row(p)) return XGR_ERR_NOMEM;
     return XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
@@ -510,6 +515,10 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
         p->cur_tk = p->next_tk;
     }
     if (p->lazy) p->lazy_done.len = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
+    if (p->captures) {
+        p->cap_done.len = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
+        p->cur_byte = byte;
+    }
     for (int32_t k = b; k < e; k++) {
         xgr_item it = p->items.data[k];
         if (p->lazy && (p->attrs[f->state_rule[it.state]].lazy || it.bud) &&

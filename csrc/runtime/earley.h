@@ -73,6 +73,14 @@ typedef struct {
     XGR_VEC(xgr_budget) buds;
     XGR_VEC(xgr_leo) lazy_done; /* (rule, {origin}) pairs; only rule and top.origin used */
     XGR_VEC(int32_t) lazy_begin;
+    /* With captures, each row lists the captured occurrences (rule, origin) that
+     * completed in it (cap_done, CSR by cap_begin), and hist[j] is the byte that made row
+     * j (hist[0] unused); both truncated with the rows. */
+    int captures;
+    XGR_VEC(xgr_leo) cap_done;
+    XGR_VEC(int32_t) cap_begin;
+    XGR_VEC(uint8_t) hist;
+    uint8_t cur_byte;
     int32_t cur_cp, cur_tk; /* of the row under construction */
     int32_t next_tk;        /* row_tk for rows the next steps build (set by the matcher) */
     const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
@@ -106,6 +114,11 @@ static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     if (p->lazy_begin.len > (size_t)n_rows + 1) {
         p->lazy_begin.len = (size_t)n_rows + 1;
         p->lazy_done.len = (size_t)p->lazy_begin.data[n_rows];
+    }
+    if (p->cap_begin.len > (size_t)n_rows + 1) {
+        p->cap_begin.len = (size_t)n_rows + 1;
+        p->cap_done.len = (size_t)p->cap_begin.data[n_rows];
+        p->hist.len = (size_t)n_rows;
     }
     if (p->leo_begin.len > (size_t)n_rows + 1) {
         p->leo_begin.len = (size_t)n_rows + 1;

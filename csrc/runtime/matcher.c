@@ -229,6 +229,11 @@ int xgr_matcher_temperature(const xgr_matcher *m, int *has, float *out, int *con
     return xgr_parser_temperature(&m->parser, has, out, conflict);
 }
 
+int xgr_matcher_captures(const xgr_matcher *m, int dedup, char **out, size_t *out_len) {
+    if (!m || !out || !out_len) return xgr_fail(XGR_ERR_INVALID_ARG, "captures: NULL argument");
+    return xgr_parser_captures(&m->parser, dedup, out, out_len);
+}
+
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     if (!m || !accepted) return xgr_fail(XGR_ERR_INVALID_ARG, "accept_token: NULL argument");
     *accepted = 0;

@@ -7,6 +7,7 @@ the array's own memory (no copies); the GIL is released while the core fills the
 
 import math
 import os
+import struct
 import sys
 import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
@@ -519,6 +520,31 @@ class GrammarMatcher:
                              "different temperatures; using the maximum\n")
             sys.stderr.flush()
         return float(val[0])
+
+    def get_captures(self, deduplicate: bool = True) -> List[Tuple[str, bytes]]:
+        """The spans of rules with a ``capture`` attribute matched so far, as
+        ``(label, bytes)`` in the order they completed. A rule's occurrence records a span
+        each time it completes (``/[0-9]+/`` after every digit); ``deduplicate`` keeps only
+        the longest of each occurrence. Rollback and reset drop the spans of the input they
+        undo; filling masks records nothing."""
+        out = _ffi.new("char **")
+        n = _ffi.new("size_t *")
+        _core.check(_lib.xgr_matcher_captures(self._ptr, 1 if deduplicate else 0, out, n),
+                    "reading the captures")
+        try:
+            data = bytes(_ffi.buffer(out[0], n[0])) if n[0] else b""
+        finally:
+            _lib.xgr_free(out[0])
+        res: List[Tuple[str, bytes]] = []
+        i = 0
+        while i < len(data):
+            (ll,) = struct.unpack_from("=I", data, i)
+            label = data[i + 4:i + 4 + ll].decode("utf-8", "replace")
+            i += 4 + ll
+            (vl,) = struct.unpack_from("=I", data, i)
+            res.append((label, data[i + 4:i + 4 + vl]))
+            i += 4 + vl
+        return res
 
     @property
     def num_steps(self) -> int:
