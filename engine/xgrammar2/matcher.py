@@ -542,9 +542,35 @@ class GrammarMatcher:
             label = data[i + 4:i + 4 + ll].decode("utf-8", "replace")
             i += 4 + ll
             (vl,) = struct.unpack_from("=I", data, i)
-            res.append((label, data[i + 4:i + 4 + vl]))
+            value = data[i + 4:i + 4 + vl]
+            res.append((label, self._unmark(value) if b"\xff" in value else value))
             i += 4 + vl
         return res
+
+    def _unmark(self, value: bytes) -> bytes:
+        """Replaces token-level terminals' markers (common/token_marker.h: 0xFF and five
+        continuation bytes carrying the id) by the tokens' text."""
+        info = self._compiled.tokenizer_info
+        out = bytearray()
+        i = 0
+        while i < len(value):
+            b = value[i]
+            if b == 0xFF and i + 6 <= len(value) and all(0x80 <= c < 0xC0 for c in value[i + 1:i + 6]):
+                tid = 0
+                for c in value[i + 1:i + 6]:
+                    tid = tid << 6 | (c & 0x3F)
+                text = b""
+                if 0 <= tid < len(info.decoded_vocab):
+                    text = bytes(info.decoded_vocab[tid])
+                if not text and 0 <= tid < len(info.encoded_vocab):
+                    t = info.encoded_vocab[tid]
+                    text = t.encode("utf-8", "surrogatepass") if isinstance(t, str) else bytes(t)
+                out += text
+                i += 6
+            else:
+                out.append(b)
+                i += 1
+        return bytes(out)
 
     @property
     def num_steps(self) -> int:

@@ -22,6 +22,7 @@ reads). The semantics are upstream xgrammar 0.2.8's reading of llguidance's Lark
 
 import json
 import re
+import sys
 import warnings
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -41,6 +42,12 @@ _ANY_TEXT = {"(.|\\n)*", "(\\n|.)*", "(?s:.*)", "(?:.|\\n)*", "(?:\\n|.)*", "[\\
 _ANY_TEXT_PREFIXES = ("(.|\\n)*", "(\\n|.)*", "(?:.|\\n)*", "(?:\\n|.)*", "[\\s\\S]*", "(?s:.*)")
 _MAX_TOKEN_RANGE = 1_000_000
 _TOKENS_PER_TERM = 64
+
+
+def _warn_stderr(message: str) -> None:
+    """A warning on stderr, as upstream xgrammar's C++ core prints it."""
+    sys.stderr.write(f"[xgrammar2] warning: {message}\n")
+    sys.stderr.flush()
 
 
 class _Context:
@@ -99,6 +106,8 @@ class _Doc:
         self.declared: Dict[str, Tuple[int, int]] = {}
         self.skip: Optional[str] = None
         self.allow_initial_skip = False
+        #: rules whose max_chars dynamic dispatch makes meaningless (dropped with a warning)
+        self.dropped_max_chars: Set[str] = set()
 
     # ---- errors -----------------------------------------------------------------------------
 
@@ -250,6 +259,9 @@ class _Doc:
             target = rules.fresh(name + "_lazy") if initial_skip else name
             body = self.lazy(d, target)
             if body is None:
+                # committed-shortest matching already: the rule also says so (upstream
+                # prints it); the runtime's lazy ending agrees with that language
+                rules.set_attrs(target, self.with_lazy(attrs))
                 if not initial_skip:
                     return  # defined by lazy()
                 body = target
@@ -287,6 +299,8 @@ class _Doc:
             warnings.warn(msg, UserWarning, stacklevel=6)
         parts: List[str] = []
         for key in ("max_tokens", "max_chars"):
+            if key == "max_chars" and d.name in self.dropped_max_chars:
+                continue
             if key in a:
                 parts.append(f"{key}={int(a[key].value)}")
         if "capture" in a:
@@ -295,6 +309,14 @@ class _Doc:
         if "temperature" in a:
             parts.append(f"temperature={float(a['temperature'].value)!r}")
         return "[" + ", ".join(parts) + "]" if parts else ""
+
+    @staticmethod
+    def with_lazy(attrs: str) -> str:
+        """``attrs`` with ``lazy`` added in upstream's order (before ``temperature``)."""
+        parts = [p for p in attrs[1:-1].split(", ") if p] if attrs else []
+        at = next((i for i, p in enumerate(parts) if p.startswith("temperature=")), len(parts))
+        parts.insert(at, "lazy")
+        return "[" + ", ".join(parts) + "]"
 
     def rule_refs(self, node: A.Node, out: List[A.Name]) -> None:
         """Appends the names node references (outside nested grammars)."""
@@ -803,6 +825,20 @@ class _Doc:
         kinds = {t[0][0] for t in alternatives}
         if len(kinds) > 1:
             raise self.err("a dynamic Lark start rule cannot mix string and token triggers", start)
+        # Rule attributes of the dispatched rules (their bodies are inlined into the
+        # dispatch): budgets and captures have no occurrence to hold on to.
+        for _, _, td in alternatives:
+            for key in ("max_tokens", "capture"):
+                if key in td.attrs:
+                    raise self.err(f"{key} is not supported on rules consumed by dynamic "
+                                   "dispatch", td.attrs[key])
+            if "max_chars" in td.attrs:
+                self.dropped_max_chars.add(td.name)
+                _warn_stderr(f"Ignoring max_chars on rule '{td.name}' because it is consumed "
+                             "by dynamic dispatch.")
+        if "max_chars" in start.attrs:
+            self.dropped_max_chars.add("start")
+            _warn_stderr("Ignoring max_chars on dynamic dispatch start rule 'start'.")
         rules = self.ctx.rules
         grouped: Dict[Any, List[List[A.Node]]] = {}
         order: List[Any] = []
