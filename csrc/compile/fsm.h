@@ -56,6 +56,7 @@ typedef struct xgr_fsm {
      * rule has any. capture_off indexes attr_names. */
     xgr_rule_attrs *rule_attrs;
     char *attr_names;
+    size_t attr_names_len;
     uint8_t attr_budgets;     /* some rule has max_tokens / max_chars */
     uint8_t attr_lazy;        /* some rule is lazy or has a token budget (both end
                                * occurrences early: runtime/attrs.h) */

@@ -319,6 +319,7 @@ size_t xgr_fsm_memory(const xgr_fsm *f) {
         if (f->rule_name[r]) names += strlen(f->rule_name[r]) + 1;
     /* per rule: name pointer, start, kind, nullable, repeat child/min/max, lookahead,
      * dispatch; per state: rule, final, edge_begin */
+    if (f->rule_attrs) names += (size_t)f->n_rules * sizeof *f->rule_attrs + f->attr_names_len;
     return sizeof *f + names + (size_t)f->n_rules * (sizeof(char *) + 4 * 5 + 3) +
            ((size_t)f->n_states + 1) * 9 + (size_t)f->n_edges * sizeof *f->edges;
 }
@@ -395,6 +396,7 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             return XGR_ERR_NOMEM;
         }
         memcpy(f->attr_names, g->names.data, g->names.len);
+        f->attr_names_len = g->names.len;
         f->attr_min_budget = INT32_MAX;
         for (size_t i = 0; i < nr; i++) {
             const lw_orule *r = &c->orules.data[i];

@@ -168,3 +168,34 @@ def test_ebnf_lazy_ends_at_first_completion():
     assert m.accept_token(1)
     assert _allowed(xgr, info, m) == [2]
     assert not m.accept_token(1)
+
+
+def test_budget_in_linked_structural_tag_matches_upstream():
+    """A structural tag given as JSON text is linked from cached fragments in the core
+    (compile/link.c): the skeleton's budgeted free text keeps its attributes."""
+    import json
+
+    vocab = ["<think>", "</think>", "a", "b ", "<f>", "</f>", '{"x": 1}', "{", "}", '"x"', ":",
+             "1", " ", "<eos>"]
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    stag = {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "tag", "begin": "<think>", "content": {"type": "any_text", "max_tokens": 2},
+         "end": "</think>"},
+        {"type": "triggered_tags", "triggers": ["<f>"], "tags": [
+            {"begin": "<f>", "content": {"type": "json_schema", "json_schema": schema},
+             "end": "</f>"}], "at_least_one": True, "stop_after_first": True}]}}
+    results = []
+    for mod in (xgr, upstream):
+        info = mod.TokenizerInfo(vocab, stop_token_ids=[13])
+        compiler = mod.GrammarCompiler(info, cache_enabled=True)
+        for _ in range(2):  # the second compile links cached fragments
+            compiled = compiler.compile_structural_tag(json.dumps(stag))
+            m = mod.GrammarMatcher(compiled)
+            trace = []
+            for t in [0, 2, 3, 1, 4, 6, 5]:
+                trace.append(_allowed(mod, info, m))
+                assert m.accept_token(t)
+            trace.append(_allowed(mod, info, m))
+            results.append(trace)
+    assert results[2] == results[0] == results[1] == results[3]
+    assert results[0][3] == [1]  # the budget is spent: only "</think>"
