@@ -408,6 +408,7 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
                 f->attr_min_budget = a->max_chars;
             if (a->max_tokens == 0) f->attr_min_budget = 0;
             if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
+            if (a->lazy) f->attr_lazy_rules = 1;
             if (a->capture_off >= 0) f->attr_captures = 1;
         }
     }

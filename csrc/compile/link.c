@@ -193,6 +193,7 @@ static int link_attrs(xgr_fsm *f, xgr_fsm *sk, xgr_fragment *const *frags, size_
         f->attr_budgets |= q->attr_budgets;
         f->attr_lazy |= q->attr_lazy;
         f->attr_captures |= q->attr_captures;
+        f->attr_lazy_rules |= q->attr_lazy_rules;
         if (q->attr_min_budget < f->attr_min_budget) f->attr_min_budget = q->attr_min_budget;
     }
     f->attr_names_len = at;

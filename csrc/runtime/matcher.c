@@ -753,25 +753,32 @@ static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
  * entry's verdict stands. Every other accepted token is checked exactly. */
 static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     const struct xgr_vocab *v = m->c->vocab;
+    const xgr_fsm *f = m->c->fsm;
     int32_t chars, tokens;
     xgr_parser_budget_left(&m->parser, &chars, &tokens);
     int64_t lim = chars;
     if (tokens < 1) lim = 0;
     /* (entries need not bake in the budgets of rules a token enters either) */
-    if (m->parser.budgets && lim > m->c->fsm->attr_min_budget) lim = m->c->fsm->attr_min_budget;
-    if (m->parser.lazy && lim > 1) lim = 1;
+    if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
+    /* (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
+    if (f->attr_lazy_rules && lim > 1) lim = 1;
     if (lim >= v->max_token_len) return XGR_OK;
-    for (int32_t id = 0; id < v->n_tokens; id++) {
+    /* the tokens to decide again, in sorted order so check_uncertain shares prefixes */
+    m->extra.len = 0;
+    for (int32_t i = 0; i < v->n_sorted; i++) {
+        int32_t id = v->sorted[i];
         if (!get_bit(row, id)) continue;
         uint32_t len;
         xgr_vocab_token(v, id, &len);
         if ((int64_t)len <= lim) continue;
-        int ok, rc = check_token(m, id, &ok);
-        if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0;
-        if (rc) return rc;
-        if (!ok) clear_bit(row, id);
+        clear_bit(row, id);
+        if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
     }
-    return XGR_OK;
+    if (!m->extra.len) return XGR_OK;
+    int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
+    for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
+    m->extra.len = 0;
+    return rc;
 }
 
 /* Is every bit of the row set? Free text allows nearly every token, and Llama-like
