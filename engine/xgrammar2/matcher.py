@@ -392,6 +392,111 @@ class GrammarMatcher:
             "filling the bitmask (bruteforce)",
         )
 
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: Any,
+        retrieve_next_sibling: Any,
+        draft_tokens: Any,
+        token_bitmask: Any,
+        time_threshold: float = -1.0,
+        temperatures: Any = None,
+    ) -> bool:
+        """Fills ``token_bitmask[i]`` for every node i of a draft token tree (speculative
+        decoding), as upstream xgrammar: node 0 is the current state; a child node j holds
+        the state after accepting ``draft_tokens[j]`` from its parent's. Children come from
+        ``retrieve_next_token`` (first child) and ``retrieve_next_sibling``, both 1-D int64
+        with -1 for none. A node whose token is not accepted, and its subtree, keep a zero
+        row (so does a node where the matcher terminated). ``temperatures`` (optional 1-D
+        float32, one per node) receives each visited node's :attr:`temperature` (-1.0 for
+        none, and for nodes not visited or rejected). The matcher's state is unchanged
+        afterwards. Returns False when ``time_threshold`` (seconds, > 0) ran out before
+        every node was visited (the root is always filled)."""
+        import time
+
+        import torch
+
+        def vec(t: Any, name: str) -> List[int]:
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
+                raise InvalidArgumentRuntimeError(f"{name} must be a 1-D torch.int64 tensor")
+            return [int(x) for x in t.tolist()]
+
+        nxt = vec(retrieve_next_token, "retrieve_next_token")
+        sib = vec(retrieve_next_sibling, "retrieve_next_sibling")
+        toks = vec(draft_tokens, "draft_tokens")
+        n = len(nxt)
+        if n == 0 or len(sib) != n or len(toks) != n:
+            raise InvalidArgumentRuntimeError(
+                "retrieve_next_token, retrieve_next_sibling and draft_tokens must have the "
+                f"same non-zero length, got {len(nxt)}, {len(sib)}, {len(toks)}")
+        if (not isinstance(token_bitmask, torch.Tensor) or token_bitmask.dtype != torch.int32
+                or token_bitmask.dim() != 2 or token_bitmask.shape[0] != n):
+            raise InvalidArgumentRuntimeError(
+                f"token_bitmask must be a 2-D torch.int32 tensor with {n} rows")
+        if temperatures is not None and (
+                not isinstance(temperatures, torch.Tensor) or temperatures.dtype != torch.float32
+                or temperatures.dim() != 1 or temperatures.shape[0] != n):
+            raise InvalidArgumentRuntimeError(
+                f"the temperatures tensor must be a 1-D torch.float32 tensor of {n} elements")
+        if sib[0] != -1:
+            raise InvalidArgumentRuntimeError("the root of the draft tree cannot have siblings")
+        # the edges must form a tree over [0, n): every node reached at most once
+        seen = [False] * n
+        todo = [0]
+        seen[0] = True
+        while todo:
+            i = todo.pop()
+            for j in (nxt[i], sib[i] if i else -1):
+                if j == -1:
+                    continue
+                if not 0 <= j < n:
+                    raise InvalidArgumentRuntimeError(f"draft tree edge {i} -> {j} is out of "
+                                                      f"bounds [0, {n})")
+                if seen[j]:
+                    raise InvalidArgumentRuntimeError(f"draft tree node {j} is reached twice "
+                                                      "(a cycle or a shared node)")
+                seen[j] = True
+                todo.append(j)
+        token_bitmask.zero_()
+        if temperatures is not None:
+            temperatures.fill_(-1.0)
+
+        def visit(i: int) -> None:
+            if not self.is_terminated():
+                self.fill_next_token_bitmask(token_bitmask, i)
+            if temperatures is not None and not self.is_terminated():
+                t = self.temperature
+                temperatures[i] = -1.0 if t is None else t
+
+        start = time.monotonic()
+        steps0 = self.num_steps
+        visit(0)
+        completed = True
+        # iterative depth-first walk: (node, next child to try)
+        stack = [[0, nxt[0]]]
+        try:
+            while stack:
+                frame = stack[-1]
+                j = frame[1]
+                if j == -1:
+                    stack.pop()
+                    if len(stack) > 0 and frame[0] != 0:
+                        self.rollback(1)
+                    continue
+                frame[1] = sib[j]
+                if time_threshold > 0 and time.monotonic() - start > time_threshold:
+                    completed = False
+                    break
+                t = toks[j]
+                if not 0 <= t < self._vocab_size or not self.accept_token(t):
+                    continue
+                visit(j)
+                stack.append([j, nxt[j]])
+        finally:
+            extra = self.num_steps - steps0
+            if extra > 0:
+                self.rollback(extra)
+        return completed
+
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation must start with ("" when there is a choice).
         It may be appended to the output without decoding. Does not change the state.
@@ -593,6 +698,10 @@ def _check_temperature(value: Any) -> Optional[float]:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgumentRuntimeError("default_temperature must be a float or None")
     value = float(value)
+    if math.isfinite(value) and 0 <= value <= 3.4028234663852886e38:
+        value = struct.unpack("f", struct.pack("f", value))[0]  # a float32, as upstream's
+    elif math.isfinite(value) and value > 0:
+        value = math.inf  # beyond float32
     if not math.isfinite(value) or value < 0:
         raise InvalidArgumentRuntimeError(f"default_temperature must be a finite non-negative number, got {value}")
     return value

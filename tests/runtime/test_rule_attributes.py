@@ -199,3 +199,27 @@ def test_budget_in_linked_structural_tag_matches_upstream():
             results.append(trace)
     assert results[2] == results[0] == results[1] == results[3]
     assert results[0][3] == [1]  # the budget is spent: only "</think>"
+
+
+def test_traverse_draft_tree_matches_upstream():
+    """Per-node masks and temperatures of a draft tree (with a rejected branch and a
+    sibling), and the matcher's state unchanged afterwards."""
+    import torch
+
+    grammar = 'start: "a" value "z"\nvalue[temperature=0.6]: /x+/'
+    vocab = ["a", "b", "x", "z", " "]
+    nxt = torch.tensor([1, 2, 4, -1, -1, -1], dtype=torch.int64)
+    sib = torch.tensor([-1, 3, 5, -1, -1, -1], dtype=torch.int64)
+    draft = torch.tensor([0, 0, 2, 1, 3, 2], dtype=torch.int64)
+    got = []
+    for mod in (xgr, upstream):
+        info = mod.TokenizerInfo(vocab, vocab_size=len(vocab), stop_token_ids=[])
+        compiled = mod.GrammarCompiler(info).compile_grammar(
+            mod.Grammar.from_lark(grammar, tokenizer_info=info))
+        m = mod.GrammarMatcher(compiled, default_temperature=0.1)
+        bm = mod.allocate_token_bitmask(6, len(vocab))
+        temps = torch.empty(6, dtype=torch.float32)
+        assert m.traverse_draft_tree(nxt, sib, draft, bm, temperatures=temps)
+        got.append((bm.tolist(), [round(float(t), 5) for t in temps], m.temperature,
+                    _allowed(mod, info, m)))
+    assert got[0] == got[1]
