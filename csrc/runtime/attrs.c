@@ -16,7 +16,7 @@ int xgr_attrs_init(xgr_parser *p) {
 }
 
 void xgr_attrs_clear(xgr_parser *p) {
-    p->row_cp.len = p->row_tk.len = 0;
+    p->row_cp.len = p->row_tk.len = p->row_bud.len = 0;
     p->buds.len = p->buds.len ? 1 : 0;
     p->lazy_done.len = 0;
     p->lazy_begin.len = 0;
@@ -30,6 +30,7 @@ void xgr_attrs_clear(xgr_parser *p) {
 void xgr_attrs_free(xgr_parser *p) {
     XGR_VEC_FREE(p->row_cp);
     XGR_VEC_FREE(p->row_tk);
+    XGR_VEC_FREE(p->row_bud);
     XGR_VEC_FREE(p->buds);
     XGR_VEC_FREE(p->lazy_done);
     XGR_VEC_FREE(p->lazy_begin);
@@ -113,7 +114,8 @@ int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin) {
 }
 
 int xgr_attrs_push_row(xgr_parser *p) {
-    if (p->budgets && (XGR_VEC_PUSH(p->row_cp, p->cur_cp) || XGR_VEC_PUSH(p->row_tk, p->cur_tk)))
+    if (p->budgets && (XGR_VEC_PUSH(p->row_cp, p->cur_cp) || XGR_VEC_PUSH(p->row_tk, p->cur_tk) ||
+                       XGR_VEC_PUSH(p->row_bud, (int32_t)p->buds.len)))
         return XGR_ERR_NOMEM;
     if (p->lazy && XGR_VEC_PUSH(p->lazy_begin, (int32_t)p->lazy_done.len)) return XGR_ERR_NOMEM;
     if (p->captures && (XGR_VEC_PUSH(p->cap_begin, (int32_t)p->cap_done.len) ||
@@ -132,6 +134,7 @@ int xgr_attrs_push_row(xgr_parser *p) {
 int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
     COPY_VEC(dst->row_cp, src->row_cp);
     COPY_VEC(dst->row_tk, src->row_tk);
+    COPY_VEC(dst->row_bud, src->row_bud);
     COPY_VEC(dst->buds, src->buds);
     COPY_VEC(dst->lazy_done, src->lazy_done);
     COPY_VEC(dst->lazy_begin, src->lazy_begin);

@@ -513,6 +513,7 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
     if (p->budgets) {
         p->cur_cp = p->row_cp.data[last] + ((byte & 0xC0) != 0x80);
         p->cur_tk = p->next_tk;
+        p->buds.len = (size_t)p->row_bud.data[last]; /* (those of a row that failed) */
     }
     if (p->lazy) p->lazy_done.len = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
     if (p->captures) {

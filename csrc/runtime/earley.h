@@ -70,6 +70,8 @@ typedef struct {
     int budgets, lazy;
     XGR_VEC(int32_t) row_cp;
     XGR_VEC(int32_t) row_tk;
+    XGR_VEC(int32_t) row_bud; /* buds.len once each row was built: rows only refer to
+                               * contexts made up to them, so truncation drops the rest */
     XGR_VEC(xgr_budget) buds;
     XGR_VEC(xgr_leo) lazy_done; /* (rule, {origin}) pairs; only rule and top.origin used */
     XGR_VEC(int32_t) lazy_begin;
@@ -110,7 +112,10 @@ static inline int32_t xgr_parser_rows(const xgr_parser *p) {
 static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     p->row_begin.len = (size_t)n_rows + 1;
     p->items.len = (size_t)p->row_begin.data[n_rows];
-    if (p->row_cp.len > (size_t)n_rows) p->row_cp.len = p->row_tk.len = (size_t)n_rows;
+    if (p->row_cp.len > (size_t)n_rows) {
+        p->row_cp.len = p->row_tk.len = p->row_bud.len = (size_t)n_rows;
+        if (n_rows > 0) p->buds.len = (size_t)p->row_bud.data[n_rows - 1];
+    }
     if (p->lazy_begin.len > (size_t)n_rows + 1) {
         p->lazy_begin.len = (size_t)n_rows + 1;
         p->lazy_done.len = (size_t)p->lazy_begin.data[n_rows];
