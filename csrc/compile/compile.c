@@ -258,6 +258,14 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     fill_scan_tables(f, lay, &t);
     mark_unique(f, lay, c->rule_opaque, c->rule_unique);
     if ((rc = xgr_leo_rules(f, c->rule_leo))) goto fail;
+    if (f->attr_captures) memset(c->rule_leo, 0, (size_t)nr + 1); /* every level records */
+    if (f->attr_budgets || f->attr_lazy) {
+        /* Budgets and laziness hold per occurrence: a Leo item would elide the completed
+         * items whose deadlines or closure decide (parse/attrs.h). Mask entries stay
+         * per grammar: a rule entered inside a token bakes its budget into the entry. */
+        memset(c->rule_leo, 0, (size_t)nr + 1);
+        c->opts.cross_grammar_cache = -1;
+    }
     if ((rc = layout_slots(c, &t, lay, (int64_t)1 << 22))) goto fail;
     free(n_scan);
     n_scan = NULL;
@@ -306,7 +314,7 @@ static int by_cost_desc(const void *a, const void *b) {
 /* Estimated price of a state's mask entry: how many tokens start with a byte it can scan
  * (those are the ones the vocabulary pass cannot skip); pure-DFA rules run ~10x faster. */
 static int64_t entry_cost(const xgr_compiled *c, xgr_parser *p, int32_t s) {
-    xgr_item it = {s, XGR_ORIGIN_OUTER, 0};
+    xgr_item it = {s, XGR_ORIGIN_OUTER, 0, 0};
     if (xgr_parser_start(p, it)) return 0;
     uint32_t bits[8];
     xgr_parser_next_bytes(p, bits);

@@ -161,6 +161,45 @@ static void fsm_append(xgr_fsm *dst, xgr_fsm *src, int32_t ro, int32_t so, int32
     }
 }
 
+/* Rule attributes of the pieces (rule offsets: skeleton 0, fragment i rule_off[i]) into
+ * the linked automaton, capture labels' pools concatenated. Nothing when none has any. */
+static int link_attrs(xgr_fsm *f, xgr_fsm *sk, xgr_fragment *const *frags, size_t n,
+                      const int32_t *rule_off) {
+    size_t names = sk->rule_attrs ? sk->attr_names_len : 0;
+    int any = sk->rule_attrs != NULL;
+    for (size_t i = 0; i < n; i++)
+        if (frags[i]->fsm->rule_attrs) {
+            any = 1;
+            names += frags[i]->fsm->attr_names_len;
+        }
+    if (!any) return XGR_OK;
+    f->rule_attrs = xgr_malloc((size_t)f->n_rules * sizeof *f->rule_attrs + 1);
+    f->attr_names = xgr_malloc(names + 1);
+    if (!f->rule_attrs || !f->attr_names) return XGR_ERR_NOMEM;
+    for (int32_t r = 0; r < f->n_rules; r++) f->rule_attrs[r] = xgr_attrs_none();
+    f->attr_min_budget = INT32_MAX;
+    size_t at = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const xgr_fsm *q = i == 0 ? sk : frags[i - 1]->fsm;
+        int32_t ro = i == 0 ? 0 : rule_off[i - 1];
+        if (!q->rule_attrs) continue;
+        memcpy(f->attr_names + at, q->attr_names, q->attr_names_len);
+        for (int32_t r = 0; r < q->n_rules; r++) {
+            xgr_rule_attrs a = q->rule_attrs[r];
+            if (a.capture_off >= 0) a.capture_off += (int32_t)at;
+            f->rule_attrs[ro + r] = a;
+        }
+        at += q->attr_names_len;
+        f->attr_budgets |= q->attr_budgets;
+        f->attr_lazy |= q->attr_lazy;
+        f->attr_captures |= q->attr_captures;
+        f->attr_lazy_rules |= q->attr_lazy_rules;
+        if (q->attr_min_budget < f->attr_min_budget) f->attr_min_budget = q->attr_min_budget;
+    }
+    f->attr_names_len = at;
+    return XGR_OK;
+}
+
 int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const *frags,
              size_t n, const xgr_compile_options *opts, int productive, xgr_fsm **fsm,
              int32_t **token_ids, int32_t *n_token_ids, xgr_link_layout *layout) {
@@ -253,6 +292,7 @@ int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const
         eo += q->n_edges;
     }
     f->edge_begin[ns] = (int32_t)ne;
+    if ((rc = link_attrs(f, sk, frags, n, rule_off))) goto done;
     if ((rc = xgr_grammar_token_terms(g, extra, (int32_t)n_extra, token_ids, n_token_ids)))
         goto done;
     layout->frags = frags;

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "front.h"
+#include "rule_attrs.h"
 #include "../common/token_marker.h"
 
 #if defined(__GNUC__)
@@ -128,9 +129,22 @@ static size_t name_end(const ebnf *p, size_t i) {
     return i;
 }
 
-/* `name ::=` starts at i: the current rule body ends here. */
-static int at_rule_start(const ebnf *p, size_t i) {
+/* End of a rule head's name at i: past `name` and its attribute group `[...]` when one
+ * follows it directly (rule_attrs.h); i when there is no name. */
+static size_t head_end(const ebnf *p, size_t i) {
     size_t e = name_end(p, i);
+    if (e == i) return i;
+    size_t g = xgr_attrs_group_len(p->s, p->n, e);
+    if (g) {
+        size_t j = skip_ws_at(p, e + g);
+        if (j + 3 <= p->n && memcmp(p->s + j, "::=", 3) == 0) return e + g;
+    }
+    return e;
+}
+
+/* `name ::=` (or `name[attrs] ::=`) starts at i: the current rule body ends here. */
+static int at_rule_start(const ebnf *p, size_t i) {
+    size_t e = head_end(p, i);
     if (e == i) return 0;
     e = skip_ws_at(p, e);
     return e + 3 <= p->n && memcmp(p->s + e, "::=", 3) == 0;
@@ -1143,13 +1157,25 @@ static int parse_rule(ebnf *p) {
         }
         return expected(p, start, "a rule name");
     }
-    size_t e = name_end(p, start);
-    p->pos = skip_ws_at(p, e);
+    size_t e = name_end(p, start), he = head_end(p, start);
+    p->pos = skip_ws_at(p, he);
     if (p->pos + 3 > p->n || memcmp(p->s + p->pos, "::=", 3) != 0)
         return expected(p, p->pos, "'::=' after the rule name");
     p->pos += 3;
     int32_t r = xgr_ir_rule(p->g, (const char *)p->s + start, e - start);
     if (r < 0) return ir_fail();
+    if (he > e) {
+        char msg[128];
+        size_t at = e;
+        xgr_rule_attrs a;
+        rc = xgr_attrs_parse(p->s, e, he - e, p->g, &a, &at, msg, sizeof msg);
+        if (rc == XGR_ERR_NOMEM) return ir_fail();
+        if (rc) return perr(p, rc, at, "%s", msg);
+        if (a.capture_off == -2 && (a.capture_off = xgr_ir_add_name(
+                                        p->g, (const char *)p->s + start, e - start)) < 0)
+            return ir_fail();
+        p->g->rules.data[r].attrs = a;
+    }
     if ((rc = track_rules(p))) return rc;
     if (p->def_pos.data[r]) {
         size_t l, c;
@@ -1205,7 +1231,7 @@ static int declare_rules(ebnf *p) {
             while (i < p->n && p->s[i] != '\n') i++;
         } else if (is_name_start(c)) {
             size_t e = name_end(p, i);
-            size_t j = skip_ws_at(p, e);
+            size_t j = skip_ws_at(p, head_end(p, i));
             if (j + 3 <= p->n && memcmp(p->s + j, "::=", 3) == 0) {
                 if (xgr_ir_rule(p->g, (const char *)p->s + i, e - i) < 0) return ir_fail();
                 i = j + 3;

@@ -200,6 +200,7 @@ int xgr_grammar_spell_tokens(const xgr_grammar *g, const uint8_t *data, const ui
         if (!rc) {
             dst->rules.data[r].body = body;
             dst->rules.data[r].lookahead = la;
+            if (xgr_ir_copy_attrs(dst, (int32_t)r, g, (int32_t)r)) rc = XGR_ERR_NOMEM;
         }
     }
     if (!rc) {

@@ -300,6 +300,16 @@ int xgr_matcher_can_end(const xgr_matcher *m);
 void xgr_matcher_reset(xgr_matcher *m);
 /* Number of steps that can currently be rolled back. */
 int32_t xgr_matcher_num_steps(const xgr_matcher *m);
+/* The sampling temperature the grammar asks for at this point (rule attribute
+ * `temperature`, innermost open rule that has one; the largest over ambiguous paths):
+ * *has = 0 when no open rule has one. *conflict = 1 when the paths disagree. */
+int xgr_matcher_temperature(const xgr_matcher *m, int *has, float *out, int *conflict);
+/* The spans of rules with a `capture` attribute that completed so far, in order, each
+ * recorded as the rule completed (rolled back with the input): when `dedup`, only the
+ * longest completion of each occurrence. *out (caller frees; *out_len bytes) holds, per
+ * event, a uint32 label length, the label, a uint32 value length and the value (native
+ * byte order). */
+int xgr_matcher_captures(const xgr_matcher *m, int dedup, char **out, size_t *out_len);
 
 /* Fills rows for n matchers in parallel on up to n_threads threads.
  * Row i goes to bitmask + indices[i] * row_words (indices NULL: row i). */

@@ -282,11 +282,40 @@ int32_t xgr_ir_rule(xgr_grammar *g, const char *name, size_t n) {
     memcpy(g->names.data + off, name, n);
     g->names.data[off + n] = '\0';
     g->names.len += n + 1;
-    xgr_rule rule = {(int32_t)off, -1, -1};
+    xgr_rule rule = {(int32_t)off, -1, -1, xgr_attrs_none()};
     if (XGR_VEC_PUSH(g->rules, rule)) return -1;
     r = (int32_t)(g->rules.len - 1);
     if (index_insert(g, r)) return -1;
     return r;
+}
+
+int32_t xgr_ir_add_name(xgr_grammar *g, const char *s, size_t n) {
+    if (g->names.len > (size_t)INT32_MAX - n - 1) {
+        xgr_fail(XGR_ERR_LIMIT, "grammar names too long");
+        return -1;
+    }
+    size_t off = g->names.len;
+    if (XGR_VEC_RESERVE(g->names, off + n + 1)) return -1;
+    if (n) memcpy(g->names.data + off, s, n);
+    g->names.data[off + n] = '\0';
+    g->names.len += n + 1;
+    return (int32_t)off;
+}
+
+int xgr_ir_copy_attrs(xgr_grammar *dst, int32_t dr, const xgr_grammar *src, int32_t sr) {
+    xgr_rule_attrs a = src->rules.data[sr].attrs;
+    if (a.capture_off >= 0) {
+        const char *c = src->names.data + a.capture_off;
+        if ((a.capture_off = xgr_ir_add_name(dst, c, strlen(c))) < 0) return XGR_ERR_NOMEM;
+    }
+    dst->rules.data[dr].attrs = a;
+    return XGR_OK;
+}
+
+int xgr_ir_has_attrs(const xgr_grammar *g) {
+    for (size_t r = 0; r < g->rules.len; r++)
+        if (xgr_attrs_any(&g->rules.data[r].attrs)) return 1;
+    return 0;
 }
 
 int32_t xgr_ir_fresh_rule(xgr_grammar *g, const char *base) {
@@ -415,6 +444,7 @@ int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src) {
             goto fail;
         dst->rules.data[rmap[r]].body = body;
         dst->rules.data[rmap[r]].lookahead = la;
+        if (xgr_ir_copy_attrs(dst, rmap[r], src, (int32_t)r)) goto fail;
     }
     int32_t root = src->root >= 0 ? rmap[src->root] : -1;
     free(rmap);

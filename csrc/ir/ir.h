@@ -57,11 +57,34 @@ typedef struct {
     int32_t negated; /* CLASS / BYTE_CLASS */
 } xgr_node;
 
+/* Rule attributes (`name[max_tokens=3, temperature=0.5] ::= ...`, upstream xgrammar
+ * 0.2.8's): budgets per occurrence of the rule, its sampling temperature, laziness and
+ * a capture label. Semantics: parse/attrs.c. */
+typedef struct {
+    int32_t max_tokens;  /* token budget, -1: none */
+    int32_t max_chars;   /* code-point budget, -1: none */
+    int32_t capture_off; /* capture label (into names pool), -1: none */
+    float temperature;   /* when has_temperature: finite, >= 0 */
+    uint8_t has_temperature;
+    uint8_t lazy;        /* ends at the first opportunity */
+} xgr_rule_attrs;
+
 typedef struct {
     int32_t name_off;  /* into names pool, NUL-terminated */
     int32_t body;      /* node id, -1 while only declared */
     int32_t lookahead; /* node id of `(= ...)` assertion, -1 if none */
+    xgr_rule_attrs attrs;
 } xgr_rule;
+
+/* No attributes. */
+static inline xgr_rule_attrs xgr_attrs_none(void) {
+    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0};
+    return a;
+}
+static inline int xgr_attrs_any(const xgr_rule_attrs *a) {
+    return a->max_tokens >= 0 || a->max_chars >= 0 || a->capture_off >= 0 ||
+           a->has_temperature || a->lazy;
+}
 
 struct xgr_grammar {
     atomic_int refcount;
@@ -112,6 +135,14 @@ int32_t xgr_ir_fresh_rule(xgr_grammar *g, const char *base);
 static inline const char *xgr_ir_rule_name(const xgr_grammar *g, int32_t r) {
     return g->names.data + g->rules.data[r].name_off;
 }
+/* Appends NUL-terminated s[0..n) to g's names pool; its offset, or -1 (OOM, message set). */
+int32_t xgr_ir_add_name(xgr_grammar *g, const char *s, size_t n);
+/* Sets dst's rule dr's attributes to a copy of src's rule sr's (capture label copied into
+ * dst's pool); XGR_OK or XGR_ERR_NOMEM. */
+int xgr_ir_copy_attrs(xgr_grammar *dst, int32_t dr, const xgr_grammar *src, int32_t sr);
+/* Does any rule of g carry attributes? */
+int xgr_ir_has_attrs(const xgr_grammar *g);
+
 /* Copies every rule of `src` into `dst`, renaming to avoid clashes; returns the id in
  * dst of src's root, or -1 on OOM. */
 int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src);

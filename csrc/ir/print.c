@@ -7,6 +7,8 @@
  * Layout: root rule first, then the other rules in id order, one per line:
  *   name ::= body
  *   name ::= body (= lookahead) */
+#include <stdio.h>
+
 #include "../common/text.h"
 #include "ir.h"
 #include "../common/token_marker.h"
@@ -284,6 +286,41 @@ static int print_node(printer *p, int32_t id, int need, int depth) {
     return XGR_OK;
 }
 
+/* `[max_tokens=N, max_chars=N, capture="label", lazy, temperature=T]`, in upstream
+ * xgrammar's order and number format (the temperature as a float, %.9g); nothing when the
+ * rule has no attributes. */
+static int print_attrs(printer *p, const xgr_rule_attrs *a) {
+    if (!xgr_attrs_any(a)) return XGR_OK;
+    char buf[64];
+    const char *sep = "[";
+    int rc = XGR_OK;
+    if (a->max_tokens >= 0) {
+        snprintf(buf, sizeof buf, "%smax_tokens=%ld", sep, (long)a->max_tokens);
+        rc = xgr_sb_puts(&p->out, buf);
+        sep = ", ";
+    }
+    if (!rc && a->max_chars >= 0) {
+        snprintf(buf, sizeof buf, "%smax_chars=%ld", sep, (long)a->max_chars);
+        rc = xgr_sb_puts(&p->out, buf);
+        sep = ", ";
+    }
+    if (!rc && a->capture_off >= 0) {
+        if (!(rc = xgr_sb_puts(&p->out, sep)) && !(rc = xgr_sb_puts(&p->out, "capture=\"")) &&
+            !(rc = xgr_sb_puts(&p->out, p->g->names.data + a->capture_off)))
+            rc = xgr_sb_puts(&p->out, "\"");
+        sep = ", ";
+    }
+    if (!rc && a->lazy) {
+        if (!(rc = xgr_sb_puts(&p->out, sep))) rc = xgr_sb_puts(&p->out, "lazy");
+        sep = ", ";
+    }
+    if (!rc && a->has_temperature) {
+        snprintf(buf, sizeof buf, "%stemperature=%.9g", sep, (double)a->temperature);
+        rc = xgr_sb_puts(&p->out, buf);
+    }
+    return rc ? rc : xgr_sb_puts(&p->out, "]");
+}
+
 static int print_rule(printer *p, int32_t r) {
     const xgr_rule *rule = &p->g->rules.data[r];
     int rc;
@@ -291,7 +328,7 @@ static int print_rule(printer *p, int32_t r) {
         return xgr_fail(XGR_ERR_SEMANTIC, "cannot print grammar: rule '%s' has no body",
                         xgr_ir_rule_name(p->g, r));
     if ((rc = xgr_sb_puts(&p->out, xgr_ir_rule_name(p->g, r))) ||
-        (rc = xgr_sb_puts(&p->out, " ::= ")) || (rc = print_node(p, rule->body, P_ALT, 0)))
+        (rc = print_attrs(p, &rule->attrs)) || (rc = xgr_sb_puts(&p->out, " ::= ")) || (rc = print_node(p, rule->body, P_ALT, 0)))
         return rc;
     if (rule->lookahead >= 0) {
         if ((rc = xgr_sb_puts(&p->out, " (= ")) ||

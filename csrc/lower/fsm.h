@@ -52,6 +52,20 @@ typedef struct xgr_fsm {
     uint8_t *rule_dispatch;   /* 1: a TagDispatch rule (free text watched by triggers); its
                                * references are entered only after a whole trigger */
 
+    /* Rule attributes (ir.h xgr_rule_attrs; parse/attrs.c), per rule, or NULL when no
+     * rule has any. capture_off indexes attr_names. */
+    xgr_rule_attrs *rule_attrs;
+    char *attr_names;
+    size_t attr_names_len;
+    uint8_t attr_budgets;     /* some rule has max_tokens / max_chars */
+    uint8_t attr_lazy;        /* some rule is lazy or has a token budget (both end
+                               * occurrences early: parse/attrs.h) */
+    uint8_t attr_captures;    /* some rule has a capture label */
+    uint8_t attr_lazy_rules;  /* some rule has the lazy attribute itself */
+    int32_t attr_min_budget;  /* smallest max_chars (0 if some max_tokens is 0), or
+                               * INT32_MAX: a token of at most this many bytes cannot
+                               * overrun a budget of a rule it enters */
+
     int32_t n_states;
     int32_t *state_rule;      /* owning rule of each state */
     uint8_t *final;

@@ -319,6 +319,7 @@ size_t xgr_fsm_memory(const xgr_fsm *f) {
         if (f->rule_name[r]) names += strlen(f->rule_name[r]) + 1;
     /* per rule: name pointer, start, kind, nullable, repeat child/min/max, lookahead,
      * dispatch; per state: rule, final, edge_begin */
+    if (f->rule_attrs) names += (size_t)f->n_rules * sizeof *f->rule_attrs + f->attr_names_len;
     return sizeof *f + names + (size_t)f->n_rules * (sizeof(char *) + 4 * 5 + 3) +
            ((size_t)f->n_states + 1) * 9 + (size_t)f->n_edges * sizeof *f->edges;
 }
@@ -336,6 +337,8 @@ void xgr_fsm_free(xgr_fsm *f) {
     free(f->repeat_max);
     free(f->rule_lookahead);
     free(f->rule_dispatch);
+    free(f->rule_attrs);
+    free(f->attr_names);
     free(f->state_rule);
     free(f->final);
     free(f->edge_begin);
@@ -381,6 +384,33 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
         f->repeat_max[i] = r->kind == XGR_RULE_REPEAT ? r->c : 0;
         f->rule_lookahead[i] = r->lookahead;
         f->rule_dispatch[i] = r->dispatch;
+    }
+    if (xgr_ir_has_attrs(c->g)) {
+        /* the "minus ''" variant of an attributed rule is the same rule in a context
+         * where it is not empty: it carries the attributes too */
+        const xgr_grammar *g = c->g;
+        f->rule_attrs = xgr_malloc(nr * sizeof *f->rule_attrs);
+        f->attr_names = xgr_malloc(g->names.len + 1);
+        if (!f->rule_attrs || !f->attr_names) {
+            xgr_fsm_free(f);
+            return XGR_ERR_NOMEM;
+        }
+        memcpy(f->attr_names, g->names.data, g->names.len);
+        f->attr_names_len = g->names.len;
+        f->attr_min_budget = INT32_MAX;
+        for (size_t i = 0; i < nr; i++) {
+            const lw_orule *r = &c->orules.data[i];
+            f->rule_attrs[i] = r->src == LW_SRC_RULE ? g->rules.data[r->a].attrs
+                                                      : xgr_attrs_none();
+            const xgr_rule_attrs *a = &f->rule_attrs[i];
+            if (a->max_chars >= 0 || a->max_tokens >= 0) f->attr_budgets = 1;
+            if (a->max_chars >= 0 && a->max_chars < f->attr_min_budget)
+                f->attr_min_budget = a->max_chars;
+            if (a->max_tokens == 0) f->attr_min_budget = 0;
+            if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
+            if (a->lazy) f->attr_lazy_rules = 1;
+            if (a->capture_off >= 0) f->attr_captures = 1;
+        }
     }
     f->rule_start = shrink_to(o->start.data, o->start.len * sizeof *o->start.data);
     o->start.data = NULL;

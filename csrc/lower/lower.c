@@ -235,6 +235,7 @@ static int finish_scc(lw_ctx *c, const int32_t *m, size_t k, const lw_i32v *refs
             continue;
         }
         if (r == g->root || g->rules.data[r].lookahead >= 0 || c->inline_max < 0 ||
+            xgr_attrs_any(&g->rules.data[r].attrs) ||
             (c->externs && c->externs[r]))
             continue;
         int64_t e = est_node(c, g->rules.data[r].body, 0);

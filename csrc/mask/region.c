@@ -419,7 +419,7 @@ static int cont_walk(cont *w, int32_t x, const uint8_t *s, uint32_t n, uint32_t 
                 rows = q + 1;
                 continue;
             }
-            xgr_item it = {t, XGR_ORIGIN_OUTER, 0};
+            xgr_item it = {t, XGR_ORIGIN_OUTER, 0, 0};
             int rc = xgr_parser_start(w->p, it);
             if (rc) {
                 w->x = -1;

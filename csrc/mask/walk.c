@@ -212,7 +212,7 @@ static inline int walker_switch(walker *w, int32_t d, int *rc) {
     int32_t s = w->dstate[d];
     *rc = XGR_OK;
     if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1]) return 0;
-    xgr_item it = {s, XGR_ORIGIN_OUTER, 0};
+    xgr_item it = {s, XGR_ORIGIN_OUTER, 0, 0};
     if ((*rc = xgr_parser_start(w->p, it))) return 0;
     w->sw = d;
     w->base = -d;
@@ -316,8 +316,8 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
         rc = walker_flat_init(c, &w, state, pop_rule, depth_cap);
     } else if (slot >= ns) {
         pop_rule = c->fsm->state_rule[caller];
-        xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0};
-        xgr_item child = {state, 0, 0};
+        xgr_item parent = {caller, XGR_ORIGIN_OUTER, 0, 0};
+        xgr_item child = {state, 0, 0, 0};
         rc = xgr_parser_start_in_caller(p, parent, child);
     } else if (!earley && (c->rule_flat[pop_rule] || c->rule_opaque[pop_rule])) {
         rc = walker_flat_init(c, &w, state, -1, depth_cap);
@@ -327,7 +327,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
         w.hybrid = 1;
         w.ref_begin = c->ref_begin;
     } else {
-        xgr_item init = {state, XGR_ORIGIN_OUTER, 0};
+        xgr_item init = {state, XGR_ORIGIN_OUTER, 0, 0};
         rc = xgr_parser_start(p, init);
     }
     uint8_t *pop = xgr_calloc(depth_cap, 1);    /* pop[e]: the rule can end after e bytes */

@@ -35,7 +35,7 @@
  * every other rule appears at most once in it, costing one ordinary completion. That
  * keeps the work per byte bounded and leaves rows of grammars without right recursion
  * (JSON: every tail reference there ends in a bracket or a quote) to the plain parser. */
-#include "earley.h"
+#include "attrs.h"
 
 #if defined(__GNUC__)
 #define XGR_NOINLINE_WORK __attribute__((noinline, cold))
@@ -57,7 +57,7 @@ int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items) {
         return XGR_ERR_NOMEM;
     }
     p->gen = 1;
-    if (XGR_VEC_PUSH(p->row_begin, 0) || XGR_VEC_PUSH(p->leo_begin, 0)) {
+    if (XGR_VEC_PUSH(p->row_begin, 0) || XGR_VEC_PUSH(p->leo_begin, 0) || xgr_attrs_init(p)) {
         xgr_parser_free(p);
         return XGR_ERR_NOMEM;
     }
@@ -70,6 +70,7 @@ void xgr_parser_free(xgr_parser *p) {
     XGR_VEC_FREE(p->leo);
     XGR_VEC_FREE(p->leo_begin);
     XGR_VEC_FREE(p->leo_cand);
+    xgr_attrs_free(p);
     free(p->slot_item);
     free(p->slot_stamp);
     free(p->slot_again);
@@ -80,7 +81,8 @@ void xgr_parser_free(xgr_parser *p) {
 
 static inline uint32_t item_hash(xgr_item it) {
     uint64_t h = ((uint64_t)(uint32_t)it.state << 32) ^ (uint32_t)it.origin;
-    h = xgr_mix64(h ^ ((uint64_t)(uint32_t)it.count * 0x9e3779b97f4a7c15ULL));
+    h = xgr_mix64(h ^ ((uint64_t)(uint32_t)it.count * 0x9e3779b97f4a7c15ULL) ^
+                  ((uint64_t)(uint32_t)it.bud << 40));
     return (uint32_t)h;
 }
 
@@ -127,8 +129,20 @@ static int dedup_grow(xgr_parser *p) {
     return XGR_OK;
 }
 
-/* Appends `it` to the row under construction unless already present. */
+static inline int same_item(xgr_item a, xgr_item b) {
+    return a.state == b.state && a.origin == b.origin && a.count == b.count && a.bud == b.bud;
+}
+
+/* Appends `it` to the row under construction unless already present, or its budget has
+ * run out, or it belongs to a lazy occurrence that completed in an earlier row. */
 static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
+    if (it.bud && !xgr_bud_alive(p, it.bud)) return XGR_OK;
+    if (p->lazy && it.origin >= 0) {
+        int32_t r = p->fsm->state_rule[it.state];
+        if ((p->attrs[r].lazy || it.bud) &&
+            xgr_lazy_closed(p, r, it.origin, (int32_t)p->row_begin.len - 2))
+            return XGR_OK;
+    }
     size_t row_len = p->items.len - row_start;
     if ((row_len + 1) * 2 > p->slot_cap) {
         int rc = dedup_grow(p);
@@ -146,8 +160,7 @@ static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
             p->slot_item[h] = it;
             return XGR_VEC_PUSH(p->items, it) ? XGR_ERR_NOMEM : XGR_OK;
         }
-        xgr_item o = p->slot_item[h];
-        if (o.state == it.state && o.origin == it.origin && o.count == it.count) {
+        if (same_item(p->slot_item[h], it)) {
             p->slot_again[h] = p->gen;
             return XGR_OK;
         }
@@ -158,9 +171,7 @@ static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
 static int added_once(const xgr_parser *p, xgr_item it) {
     uint32_t mask = p->slot_cap - 1;
     for (uint32_t h = item_hash(it) & mask; p->slot_stamp[h] == p->gen; h = (h + 1) & mask) {
-        xgr_item o = p->slot_item[h];
-        if (o.state == it.state && o.origin == it.origin && o.count == it.count)
-            return p->slot_again[h] != p->gen;
+        if (same_item(p->slot_item[h], it)) return p->slot_again[h] != p->gen;
     }
     return 0;
 }
@@ -196,7 +207,7 @@ static int leo_close_row(xgr_parser *p, int32_t cur_row) {
     size_t first = p->leo.len;
     for (size_t i = 0; i < p->leo_cand.len; i++) {
         xgr_leo e = p->leo_cand.data[i]; /* (B, n) */
-        if (!added_once(p, (xgr_item){f->rule_start[e.rule], cur_row, 0})) continue;
+        if (!added_once(p, (xgr_item){f->rule_start[e.rule], cur_row, 0, 0})) continue;
         if (p->leo.len == first) {
             /* the first Leo item since row leo_begin.len - 2: earlier rows have none */
             while (p->leo_begin.len <= (size_t)cur_row)
@@ -247,7 +258,7 @@ static int advance_over(xgr_parser *p, size_t row_start, xgr_item y, int32_t rul
     for (int32_t e = e0; e < f->edge_begin[y.state + 1]; e++) {
         const xgr_edge *ed = &f->edges[e];
         if (ed->ref != rule) continue;
-        xgr_item n = {ed->target, y.origin, y.count};
+        xgr_item n = {ed->target, y.origin, y.count, y.bud};
         if (f->rule_kind[yr] == XGR_RULE_REPEAT) {
             if (!repeat_open(f, yr, y)) continue;
             n.count = y.count + 1;
@@ -277,6 +288,16 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
         if (xgr_item_complete(f, it)) {
+            if (p->captures && it.origin >= 0 && it.origin != cur_row &&
+                p->attrs[r].capture_off >= 0) {
+                int rc = xgr_capture_note(p, r, it.origin);
+                if (rc) return rc;
+            }
+            if (p->lazy && it.origin >= 0 &&
+                (p->attrs[r].lazy || (it.bud && xgr_bud_expired(p, it.bud)))) {
+                int rc = xgr_lazy_note(p, r, it.origin);
+                if (rc) return rc;
+            }
             if (it.origin == XGR_ORIGIN_OUTER) {
                 p->popped = 1;
             } else if (it.origin != cur_row) {
@@ -301,17 +322,24 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         int32_t e0 = p->ref_begin ? p->ref_begin[it.state] : f->edge_begin[it.state],
                 e1 = f->edge_begin[it.state + 1];
         if (e0 == e1) continue;
+        /* an ended occurrence predicts nothing (its sub-rules could never complete it) */
+        if (p->lazy && it.origin >= 0 && (p->attrs[r].lazy || it.bud) &&
+            xgr_lazy_closed_now(p, r, it.origin))
+            continue;
         if (leo_rules && !leo_rules[r]) {
             for (int32_t e = e0; e < e1; e++) {
                 const xgr_edge *ed = &f->edges[e];
                 if (ed->ref < 0) continue;
                 if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;
-                xgr_item pr = {f->rule_start[ed->ref], cur_row, 0};
+                xgr_item pr = {f->rule_start[ed->ref], cur_row, 0, it.bud};
+                if (p->budgets && (pr.bud = xgr_bud_enter(p, ed->ref, it.bud)) < 0)
+                    return XGR_ERR_NOMEM;
                 int rc = add_item(p, row_start, pr);
                 if (rc) return rc;
                 if (f->rule_nullable[ed->ref]) {
                     xgr_item n = {ed->target, it.origin,
-                                  f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count};
+                                  f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count,
+                                  it.bud};
                     if ((rc = add_item(p, row_start, n))) return rc;
                 }
             }
@@ -322,12 +350,14 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
             const xgr_edge *ed = &f->edges[e];
             if (ed->ref < 0) continue;
             if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;
-            xgr_item pr = {f->rule_start[ed->ref], cur_row, 0};
+            xgr_item pr = {f->rule_start[ed->ref], cur_row, 0, it.bud};
+            if (p->budgets && (pr.bud = xgr_bud_enter(p, ed->ref, it.bud)) < 0)
+                return XGR_ERR_NOMEM;
             size_t len0 = p->items.len;
             int rc = add_item(p, row_start, pr);
             if (rc) return rc;
             xgr_item n = {ed->target, it.origin,
-                          f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count};
+                          f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count, it.bud};
             /* (a start item already there: another item waits on B, or it came some
              * other way; either way no Leo item) */
             if (p->items.len != len0 && leo_penultimate(f, r, ed->target)) {
@@ -439,16 +469,21 @@ static void clear_rows(xgr_parser *p) {
     p->leo_begin.len = 1;
     p->leo_begin.data[0] = 0;
     p->popped = 0;
+    xgr_attrs_clear(p);
 }
 
 /* Ends the row just closed (leo_close_row ended its Leo items, if it has any). */
 static inline int push_row(xgr_parser *p) {
+    if ((p->budgets || p->lazy || p->captures) && xgr_attrs_push_row(p)) return XGR_ERR_NOMEM;
     return XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
 int xgr_parser_start(xgr_parser *p, xgr_item init) {
     clear_rows(p);
     dedup_reset(p);
+    if (p->budgets && init.origin >= 0 &&
+        (init.bud = xgr_bud_enter(p, p->fsm->state_rule[init.state], init.bud)) < 0)
+        return XGR_ERR_NOMEM;
     int rc = add_item(p, 0, init);
     if (!rc) rc = closure(p, 0, 0);
     if (!rc) rc = push_row(p);
@@ -475,14 +510,27 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
         return xgr_fail(XGR_ERR_LIMIT, "parser history too long");
     p->popped = 0;
     dedup_reset(p);
+    if (p->budgets) {
+        p->cur_cp = p->row_cp.data[last] + ((byte & 0xC0) != 0x80);
+        p->cur_tk = p->next_tk;
+        p->buds.len = (size_t)p->row_bud.data[last]; /* (those of a row that failed) */
+    }
+    if (p->lazy) p->lazy_done.len = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
+    if (p->captures) {
+        p->cap_done.len = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
+        p->cur_byte = byte;
+    }
     for (int32_t k = b; k < e; k++) {
         xgr_item it = p->items.data[k];
+        if (p->lazy && (p->attrs[f->state_rule[it.state]].lazy || it.bud) &&
+            xgr_lazy_closed(p, f->state_rule[it.state], it.origin, last))
+            continue; /* a lazy occurrence ended where it completed */
         for (int32_t x = f->edge_begin[it.state]; x < f->edge_begin[it.state + 1]; x++) {
             const xgr_edge *ed = &f->edges[x];
             if (ed->ref >= 0) break; /* byte edges come first */
             if (byte < ed->lo) break;
             if (byte <= ed->hi) {
-                xgr_item n = {ed->target, it.origin, it.count};
+                xgr_item n = {ed->target, it.origin, it.count, it.bud};
                 int rc = add_item(p, row_start, n);
                 if (rc) {
                     p->items.len = row_start;
@@ -537,7 +585,7 @@ int xgr_parser_copy(xgr_parser *dst, const xgr_parser *src) {
     dst->row_begin.len = src->row_begin.len;
     dst->leo.len = src->leo.len;
     dst->leo_begin.len = src->leo_begin.len;
-    return XGR_OK;
+    return xgr_attrs_copy(dst, src);
 }
 
 void xgr_parser_next_bytes(const xgr_parser *p, uint32_t out[8]) {

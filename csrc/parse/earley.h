@@ -22,7 +22,16 @@ typedef struct {
     int32_t state;
     int32_t origin;
     int32_t count;
+    int32_t bud; /* budget context (parse/attrs.h): 0 = none, else an index into the
+                  * parser's budget table: the tightest deadlines of the item's rule
+                  * occurrence and of those it was predicted in */
 } xgr_item;
+
+/* Deadlines of a budget context, in absolute positions: the item lives while the row's
+ * code-point count is <= cdl and its token count <= tdl (parse/attrs.c). */
+typedef struct {
+    int32_t cdl, tdl;
+} xgr_budget;
 
 /* A Leo item (the transitive item of Leo (1991), "A general context-free parsing
  * algorithm running in linear time on every LR(k) grammar"): in row j, completing `rule`
@@ -52,6 +61,30 @@ typedef struct {
     uint32_t slot_cap; /* power of two */
     uint32_t gen;
     int popped; /* set when an OUTER item completed while building the last row */
+    /* Rule attributes (fsm->rule_attrs; NULL: none). With budgets, every row records its
+     * code-point count and token position (row_cp, row_tk: tcount * 2 + mid-token), and
+     * items carry budget contexts (buds, append-only, entry 0 = none). With lazy rules,
+     * each row lists the lazy occurrences (rule, origin) that completed in it (lazy_done,
+     * CSR by lazy_begin, truncated with the rows). See parse/attrs.c. */
+    const xgr_rule_attrs *attrs;
+    int budgets, lazy;
+    XGR_VEC(int32_t) row_cp;
+    XGR_VEC(int32_t) row_tk;
+    XGR_VEC(int32_t) row_bud; /* buds.len once each row was built: rows only refer to
+                               * contexts made up to them, so truncation drops the rest */
+    XGR_VEC(xgr_budget) buds;
+    XGR_VEC(xgr_leo) lazy_done; /* (rule, {origin}) pairs; only rule and top.origin used */
+    XGR_VEC(int32_t) lazy_begin;
+    /* With captures, each row lists the captured occurrences (rule, origin) that
+     * completed in it (cap_done, CSR by cap_begin), and hist[j] is the byte that made row
+     * j (hist[0] unused); both truncated with the rows. */
+    int captures;
+    XGR_VEC(xgr_leo) cap_done;
+    XGR_VEC(int32_t) cap_begin;
+    XGR_VEC(uint8_t) hist;
+    uint8_t cur_byte;
+    int32_t cur_cp, cur_tk; /* of the row under construction */
+    int32_t next_tk;        /* row_tk for rows the next steps build (set by the matcher) */
     const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
     const uint8_t *leo_rules; /* optional: xgr_leo_rules of fsm (NULL: every rule may) */
 } xgr_parser;
@@ -79,6 +112,19 @@ static inline int32_t xgr_parser_rows(const xgr_parser *p) {
 static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     p->row_begin.len = (size_t)n_rows + 1;
     p->items.len = (size_t)p->row_begin.data[n_rows];
+    if (p->row_cp.len > (size_t)n_rows) {
+        p->row_cp.len = p->row_tk.len = p->row_bud.len = (size_t)n_rows;
+        if (n_rows > 0) p->buds.len = (size_t)p->row_bud.data[n_rows - 1];
+    }
+    if (p->lazy_begin.len > (size_t)n_rows + 1) {
+        p->lazy_begin.len = (size_t)n_rows + 1;
+        p->lazy_done.len = (size_t)p->lazy_begin.data[n_rows];
+    }
+    if (p->cap_begin.len > (size_t)n_rows + 1) {
+        p->cap_begin.len = (size_t)n_rows + 1;
+        p->cap_done.len = (size_t)p->cap_begin.data[n_rows];
+        p->hist.len = (size_t)n_rows;
+    }
     if (p->leo_begin.len > (size_t)n_rows + 1) {
         p->leo_begin.len = (size_t)n_rows + 1;
         p->leo.len = (size_t)p->leo_begin.data[n_rows];

@@ -3,6 +3,7 @@
 #include "../mask/compiled.h"
 #include "../mask/mask_cache.h"
 #include "../common/token_marker.h"
+#include "../parse/attrs.h"
 
 typedef struct {
     int32_t rows_before; /* parser rows before this step */
@@ -87,7 +88,7 @@ void xgr_matcher_free(xgr_matcher *m) {
 
 static int start_root(xgr_matcher *m) {
     const xgr_fsm *f = m->c->fsm;
-    xgr_item root = {f->rule_start[f->root], 0, 0};
+    xgr_item root = {f->rule_start[f->root], 0, 0, 0};
     m->terminated = 0;
     m->memo_ok = 0;
     m->steps.len = 0;
@@ -187,10 +188,22 @@ static int push_step(xgr_matcher *m, int32_t rows_before, int stop) {
     return XGR_VEC_PUSH(m->steps, s) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
-/* Feeds bytes to the parser; on a dead byte the rows are restored and *ok = 0. */
-static int feed(xgr_matcher *m, const uint8_t *s, size_t n, int *ok) {
+/* Token position for rows the next steps build (parse/attrs.h): the token after the
+ * last row's (or the same one when `cont`), mid-token (`mid`) until its last byte. */
+static inline void set_token_pos(xgr_parser *p, int cont, int mid) {
+    if (!p->budgets) return;
+    int32_t tc = p->row_tk.data[xgr_parser_rows(p) - 1] >> 1;
+    p->next_tk = ((tc + (cont ? 0 : 1)) << 1) | (mid ? 1 : 0);
+}
+
+/* Feeds bytes to the parser: one token (cont 0), the rest of one (cont 1) or text that is
+ * no token (cont 2: accept_string's, which token budgets do not count); on a dead byte
+ * the rows are restored and *ok = 0. */
+static int feed_tok(xgr_matcher *m, const uint8_t *s, size_t n, int cont, int *ok) {
     int32_t rows = xgr_parser_rows(&m->parser);
+    set_token_pos(&m->parser, cont, cont != 2);
     for (size_t i = 0; i < n; i++) {
+        if (i + 1 == n && m->parser.budgets) m->parser.next_tk &= ~1;
         int alive, rc = xgr_parser_step(&m->parser, s[i], &alive);
         if (rc || !alive) {
             xgr_parser_truncate(&m->parser, rows);
@@ -200,6 +213,26 @@ static int feed(xgr_matcher *m, const uint8_t *s, size_t n, int *ok) {
     }
     *ok = 1;
     return XGR_OK;
+}
+
+static int feed(xgr_matcher *m, const uint8_t *s, size_t n, int *ok) {
+    return feed_tok(m, s, n, 0, ok);
+}
+
+int xgr_matcher_temperature(const xgr_matcher *m, int *has, float *out, int *conflict) {
+    if (!m || !has || !out || !conflict)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "temperature: NULL argument");
+    if (m->terminated) {
+        *has = *conflict = 0;
+        *out = 0;
+        return XGR_OK;
+    }
+    return xgr_parser_temperature(&m->parser, has, out, conflict);
+}
+
+int xgr_matcher_captures(const xgr_matcher *m, int dedup, char **out, size_t *out_len) {
+    if (!m || !out || !out_len) return xgr_fail(XGR_ERR_INVALID_ARG, "captures: NULL argument");
+    return xgr_parser_captures(&m->parser, dedup, out, out_len);
 }
 
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
@@ -257,7 +290,7 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
     *accepted = 0;
     if (m->terminated) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
-    int ok, rc = feed(m, s, n, &ok);
+    int ok, rc = feed_tok(m, s, n, 2, &ok);
     if (rc || !ok) return rc;
     if ((rc = push_step(m, rows, 0))) {
         xgr_parser_truncate(&m->parser, rows);
@@ -315,6 +348,7 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
     for (int32_t i = 0; i < c->vocab->n_ff; i++) clear_bit(row, c->vocab->ff_ids[i]);
     /* Every marker starts with the same lead byte: step it once; most states refuse it. */
     int32_t rows = xgr_parser_rows(&m->parser);
+    set_token_pos(&m->parser, 0, 1);
     int alive, rc = xgr_parser_step(&m->parser, XGR_TOKEN_MARKER_LEAD, &alive);
     if (rc || !alive) { /* a work limit leaves the terminals out, as check_uncertain does */
         xgr_parser_truncate(&m->parser, rows);
@@ -326,7 +360,7 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
         uint8_t mk[XGR_TOKEN_MARKER_LEN];
         xgr_token_marker(id, mk);
         int ok;
-        rc = feed(m, mk + 1, sizeof mk - 1, &ok);
+        rc = feed_tok(m, mk + 1, sizeof mk - 1, 1, &ok);
         xgr_parser_truncate(&m->parser, rows + 1);
         if (rc == XGR_ERR_LIMIT) rc = XGR_OK, ok = 0;
         if (!rc && ok) set_bit(row, id);
@@ -355,6 +389,7 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
     const struct xgr_vocab *v = m->c->vocab;
     xgr_parser *p = &m->parser;
     int32_t base = xgr_parser_rows(p) - 1; /* row of depth 0 */
+    set_token_pos(p, 0, 1);
     const uint8_t *prev = NULL;
     uint32_t prev_len = 0, valid = 0; /* rows base..base+valid hold prev's prefix */
     int64_t dead_len = -1;            /* prev's first dead prefix length, or -1 */
@@ -451,6 +486,9 @@ static int collect_states(xgr_matcher *m) {
         xgr_item it = p->items.data[k];
         if (!c->scannable[it.state]) continue;
         int32_t rule = f->state_rule[it.state];
+        if (p->lazy && (p->attrs[rule].lazy || it.bud) &&
+            xgr_lazy_closed(p, rule, it.origin, last))
+            continue; /* ended where it completed: scans nothing */
         int plain = 0, any = 0, rc;
         /* Parent-context slots cost a vocabulary pass each: use them only for states
          * whose plain entry leaves many tokens to the exact check. */
@@ -701,6 +739,42 @@ static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
     m->memo_ok = 1;
 }
 
+/* Budgets and lazy rules hold per occurrence, which the mask cache (keyed by automaton
+ * state) does not see: its entries start from a rule's state as if the occurrence had no
+ * budget and were open, so they accept a superset. A token of at most as many bytes as
+ * code points every item's budget has left (and with a token of budget left), nor than
+ * the smallest budget of the grammar (a rule the token enters), cannot meet a deadline, nor can a one-byte token close a lazy occurrence and go on in it: the
+ * entry's verdict stands. Every other accepted token is checked exactly. */
+static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
+    const struct xgr_vocab *v = m->c->vocab;
+    const xgr_fsm *f = m->c->fsm;
+    int32_t chars, tokens;
+    xgr_parser_budget_left(&m->parser, &chars, &tokens);
+    int64_t lim = chars;
+    if (tokens < 1) lim = 0;
+    /* (entries need not bake in the budgets of rules a token enters either) */
+    if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
+    /* (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
+    if (f->attr_lazy_rules && lim > 1) lim = 1;
+    if (lim >= v->max_token_len) return XGR_OK;
+    /* the tokens to decide again, in sorted order so check_uncertain shares prefixes */
+    m->extra.len = 0;
+    for (int32_t i = 0; i < v->n_sorted; i++) {
+        int32_t id = v->sorted[i];
+        if (!get_bit(row, id)) continue;
+        uint32_t len;
+        xgr_vocab_token(v, id, &len);
+        if ((int64_t)len <= lim) continue;
+        clear_bit(row, id);
+        if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+    }
+    if (!m->extra.len) return XGR_OK;
+    int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
+    for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
+    m->extra.len = 0;
+    return rc;
+}
+
 /* Is every bit of the row set? Free text allows nearly every token, and Llama-like
  * vocabularies put the disallowed special tokens last, so the whole row is read: in blocks
  * of 64 words (a zero ends the scan at its block) AND-ed into 16 lanes, which vectorise to
@@ -738,7 +812,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     m->worked = 0;
     if (m->terminated) {
         memset(row, 0, row_words * sizeof *row);
-    } else if (memo_hit(m)) {
+    } else if (!m->parser.budgets && !m->parser.lazy && memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
         if (need_apply) *need_apply = m->memo_need_apply;
@@ -749,6 +823,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
             return rc;
         }
         rc = fill_states(m, row, row_words);
+        if (!rc && (m->parser.budgets || m->parser.lazy)) rc = check_attr_tokens(m, row);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -769,7 +844,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         /* (bits past the vocabulary are zero: such a row is never full) */
         int full = (v->vocab_size % 32) == 0 && row_full(row, rw);
         if (need_apply) *need_apply = !full;
-        if (m->worked) memo_store(m, row, !full);
+        if (m->worked && !m->parser.budgets && !m->parser.lazy) memo_store(m, row, !full);
     }
     return XGR_OK;
 }

@@ -21,6 +21,11 @@ class InvalidIndexError(InvalidArgumentError, IndexError):
     """A row index or position is out of range (both a ValueError and an IndexError)."""
 
 
+class InvalidArgumentRuntimeError(InvalidArgumentError, RuntimeError):
+    """An invalid argument where upstream xgrammar raises RuntimeError (a default
+    temperature that is not finite and >= 0, a temperatures tensor of the wrong type)."""
+
+
 class GrammarSyntaxError(XGrammar2Error, ValueError, RuntimeError):
     """Malformed EBNF or regex text; the message carries line and column. (Also a
     RuntimeError, which upstream xgrammar raises for it.)"""
@@ -75,6 +80,7 @@ class DeserializeVersionError(XGrammar2Error, RuntimeError):
 
 
 __all__ = [
+    "InvalidArgumentRuntimeError",
     "XGrammar2Error",
     "InvalidArgumentError",
     "InvalidIndexError",

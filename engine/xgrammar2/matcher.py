@@ -5,7 +5,9 @@ The bitmask may be a CPU ``torch.int32`` tensor or a ``numpy.int32`` array of sh
 the array's own memory (no copies); the GIL is released while the core fills them.
 """
 
+import math
 import os
+import struct
 import sys
 import weakref
 from typing import Any, List, Optional, Sequence, Tuple, Union
@@ -18,7 +20,7 @@ from .bitmask import (  # noqa: F401 - re-exported for upstream's `xgrammar.matc
     reset_token_bitmask,
 )
 from .compiler import CompiledGrammar
-from .exception import InvalidArgumentError, InvalidIndexError
+from .exception import InvalidArgumentError, InvalidArgumentRuntimeError, InvalidIndexError
 from .tokenizer_info import _id_list
 
 __all__ = [
@@ -147,6 +149,8 @@ class GrammarMatcher:
         "_stop_token_ids",
         "_terminate_without_stop_token",
         "_max_rollback_tokens",
+        "_default_temperature",
+        "_warned_temperature",
         "_bm",
         "_bm_ptr",
         "_bm_version",
@@ -161,6 +165,7 @@ class GrammarMatcher:
         override_stop_tokens: Optional[Union[int, List[int]]] = None,
         terminate_without_stop_token: bool = False,
         max_rollback_tokens: int = -1,
+        default_temperature: Optional[float] = None,
     ) -> None:
         """Constructs the matcher.
 
@@ -180,6 +185,10 @@ class GrammarMatcher:
 
         max_rollback_tokens : int, default: -1
             How many steps are kept for :meth:`rollback`; -1 = unlimited.
+
+        default_temperature : Optional[float], default: None
+            What :attr:`temperature` reports where no open rule has a ``temperature``
+            attribute (finite, >= 0; None: no temperature).
         """
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise ValueError("The grammar should be compiled before passing it to GrammarMatcher.")
@@ -197,6 +206,7 @@ class GrammarMatcher:
         if max_rollback_tokens < -1:
             raise ValueError(f"max_rollback_tokens must be -1 or >= 0, got {max_rollback_tokens}")
         max_rollback = min(max_rollback_tokens, _INT32_MAX)
+        default_temperature = _check_temperature(default_temperature)
         out = _ffi.new("xgr_matcher **")
         if stops is None:
             rc = _lib.xgr_matcher_new(
@@ -216,9 +226,13 @@ class GrammarMatcher:
             list(compiled_grammar.tokenizer_info.stop_token_ids if stops is None else stops),
             bool(terminate_without_stop_token),
             max_rollback_tokens,
+            default_temperature,
         )
 
-    def _init(self, ptr, compiled, stops, terminate_without_stop, max_rollback) -> None:
+    def _init(self, ptr, compiled, stops, terminate_without_stop, max_rollback,
+              default_temperature: Optional[float] = None) -> None:
+        self._default_temperature = default_temperature
+        self._warned_temperature = False
         self._ptr = ptr
         self._compiled = compiled
         self._flag = _ffi.new("int *")
@@ -378,6 +392,111 @@ class GrammarMatcher:
             "filling the bitmask (bruteforce)",
         )
 
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: Any,
+        retrieve_next_sibling: Any,
+        draft_tokens: Any,
+        token_bitmask: Any,
+        time_threshold: float = -1.0,
+        temperatures: Any = None,
+    ) -> bool:
+        """Fills ``token_bitmask[i]`` for every node i of a draft token tree (speculative
+        decoding), as upstream xgrammar: node 0 is the current state; a child node j holds
+        the state after accepting ``draft_tokens[j]`` from its parent's. Children come from
+        ``retrieve_next_token`` (first child) and ``retrieve_next_sibling``, both 1-D int64
+        with -1 for none. A node whose token is not accepted, and its subtree, keep a zero
+        row (so does a node where the matcher terminated). ``temperatures`` (optional 1-D
+        float32, one per node) receives each visited node's :attr:`temperature` (-1.0 for
+        none, and for nodes not visited or rejected). The matcher's state is unchanged
+        afterwards. Returns False when ``time_threshold`` (seconds, > 0) ran out before
+        every node was visited (the root is always filled)."""
+        import time
+
+        import torch
+
+        def vec(t: Any, name: str) -> List[int]:
+            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
+                raise InvalidArgumentRuntimeError(f"{name} must be a 1-D torch.int64 tensor")
+            return [int(x) for x in t.tolist()]
+
+        nxt = vec(retrieve_next_token, "retrieve_next_token")
+        sib = vec(retrieve_next_sibling, "retrieve_next_sibling")
+        toks = vec(draft_tokens, "draft_tokens")
+        n = len(nxt)
+        if n == 0 or len(sib) != n or len(toks) != n:
+            raise InvalidArgumentRuntimeError(
+                "retrieve_next_token, retrieve_next_sibling and draft_tokens must have the "
+                f"same non-zero length, got {len(nxt)}, {len(sib)}, {len(toks)}")
+        if (not isinstance(token_bitmask, torch.Tensor) or token_bitmask.dtype != torch.int32
+                or token_bitmask.dim() != 2 or token_bitmask.shape[0] != n):
+            raise InvalidArgumentRuntimeError(
+                f"token_bitmask must be a 2-D torch.int32 tensor with {n} rows")
+        if temperatures is not None and (
+                not isinstance(temperatures, torch.Tensor) or temperatures.dtype != torch.float32
+                or temperatures.dim() != 1 or temperatures.shape[0] != n):
+            raise InvalidArgumentRuntimeError(
+                f"the temperatures tensor must be a 1-D torch.float32 tensor of {n} elements")
+        if sib[0] != -1:
+            raise InvalidArgumentRuntimeError("the root of the draft tree cannot have siblings")
+        # the edges must form a tree over [0, n): every node reached at most once
+        seen = [False] * n
+        todo = [0]
+        seen[0] = True
+        while todo:
+            i = todo.pop()
+            for j in (nxt[i], sib[i] if i else -1):
+                if j == -1:
+                    continue
+                if not 0 <= j < n:
+                    raise InvalidArgumentRuntimeError(f"draft tree edge {i} -> {j} is out of "
+                                                      f"bounds [0, {n})")
+                if seen[j]:
+                    raise InvalidArgumentRuntimeError(f"draft tree node {j} is reached twice "
+                                                      "(a cycle or a shared node)")
+                seen[j] = True
+                todo.append(j)
+        token_bitmask.zero_()
+        if temperatures is not None:
+            temperatures.fill_(-1.0)
+
+        def visit(i: int) -> None:
+            if not self.is_terminated():
+                self.fill_next_token_bitmask(token_bitmask, i)
+            if temperatures is not None and not self.is_terminated():
+                t = self.temperature
+                temperatures[i] = -1.0 if t is None else t
+
+        start = time.monotonic()
+        steps0 = self.num_steps
+        visit(0)
+        completed = True
+        # iterative depth-first walk: (node, next child to try)
+        stack = [[0, nxt[0]]]
+        try:
+            while stack:
+                frame = stack[-1]
+                j = frame[1]
+                if j == -1:
+                    stack.pop()
+                    if len(stack) > 0 and frame[0] != 0:
+                        self.rollback(1)
+                    continue
+                frame[1] = sib[j]
+                if time_threshold > 0 and time.monotonic() - start > time_threshold:
+                    completed = False
+                    break
+                t = toks[j]
+                if not 0 <= t < self._vocab_size or not self.accept_token(t):
+                    continue
+                visit(j)
+                stack.append([j, nxt[j]])
+        finally:
+            extra = self.num_steps - steps0
+            if extra > 0:
+                self.rollback(extra)
+        return completed
+
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation must start with ("" when there is a choice).
         It may be appended to the output without decoding. Does not change the state.
@@ -470,6 +589,7 @@ class GrammarMatcher:
             list(self._stop_token_ids),
             self._terminate_without_stop_token,
             self._max_rollback_tokens,
+            self._default_temperature,
         )
         return m
 
@@ -488,6 +608,76 @@ class GrammarMatcher:
         return self._max_rollback_tokens
 
     @property
+    def temperature(self) -> Optional[float]:
+        """The sampling temperature the grammar asks for here: that of the innermost open
+        rule with a ``temperature`` attribute (the largest where ambiguous paths disagree,
+        with a warning on stderr once), else ``default_temperature`` (None if not given)."""
+        has = _ffi.new("int *")
+        val = _ffi.new("float *")
+        conflict = _ffi.new("int *")
+        _core.check(_lib.xgr_matcher_temperature(self._ptr, has, val, conflict),
+                    "reading the temperature")
+        if not has[0]:
+            return self._default_temperature
+        if conflict[0] and not self._warned_temperature:
+            self._warned_temperature = True
+            sys.stderr.write("[xgrammar2] warning: Multiple active grammar paths specify "
+                             "different temperatures; using the maximum\n")
+            sys.stderr.flush()
+        return float(val[0])
+
+    def get_captures(self, deduplicate: bool = True) -> List[Tuple[str, bytes]]:
+        """The spans of rules with a ``capture`` attribute matched so far, as
+        ``(label, bytes)`` in the order they completed. A rule's occurrence records a span
+        each time it completes (``/[0-9]+/`` after every digit); ``deduplicate`` keeps only
+        the longest of each occurrence. Rollback and reset drop the spans of the input they
+        undo; filling masks records nothing."""
+        out = _ffi.new("char **")
+        n = _ffi.new("size_t *")
+        _core.check(_lib.xgr_matcher_captures(self._ptr, 1 if deduplicate else 0, out, n),
+                    "reading the captures")
+        try:
+            data = bytes(_ffi.buffer(out[0], n[0])) if n[0] else b""
+        finally:
+            _lib.xgr_free(out[0])
+        res: List[Tuple[str, bytes]] = []
+        i = 0
+        while i < len(data):
+            (ll,) = struct.unpack_from("=I", data, i)
+            label = data[i + 4:i + 4 + ll].decode("utf-8", "replace")
+            i += 4 + ll
+            (vl,) = struct.unpack_from("=I", data, i)
+            value = data[i + 4:i + 4 + vl]
+            res.append((label, self._unmark(value) if b"\xff" in value else value))
+            i += 4 + vl
+        return res
+
+    def _unmark(self, value: bytes) -> bytes:
+        """Replaces token-level terminals' markers (common/token_marker.h: 0xFF and five
+        continuation bytes carrying the id) by the tokens' text."""
+        info = self._compiled.tokenizer_info
+        out = bytearray()
+        i = 0
+        while i < len(value):
+            b = value[i]
+            if b == 0xFF and i + 6 <= len(value) and all(0x80 <= c < 0xC0 for c in value[i + 1:i + 6]):
+                tid = 0
+                for c in value[i + 1:i + 6]:
+                    tid = tid << 6 | (c & 0x3F)
+                text = b""
+                if 0 <= tid < len(info.decoded_vocab):
+                    text = bytes(info.decoded_vocab[tid])
+                if not text and 0 <= tid < len(info.encoded_vocab):
+                    t = info.encoded_vocab[tid]
+                    text = t.encode("utf-8", "surrogatepass") if isinstance(t, str) else bytes(t)
+                out += text
+                i += 6
+            else:
+                out.append(b)
+                i += 1
+        return bytes(out)
+
+    @property
     def num_steps(self) -> int:
         """(xgrammar2) The number of steps that can currently be rolled back."""
         return int(_lib.xgr_matcher_num_steps(self._ptr))
@@ -499,6 +689,22 @@ class GrammarMatcher:
             f"terminated={self.is_terminated()}, "
             f"jump_forward={self.find_jump_forward_bytes()[:40]!r})"
         )
+
+
+def _check_temperature(value: Any) -> Optional[float]:
+    """A default temperature: None, or a finite number >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgumentRuntimeError("default_temperature must be a float or None")
+    value = float(value)
+    if math.isfinite(value) and 0 <= value <= 3.4028234663852886e38:
+        value = struct.unpack("f", struct.pack("f", value))[0]  # a float32, as upstream's
+    elif math.isfinite(value) and value > 0:
+        value = math.inf  # beyond float32
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgumentRuntimeError(f"default_temperature must be a finite non-negative number, got {value}")
+    return value
 
 
 def _default_threads() -> int:
@@ -591,6 +797,35 @@ class BatchGrammarMatcher:
         fill_next_token_bitmask_batch(matchers, bitmask, indices, self._max_threads)
         if debug_print:
             print(f"[xgrammar2] batch_fill_next_token_bitmask: {len(matchers)} matcher(s)")
+
+    @staticmethod
+    def batch_fill_temperature(
+        matchers: Sequence[GrammarMatcher], temperatures: Any,
+        indices: Optional[Sequence[int]] = None,
+    ) -> None:
+        """Writes ``matchers[i].temperature`` (-1.0 for None) into ``temperatures[indices[i]]``
+        (or ``[i]``); ``temperatures`` is a 1-D float32 tensor."""
+        import torch
+
+        if (not isinstance(temperatures, torch.Tensor) or temperatures.dtype != torch.float32
+                or temperatures.dim() != 1):
+            raise InvalidArgumentRuntimeError("the temperatures tensor must be a 1-D torch.float32 tensor")
+        n = temperatures.shape[0]
+        if indices is None:
+            if len(matchers) > n:
+                raise InvalidArgumentRuntimeError(f"the temperatures tensor has {n} entries but there are "
+                                 f"{len(matchers)} matchers")
+            indices = range(len(matchers))
+        elif len(indices) != len(matchers):
+            raise InvalidArgumentRuntimeError(f"indices size {len(indices)} does not match the number of "
+                             f"matchers {len(matchers)}")
+        for i, m in zip(indices, matchers):
+            if not 0 <= int(i) < n:
+                raise InvalidArgumentRuntimeError(f"index {i} is out of bounds for the temperatures tensor of "
+                                 f"size {n}")
+        for i, m in zip(indices, matchers):
+            t = m.temperature
+            temperatures[int(i)] = -1.0 if t is None else t
 
     @staticmethod
     def batch_accept_token(

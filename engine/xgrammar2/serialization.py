@@ -72,7 +72,7 @@ _GRAMMAR, _TOKENIZER_INFO, _COMPILED = "Grammar", "TokenizerInfo", "CompiledGram
 _TOKENIZER_METADATA_KEYS = ("vocab_type", "vocab_size", "add_prefix_space", "stop_token_ids")
 
 #: The first line of canonical EBNF names the root rule (ir/print.c prints it first).
-_ROOT_RE = re.compile(r"\s*(\S+?)\s*::=")
+_ROOT_RE = re.compile(r"\s*([^\s\[]+?)(?:\[[^\]\n]*\])?\s*::=")
 
 #: Attribute caching a tokenizer info's payload digest (a TokenizerInfo is immutable).
 _DIGEST_ATTR = "_xgr2_serialized_digest"

@@ -588,7 +588,7 @@ static void rr_rows(xgr_vocab *v, const char *name, const char *ebnf, const char
     }
     p.ref_begin = c->ref_begin;
     p.leo_rules = c->rule_leo;
-    xgr_item root = {c->fsm->rule_start[c->fsm->root], 0, 0};
+    xgr_item root = {c->fsm->rule_start[c->fsm->root], 0, 0, 0};
     CHECK(!xgr_parser_start(&p, root), "%s: start", name);
     size_t ul = strlen(unit);
     int32_t max_items = 0, max_leo = 0, mid = n / 2, mid_items = 0;
@@ -746,6 +746,15 @@ int main(void) {
         {"rr_mid_nullable", "root ::= c\nc ::= \"a\" ws c | \"b\" | \"\"\nws ::= [ \\n]*"},
         {"rr_tail_nullable", "root ::= c\nc ::= \"a\" c ws | \"\"\nws ::= \" \"*"},
         {"rr_root", "root ::= \"a\" root | \"x\" | \"\""},
+        /* rule attributes (csrc/parse/attrs.c): per-occurrence code-point budgets,
+         * nested and on a sibling a token enters through the parent, a soft token budget,
+         * a lazy rule, captures on right recursion */
+        {"attr_max_chars", "root ::= \"[\" v \"]\"\nv[max_chars=3] ::= [a-c\\u00e9\\u4e00-\\u9fff]*"},
+        {"attr_nested_chars", "root ::= o \"!\"\no[max_chars=4] ::= \"x\" i \"b\"?\ni[max_chars=2] ::= [a-c]*"},
+        {"attr_sibling", "root ::= \"[\" t \",\" b \"]\"\nt ::= [a-c]*\nb[max_chars=2] ::= [a-c]*"},
+        {"attr_max_tokens", "root ::= \"[\" r \"]\" [a-c]*\nr[max_tokens=2] ::= ([a-c]* \" \")+"},
+        {"attr_lazy", "root ::= \"a\" v [x,]*\nv[lazy] ::= \"x\"+ \",\"?"},
+        {"attr_capture_rr", "root ::= c\nc[capture, temperature=0.5] ::= \"\" | \"a\" c"},
         {"json",
          "root ::= value\nvalue ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"
          "object ::= \"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\"\n"

@@ -427,28 +427,32 @@ def test_error_shows_the_source_line_and_a_caret():
                              "found name 'missing'\nitem missing\n     ^")
 
 
-# ---- refused attributes (never silently dropped) -------------------------------------------
+# ---- rule attributes pass through to the EBNF rule head ---------------------------------------
 
-@pytest.mark.parametrize("src, attribute, column", [
-    ('start: r\nr[max_tokens=5]: /a+/', "max_tokens", 3),
-    ('start: r\nr[max_chars=5]: /a+/', "max_chars", 3),
-    ('start: r\nr[temperature=0.5]: /a+/', "temperature", 3),
-    ('start: r\nr[lazy, max_tokens=5]: TEXT "x"\nTEXT: /(.|\\n)*/', "max_tokens", 9),
+@pytest.mark.parametrize("src, head", [
+    ('start: r\nr[max_tokens=5]: /a+/', "r[max_tokens=5] ::="),
+    ('start: r\nr[max_chars=5]: /a+/', "r[max_chars=5] ::="),
+    ('start: r\nr[temperature=0.5]: /a+/', "r[temperature=0.5] ::="),
+    ('start: r\nr[capture]: /a+/', 'r[capture="r"] ::='),
+    ('start: r\nr[capture="x", max_chars=2, max_tokens=5]: /a+/',
+     'r[max_tokens=5, max_chars=2, capture="x"] ::='),
 ])
-def test_budget_and_temperature_attributes_are_refused(src, attribute, column):
-    with pytest.raises(LarkGrammarError) as ei:
+def test_rule_attributes_are_printed(src, head):
+    g = xgr.Grammar.from_lark(src)
+    assert head in str(g)
+    assert head in str(xgr.Grammar.from_ebnf(str(g)))  # round trip
+
+
+@pytest.mark.parametrize("src, message", [
+    ('start: a\na[temperature=2]: "x" b\nb: "y"',
+     "temperature is only supported on terminals and subgrammars"),
+    ('start[temperature=-1]: "a"', "temperature must be a finite non-negative number"),
+    ('start[max_tokens=0]: "a"', "max_tokens must be positive"),
+    ('start[temperature=abc]: "a"', "expected number after temperature="),
+])
+def test_rule_attribute_errors(src, message):
+    with pytest.raises(LarkGrammarError, match=message):
         xgr.Grammar.from_lark(src)
-    assert f"rule attribute '{attribute}' is not supported by xgrammar2" in str(ei.value)
-    assert (ei.value.line, ei.value.column) == (2, column)
-
-
-def test_capture_is_accepted_with_a_warning():
-    with pytest.warns(UserWarning, match="not recorded"):
-        g = xgr.Grammar.from_lark('start: "<" v ">"\nv[capture="val"]: /[0-9]+/')
-    assert any("capture 'val'" in w for w in g.warnings)
-    from xgrammar2.testing import _is_grammar_accept_string as acc
-
-    assert acc(g, "<12>") and not acc(g, "<a>")
 
 
 # ---- special tokens -------------------------------------------------------------------------

@@ -117,8 +117,16 @@ def test_errors_from_json_schema_converter_name_the_path():
 TOKEN_FORMATS = [
     ({"type": "exclude_token", "exclude_tokens": [1, "<x>"]}, "$.format", "'exclude_token'"),
     ({"type": "any_tokens", "exclude_tokens": [1]}, "$.format", "'any_tokens'"),
-    ({"type": "any_text", "max_tokens": 10}, "$.format.max_tokens", "token budget"),
+    # (any_text max_tokens / max_chars: rule attributes, tests/runtime/test_rule_attributes.py)
 ]
+
+
+def test_any_text_budgets_are_rule_attributes():
+    ebnf = structural_tag_to_ebnf(F({"type": "any_text", "max_tokens": 10, "max_chars": 7}))
+    assert "any_text[max_tokens=10, max_chars=7] ::=" in ebnf
+    for bad in (-1, 1.5, "x", 2**31):
+        with pytest.raises(Exception, match="non-negative 32-bit integer"):
+            structural_tag_to_ebnf(F({"type": "any_text", "max_chars": bad}))
 
 
 @pytest.mark.parametrize("fmt,path,words", TOKEN_FORMATS, ids=[c[2] for c in TOKEN_FORMATS])

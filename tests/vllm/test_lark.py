@@ -69,7 +69,7 @@ def test_lark_with_named_special_tokens_stays_lark():
         ('start: pair{"a"}\npair{x}: x x', "templates are not supported"),
         ('start: "b".."a"', "range start must not exceed end"),
         ("start: /a(?=b)/", "Lookahead assertion is not supported"),
-        ('start: r\nr[max_tokens=4]: /a+/', "max_tokens"),
+        ('start: r\nr[max_tokens=0]: /a+/', "max_tokens must be positive"),
     ],
 )
 def test_invalid_lark_is_a_located_error(lark, needle):

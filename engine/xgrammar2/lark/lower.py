@@ -15,13 +15,14 @@ reads). The semantics are upstream xgrammar 0.2.8's reading of llguidance's Lark
 * Special tokens become ``Token(id, ...)`` terminals.
 * Rule attributes: ``lazy`` / ``stop`` / ``suffix`` as committed-shortest matching (a
   ``TagDispatch`` for free text up to a fixed string or token, as upstream; else a DFA of
-  the terminal-like body, :mod:`.automaton`); ``capture`` / ``stop_capture`` only name
-  spans (the language is unchanged; xgrammar2 does not record captures, so a warning says
-  so); ``max_tokens``, ``max_chars`` and ``temperature`` are refused with their location.
+  the terminal-like body, :mod:`.automaton`); ``max_tokens``, ``max_chars``, ``capture``
+  and ``temperature`` pass through to the EBNF rule head (runtime semantics in the C core);
+  ``stop_capture`` is accepted but not recorded (a warning says so).
 """
 
 import json
 import re
+import sys
 import warnings
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -40,6 +41,12 @@ _ANY_TEXT = {"(.|\\n)*", "(\\n|.)*", "(?s:.*)", "(?:.|\\n)*", "(?:\\n|.)*", "[\\
 _ANY_TEXT_PREFIXES = ("(.|\\n)*", "(\\n|.)*", "(?:.|\\n)*", "(?:\\n|.)*", "[\\s\\S]*", "(?s:.*)")
 _MAX_TOKEN_RANGE = 1_000_000
 _TOKENS_PER_TERM = 64
+
+
+def _warn_stderr(message: str) -> None:
+    """A warning on stderr, as upstream xgrammar's C++ core prints it."""
+    sys.stderr.write(f"[xgrammar2] warning: {message}\n")
+    sys.stderr.flush()
 
 
 class _Context:
@@ -98,6 +105,8 @@ class _Doc:
         self.declared: Dict[str, Tuple[int, int]] = {}
         self.skip: Optional[str] = None
         self.allow_initial_skip = False
+        #: rules whose max_chars dynamic dispatch makes meaningless (dropped with a warning)
+        self.dropped_max_chars: Set[str] = set()
 
     # ---- errors -----------------------------------------------------------------------------
 
@@ -239,7 +248,9 @@ class _Doc:
         if d.is_terminal:
             rules.define(name, self.expr(d.body, terminal=True)[0])
             return
-        self.check_attributes(d)
+        attrs = self.check_attributes(d)
+        if attrs:
+            rules.set_attrs(name, attrs)
         if dynamic is not None:
             body = dynamic
         elif self.is_lazy(d):
@@ -247,43 +258,81 @@ class _Doc:
             target = rules.fresh(name + "_lazy") if initial_skip else name
             body = self.lazy(d, target)
             if body is None:
+                # committed-shortest matching already: the rule also says so (upstream
+                # prints it); the runtime's lazy ending agrees with that language
+                rules.set_attrs(target, self.with_lazy(attrs))
                 if not initial_skip:
                     return  # defined by lazy()
                 body = target
+        elif "temperature" in d.attrs:
+            # A temperature rule is a lexeme (terminals and subgrammars only): %ignore
+            # text after it is outside it, as after a terminal.
+            saved, self.skip = self.skip, None
+            try:
+                body = self.expr(d.body, terminal=False)[0]
+            finally:
+                self.skip = saved
         else:
             body = self.expr(d.body, terminal=False)[0]
         if d.name == "start" and self.allow_initial_skip and self.skip:
             body = f"{self.skip} ({body})"
         rules.define(name, body)
 
-    def check_attributes(self, d: A.Definition) -> None:
+    def check_attributes(self, d: A.Definition) -> str:
+        """Validates d's attributes; returns the EBNF attribute group the rule carries
+        (``[max_tokens=3, capture="r"]``) or "". ``lazy`` / ``stop`` / ``suffix`` are
+        lowered to committed-shortest matching instead (see :meth:`lazy`)."""
         a = d.attrs
-        for key, why in (
-            ("max_tokens", "a token budget needs per-rule token counting in the matcher, which "
-                           "xgrammar2 does not have"),
-            ("max_chars", "a character budget needs per-rule length counting in the matcher, "
-                          "which xgrammar2 does not have; bound the body instead (e.g. "
-                          "/(.|\\n){0,N}/)"),
-            ("temperature", "xgrammar2's matcher does not report per-rule sampling "
-                            "temperatures"),
-        ):
+        if "temperature" in a:
+            names: List[A.Name] = []
+            self.rule_refs(d.body, names)
+            for n in names:
+                target = self.defs.get(n.name)
+                if target is not None and not target.is_terminal:
+                    raise self.err("temperature is only supported on terminals and subgrammars",
+                                   a["temperature"])
+        if "stop_capture" in a:
+            msg = (f"Lark rule '{d.name}': stop_capture '{a['stop_capture'].value}' is accepted "
+                   "but not recorded; the language is unchanged")
+            self.ctx.warnings.append(msg)
+            warnings.warn(msg, UserWarning, stacklevel=6)
+        parts: List[str] = []
+        for key in ("max_tokens", "max_chars"):
+            if key == "max_chars" and d.name in self.dropped_max_chars:
+                continue
             if key in a:
-                raise self.err(f"rule attribute '{key}' is not supported by xgrammar2: {why}",
-                               a[key])
-        for key in ("capture", "stop_capture"):
-            if key in a:
-                label = a[key].value or d.name
-                msg = (f"Lark rule '{d.name}': {key} '{label}' is accepted but not recorded "
-                       "(xgrammar2 has no get_captures); the language is unchanged")
-                self.ctx.warnings.append(msg)
-                warnings.warn(msg, UserWarning, stacklevel=6)
+                parts.append(f"{key}={int(a[key].value)}")
+        if "capture" in a:
+            label = a["capture"].value or d.name
+            parts.append(f"capture={json.dumps(label)}")
+        if "temperature" in a:
+            parts.append(f"temperature={float(a['temperature'].value)!r}")
+        return "[" + ", ".join(parts) + "]" if parts else ""
+
+    @staticmethod
+    def with_lazy(attrs: str) -> str:
+        """``attrs`` with ``lazy`` added in upstream's order (before ``temperature``)."""
+        parts = [p for p in attrs[1:-1].split(", ") if p] if attrs else []
+        at = next((i for i, p in enumerate(parts) if p.startswith("temperature=")), len(parts))
+        parts.insert(at, "lazy")
+        return "[" + ", ".join(parts) + "]"
+
+    def rule_refs(self, node: A.Node, out: List[A.Name]) -> None:
+        """Appends the names node references (outside nested grammars)."""
+        if isinstance(node, A.Name):
+            out.append(node)
+        elif isinstance(node, (A.Seq, A.Alt)):
+            for x in node.items:
+                self.rule_refs(x, out)
+        elif isinstance(node, A.Rep):
+            self.rule_refs(node.item, out)
 
     @staticmethod
     def is_lazy(d: A.Definition) -> bool:
         return "lazy" in d.attrs or "stop" in d.attrs or "suffix" in d.attrs
 
     def is_lexeme_rule(self, d: A.Definition) -> bool:
-        return d.is_terminal or self.is_lazy(d)
+        return d.is_terminal or self.is_lazy(d) or "temperature" in d.attrs
 
     # ---- expressions --------------------------------------------------------------------
 
@@ -774,6 +823,20 @@ class _Doc:
         kinds = {t[0][0] for t in alternatives}
         if len(kinds) > 1:
             raise self.err("a dynamic Lark start rule cannot mix string and token triggers", start)
+        # Rule attributes of the dispatched rules (their bodies are inlined into the
+        # dispatch): budgets and captures have no occurrence to hold on to.
+        for _, _, td in alternatives:
+            for key in ("max_tokens", "capture"):
+                if key in td.attrs:
+                    raise self.err(f"{key} is not supported on rules consumed by dynamic "
+                                   "dispatch", td.attrs[key])
+            if "max_chars" in td.attrs:
+                self.dropped_max_chars.add(td.name)
+                _warn_stderr(f"Ignoring max_chars on rule '{td.name}' because it is consumed "
+                             "by dynamic dispatch.")
+        if "max_chars" in start.attrs:
+            self.dropped_max_chars.add("start")
+            _warn_stderr("Ignoring max_chars on dynamic dispatch start rule 'start'.")
         rules = self.ctx.rules
         grouped: Dict[Any, List[List[A.Node]]] = {}
         order: List[Any] = []

@@ -15,6 +15,7 @@ The dialect is llguidance's Lark, as upstream xgrammar 0.2.8 reads it::
              | <special token> | @name
 """
 
+import math
 import json
 from typing import Dict, List, Optional
 
@@ -199,6 +200,8 @@ class _Parser:
                     raise self.err(f"{k} must be an integer", num) from None
                 if value < 0 or value > _MAX_COUNT:
                     raise self.err(f"{k} must be between 0 and {_MAX_COUNT}", num)
+                if k == "max_tokens" and value == 0:
+                    raise self.err("max_tokens must be positive", num)
             elif k in ("suffix", "stop"):
                 self.expect("=", f"expected '=' after {k}")
                 value = self.marker(k)
@@ -207,12 +210,14 @@ class _Parser:
                 value = self.capture_name("stop_capture")
             elif k == "temperature":
                 self.expect("=", "expected '=' after temperature")
-                num = self.expect(L.NUMBER, "expected a number after temperature=")
+                num = self.expect(L.NUMBER, "expected number after temperature=")
                 value = float(num.text)
+                if not math.isfinite(value) or value < 0:
+                    raise self.err("temperature must be a finite non-negative number", num)
             else:
                 raise self.err(f"rule attribute '{k}' is not supported by xgrammar2's Lark "
-                               "(supported: lazy, stop, suffix, capture, stop_capture; "
-                               "refused with a reason: max_tokens, max_chars, temperature)", key)
+                               "(supported: lazy, stop, suffix, capture, stop_capture, "
+                               "max_tokens, max_chars, temperature)", key)
             attrs[k] = A.Attr(k, value, key.line, key.column)
             if not self.match(","):
                 break

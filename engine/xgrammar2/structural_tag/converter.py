@@ -328,19 +328,24 @@ class _Converter:
         token_ex = self.token_excludes(
             [t.data["token"] for t in node.token_excludes], path_join(node.path, "excludes"),
             [t.path for t in node.token_excludes]) if node.token_excludes else []
-        if node.max_tokens is not None:
-            raise NotImplementedError(
-                f"{node.path}.max_tokens: a token budget on free text is not supported by "
-                "xgrammar2's EBNF yet"
-            )
         excludes = _dedupe(node.excludes + token_ex + self.detected_ends())
-        if node.max_chars is not None:
-            if excludes:
-                raise NotImplementedError(
-                    f"{node.path}.max_chars: a character budget on free text with excludes (or "
-                    "inside a tag) is not supported by xgrammar2's EBNF yet"
-                )
-            return self.rules.add("any_text", f"{ANY_CHAR}{{0,{node.max_chars}}}")
+        if node.max_tokens is not None or node.max_chars is not None:
+            # A budgeted free text is a rule of its own carrying the budgets as rule
+            # attributes (runtime semantics in the C core: csrc/parse/attrs.c).
+            parts = []
+            if node.max_tokens is not None:
+                parts.append(f"max_tokens={node.max_tokens}")
+            if node.max_chars is not None:
+                parts.append(f"max_chars={node.max_chars}")
+            if node.max_tokens == 0:
+                body = '""'
+            elif excludes:
+                body = tag_dispatch_body([], False, excludes)
+            else:
+                body = ANY_CHAR + "*"
+            name = self.rules.add("any_text", body)
+            self.rules.set_attrs(name, "[" + ", ".join(parts) + "]")
+            return name
         return self.free_text(excludes)
 
     def visit_grammar(self, node: N.GrammarText) -> str:

@@ -117,10 +117,12 @@ class EbnfRule:
     the body split into literal text and references (to rename them). Read-only once built:
     parsed grammars are cached and shared."""
 
-    __slots__ = ("name", "body", "refs", "segments")
+    __slots__ = ("name", "attrs", "body", "refs", "segments")
 
-    def __init__(self, name: str, tokens: List[Tuple[str, str]]):
+    def __init__(self, name: str, tokens: List[Tuple[str, str]], attrs: str = ""):
         self.name = name
+        #: the rule's attribute group as written (``[max_tokens=3]``), or ""
+        self.attrs = attrs
         self.body = "".join(t for _, t in tokens).strip()
         self.refs: Set[str] = set()
         self.segments: Tuple[Tuple[bool, str], ...] = ()
@@ -175,18 +177,23 @@ def _parse_rules(text: str) -> Tuple[EbnfRule, ...]:
     # Rule starts: a name followed (after optional whitespace) by '::='.
     starts: List[int] = []
     sig = [i for i, (k, _) in enumerate(toks) if k not in ("ws", "comment")]
-    for a, b in zip(sig, sig[1:]):
+    # A rule head may carry an attribute group right after its name: name[lazy] ::=
+    for x, (a, b) in enumerate(zip(sig, sig[1:])):
         if toks[a][0] == "name" and toks[b][0] == "def":
+            starts.append(a)
+        elif (toks[a][0] == "name" and b == a + 1 and toks[b][0] == "cls" and
+              not toks[b][1].startswith("b") and x + 2 < len(sig) and toks[sig[x + 2]][0] == "def"):
             starts.append(a)
     rules: List[EbnfRule] = []
     bodies: List[List[Tuple[str, str]]] = []
     for n, s in enumerate(starts):
         end = starts[n + 1] if n + 1 < len(starts) else len(toks)
         j = s + 1
+        attrs = toks[j][1] if toks[j][0] == "cls" else ""
         while toks[j][0] != "def":
             j += 1
         body = [t for t in toks[j + 1 : end] if t[0] != "comment"]
-        rules.append(EbnfRule(toks[s][1], body))
+        rules.append(EbnfRule(toks[s][1], body, attrs))
         bodies.append(body)
     names = {r.name for r in rules}
     for r, body in zip(rules, bodies):
@@ -243,7 +250,7 @@ def _shareable(rules: Sequence[EbnfRule], by_name: Dict[str, EbnfRule], root_rul
                same_body) -> Set[str]:
     """Greatest set of rules whose body is the shared one for their name and whose
     references are all in the set too."""
-    shared = {r.name for r in rules if r.name != root_rule and same_body(r)}
+    shared = {r.name for r in rules if r.name != root_rule and not r.attrs and same_body(r)}
     changed = True
     while changed:
         changed = False
@@ -280,7 +287,7 @@ def _prepare(text: str, root_rule: str) -> _Prepared:
     private = [r for r in rules if r.name not in shared]
     prepared = _Prepared(
         mapping[root_rule],
-        "".join(f"{mapping[r.name]} ::= {_render(r, mapping)}\n" for r in private),
+        "".join(f"{mapping[r.name]}{r.attrs} ::= {_render(r, mapping)}\n" for r in private),
         tuple(mapping[r.name] for r in private),
         tuple((r.name, r.body) for r in rules if r.name in shared),
     )
@@ -296,6 +303,7 @@ class RuleSet:
 
     def __init__(self, reserved: Sequence[str] = ()):
         self._bodies: Dict[str, str] = {}
+        self._attrs: Dict[str, str] = {}  # name -> its attribute group ("[lazy]")
         # Rule names, and chunks of already printed rules (embedded grammars), in order.
         self._order: List[Tuple[bool, str]] = []
         self._reserved: Set[str] = set(reserved)
@@ -327,14 +335,25 @@ class RuleSet:
                 self._reserved.add(name)
                 return name
 
-    def define(self, name: str, body: str) -> str:
-        """Defines a rule under a name obtained from :meth:`fresh` (or reserved)."""
+    def define(self, name: str, body: str, attrs: str = "") -> str:
+        """Defines a rule under a name obtained from :meth:`fresh` (or reserved);
+        ``attrs`` is its attribute group (``[max_tokens=3]``) or ""."""
         if name in self._bodies:
             raise ValueError(f"internal error: rule {name!r} defined twice")
         self._bodies[name] = body
+        if attrs:
+            self._attrs[name] = attrs
         self._order.append((False, name))
         self._reserved.add(name)
         return name
+
+    def set_attrs(self, name: str, attrs: str) -> None:
+        """Gives rule ``name`` the attribute group ``attrs`` (``[max_tokens=3]``; "" for
+        none)."""
+        if attrs:
+            self._attrs[name] = attrs
+        else:
+            self._attrs.pop(name, None)
 
     def add(self, hint: str, body: str) -> str:
         """Defines a new rule named after ``hint`` and returns its name."""
@@ -380,17 +399,18 @@ class RuleSet:
                 mapping[r.name] = self.fresh(r.name)
         for r in rules:
             if r.name not in shared:
-                self.define(mapping[r.name], _render(r, mapping))
+                self.define(mapping[r.name], _render(r, mapping), r.attrs)
         return mapping[root_rule]
 
     def to_ebnf(self, root: Optional[str] = None) -> str:
         """The grammar text; ``root`` (if given) is printed first."""
         out = []
+        attrs = self._attrs
         if root is not None and root in self._bodies:
-            out.append(f"{root} ::= {self._bodies[root]}\n")
+            out.append(f"{root}{attrs.get(root, '')} ::= {self._bodies[root]}\n")
         for is_text, item in self._order:
             if is_text:
                 out.append(item)
             elif item != root:
-                out.append(f"{item} ::= {self._bodies[item]}\n")
+                out.append(f"{item}{attrs.get(item, '')} ::= {self._bodies[item]}\n")
         return "".join(out)

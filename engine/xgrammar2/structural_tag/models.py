@@ -99,9 +99,9 @@ class AnyTextFormat(BaseModel):
     type: Literal["any_text"] = "any_text"
     excludes: List[str] = []
     max_tokens: Optional[int] = Field(default=None, ge=0, le=_MAX_I32)
-    """Token budget (not supported by xgrammar2 yet)."""
+    """Token budget: once spent, the text ends where it can (a rule attribute)."""
     max_chars: Optional[int] = Field(default=None, ge=0, le=_MAX_I32)
-    """Code-point budget (supported without excludes)."""
+    """Code-point budget (a rule attribute)."""
 
 
 class TokenFormat(BaseModel):

@@ -318,6 +318,16 @@ def _int(obj, key, path, required=True, default=None, minimum=None) -> Optional[
     return v
 
 
+def _budget(obj, key, path) -> Optional[int]:
+    """An optional length budget (``max_tokens``, ``max_chars``): 0 .. 2**31 - 1."""
+    v = _get(obj, key, path, False, None)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**31 - 1:
+        raise _err(path_join(path, key), f"must be a non-negative 32-bit integer, got {describe(v)}")
+    return v
+
+
 def _list(obj, key, path, required=True, non_empty=False) -> List[Any]:
     v = _get(obj, key, path, required, [])
     if v is None and not required:
@@ -441,9 +451,8 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
                 token_excludes.append(_token_format(e, path_join(path, "excludes", i)))
             else:
                 raise _err(path_join(path, "excludes", i), f"must be a string, got {describe(e)}")
-        return AnyText(path, excludes,
-                       _int(value, "max_tokens", path, required=False, minimum=0),
-                       _int(value, "max_chars", path, required=False, minimum=0), token_excludes)
+        return AnyText(path, excludes, _budget(value, "max_tokens", path),
+                       _budget(value, "max_chars", path), token_excludes)
     if t == "grammar":
         return GrammarText(path, _str(value, "grammar", path, non_empty=True))
     if t == "regex":
@@ -502,7 +511,7 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
     if t in ("exclude_token", "any_tokens"):
         data = {"exclude_tokens": _token_list(value, "exclude_tokens", path)}
         if t == "any_tokens":
-            data["max_tokens"] = _int(value, "max_tokens", path, required=False, minimum=0)
+            data["max_tokens"] = _budget(value, "max_tokens", path)
         return TokenLevel(path, t, data)
     if t == "token_triggered_tags":
         trig = _list(value, "trigger_tokens", path, non_empty=True)

@@ -1,0 +1,402 @@
+/* Rule attributes at run time: budgets, laziness, temperature. See attrs.h. */
+#include "attrs.h"
+
+int xgr_attrs_init(xgr_parser *p) {
+    const xgr_fsm *f = p->fsm;
+    p->attrs = f->rule_attrs;
+    p->budgets = f->attr_budgets;
+    p->lazy = f->attr_lazy; /* (set for token budgets too: they end occurrences) */
+    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE};
+    p->captures = f->attr_captures;
+    if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16) ||
+        XGR_VEC_RESERVE(p->cap_begin, 16))
+        return XGR_ERR_NOMEM;
+    xgr_attrs_clear(p);
+    return XGR_OK;
+}
+
+void xgr_attrs_clear(xgr_parser *p) {
+    p->row_cp.len = p->row_tk.len = p->row_bud.len = 0;
+    p->buds.len = p->buds.len ? 1 : 0;
+    p->lazy_done.len = 0;
+    p->lazy_begin.len = 0;
+    p->cur_cp = p->cur_tk = p->next_tk = 0;
+    if (p->lazy) p->lazy_begin.data[p->lazy_begin.len++] = 0; /* (capacity from init) */
+    p->cap_done.len = p->cap_begin.len = p->hist.len = 0;
+    p->cur_byte = 0;
+    if (p->captures) p->cap_begin.data[p->cap_begin.len++] = 0;
+}
+
+void xgr_attrs_free(xgr_parser *p) {
+    XGR_VEC_FREE(p->row_cp);
+    XGR_VEC_FREE(p->row_tk);
+    XGR_VEC_FREE(p->row_bud);
+    XGR_VEC_FREE(p->buds);
+    XGR_VEC_FREE(p->lazy_done);
+    XGR_VEC_FREE(p->lazy_begin);
+    XGR_VEC_FREE(p->cap_done);
+    XGR_VEC_FREE(p->cap_begin);
+    XGR_VEC_FREE(p->hist);
+}
+
+static inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
+
+/* a + b saturating at XGR_NO_DEADLINE - 1 (a real deadline stays below "none") */
+static inline int32_t add_sat(int32_t a, int32_t b) {
+    int64_t s = (int64_t)a + b;
+    return s >= XGR_NO_DEADLINE ? XGR_NO_DEADLINE - 1 : (int32_t)s;
+}
+
+int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent) {
+    const xgr_rule_attrs *a = &p->attrs[rule];
+    if (a->max_chars < 0 && a->max_tokens < 0) return parent;
+    xgr_budget b = p->buds.data[parent];
+    if (a->max_chars >= 0) b.cdl = min32(b.cdl, add_sat(p->cur_cp, a->max_chars));
+    if (a->max_tokens >= 0) {
+        /* tokens touched from here: the current one too when the next byte continues it */
+        int32_t tdl = add_sat(p->cur_tk >> 1, a->max_tokens) - (p->cur_tk & 1);
+        b.tdl = min32(b.tdl, tdl);
+    }
+    /* contexts entered in one row repeat: look back a little before adding one */
+    size_t n = p->buds.len;
+    for (size_t k = n; k > 1 && k + 8 > n; k--) {
+        const xgr_budget *o = &p->buds.data[k - 1];
+        if (o->cdl == b.cdl && o->tdl == b.tdl) return (int32_t)(k - 1);
+    }
+    if (n >= (size_t)INT32_MAX || XGR_VEC_PUSH(p->buds, b)) return -1;
+    return (int32_t)n;
+}
+
+int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t upto) {
+    if (origin < 0) return 0;
+    int32_t last = (int32_t)p->lazy_begin.len - 2; /* last finished row */
+    if (upto > last) upto = last;
+    if (upto < origin) return 0;
+    /* the closures of rows origin..upto, in row order (few: one per ended occurrence) */
+    for (int32_t k = p->lazy_begin.data[origin]; k < p->lazy_begin.data[upto + 1]; k++)
+        if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
+            return 1;
+    return 0;
+}
+
+int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin) {
+    if (origin < 0) return 0;
+    int32_t last = (int32_t)p->lazy_begin.len - 2;
+    if (origin <= last && xgr_lazy_closed(p, rule, origin, last)) return 1;
+    for (size_t k = (size_t)p->lazy_begin.data[last + 1]; k < p->lazy_done.len; k++)
+        if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
+            return 1;
+    return 0;
+}
+
+int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin) {
+    size_t b = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
+    for (size_t k = b; k < p->lazy_done.len; k++)
+        if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
+            return XGR_OK;
+    xgr_leo e;
+    memset(&e, 0, sizeof e);
+    e.rule = rule;
+    e.top.origin = origin;
+    return XGR_VEC_PUSH(p->lazy_done, e) ? XGR_ERR_NOMEM : XGR_OK;
+}
+
+int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin) {
+    size_t b = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
+    for (size_t k = b; k < p->cap_done.len; k++)
+        if (p->cap_done.data[k].rule == rule && p->cap_done.data[k].top.origin == origin)
+            return XGR_OK;
+    xgr_leo e;
+    memset(&e, 0, sizeof e);
+    e.rule = rule;
+    e.top.origin = origin;
+    return XGR_VEC_PUSH(p->cap_done, e) ? XGR_ERR_NOMEM : XGR_OK;
+}
+
+int xgr_attrs_push_row(xgr_parser *p) {
+    if (p->budgets && (XGR_VEC_PUSH(p->row_cp, p->cur_cp) || XGR_VEC_PUSH(p->row_tk, p->cur_tk) ||
+                       XGR_VEC_PUSH(p->row_bud, (int32_t)p->buds.len)))
+        return XGR_ERR_NOMEM;
+    if (p->lazy && XGR_VEC_PUSH(p->lazy_begin, (int32_t)p->lazy_done.len)) return XGR_ERR_NOMEM;
+    if (p->captures && (XGR_VEC_PUSH(p->cap_begin, (int32_t)p->cap_done.len) ||
+                        XGR_VEC_PUSH(p->hist, p->cur_byte)))
+        return XGR_ERR_NOMEM;
+    return XGR_OK;
+}
+
+#define COPY_VEC(d, s)                                                                       \
+    do {                                                                                     \
+        if (XGR_VEC_RESERVE((d), (s).len)) return XGR_ERR_NOMEM;                             \
+        if ((s).len) memcpy((d).data, (s).data, (s).len * sizeof *(s).data);                 \
+        (d).len = (s).len;                                                                   \
+    } while (0)
+
+int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
+    COPY_VEC(dst->row_cp, src->row_cp);
+    COPY_VEC(dst->row_tk, src->row_tk);
+    COPY_VEC(dst->row_bud, src->row_bud);
+    COPY_VEC(dst->buds, src->buds);
+    COPY_VEC(dst->lazy_done, src->lazy_done);
+    COPY_VEC(dst->lazy_begin, src->lazy_begin);
+    COPY_VEC(dst->cap_done, src->cap_done);
+    COPY_VEC(dst->cap_begin, src->cap_begin);
+    COPY_VEC(dst->hist, src->hist);
+    dst->cur_byte = src->cur_byte;
+    dst->cur_cp = src->cur_cp;
+    dst->cur_tk = src->cur_tk;
+    dst->next_tk = src->next_tk;
+    return XGR_OK;
+}
+
+void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens) {
+    *chars = *tokens = XGR_NO_DEADLINE;
+    if (!p->budgets) return;
+    int32_t last = xgr_parser_rows(p) - 1;
+    int32_t cp = p->row_cp.data[last], tc = p->row_tk.data[last] >> 1;
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
+        int32_t bud = p->items.data[k].bud;
+        if (!bud) continue;
+        const xgr_budget *b = &p->buds.data[bud];
+        if (b->cdl != XGR_NO_DEADLINE && b->cdl - cp < *chars) *chars = b->cdl - cp;
+        if (b->tdl != XGR_NO_DEADLINE && b->tdl - tc < *tokens) *tokens = b->tdl - tc;
+    }
+}
+
+/* ---- temperature ----------------------------------------------------------------------- */
+
+/* What the open rules above an occurrence say: temperatures seen (lo..hi) on paths that
+ * have one. */
+typedef struct {
+    int has;
+    float lo, hi;
+} temp_set;
+
+static void temp_add(temp_set *t, float v) {
+    if (!t->has) {
+        t->has = 1;
+        t->lo = t->hi = v;
+        return;
+    }
+    if (v < t->lo) t->lo = v;
+    if (v > t->hi) t->hi = v;
+}
+
+static void temp_merge(temp_set *t, const temp_set *u) {
+    if (!u->has) return;
+    temp_add(t, u->lo);
+    temp_add(t, u->hi);
+}
+
+typedef struct {
+    const xgr_parser *p;
+    int64_t *key; /* (row << 32 | rule) + 1, 0 = empty */
+    temp_set *val;
+    uint8_t *busy;
+    size_t cap, n;
+    int64_t budget; /* work left */
+} temp_memo;
+
+static int memo_slot(temp_memo *m, int64_t key, size_t *slot) {
+    if ((m->n + 1) * 2 > m->cap) {
+        size_t nc = m->cap ? m->cap * 2 : 64;
+        int64_t *nk = xgr_calloc(nc, sizeof *nk);
+        temp_set *nv = xgr_malloc(nc * sizeof *nv);
+        uint8_t *nb = xgr_malloc(nc);
+        if (!nk || !nv || !nb) {
+            free(nk);
+            free(nv);
+            free(nb);
+            return XGR_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->key[i]) continue;
+            size_t h = (size_t)xgr_mix64((uint64_t)m->key[i]) & (nc - 1);
+            while (nk[h]) h = (h + 1) & (nc - 1);
+            nk[h] = m->key[i];
+            nv[h] = m->val[i];
+            nb[h] = m->busy[i];
+        }
+        free(m->key);
+        free(m->val);
+        free(m->busy);
+        m->key = nk;
+        m->val = nv;
+        m->busy = nb;
+        m->cap = nc;
+    }
+    size_t h = (size_t)xgr_mix64((uint64_t)key) & (m->cap - 1);
+    while (m->key[h] && m->key[h] != key) h = (h + 1) & (m->cap - 1);
+    *slot = h;
+    return XGR_OK;
+}
+
+/* Temperatures of the contexts an occurrence of `rule` predicted in row `row` sits in. */
+static int context_temps(temp_memo *m, int32_t row, int32_t rule, int depth, temp_set *out);
+
+/* Temperatures on the paths of item `it` (in some row): its rule's own, else its
+ * context's. */
+static int item_temps(temp_memo *m, xgr_item it, int depth, temp_set *out) {
+    const xgr_fsm *f = m->p->fsm;
+    int32_t r = f->state_rule[it.state];
+    const xgr_rule_attrs *a = &m->p->attrs[r];
+    memset(out, 0, sizeof *out);
+    if (a->has_temperature) {
+        temp_add(out, a->temperature);
+        return XGR_OK;
+    }
+    if (it.origin < 0) return XGR_OK;
+    if (r == f->root && it.origin == 0) return XGR_OK;
+    return context_temps(m, it.origin, r, depth + 1, out);
+}
+
+static int context_temps(temp_memo *m, int32_t row, int32_t rule, int depth, temp_set *out) {
+    memset(out, 0, sizeof *out);
+    if (depth > 4096 || --m->budget < 0) return XGR_OK; /* too deep: no say */
+    int64_t key = (((int64_t)row << 32) | (uint32_t)rule) + 1;
+    size_t slot;
+    int rc = memo_slot(m, key, &slot);
+    if (rc) return rc;
+    if (m->key[slot]) {
+        if (!m->busy[slot]) *out = m->val[slot];
+        return XGR_OK; /* (a cycle: contributes nothing more) */
+    }
+    m->key[slot] = key;
+    m->busy[slot] = 1;
+    m->n++;
+    const xgr_parser *p = m->p;
+    const xgr_fsm *f = p->fsm;
+    temp_set acc;
+    memset(&acc, 0, sizeof acc);
+    for (int32_t k = p->row_begin.data[row]; k < p->row_begin.data[row + 1]; k++) {
+        xgr_item y = p->items.data[k];
+        int waits = 0;
+        for (int32_t e = f->edge_begin[y.state]; e < f->edge_begin[y.state + 1] && !waits; e++)
+            waits = f->edges[e].ref == rule;
+        if (!waits) continue;
+        temp_set t;
+        if ((rc = item_temps(m, y, depth, &t))) return rc;
+        temp_merge(&acc, &t);
+    }
+    if ((rc = memo_slot(m, key, &slot))) return rc; /* (the table may have grown) */
+    m->val[slot] = acc;
+    m->busy[slot] = 0;
+    *out = acc;
+    return XGR_OK;
+}
+
+/* Is the budget of item `it` of the last row spent (it can take no more input)? */
+static int spent(const xgr_parser *p, xgr_item it, int32_t last) {
+    if (!it.bud) return 0;
+    const xgr_budget *b = &p->buds.data[it.bud];
+    return p->row_cp.data[last] >= b->cdl || (p->row_tk.data[last] >> 1) >= b->tdl;
+}
+
+int xgr_parser_temperature(const xgr_parser *p, int *has, float *out, int *conflict) {
+    *has = 0;
+    *conflict = 0;
+    *out = 0;
+    if (!p->attrs) return XGR_OK;
+    const xgr_fsm *f = p->fsm;
+    int32_t last = xgr_parser_rows(p) - 1;
+    temp_memo m;
+    memset(&m, 0, sizeof m);
+    m.p = p;
+    m.budget = 1000000;
+    temp_set all;
+    memset(&all, 0, sizeof all);
+    int rc = XGR_OK;
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1] && !rc; k++) {
+        xgr_item it = p->items.data[k];
+        int32_t e0 = f->edge_begin[it.state];
+        if (e0 == f->edge_begin[it.state + 1] || f->edges[e0].ref >= 0) continue; /* no byte */
+        if (spent(p, it, last)) continue;
+        if (p->lazy && p->attrs[f->state_rule[it.state]].lazy &&
+            xgr_lazy_closed(p, f->state_rule[it.state], it.origin, last))
+            continue;
+        temp_set t;
+        if (!(rc = item_temps(&m, it, 0, &t))) temp_merge(&all, &t);
+    }
+    free(m.key);
+    free(m.val);
+    free(m.busy);
+    if (rc) return rc;
+    if (all.has) {
+        *has = 1;
+        *out = all.hi;
+        *conflict = all.lo != all.hi;
+    }
+    return XGR_OK;
+}
+
+/* ---- captures -------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t rule, origin, row, idx;
+} cap_ev;
+
+static int cap_cmp(const void *a, const void *b) {
+    const cap_ev *x = a, *y = b;
+    if (x->rule != y->rule) return x->rule < y->rule ? -1 : 1;
+    if (x->origin != y->origin) return x->origin < y->origin ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int idx_cmp(const void *a, const void *b) {
+    const cap_ev *x = a, *y = b;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    XGR_VEC(char) buf = {0};
+    if (!p->captures) {
+        if (!(*out = xgr_malloc(1))) return XGR_ERR_NOMEM;
+        return XGR_OK;
+    }
+    int32_t rows = xgr_parser_rows(p);
+    size_t n = (size_t)p->cap_begin.data[rows];
+    cap_ev *ev = xgr_malloc((n ? n : 1) * sizeof *ev);
+    if (!ev) return XGR_ERR_NOMEM;
+    size_t m = 0;
+    for (int32_t j = 0; j < rows; j++)
+        for (int32_t k = p->cap_begin.data[j]; k < p->cap_begin.data[j + 1]; k++) {
+            cap_ev e = {p->cap_done.data[k].rule, p->cap_done.data[k].top.origin, j, (int32_t)m};
+            ev[m++] = e;
+        }
+    if (dedup && m > 1) {
+        /* the last (longest) completion of each occurrence, in the order they happened */
+        qsort(ev, m, sizeof *ev, cap_cmp);
+        size_t w = 0;
+        for (size_t i = 0; i < m; i++)
+            if (i + 1 == m || ev[i + 1].rule != ev[i].rule || ev[i + 1].origin != ev[i].origin)
+                ev[w++] = ev[i];
+        m = w;
+        qsort(ev, m, sizeof *ev, idx_cmp);
+    }
+    int rc = XGR_OK;
+    for (size_t i = 0; i < m && !rc; i++) {
+        const char *label = p->fsm->attr_names + p->attrs[ev[i].rule].capture_off;
+        uint32_t ll = (uint32_t)strlen(label);
+        uint32_t vl = (uint32_t)(ev[i].row - ev[i].origin);
+        size_t at = buf.len;
+        if (XGR_VEC_RESERVE(buf, at + 8 + ll + vl)) {
+            rc = XGR_ERR_NOMEM;
+            break;
+        }
+        memcpy(buf.data + at, &ll, 4);
+        memcpy(buf.data + at + 4, label, ll);
+        memcpy(buf.data + at + 4 + ll, &vl, 4);
+        if (vl) memcpy(buf.data + at + 8 + ll, p->hist.data + ev[i].origin + 1, vl);
+        buf.len = at + 8 + ll + vl;
+    }
+    free(ev);
+    if (!rc && !buf.data && !(buf.data = xgr_malloc(1))) rc = XGR_ERR_NOMEM;
+    if (rc) {
+        XGR_VEC_FREE(buf);
+        return rc;
+    }
+    *out = buf.data;
+    *out_len = buf.len;
+    return XGR_OK;
+}

@@ -1,0 +1,71 @@
+/* Runtime semantics of rule attributes (ir.h xgr_rule_attrs) in the Earley parser.
+ *
+ * Budgets (max_chars, max_tokens) hold per occurrence of a rule. An occurrence predicted
+ * at row o may consume code points up to row_cp[o] + max_chars (a hard limit), and once it
+ * has touched max_tokens tokens (accept_string's text counts none) it ends at the first
+ * position it can, as upstream xgrammar's soft token budget; both become absolute
+ * deadlines. An item carries a budget context
+ * (xgr_item.bud): the tightest deadlines of its rule's occurrence and of every occurrence
+ * it was predicted in (nested budgets all apply). A row drops the items whose deadlines
+ * its position has passed. Contexts are interned in the parser's append-only table.
+ *
+ * Lazy rules end at the first opportunity: once an occurrence (rule, origin) completes in
+ * a row, its items neither scan from that row on nor appear in later rows.
+ *
+ * Captures: each row lists the captured occurrences that completed in it (a span from
+ * the origin row to that row); the matcher turns them into (label, bytes) events.
+ *
+ * Internal header. */
+#ifndef XGR_RUNTIME_ATTRS_H
+#define XGR_RUNTIME_ATTRS_H
+
+#include "earley.h"
+
+#define XGR_NO_DEADLINE INT32_MAX
+
+/* Sets up p's attribute state for p->fsm (called by xgr_parser_init). */
+int xgr_attrs_init(xgr_parser *p);
+/* Resets the per-row attribute state to no rows (clear_rows). */
+void xgr_attrs_clear(xgr_parser *p);
+/* Budget context of an occurrence of `rule` predicted in the row under construction
+ * inside context `parent`; -1 on OOM. */
+int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent);
+/* Does context `bud` allow the row under construction? (A code-point budget is hard.) */
+static inline int xgr_bud_alive(const xgr_parser *p, int32_t bud) {
+    return p->cur_cp <= p->buds.data[bud].cdl;
+}
+/* Has the token budget of context `bud` run out at the row under construction? Then every
+ * occurrence in it ends where it first completes (from then on, like a lazy one). */
+static inline int xgr_bud_expired(const xgr_parser *p, int32_t bud) {
+    int32_t tdl = p->buds.data[bud].tdl, tc = p->cur_tk >> 1;
+    return tc > tdl || (tc == tdl && !(p->cur_tk & 1));
+}
+/* Has the lazy occurrence (rule, origin) completed in a row in [origin, upto]? */
+int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t upto);
+/* The same, also counting the row under construction. */
+int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin);
+/* Records that lazy occurrence (rule, origin) completed in the row under construction. */
+int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin);
+/* Records that captured occurrence (rule, origin) completed in the row under
+ * construction. */
+int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin);
+/* Ends the attribute state of the row under construction (push_row). */
+int xgr_attrs_push_row(xgr_parser *p);
+/* Copies the attribute state of src into dst (xgr_parser_copy). */
+int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src);
+void xgr_attrs_free(xgr_parser *p);
+
+/* Capture events of rows 0 .. last (see xgr_matcher_captures for the format). */
+int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len);
+
+/* Remaining budget at the last row over its items: code points (*chars) and tokens
+ * (*tokens) before some item's deadline passes, XGR_NO_DEADLINE when no item has one. */
+void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens);
+
+/* The sampling temperature at the last row: over the scannable items whose budget is not
+ * spent, the temperature of the innermost open rule that has one (through the rules each
+ * was predicted in); *has = 0 when none has one, else *out is the largest and *conflict
+ * says whether they differ. */
+int xgr_parser_temperature(const xgr_parser *p, int *has, float *out, int *conflict);
+
+#endif

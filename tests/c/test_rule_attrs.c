@@ -1,0 +1,171 @@
+/* Rule attributes through the public C API: EBNF heads parse and print back in upstream's
+ * form, bad heads fail with a located message, and a matcher reports temperature, keeps a
+ * code-point budget across tokens, ends a spent token budget where it can, and records
+ * captures that rollback undoes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "xgr2.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                          \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            failures++;                                                                    \
+        }                                                                                  \
+    } while (0)
+
+static xgr_grammar *parse(const char *src) {
+    xgr_grammar *g = NULL;
+    if (xgr_grammar_from_ebnf(src, strlen(src), "", 0, &g)) return NULL;
+    return g;
+}
+
+static void heads(void) {
+    xgr_grammar *g = parse("root ::= v\nv[capture=\"x\",temperature=0.2,lazy,max_chars=3,"
+                           "max_tokens=2] ::= \"a\"*");
+    CHECK(g, "parse: %s", xgr_last_error());
+    if (g) {
+        char *t = NULL;
+        size_t n = 0;
+        CHECK(!xgr_grammar_to_ebnf(g, &t, &n), "print");
+        CHECK(t && strstr(t, "v[max_tokens=2, max_chars=3, capture=\"x\", lazy, "
+                             "temperature=0.200000003] ::="),
+              "printed: %s", t ? t : "(null)");
+        xgr_grammar *g2 = t ? parse(t) : NULL;
+        char *t2 = NULL;
+        CHECK(g2 && !xgr_grammar_to_ebnf(g2, &t2, &n) && strcmp(t, t2) == 0, "round trip");
+        xgr_free(t);
+        xgr_free(t2);
+        xgr_grammar_release(g2);
+        xgr_grammar_release(g);
+    }
+    static const char *bad[][2] = {
+        {"root ::= v\nv[temperature=-1] ::= \"a\"", "finite non-negative"},
+        {"root ::= v\nv[lazy, lazy] ::= \"a\"", "Assign should be preceded by an identifier"},
+        {"root ::= v\nv[capture=\"\"] ::= \"a\"", "capture name must not be empty"},
+        {"root ::= v\nv[max_chars=99999999999] ::= \"a\"", "at most 2147483647"},
+        {"root ::= v\nv[] ::= \"a\"", "line 2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        xgr_grammar *b = parse(bad[i][0]);
+        CHECK(!b && strstr(xgr_last_error(), bad[i][1]), "bad head %zu: %s", i, xgr_last_error());
+        xgr_grammar_release(b);
+    }
+}
+
+static xgr_vocab *vocab(const char *const *toks, int32_t n) {
+    uint32_t off[32];
+    char data[256];
+    uint32_t pos = 0;
+    for (int32_t i = 0; i < n; i++) {
+        off[i] = pos;
+        memcpy(data + pos, toks[i], strlen(toks[i]));
+        pos += (uint32_t)strlen(toks[i]);
+    }
+    off[n] = pos;
+    xgr_vocab *v = NULL;
+    if (xgr_vocab_new((const uint8_t *)data, off, n, n, NULL, 0, NULL, 0, &v)) return NULL;
+    return v;
+}
+
+static xgr_matcher *matcher(const char *src, xgr_vocab *v, xgr_compiled **c) {
+    xgr_grammar *g = parse(src);
+    xgr_matcher *m = NULL;
+    *c = NULL;
+    if (!g || xgr_compile(g, v, NULL, c) || xgr_matcher_new(*c, NULL, 0, 0, 1, -1, &m)) {
+        CHECK(0, "setup '%s': %s", src, xgr_last_error());
+        m = NULL;
+    }
+    xgr_grammar_release(g);
+    return m;
+}
+
+static int32_t mask0(xgr_matcher *m) {
+    int32_t row[1] = {0};
+    CHECK(!xgr_matcher_fill_bitmask(m, row, 1, NULL), "fill: %s", xgr_last_error());
+    return row[0];
+}
+
+static int accept(xgr_matcher *m, int32_t t) {
+    int ok = 0;
+    CHECK(!xgr_matcher_accept_token(m, t, &ok), "accept: %s", xgr_last_error());
+    return ok;
+}
+
+static void runtime(void) {
+    static const char *toks[] = {"a", "ab", "abc", ">", "\xe4\xb8\xad", "\xe4\xb8\xad\xe6\x96\x87", " "};
+    xgr_vocab *v = vocab(toks, 7);
+    CHECK(v, "vocab: %s", xgr_last_error());
+    if (!v) return;
+    xgr_compiled *c;
+    /* a code-point budget of 2 across tokens: "ab" or one CJK pair fills it */
+    xgr_matcher *m = matcher("root ::= r \">\"\nr[max_chars=2, temperature=0.5] ::= [^>]*", v, &c);
+    if (m) {
+        int has = 0, conflict = 1;
+        float t = 0;
+        CHECK(!xgr_matcher_temperature(m, &has, &t, &conflict) && has && t == 0.5f && !conflict,
+              "temperature inside r");
+        CHECK(mask0(m) == (1 | 2 | 8 | 16 | 32 | 64), "mask at start: %x", (unsigned)mask0(m));
+        CHECK(accept(m, 4), "one CJK char");
+        CHECK(mask0(m) == (1 | 8 | 16 | 64), "mask after one char: %x", (unsigned)mask0(m));
+        CHECK(!accept(m, 5), "two more chars overrun");
+        CHECK(accept(m, 0) && mask0(m) == 8, "budget spent: only '>'");
+        CHECK(!xgr_matcher_rollback(m, 1) && mask0(m) == (1 | 8 | 16 | 64), "rollback restores");
+        CHECK(accept(m, 0) && accept(m, 3) && xgr_matcher_is_terminated(m), "then '>' ends");
+        CHECK(!xgr_matcher_temperature(m, &has, &t, &conflict) && !has, "no temperature after r");
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    /* a token budget: spent after two tokens, r ends where it can (after a space) */
+    m = matcher("root ::= r \">\"\nr[max_tokens=2] ::= ([a-c]+ \" \")+", v, &c);
+    if (m) {
+        CHECK(accept(m, 1) && accept(m, 6), "two tokens");
+        CHECK(mask0(m) == 8, "spent where r can end: only '>' (%x)", (unsigned)mask0(m));
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    m = matcher("root ::= r \">\"\nr[max_tokens=1] ::= ([a-c]+ \" \")+", v, &c);
+    if (m) {
+        CHECK(accept(m, 1), "one token");
+        CHECK(mask0(m) == (1 | 2 | 4 | 64), "spent mid-word: relaxed until r can end (%x)",
+              (unsigned)mask0(m));
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    /* captures, rolled back with the input */
+    m = matcher("root ::= \"a\" v \">\"\nv[capture=\"val\"] ::= [b-c]+", v, &c);
+    if (m) {
+        CHECK(accept(m, 2), "abc");
+        char *out = NULL;
+        size_t n = 0;
+        CHECK(!xgr_matcher_captures(m, 1, &out, &n), "captures");
+        CHECK(n == 4 + 3 + 4 + 2 && out && memcmp(out + 4, "val", 3) == 0 &&
+                  memcmp(out + 11, "bc", 2) == 0,
+              "one capture 'val' = 'bc' (%zu bytes)", n);
+        xgr_free(out);
+        CHECK(!xgr_matcher_captures(m, 0, &out, &n) && n == 12 + 13, "raw: b, bc (%zu)", n);
+        xgr_free(out);
+        CHECK(!xgr_matcher_rollback(m, 1) && !xgr_matcher_captures(m, 1, &out, &n) && n == 0,
+              "rollback drops them");
+        xgr_free(out);
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    xgr_vocab_release(v);
+}
+
+int main(void) {
+    heads();
+    runtime();
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok test_rule_attrs\n");
+    return 0;
+}
