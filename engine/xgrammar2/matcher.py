@@ -378,6 +378,27 @@ class GrammarMatcher:
             "filling the bitmask (bruteforce)",
         )
 
+    def traverse_draft_tree(
+        self,
+        retrieve_next_token: Any,
+        retrieve_next_sibling: Any,
+        draft_tokens: Any,
+        token_bitmask: Any,
+        time_threshold: float = -1.0,
+        temperatures: Optional[Any] = None,
+    ) -> bool:
+        """Fills ``token_bitmask[i]`` for each node ``i`` of a speculative-decoding draft tree
+        (1-D int64 ``retrieve_next_token`` / ``retrieve_next_sibling`` / ``draft_tokens``, node
+        0 = the current state), walking it with accept / rollback; rejected and terminated
+        nodes get zero rows. Returns False if ``time_threshold`` seconds (> 0) ran out first.
+        The state is unchanged afterwards. See :mod:`xgrammar2.draft_tree`."""
+        from .draft_tree import traverse_draft_tree
+
+        return traverse_draft_tree(
+            self, retrieve_next_token, retrieve_next_sibling, draft_tokens, token_bitmask,
+            time_threshold, temperatures,
+        )
+
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation must start with ("" when there is a choice).
         It may be appended to the output without decoding. Does not change the state.
