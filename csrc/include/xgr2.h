@@ -274,7 +274,7 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
  * vocab_size 0, row_words may be 0 and row NULL).
  * Bit t%32 of word t/32 set = token t allowed. Words beyond the vocabulary are zeroed.
  * *need_apply = 0 when every token is allowed (may be NULL). After a stop token the row
- * is all zeros (nothing more can be accepted). */
+ * is zeroed and XGR_ERR_STATE is returned (nothing more can be accepted; upstream raises). */
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row, size_t row_words,
                              int *need_apply);
 /* The same two calls with the result as the return value, for bindings (Python reads an

@@ -26,7 +26,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, List, Optional
 
+from . import _core
 from .exception import InvalidArgumentError
+from .matcher import _accept_ret, _fill_ret, _lib
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matcher import GrammarMatcher
@@ -151,8 +153,9 @@ def _check_tree(next_token: List[int], next_sibling: List[int]) -> None:
 
 class _Walker:
     """The matcher states along the current path. With unlimited rollback (the default) one
-    matcher steps forward with accept_token and back with rollback(1); with a rollback limit
-    each level is a fork of its parent, so any depth works."""
+    matcher steps forward with the core's accept and back with its rollback of one step; with
+    a rollback limit each level is a fork of its parent, so any depth works. Calls the core
+    directly (a node costs one accept, one fill and one rollback)."""
 
     def __init__(self, matcher: "GrammarMatcher") -> None:
         self._in_place = matcher.max_rollback_tokens == -1
@@ -165,20 +168,22 @@ class _Walker:
 
     def advance(self, token: int) -> bool:
         m = self._stack[-1]
-        if self._in_place:
-            if not m.accept_token(token):
-                return False
-        else:
-            child = m.fork()
-            if not child.accept_token(token):
-                return False
-            self._stack.append(child)
+        if not self._in_place:
+            m = m.fork()
+        r = _accept_ret(m._ptr, token)
+        if r < 0:  # a terminated matcher refuses (False); anything else is an error
+            m._raise_or_false(-r, f"accepting draft token {token}")
+            return False
+        if r == 0:
+            return False
+        if not self._in_place:
+            self._stack.append(m)
         self.depth += 1
         return True
 
     def retreat(self) -> None:
         if self._in_place:
-            self._stack[0].rollback(1)
+            _core.check(_lib.xgr_matcher_rollback(self._stack[0]._ptr, 1), "rolling back a draft token")
         else:
             self._stack.pop()
         self.depth -= 1
@@ -186,7 +191,8 @@ class _Walker:
     def unwind(self) -> None:
         if self.depth:
             if self._in_place:
-                self._stack[0].rollback(self.depth)
+                _core.check(_lib.xgr_matcher_rollback(self._stack[0]._ptr, self.depth),
+                            "rolling back the draft tree")
             else:
                 del self._stack[1:]
             self.depth = 0
@@ -249,15 +255,20 @@ def traverse_draft_tree(
         temperatures.fill(-1.0) if not _is_torch(temperatures) else temperatures.fill_(-1.0)
 
     vocab_size = matcher._vocab_size
+    # the bitmask's checked view (dtype, device, layout, row width): row i at base + i * stride
+    base, _, words, stride = matcher._check_bitmask(token_bitmask)
     walker = _Walker(matcher)
+    is_terminated = _lib.xgr_matcher_is_terminated
 
     def fill(node: int) -> bool:
         """Fills the node's row; False when the matcher is terminated there (zero row, and
         the node's children are not visited)."""
         m = walker.top
-        live = not m.is_terminated()
+        live = not is_terminated(m._ptr)
         if live:
-            m.fill_next_token_bitmask(token_bitmask, node)
+            r = _fill_ret(m._ptr, base + node * stride, words)
+            if r < 0:
+                raise _core.error_from_status(-r, f"filling the bitmask of draft node {node}")
         else:
             token_bitmask[node] = 0
         if temperatures is not None:

@@ -56,7 +56,7 @@ def _bitmask_base(bitmask: Any) -> Tuple[Any, int, int, int]:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(bitmask, torch.Tensor):
         if bitmask.dtype is not torch.int32:
-            raise ValueError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
+            raise InvalidArgumentError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
         if not bitmask.is_cpu:
             raise ValueError(
                 f"bitmask must be on the CPU, got device {bitmask.device}; fill a CPU bitmask "
@@ -77,14 +77,14 @@ def _bitmask_base(bitmask: Any) -> Tuple[Any, int, int, int]:
                 raise ValueError("bitmask rows must be contiguous (stride 1 along the last dim)")
             rows, words, stride = 1, shape[0], shape[0]
         else:
-            raise ValueError(f"bitmask must be 1-D or 2-D, got shape {tuple(shape)}")
+            raise InvalidArgumentError(f"bitmask must be 1-D or 2-D, got shape {tuple(shape)}")
         return _ffi.cast("int32_t *", bitmask.data_ptr()), rows, words, stride
     np = sys.modules.get("numpy")
     if np is not None and isinstance(bitmask, np.ndarray):
         if _I32 is None:
             _I32 = np.dtype(np.int32)
         if bitmask.dtype != _I32:
-            raise ValueError(f"bitmask must have dtype int32 (native byte order), got {bitmask.dtype}")
+            raise InvalidArgumentError(f"bitmask must have dtype int32 (native byte order), got {bitmask.dtype}")
         ndim = bitmask.ndim
         if ndim not in (1, 2):
             raise ValueError(f"bitmask must be 1-D or 2-D, got shape {bitmask.shape}")
@@ -188,7 +188,7 @@ class GrammarMatcher:
         if stops is not None:
             for t in stops:
                 if not 0 <= t < vocab_size:
-                    raise ValueError(
+                    raise InvalidArgumentError(
                         f"override_stop_tokens contains {t}, outside the vocabulary "
                         f"[0, {vocab_size})"
                     )
@@ -349,7 +349,7 @@ class GrammarMatcher:
             last = None
         words = base[2]
         if words < self._row_words:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} "
                 f"needs {self._row_words}; allocate with get_bitmask_shape(batch, vocab_size)"
             )
@@ -619,7 +619,7 @@ class BatchGrammarMatcher:
     ) -> List[bool]:
         """``matchers[i].accept_token(tokens[i])`` for every i."""
         if len(matchers) != len(tokens):
-            raise ValueError(f"{len(matchers)} matchers but {len(tokens)} tokens")
+            raise InvalidArgumentError(f"{len(matchers)} matchers but {len(tokens)} tokens")
         return [m.accept_token(t, debug_print=debug_print) for m, t in zip(matchers, tokens)]
 
     @staticmethod
@@ -630,7 +630,7 @@ class BatchGrammarMatcher:
     ) -> List[bool]:
         """``matchers[i].accept_string(strings[i])`` for every i."""
         if len(matchers) != len(strings):
-            raise ValueError(f"{len(matchers)} matchers but {len(strings)} strings")
+            raise InvalidArgumentError(f"{len(matchers)} matchers but {len(strings)} strings")
         return [m.accept_string(s, debug_print=debug_print) for m, s in zip(matchers, strings)]
 
     @staticmethod
@@ -641,7 +641,7 @@ class BatchGrammarMatcher:
         if isinstance(num_tokens, int):
             num_tokens = [num_tokens] * len(matchers)
         if len(matchers) != len(num_tokens):
-            raise ValueError(f"{len(matchers)} matchers but {len(num_tokens)} rollback counts")
+            raise InvalidArgumentError(f"{len(matchers)} matchers but {len(num_tokens)} rollback counts")
         for m, k in zip(matchers, num_tokens):
             m.rollback(k)
 
