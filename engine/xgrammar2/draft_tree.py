@@ -12,8 +12,9 @@ with the tokens allowed after the path root -> ``i``, walking the tree depth-fir
 accept / rollback on the matcher (one accept and one rollback step per accepted node; the
 matcher ends in the state it started in). A node whose token the grammar rejects at its parent
 (or that is outside the vocabulary), and a node after which the matcher is terminated, gets an
-all-zero row; nodes below a rejected or terminated node, nodes not reachable from the root, and nodes not
-reached before the time limit keep whatever their rows held.
+all-zero row; nodes below a rejected or terminated node, nodes not reachable from the root,
+and nodes not reached before the time limit keep whatever their rows held. With a rollback
+limit (``max_rollback_tokens``) each level of the path is a fork instead.
 
 Behaviour follows upstream xgrammar 0.2.8's ``GrammarMatcher.traverse_draft_tree``: the same
 shape / dtype checks (RuntimeError), tree checks (edges in ``[-1, n)``, the root has no sibling
@@ -133,7 +134,8 @@ def _check_tree(next_token: List[int], next_sibling: List[int]) -> None:
     if next_sibling[0] != -1:
         raise InvalidDraftTreeError("The root node must not have siblings")
     in_degree = [0] * n
-    for name, edges in (("retrieve_next_token", next_token), ("retrieve_next_sibling", next_sibling)):
+    named = (("retrieve_next_token", next_token), ("retrieve_next_sibling", next_sibling))
+    for name, edges in named:
         for i, j in enumerate(edges):
             if not -1 <= j < n:
                 raise InvalidDraftTreeError(
@@ -183,7 +185,8 @@ class _Walker:
 
     def retreat(self) -> None:
         if self._in_place:
-            _core.check(_lib.xgr_matcher_rollback(self._stack[0]._ptr, 1), "rolling back a draft token")
+            _core.check(_lib.xgr_matcher_rollback(self._stack[0]._ptr, 1),
+                        "rolling back a draft token")
         else:
             self._stack.pop()
         self.depth -= 1
@@ -251,8 +254,11 @@ def traverse_draft_tree(
         raise InvalidDraftTreeError(
             f"time_threshold must be a number, got {type(time_threshold).__name__}"
         ) from None
-    if temperatures is not None:
-        temperatures.fill(-1.0) if not _is_torch(temperatures) else temperatures.fill_(-1.0)
+    if temperatures is not None:  # -1: not visited, rejected, or no temperature applies
+        if _is_torch(temperatures):
+            temperatures.fill_(-1.0)
+        else:
+            temperatures.fill(-1.0)
 
     vocab_size = matcher._vocab_size
     # the bitmask's checked view (dtype, device, layout, row width): row i at base + i * stride

@@ -225,3 +225,13 @@ def test_random_trees_match_upstream(seed):
         assert m.traverse_draft_tree(*_tensors(nt, ns, dt), bm) is True
         rows.append(_vocab_bits(bm))
     assert rows[0] == rows[1]
+
+
+def test_temperatures_output_defaults_to_minus_one(json_cg):
+    # without a temperature configured every entry is -1 (visited, rejected or not visited)
+    m = xgr.GrammarMatcher(json_cg)
+    bm = xgr.allocate_token_bitmask(3, len(VOCAB))
+    temps = torch.full((3,), 7.0, dtype=torch.float32)
+    assert m.traverse_draft_tree(*_tensors([1, 2, -1], [-1, -1, -1], [0, 3, 6]), bm, temperatures=temps)
+    assert temps.tolist() == [-1.0, -1.0, -1.0]
+    assert not bm[2].any()  # ':' right after '{' is rejected
