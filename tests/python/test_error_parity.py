@@ -103,3 +103,11 @@ def test_token_terminal_outside_the_vocabulary_fails_to_compile(mod):
 def test_invalid_argument_error_is_both():
     assert issubclass(InvalidArgumentError, ValueError)
     assert issubclass(InvalidArgumentError, RuntimeError)
+
+
+@pytest.mark.parametrize("grammar", [r"root ::= [^\u0000-\U0010FFFF]", 'root ::= "a" root'])
+def test_grammar_matching_nothing_is_refused_with_the_reason(grammar):
+    # upstream compiles these into a matcher that accepts nothing; xgrammar2 refuses them
+    ti = xgr2.TokenizerInfo(["a"])
+    with pytest.raises(RuntimeError, match="rule 'root' can never finish: it matches no string"):
+        xgr2.GrammarCompiler(ti).compile_grammar(grammar)
