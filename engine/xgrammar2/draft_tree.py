@@ -31,6 +31,8 @@ from . import _core
 from .exception import InvalidArgumentError
 from .matcher import _accept_ret, _fill_ret, _lib
 
+_XGR_ERR_INVALID_ARG = 1
+
 if TYPE_CHECKING:  # pragma: no cover
     from .matcher import GrammarMatcher
 
@@ -47,8 +49,8 @@ def _is_torch(x: Any) -> bool:
     return torch is not None and isinstance(x, torch.Tensor)
 
 
-def _int64_vector(x: Any, name: str) -> List[int]:
-    """The values of a 1-D int64 CPU tensor / array, or InvalidDraftTreeError."""
+def _int64_array(x: Any, name: str) -> Any:
+    """A validated, contiguous 1-D int64 CPU tensor / array, or InvalidDraftTreeError."""
     if _is_torch(x):
         import torch
 
@@ -59,7 +61,7 @@ def _int64_vector(x: Any, name: str) -> List[int]:
             )
         if x.device.type != "cpu":
             raise InvalidDraftTreeError(f"The {name} tensor must be on the CPU, got {x.device}")
-        return x.tolist()
+        return x.contiguous()
     np = sys.modules.get("numpy")
     if np is not None and isinstance(x, np.ndarray):
         if x.ndim != 1 or x.dtype != np.int64:
@@ -67,11 +69,18 @@ def _int64_vector(x: Any, name: str) -> List[int]:
                 f"The {name} tensor must be a 1D int64 tensor, got shape {x.shape} and dtype "
                 f"{x.dtype}"
             )
-        return x.tolist()
+        return np.ascontiguousarray(x)
     raise InvalidDraftTreeError(
         f"The {name} tensor must be a 1D int64 torch.Tensor or numpy.ndarray, got "
         f"{type(x).__name__}"
     )
+
+
+def _int64_pointer(a: Any) -> Any:
+    """``int64_t *`` to the data of a contiguous array from :func:`_int64_array` (kept alive
+    by the caller)."""
+    addr = a.data_ptr() if _is_torch(a) else a.ctypes.data
+    return _core.ffi.cast("int64_t *", addr)
 
 
 def _check_bitmask_2d(bitmask: Any) -> int:
@@ -131,6 +140,8 @@ def _check_tree(next_token: List[int], next_sibling: List[int]) -> None:
     n = len(next_token)
     if n == 0:
         raise InvalidDraftTreeError("The draft tree must not be empty")
+    if n > 2**31 - 1:
+        raise InvalidDraftTreeError(f"The draft tree has {n} nodes; at most 2**31 - 1 are supported")
     if next_sibling[0] != -1:
         raise InvalidDraftTreeError("The root node must not have siblings")
     in_degree = [0] * n
@@ -227,16 +238,16 @@ def traverse_draft_tree(
         Wrong shapes, dtypes or tree edges.
     """
     start = time.perf_counter()
-    next_token = _int64_vector(retrieve_next_token, "retrieve_next_token")
-    next_sibling = _int64_vector(retrieve_next_sibling, "retrieve_next_sibling")
-    tokens = _int64_vector(draft_tokens, "draft_tokens")
+    next_token_a = _int64_array(retrieve_next_token, "retrieve_next_token")
+    next_sibling_a = _int64_array(retrieve_next_sibling, "retrieve_next_sibling")
+    tokens_a = _int64_array(draft_tokens, "draft_tokens")
     rows = _check_bitmask_2d(token_bitmask)
-    n = len(next_token)
-    if len(next_sibling) != n:
+    n = len(next_token_a)
+    if len(next_sibling_a) != n:
         raise InvalidDraftTreeError(
             "The retrieve_next_token and retrieve_next_sibling tensors must have the same length"
         )
-    if len(tokens) != n:
+    if len(tokens_a) != n:
         raise InvalidDraftTreeError(
             "The retrieve_next_token and draft_tokens tensors must have the same length"
         )
@@ -245,15 +256,34 @@ def traverse_draft_tree(
             "The token_bitmask batch size must match the number of nodes in the tree "
             f"({n}), got {rows}"
         )
+    if n == 0:
+        raise InvalidDraftTreeError("The draft tree must not be empty")
+    if n > 2**31 - 1:
+        raise InvalidDraftTreeError(f"The draft tree has {n} nodes; at most 2**31 - 1 are supported")
     if temperatures is not None:
         _check_temperatures(temperatures, n)
-    _check_tree(next_token, next_sibling)
     try:
         threshold = float(time_threshold)
     except (TypeError, ValueError):
         raise InvalidDraftTreeError(
             f"time_threshold must be a number, got {type(time_threshold).__name__}"
         ) from None
+    if temperatures is None and matcher.max_rollback_tokens == -1:
+        # the whole walk in the core (csrc/runtime/draft_tree.c)
+        base, _, words, stride = matcher._check_bitmask(token_bitmask)
+        done = _core.ffi.new("int *")
+        rc = _lib.xgr_matcher_traverse_draft_tree(
+            matcher._ptr, _int64_pointer(next_token_a), _int64_pointer(next_sibling_a),
+            _int64_pointer(tokens_a), n, base, stride, words, threshold, done,
+        )
+        if rc == _XGR_ERR_INVALID_ARG:
+            raise InvalidDraftTreeError(_core.last_error())
+        _core.check(rc, "traversing the draft tree")
+        return bool(done[0])
+    next_token = next_token_a.tolist()
+    next_sibling = next_sibling_a.tolist()
+    tokens = tokens_a.tolist()
+    _check_tree(next_token, next_sibling)
     if temperatures is not None:  # -1: not visited, rejected, or no temperature applies
         if _is_torch(temperatures):
             temperatures.fill_(-1.0)

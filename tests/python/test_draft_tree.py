@@ -235,3 +235,23 @@ def test_temperatures_output_defaults_to_minus_one(json_cg):
     assert m.traverse_draft_tree(*_tensors([1, 2, -1], [-1, -1, -1], [0, 3, 6]), bm, temperatures=temps)
     assert temps.tolist() == [-1.0, -1.0, -1.0]
     assert not bm[2].any()  # ':' right after '{' is rejected
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_core_walk_matches_python_walks(json_cg, seed):
+    # three implementations of the same walk: the core's (default), the Python in-place walk
+    # (taken when temperatures are asked for) and the Python fork walk (rollback limit)
+    rng = random.Random(5000 + seed)
+    nt, ns, dt = _random_tree(rng, rng.randrange(1, 40))
+    prefix = rng.choice(["", "{", '{"', '{"a":', "{}", '{"a": [1, {"b": '])
+    rows = []
+    for kind in ("core", "python", "fork"):
+        m = xgr.GrammarMatcher(json_cg, max_rollback_tokens=10**6 if kind == "fork" else -1)
+        assert m.accept_string(prefix)
+        steps = m.num_steps
+        bm = torch.full((len(nt), 1), -1, dtype=torch.int32)
+        temps = torch.zeros(len(nt), dtype=torch.float32) if kind == "python" else None
+        assert m.traverse_draft_tree(*_tensors(nt, ns, dt), bm, temperatures=temps) is True
+        assert m.num_steps == steps
+        rows.append(bm[:, 0].tolist())
+    assert rows[0] == rows[1] == rows[2]
