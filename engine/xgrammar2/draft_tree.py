@@ -13,8 +13,12 @@ accept / rollback on the matcher (one accept and one rollback step per accepted 
 matcher ends in the state it started in). A node whose token the grammar rejects at its parent
 (or that is outside the vocabulary), and a node after which the matcher is terminated, gets an
 all-zero row; nodes below a rejected or terminated node, nodes not reachable from the root,
-and nodes not reached before the time limit keep whatever their rows held. With a rollback
-limit (``max_rollback_tokens``) each level of the path is a fork instead.
+and nodes not reached before the time limit keep whatever their rows held.
+
+The walk runs in the core (``xgr_matcher_traverse_draft_tree``, csrc/runtime/draft_tree.c).
+Two cases walk in Python with the same result: per-node ``temperatures`` (read from the
+matcher at each node), and a rollback limit (``max_rollback_tokens``: each level of the path
+is then a fork).
 
 Behaviour follows upstream xgrammar 0.2.8's ``GrammarMatcher.traverse_draft_tree``: the same
 shape / dtype checks (RuntimeError), tree checks (edges in ``[-1, n)``, the root has no sibling
