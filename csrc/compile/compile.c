@@ -229,6 +229,15 @@ static void mark_unique(const xgr_fsm *f, const xgr_link_layout *lay, const uint
  * (NULL: not linked). Frees c on failure. */
 static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_compiled **out) {
     int rc;
+    /* A Token(k) terminal names a token of this vocabulary (as upstream, an error). */
+    for (int32_t i = 0; i < c->n_token_ids; i++)
+        if (c->token_ids[i] < 0 || c->token_ids[i] >= c->vocab->vocab_size) {
+            rc = xgr_fail(XGR_ERR_INVALID_ARG,
+                          "Token id %d in the grammar is out of the vocabulary range [0, %d)",
+                          (int)c->token_ids[i], (int)c->vocab->vocab_size);
+            compiled_free(c);
+            return rc;
+        }
     const xgr_fsm *f = c->fsm;
     int32_t ns = f->n_states, nr = f->n_rules;
     int32_t *n_scan = xgr_malloc(((size_t)nr + 1) * sizeof *n_scan);

@@ -79,7 +79,9 @@ int xgr_fsm_check_productive(const xgr_fsm *f) {
     for (int32_t r = 0; r < f->n_rules; r++)
         if (!prod_state[f->rule_start[r]]) {
             rc = xgr_fail(XGR_ERR_SEMANTIC,
-                          "rule '%s' can never finish (every alternative recurses forever)",
+                          "rule '%s' can never finish: it matches no string (every "
+                          "alternative recurses forever or has a character class that "
+                          "admits no character)",
                           f->rule_name[r] ? f->rule_name[r] : "?");
             break;
         }

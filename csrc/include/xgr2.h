@@ -274,7 +274,7 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
  * vocab_size 0, row_words may be 0 and row NULL).
  * Bit t%32 of word t/32 set = token t allowed. Words beyond the vocabulary are zeroed.
  * *need_apply = 0 when every token is allowed (may be NULL). After a stop token the row
- * is all zeros (nothing more can be accepted). */
+ * is zeroed and XGR_ERR_STATE is returned (nothing more can be accepted; upstream raises). */
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row, size_t row_words,
                              int *need_apply);
 /* The same two calls with the result as the return value, for bindings (Python reads an
@@ -288,6 +288,21 @@ int xgr_matcher_fill_bitmask_ret(xgr_matcher *m, int32_t *row, size_t row_words)
 int xgr_matcher_fill_bitmask_bruteforce(xgr_matcher *m, int32_t *row, size_t row_words);
 /* Undoes the last n accepted steps. */
 int xgr_matcher_rollback(xgr_matcher *m, int32_t n);
+/* Speculative decoding: fills one bitmask row per node of a draft tree (SGLang's layout:
+ * next_token[i] = first child of node i, next_sibling[i] = its next sibling, -1 = none;
+ * draft_tokens[i] = the token at node i; node 0 is the current state and its token is not
+ * read). Row i (at bitmask + i * row_stride, row_words words) gets the mask after the path
+ * root -> i, walked depth first with accept / rollback (the matcher ends where it started;
+ * it needs max_rollback_tokens unlimited or at least the tree's depth). A node whose token
+ * is rejected at its parent, and a node where the matcher is terminated, gets a zero row;
+ * nodes below them, unreachable nodes and nodes not reached in time are left alone.
+ * XGR_ERR_INVALID_ARG for edges outside [-1, n), a root with a sibling or a parent, or a
+ * node with two incoming edges. time_threshold > 0: seconds before the walk stops with
+ * *completed = 0 (checked before every non-root node); otherwise *completed = 1. */
+int xgr_matcher_traverse_draft_tree(xgr_matcher *m, const int64_t *next_token,
+                                    const int64_t *next_sibling, const int64_t *draft_tokens,
+                                    int32_t n, int32_t *bitmask, size_t row_stride,
+                                    size_t row_words, double time_threshold, int *completed);
 /* Longest prefix of `tokens` that would be accepted, without changing state. */
 int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
                                 size_t *n_accepted);

@@ -811,7 +811,13 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     int rc = XGR_OK;
     m->worked = 0;
     if (m->terminated) {
+        /* After a stop token nothing more can be accepted: the row is zeroed and, as in
+         * upstream xgrammar, asking for it is an error. */
         memset(row, 0, row_words * sizeof *row);
+        if (need_apply) *need_apply = 1;
+        return xgr_fail(XGR_ERR_STATE,
+                        "the matcher has terminated (it accepted a stop token): there is no "
+                        "next-token bitmask; roll back or reset it first");
     } else if (!m->parser.budgets && !m->parser.lazy && memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);

@@ -13,12 +13,14 @@ class XGrammar2Error(Exception):
     """Base class of every xgrammar2 error."""
 
 
-class InvalidArgumentError(XGrammar2Error, ValueError):
-    """An argument is out of range or malformed (e.g. a token id outside the vocabulary)."""
+class InvalidArgumentError(XGrammar2Error, ValueError, RuntimeError):
+    """An argument is out of range or malformed (e.g. a token id outside the vocabulary).
+    Both a ValueError and, as upstream's failed argument checks, a RuntimeError."""
 
 
 class InvalidIndexError(InvalidArgumentError, IndexError):
-    """A row index or position is out of range (both a ValueError and an IndexError)."""
+    """A row index or position is out of range (a ValueError, an IndexError and a
+    RuntimeError)."""
 
 
 class InvalidArgumentRuntimeError(InvalidArgumentError, RuntimeError):

@@ -58,7 +58,7 @@ def _bitmask_base(bitmask: Any) -> Tuple[Any, int, int, int]:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(bitmask, torch.Tensor):
         if bitmask.dtype is not torch.int32:
-            raise ValueError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
+            raise InvalidArgumentError(f"bitmask must have dtype torch.int32, got {bitmask.dtype}")
         if not bitmask.is_cpu:
             raise ValueError(
                 f"bitmask must be on the CPU, got device {bitmask.device}; fill a CPU bitmask "
@@ -79,14 +79,14 @@ def _bitmask_base(bitmask: Any) -> Tuple[Any, int, int, int]:
                 raise ValueError("bitmask rows must be contiguous (stride 1 along the last dim)")
             rows, words, stride = 1, shape[0], shape[0]
         else:
-            raise ValueError(f"bitmask must be 1-D or 2-D, got shape {tuple(shape)}")
+            raise InvalidArgumentError(f"bitmask must be 1-D or 2-D, got shape {tuple(shape)}")
         return _ffi.cast("int32_t *", bitmask.data_ptr()), rows, words, stride
     np = sys.modules.get("numpy")
     if np is not None and isinstance(bitmask, np.ndarray):
         if _I32 is None:
             _I32 = np.dtype(np.int32)
         if bitmask.dtype != _I32:
-            raise ValueError(f"bitmask must have dtype int32 (native byte order), got {bitmask.dtype}")
+            raise InvalidArgumentError(f"bitmask must have dtype int32 (native byte order), got {bitmask.dtype}")
         ndim = bitmask.ndim
         if ndim not in (1, 2):
             raise ValueError(f"bitmask must be 1-D or 2-D, got shape {bitmask.shape}")
@@ -197,7 +197,7 @@ class GrammarMatcher:
         if stops is not None:
             for t in stops:
                 if not 0 <= t < vocab_size:
-                    raise ValueError(
+                    raise InvalidArgumentError(
                         f"override_stop_tokens contains {t}, outside the vocabulary "
                         f"[0, {vocab_size})"
                     )
@@ -363,7 +363,7 @@ class GrammarMatcher:
             last = None
         words = base[2]
         if words < self._row_words:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"bitmask rows have {words} int32 words but vocab_size {self._vocab_size} "
                 f"needs {self._row_words}; allocate with get_bitmask_shape(batch, vocab_size)"
             )
@@ -399,103 +399,19 @@ class GrammarMatcher:
         draft_tokens: Any,
         token_bitmask: Any,
         time_threshold: float = -1.0,
-        temperatures: Any = None,
+        temperatures: Optional[Any] = None,
     ) -> bool:
-        """Fills ``token_bitmask[i]`` for every node i of a draft token tree (speculative
-        decoding), as upstream xgrammar: node 0 is the current state; a child node j holds
-        the state after accepting ``draft_tokens[j]`` from its parent's. Children come from
-        ``retrieve_next_token`` (first child) and ``retrieve_next_sibling``, both 1-D int64
-        with -1 for none. A node whose token is not accepted, and its subtree, keep a zero
-        row (so does a node where the matcher terminated). ``temperatures`` (optional 1-D
-        float32, one per node) receives each visited node's :attr:`temperature` (-1.0 for
-        none, and for nodes not visited or rejected). The matcher's state is unchanged
-        afterwards. Returns False when ``time_threshold`` (seconds, > 0) ran out before
-        every node was visited (the root is always filled)."""
-        import time
+        """Fills ``token_bitmask[i]`` for each node ``i`` of a speculative-decoding draft tree
+        (1-D int64 ``retrieve_next_token`` / ``retrieve_next_sibling`` / ``draft_tokens``, node
+        0 = the current state), walking it with accept / rollback; rejected and terminated
+        nodes get zero rows. Returns False if ``time_threshold`` seconds (> 0) ran out first.
+        The state is unchanged afterwards. See :mod:`xgrammar2.draft_tree`."""
+        from .draft_tree import traverse_draft_tree
 
-        import torch
-
-        def vec(t: Any, name: str) -> List[int]:
-            if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.dim() != 1:
-                raise InvalidArgumentRuntimeError(f"{name} must be a 1-D torch.int64 tensor")
-            return [int(x) for x in t.tolist()]
-
-        nxt = vec(retrieve_next_token, "retrieve_next_token")
-        sib = vec(retrieve_next_sibling, "retrieve_next_sibling")
-        toks = vec(draft_tokens, "draft_tokens")
-        n = len(nxt)
-        if n == 0 or len(sib) != n or len(toks) != n:
-            raise InvalidArgumentRuntimeError(
-                "retrieve_next_token, retrieve_next_sibling and draft_tokens must have the "
-                f"same non-zero length, got {len(nxt)}, {len(sib)}, {len(toks)}")
-        if (not isinstance(token_bitmask, torch.Tensor) or token_bitmask.dtype != torch.int32
-                or token_bitmask.dim() != 2 or token_bitmask.shape[0] != n):
-            raise InvalidArgumentRuntimeError(
-                f"token_bitmask must be a 2-D torch.int32 tensor with {n} rows")
-        if temperatures is not None and (
-                not isinstance(temperatures, torch.Tensor) or temperatures.dtype != torch.float32
-                or temperatures.dim() != 1 or temperatures.shape[0] != n):
-            raise InvalidArgumentRuntimeError(
-                f"the temperatures tensor must be a 1-D torch.float32 tensor of {n} elements")
-        if sib[0] != -1:
-            raise InvalidArgumentRuntimeError("the root of the draft tree cannot have siblings")
-        # the edges must form a tree over [0, n): every node reached at most once
-        seen = [False] * n
-        todo = [0]
-        seen[0] = True
-        while todo:
-            i = todo.pop()
-            for j in (nxt[i], sib[i] if i else -1):
-                if j == -1:
-                    continue
-                if not 0 <= j < n:
-                    raise InvalidArgumentRuntimeError(f"draft tree edge {i} -> {j} is out of "
-                                                      f"bounds [0, {n})")
-                if seen[j]:
-                    raise InvalidArgumentRuntimeError(f"draft tree node {j} is reached twice "
-                                                      "(a cycle or a shared node)")
-                seen[j] = True
-                todo.append(j)
-        token_bitmask.zero_()
-        if temperatures is not None:
-            temperatures.fill_(-1.0)
-
-        def visit(i: int) -> None:
-            if not self.is_terminated():
-                self.fill_next_token_bitmask(token_bitmask, i)
-            if temperatures is not None and not self.is_terminated():
-                t = self.temperature
-                temperatures[i] = -1.0 if t is None else t
-
-        start = time.monotonic()
-        steps0 = self.num_steps
-        visit(0)
-        completed = True
-        # iterative depth-first walk: (node, next child to try)
-        stack = [[0, nxt[0]]]
-        try:
-            while stack:
-                frame = stack[-1]
-                j = frame[1]
-                if j == -1:
-                    stack.pop()
-                    if len(stack) > 0 and frame[0] != 0:
-                        self.rollback(1)
-                    continue
-                frame[1] = sib[j]
-                if time_threshold > 0 and time.monotonic() - start > time_threshold:
-                    completed = False
-                    break
-                t = toks[j]
-                if not 0 <= t < self._vocab_size or not self.accept_token(t):
-                    continue
-                visit(j)
-                stack.append([j, nxt[j]])
-        finally:
-            extra = self.num_steps - steps0
-            if extra > 0:
-                self.rollback(extra)
-        return completed
+        return traverse_draft_tree(
+            self, retrieve_next_token, retrieve_next_sibling, draft_tokens, token_bitmask,
+            time_threshold, temperatures,
+        )
 
     def find_jump_forward_string(self) -> str:
         """The longest string every continuation must start with ("" when there is a choice).
@@ -833,7 +749,7 @@ class BatchGrammarMatcher:
     ) -> List[bool]:
         """``matchers[i].accept_token(tokens[i])`` for every i."""
         if len(matchers) != len(tokens):
-            raise ValueError(f"{len(matchers)} matchers but {len(tokens)} tokens")
+            raise InvalidArgumentError(f"{len(matchers)} matchers but {len(tokens)} tokens")
         return [m.accept_token(t, debug_print=debug_print) for m, t in zip(matchers, tokens)]
 
     @staticmethod
@@ -844,7 +760,7 @@ class BatchGrammarMatcher:
     ) -> List[bool]:
         """``matchers[i].accept_string(strings[i])`` for every i."""
         if len(matchers) != len(strings):
-            raise ValueError(f"{len(matchers)} matchers but {len(strings)} strings")
+            raise InvalidArgumentError(f"{len(matchers)} matchers but {len(strings)} strings")
         return [m.accept_string(s, debug_print=debug_print) for m, s in zip(matchers, strings)]
 
     @staticmethod
@@ -855,7 +771,7 @@ class BatchGrammarMatcher:
         if isinstance(num_tokens, int):
             num_tokens = [num_tokens] * len(matchers)
         if len(matchers) != len(num_tokens):
-            raise ValueError(f"{len(matchers)} matchers but {len(num_tokens)} rollback counts")
+            raise InvalidArgumentError(f"{len(matchers)} matchers but {len(num_tokens)} rollback counts")
         for m, k in zip(matchers, num_tokens):
             m.rollback(k)
 

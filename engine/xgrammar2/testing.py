@@ -125,12 +125,10 @@ def _is_single_token_bitmask(bitmask: Any, vocab_size: int, index: int = 0) -> T
 
 def _traverse_draft_tree(retrieve_next_token: Any, retrieve_next_sibling: Any, draft_tokens: Any,
                          matcher: Any, allocate_token_bitmask: Any, time_threshold: float = -1.0) -> bool:
-    """Upstream's wrapper of ``GrammarMatcher.traverse_draft_tree``."""
-    traverse = getattr(matcher, "traverse_draft_tree", None)
-    if traverse is None:
-        raise NotImplementedError("GrammarMatcher.traverse_draft_tree is not implemented in xgrammar2 yet")
-    return traverse(retrieve_next_token, retrieve_next_sibling, draft_tokens, allocate_token_bitmask,
-                    time_threshold)
+    """Upstream's backward-compatible wrapper of ``GrammarMatcher.traverse_draft_tree`` (the
+    matcher comes fourth, the bitmask fifth)."""
+    return matcher.traverse_draft_tree(retrieve_next_token, retrieve_next_sibling, draft_tokens,
+                                       allocate_token_bitmask, time_threshold)
 
 
 def _get_allow_empty_rule_ids(compiled_grammar: Any) -> List[int]:

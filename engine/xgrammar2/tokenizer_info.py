@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from . import _core
+from .exception import InvalidArgumentError
 
 __all__ = ["VocabType", "TokenizerInfo"]
 
@@ -363,7 +364,7 @@ class TokenizerInfo:
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
             raise TypeError(f"vocab_size must be an int, got {type(vocab_size).__name__}")
         if vocab_size < n_tokens:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"vocab_size ({vocab_size}) is smaller than the number of tokens in "
                 f"encoded_vocab ({n_tokens}); pass the model's vocabulary size, or truncate "
                 "the vocabulary first"

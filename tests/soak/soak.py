@@ -124,10 +124,12 @@ def main(argv=None) -> dict:
     def drive(compiled) -> None:
         m = xgr.GrammarMatcher(compiled)
         for _ in range(3):
+            if m.is_terminated():  # (after a stop token there is no mask: an error)
+                break
             m.fill_next_token_bitmask(bm)
             bits = np.unpackbits(np.asarray(bm).reshape(-1).view(np.uint8), bitorder="little")[:n]
             ids = np.flatnonzero(bits)
-            if len(ids) == 0 or m.is_terminated():
+            if len(ids) == 0:
                 break
             m.accept_token(int(ids[rng.randrange(len(ids))]))
         del m

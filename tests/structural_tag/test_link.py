@@ -78,9 +78,12 @@ def _same_masks_along_walks(linked, whole, tok, seed, prefix=""):
         if prefix:
             assert a.accept_string(prefix) and b.accept_string(prefix)
         for step in range(20):
+            if a.is_terminated():  # (a stop token was accepted: there is no mask)
+                assert b.is_terminated()
+                break
             ia, ib = _allowed(a, tok.vocab_size), _allowed(b, tok.vocab_size)
             assert np.array_equal(ia, ib), f"walk {walk} step {step}: {len(np.setxor1d(ia, ib))} tokens differ"
-            if a.is_terminated() or not len(ia):
+            if not len(ia):
                 break
             t = int(rng.choice(ia.tolist()))
             assert a.accept_token(t) and b.accept_token(t)

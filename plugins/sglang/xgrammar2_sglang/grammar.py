@@ -113,6 +113,11 @@ class XGrammar2Grammar(BaseGrammarObject):
         return masks.allocate_vocab_mask(vocab_size, batch_size, device)
 
     def fill_vocab_mask(self, vocab_mask: torch.Tensor, idx: int) -> None:
+        if self.matcher.is_terminated():
+            # as fill_vocab_mask_batched: a finished grammar's row allows everything (the
+            # matcher itself has no mask after the stop token)
+            vocab_mask[idx].fill_(-1)
+            return
         self.matcher.fill_next_token_bitmask(vocab_mask, idx)
 
     @staticmethod
