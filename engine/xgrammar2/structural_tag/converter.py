@@ -243,8 +243,9 @@ class _Converter:
                 and not _is_excluded(tag.content)):
             raise StructuralTagError(
                 path_join(tag.path, "end"),
-                "the tag's content is free text (any_text, triggered_tags, tags_with_separator) "
-                "that only an end string can stop, so at least one end string must be non-empty",
+                "When the content is unlimited, at least one end string must be non-empty: the "
+                "tag's content is free text (any_text, triggered_tags, tags_with_separator) "
+                "that only an end string can stop",
             )
         self.ends.append([] if token_end else list(tag.end))
         try:
@@ -378,13 +379,15 @@ class _Converter:
             if not hits:
                 raise StructuralTagError(
                     path_join(tag.path, "begin"),
-                    f"the begin {tag.begin!r} does not start with any trigger "
+                    f"One tag does not match any trigger in a triggered tags format: the begin "
+                    f"{tag.begin!r} does not start with any trigger "
                     f"({', '.join(repr(t) for t in node.triggers)})",
                 )
             if len(hits) > 1:
                 raise StructuralTagError(
                     path_join(tag.path, "begin"),
-                    f"the begin {tag.begin!r} starts with more than one trigger "
+                    f"One tag matches multiple triggers in a triggered tags format: the begin "
+                    f"{tag.begin!r} starts with more than one trigger "
                     f"({', '.join(repr(node.triggers[k]) for k in hits)})",
                 )
             per_trigger[hits[0]].append(i)
