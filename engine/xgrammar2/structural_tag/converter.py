@@ -372,9 +372,10 @@ class _Converter:
         per_trigger: List[List[int]] = [[] for _ in node.triggers]
         for i, tag in enumerate(node.tags):
             if isinstance(tag.begin, N.TokenLevel):
-                raise self.unsupported(
-                    tag.begin, "a token as a tag's begin in triggered_tags (string triggers); "
-                    "use token_triggered_tags")
+                raise StructuralTagError(
+                    path_join(tag.path, "begin"),
+                    "Tags in triggered_tags must have a string begin, not a token format (for "
+                    "token triggers use token_triggered_tags)")
             hits = [k for k, t in enumerate(node.triggers) if tag.begin.startswith(t)]
             if not hits:
                 raise StructuralTagError(
@@ -481,8 +482,8 @@ class _Converter:
         for i, tag in enumerate(tags):
             if not isinstance(tag.begin, N.TokenLevel):
                 raise StructuralTagError(path_join(tag.path, "begin"),
-                                         "in token_triggered_tags a tag's begin must be a token "
-                                         "format equal to one of trigger_tokens")
+                                         "Tags in token_triggered_tags must have a token format "
+                                         "begin, not a string (one of trigger_tokens)")
             term = self.token(tag.begin, tag.begin.path)
             if term not in triggers:
                 raise StructuralTagError(path_join(tag.path, "begin"),

@@ -376,7 +376,7 @@ def _schema_value(v: Any, path: str) -> Union[bool, Dict[str, Any]]:
         try:
             parsed = json.loads(v)
         except ValueError as e:
-            raise _err(path, f"a JSON schema given as a string must be JSON text: {e}") from e
+            raise _err(path, f"a JSON schema given as a string must be JSON text: {e}", "type") from e
         if isinstance(parsed, (dict, bool)):
             return parsed
     to_schema = getattr(v, "model_json_schema", None)
@@ -452,6 +452,8 @@ def _read_typed(value: Dict[str, Any], t: str, path: str, depth: int) -> Node:
         # 0 (no whitespace at all) is an xgrammar2 extension (upstream asks for >= 1): what
         # the engine plugins set for disable_any_whitespace (xgrammar2.serving).
         mw = _int(value, "max_whitespace_cnt", path, required=False, minimum=0)
+        if "excludes" in value and value["excludes"] is None:
+            raise _err(path_join(path, "excludes"), "must be an array, got null", "type")
         return JSONSchema(path, schema, style, _bool(value, "any_order", path, False), mw,
                           _str_list(value, "excludes", path, non_empty_items=True))
     if t == "any_text":
