@@ -70,6 +70,13 @@ def _sanitize(s: str, limit: int = 40) -> str:
     return out[:limit]
 
 
+#: keywords whose value is one schema, and those whose value maps names to schemas
+_SCHEMA_VALUED = frozenset(("items", "additionalItems", "unevaluatedItems", "contains", "additionalProperties",
+                            "unevaluatedProperties", "propertyNames", "not", "if", "then", "else"))
+_SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+                          "dependencies"))
+
+
 class Converter:
     def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None, index=True):
         self.root = root
@@ -373,8 +380,11 @@ class Converter:
         if s is False:
             return NEVER
         if not isinstance(s, dict):
-            last = ptr.rsplit("/", 1)[-1]
-            kw = last if ptr != "#" and not last.isdigit() else "schema"
+            parts = ptr.split("/")
+            # the keyword whose value this is (upstream names it: "propertyNames must be an
+            # object"), unless it is a member of a map of schemas (properties/x) or of an array
+            kw = parts[-1] if (len(parts) > 1 and parts[-1] in _SCHEMA_VALUED
+                               and (len(parts) < 3 or parts[-2] not in _SCHEMA_MAPS)) else "schema"
             self.invalid(kw, ptr, f"must be an object or a boolean (a schema), got {type(s).__name__}")
         base = self._base_of(s, base)
         saved = self.scope

@@ -99,7 +99,7 @@ _URI = (f"[A-Za-z][A-Za-z0-9+\\-.]*:(?://{_AUTH}(?:/{_SEG})*|/(?:{_SEG_NZ}(?:/{_
         + _QF)
 _REL = f"(?://{_AUTH}(?:/{_SEG})*|/(?:{_SEG_NZ}(?:/{_SEG})*)?|{_SEG_NZ_NC}(?:/{_SEG})*|)" + _QF
 
-_UT_LIT = "(?:[\\x21\\x23\\x24\\x26\\x28-\\x3b\\x3d\\x3f-\\x5b\\x5d\\x5f\\x61-\\x7a\\x7e\\xa0-\\ud7ff\\uf900-\\ufdcf\\ufdf0-\\uffef\\u{10000}-\\u{10fffd}\\ue000-\\uf8ff]|%[0-9A-Fa-f]{2})"
+_UT_LIT = "(?:[\\x21\\x23\\x24\\x26-\\x3b\\x3d\\x3f-\\x5b\\x5d\\x5f\\x61-\\x7a\\x7e\\xa0-\\ud7ff\\uf900-\\ufdcf\\ufdf0-\\uffef\\u{10000}-\\u{10fffd}\\ue000-\\uf8ff]|%[0-9A-Fa-f]{2})"
 _UT_VARCHAR = "(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})"
 _UT_VARSPEC = f"{_UT_VARCHAR}(?:\\.?{_UT_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\\*)?"
 _UT_EXPR = f"\\{{[+#./;?&=,!@|]?{_UT_VARSPEC}(?:,{_UT_VARSPEC})*\\}}"
