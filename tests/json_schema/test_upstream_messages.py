@@ -34,6 +34,8 @@ CASES = [
      "minItems is greater than the number of prefixItems, but additional items are not allowed: 3 > 2"),
     ({"type": "integer", "multipleOf": "x"}, InvalidSchemaError, "#", "Value must be a number"),
     ({"type": "number", "multipleOf": 0}, InvalidSchemaError, "#", "multipleOf must be greater than 0"),
+    ({"type": "integer", "minimum": 5, "maximum": 6, "multipleOf": 7}, UnsatisfiableSchemaError, "#",
+     "range contains no multipleOf value"),
     ({"type": "object", "properties": 1}, InvalidSchemaError, "#", "properties must be an object"),
     ({"type": "object", "propertyNames": "x"}, InvalidSchemaError, "#/propertyNames",
      "propertyNames must be an object"),
@@ -104,3 +106,12 @@ def test_excludes_keep_length_bounds():
     assert not _is_grammar_accept_string(g, '"a"')
     assert not _is_grammar_accept_string(g, '"aaaa"')
     assert not _is_grammar_accept_string(g, '"abc"')
+
+
+def test_bound_above_the_repetition_limit_is_unbounded_with_a_warning():
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 2 ** 32}, "maxItems": 2 ** 31 + 1}
+    with pytest.warns(UserWarning, match="above the EBNF limit"):
+        g = x2.Grammar.from_json_schema(json.dumps(schema))
+    assert _is_grammar_accept_string(g, '["a", "b"]')
+    with pytest.raises(RuntimeError):
+        x2.Grammar.from_json_schema(json.dumps({"type": "array", "minItems": 2 ** 31 + 1}))

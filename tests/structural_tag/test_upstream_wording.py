@@ -122,6 +122,12 @@ def test_upstream_says_the_same_sentence(tag, path, phrase):
     assert phrase in str(ei.value)
 
 
+def test_tag_dispatch_exclude_prefix_of_trigger_message():
+    with pytest.raises(RuntimeError, match=r"Exclude string must not be a prefix of trigger string.*"
+                                           r"line 1, column 23"):
+        x2.Grammar.from_ebnf('root ::= TagDispatch(("tag1", r), excludes=("tag"))\nr ::= "a"')
+
+
 def test_nested_too_deep_message():
     fmt = '{"type": "sequence", "elements": [' * 300 + json.dumps(CS) + "]}" * 300
     with pytest.raises(Exception, match="nested deeper than"):
