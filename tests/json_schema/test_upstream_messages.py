@@ -115,3 +115,26 @@ def test_bound_above_the_repetition_limit_is_unbounded_with_a_warning():
     assert _is_grammar_accept_string(g, '["a", "b"]')
     with pytest.raises(RuntimeError):
         x2.Grammar.from_json_schema(json.dumps({"type": "array", "minItems": 2 ** 31 + 1}))
+
+
+def test_type_applies_next_to_enum_and_patterns_are_unanchored():
+    g = x2.Grammar.from_json_schema(json.dumps({"type": "object", "enum": [{"k": "a"}, [1, 2]]}))
+    assert _is_grammar_accept_string(g, '{"k": "a"}')
+    assert not _is_grammar_accept_string(g, "[1, 2]")  # not an object
+    g = x2.Grammar.from_json_schema(json.dumps({"type": "string", "pattern": '[^"]*'}))
+    assert _is_grammar_accept_string(g, '"\\""')  # the empty match suffices
+
+
+def test_empty_type_list_is_unsatisfiable():
+    with pytest.raises(UnsatisfiableSchemaError):
+        json_schema_to_ebnf({"type": []})
+
+
+def test_max_whitespace_cnt_two():
+    c = x2.GrammarCompiler(x2.TokenizerInfo([])).compile_json_schema(
+        {"type": "object", "properties": {"key": {"type": "string"}}, "required": ["key"]},
+        any_whitespace=True, max_whitespace_cnt=2)
+    for s, ok in [('{  "key"  :  "value"  }', True), ('{"key":"value"}', True),
+                  ('{\r\n"key"\r:\t"value"\n\r}', True), ('{   "key"  :  "value"   }', False),
+                  ('{\r\n\r"key":"value"}', False)]:
+        assert _is_grammar_accept_string(c.grammar, s) == ok, s
