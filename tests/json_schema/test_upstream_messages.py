@@ -138,3 +138,9 @@ def test_max_whitespace_cnt_two():
                   ('{\r\n"key"\r:\t"value"\n\r}', True), ('{   "key"  :  "value"   }', False),
                   ('{\r\n\r"key":"value"}', False)]:
         assert _is_grammar_accept_string(c.grammar, s) == ok, s
+
+
+def test_one_of_is_exactly_one_branch():
+    g = x2.Grammar.from_json_schema(json.dumps({"oneOf": [{"type": "integer"}, {"type": "number"}]}))
+    assert not _is_grammar_accept_string(g, "1")  # both branches match
+    assert _is_grammar_accept_string(g, "1.5")
