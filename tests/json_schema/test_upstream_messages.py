@@ -144,3 +144,10 @@ def test_one_of_is_exactly_one_branch():
     g = x2.Grammar.from_json_schema(json.dumps({"oneOf": [{"type": "integer"}, {"type": "number"}]}))
     assert not _is_grammar_accept_string(g, "1")  # both branches match
     assert _is_grammar_accept_string(g, "1.5")
+
+
+def test_json_whitespace_class_is_printed_as_upstream_spells_it():
+    text = json_schema_to_ebnf({"type": "object", "properties": {"v": {"type": "integer"}}}).ebnf
+    assert "[ \\n\\r\\t]" in text
+    g = x2.Grammar.from_ebnf(text)
+    assert _is_grammar_accept_string(g, '{\r\n"v"\t:\r 3\n}')

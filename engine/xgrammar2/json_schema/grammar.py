@@ -145,7 +145,14 @@ def _print_class(c) -> str:
     return t
 
 
+#: JSON whitespace, spelled in the order upstream xgrammar prints it (text that code written
+#: against upstream looks for in a printed grammar).
+_JSON_WS = cs.of_chars(" \n\t\r")
+
+
 def _print_class_uncached(c) -> str:
+    if c == _JSON_WS:
+        return "[ \\n\\r\\t]"
     neg = cs.difference(cs.complement(c), cs.normalize([(cs.SURR_LO, cs.SURR_HI)]))
     use_neg = len(neg) < len(c)
     body = neg if use_neg else c
