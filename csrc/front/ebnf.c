@@ -820,9 +820,9 @@ static XGR_NOINLINE int parse_tag_dispatch(ebnf *p, size_t start, int32_t *node)
                 size_t l, c;
                 line_col(p->s, p->n, t->pos, &l, &c);
                 rc = perr(p, XGR_ERR_SEMANTIC, x->pos,
-                          "TagDispatch: an excluded string must not be a prefix of (or equal "
-                          "to) a trigger, but this one is a prefix of the trigger at line %zu, "
-                          "column %zu",
+                          "TagDispatch: Exclude string must not be a prefix of trigger string "
+                          "(or equal to it), but this one is a prefix of the trigger at line "
+                          "%zu, column %zu",
                           l, c);
                 goto done;
             }

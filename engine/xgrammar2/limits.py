@@ -76,11 +76,11 @@ def too_deep_error(what: str) -> GrammarLimitError:
 def _too_deep(what: str, limit: int) -> GrammarLimitError:
     if limit < _limits["max_json_nesting"]:  # the maximum recursion depth binds
         return GrammarLimitError(
-            f"Maximum recursion depth exceeded: {what} is nested more than "
-            f"max_recursion_depth = {limit} levels deep (xgrammar2.set_max_recursion_depth)"
+            f"Maximum recursion depth exceeded: {what} is nested deeper than "
+            f"max_recursion_depth = {limit} levels (xgrammar2.set_max_recursion_depth)"
         )
     return GrammarLimitError(
-        f"{what} is nested more than max_json_nesting = {limit} levels deep "
+        f"{what} is nested deeper than max_json_nesting = {limit} levels "
         "(xgrammar2.limits.set_limits)"
     )
 

@@ -61,7 +61,17 @@ def _json_schema_to_ebnf(schema: Any, *, json_format: str = "json", **options: A
             content["max_whitespace_cnt"] = options["max_whitespace_cnt"]
         if options.get("any_order"):
             content["any_order"] = True
-        return str(Grammar.from_structural_tag({"type": "structural_tag", "format": content}))
+        tag = {"type": "structural_tag", "format": content}
+        if options.get("strict_mode", True):
+            return str(Grammar.from_structural_tag(tag))
+        # not strict: objects allow undeclared properties unless the schema says otherwise (a
+        # structural tag has no such option; the node carries it)
+        from .structural_tag.converter import format_to_ebnf
+        from .structural_tag.nodes import read_structural_tag
+
+        node = read_structural_tag(tag)
+        node.strict = False
+        return str(Grammar.from_ebnf(format_to_ebnf(node)))
     from .grammar import _schema_to_ebnf
 
     options.setdefault("any_whitespace", True)
@@ -96,7 +106,10 @@ def _get_matcher_from_grammar_and_tokenizer_info(
 
 def _get_matcher_from_grammar(grammar: Union[Grammar, str], **kwargs: Any) -> "GrammarMatcher":
     """A GrammarMatcher for ``grammar`` (a Grammar or EBNF text) over an empty vocabulary:
-    it matches strings (``accept_string``), not tokens. ``kwargs`` go to GrammarMatcher."""
+    it matches strings (``accept_string``), not tokens, and terminates without a stop token
+    (an empty vocabulary has none), as upstream's helper does. ``kwargs`` go to
+    GrammarMatcher."""
+    kwargs.setdefault("terminate_without_stop_token", True)
     return _get_matcher_from_grammar_and_tokenizer_info(grammar, None, **kwargs)
 
 

@@ -52,7 +52,7 @@ def test_any_whitespace_and_bound():
     check(s, ['{"a":[1,2]}', '{ \n\t"a" :\n [ 1 ,2 ] }', '{\r\n"a"\r:[1\r,2]\r}'],
           ['{"a":[1,2]}\r', ' {"a": []}', '{"a": [1 2]}'])
     check(s, ['{  "a": [1]}', '{\r\n"a": [1]}'], ['{   "a": [1]}', '{\r\r\r"a": [1]}'], max_whitespace_cnt=2)
-    assert "[\\t\\n\\r ]{0,2}" in json_schema_to_ebnf(s, max_whitespace_cnt=2).ebnf
+    assert "[ \\n\\r\\t]{0,2}" in json_schema_to_ebnf(s, max_whitespace_cnt=2).ebnf
 
 
 def test_indent_with_recursion():

@@ -48,7 +48,7 @@ def test_compile_structural_tag_and_match_tokens():
 def test_errors_through_public_api():
     import xgrammar2 as xgr
 
-    with pytest.raises(ValueError, match=r"^\$\.format\.tags\[0\]\.begin"):
+    with pytest.raises(ValueError, match=r"^Invalid structural tag error: \$\.format\.tags\[0\]\.begin"):
         xgr.Grammar.from_structural_tag({"type": "structural_tag", "format": {
             "type": "triggered_tags", "triggers": ["<a"], "tags": [
                 {"begin": "<b>", "content": {"type": "const_string", "value": "x"}, "end": "."}]}})

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from xgrammar2.structural_tag import StructuralTagError, StructuralTagJSONError, structural_tag_to_ebnf
+from xgrammar2.structural_tag.errors import MESSAGE_PREFIX
 
 
 def cs(v):
@@ -45,7 +46,7 @@ CASES = [
     (TT([tag("<f1>", [])]), "$.format.tags[0].end", "must not be empty"),
     (TT([tag("<f1>", ["a", 3])]), "$.format.tags[0].end[1]", "string"),
     (TT([{"type": "const_string", "value": "x"}]), "$.format.tags[0].type", '"tag"'),
-    (F({"type": "sequence", "elements": [cs("a"), {"type": "bogus"}]}), "$.format.elements[1].type", "unknown format type"),
+    (F({"type": "sequence", "elements": [cs("a"), {"type": "bogus"}]}), "$.format.elements[1].type", "Format type not recognized: bogus"),
     (F({"type": "sequence", "elements": []}), "$.format.elements", "non-empty"),
     (F({"type": "or", "elements": "x"}), "$.format.elements", "array"),
     (F({"type": "const_string"}), "$.format.value", "missing"),
@@ -72,8 +73,8 @@ CASES = [
     (F({"type": "tag", "begin": 3, "content": cs("x"), "end": "."}), "$.format.begin", "string"),
     (F({"type": "tag", "begin": "<a>", "content": {"type": "tag", "begin": "<b>", "content": {"type": "nope"},
                                                   "end": "."}, "end": "."}),
-     "$.format.content.content.type", "unknown format type"),
-    ({"type": "structural_tag"}, "$", "missing required field 'format'"),
+     "$.format.content.content.type", "Format type not recognized: nope"),
+    ({"type": "structural_tag"}, "$", "must have a format field"),
     ({"type": "other", "format": cs("x")}, "$.type", "structural_tag"),
     (F("x"), "$.format", "must be an object"),
     (F({"no_type": 1}), "$.format", "no 'type'"),
@@ -90,7 +91,7 @@ def test_error_names_json_path(tag_obj, path, words):
     e = err(tag_obj)
     assert isinstance(e, StructuralTagError), repr(e)
     assert e.path == path, (e.path, str(e))
-    assert str(e).startswith(path + ": ")
+    assert str(e).startswith(MESSAGE_PREFIX + path + ": "), str(e)
     assert words in str(e), str(e)
 
 
@@ -186,7 +187,7 @@ def test_xml_style_limits():
     for fmt, path, words in cases:
         with pytest.raises(StructuralTagError) as ei:
             structural_tag_to_ebnf(F(dict({"type": "json_schema"}, **fmt)))
-        assert str(ei.value).startswith(path) and words in str(ei.value), str(ei.value)
+        assert str(ei.value).startswith(MESSAGE_PREFIX + path) and words in str(ei.value), str(ei.value)
 
 
 def test_public_api_raises_value_error():

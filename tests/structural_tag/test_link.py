@@ -298,7 +298,7 @@ def test_tools_seen_before_compile_in_the_core_from_the_tag_table(tok, pool, mon
     comp.compile_structural_tag(json.dumps({"type": "structural_tag",
                                             "format": _triggered(tags, at_least_one=True)}))
     for triggers, error in ((["<function=", "<tool>"], "'<tool>' starts no tag's begin"),
-                            (["<tool>"], r"tags\[0\].begin: the begin .* does not start with any trigger")):
+                            (["<tool>"], r"tags\[0\].begin: One tag does not match any trigger .* does not start with any trigger")):
         fmt = {**_triggered(tags), "triggers": triggers}
         with pytest.raises(StructuralTagError, match=error):
             comp.compile_structural_tag(json.dumps({"type": "structural_tag", "format": fmt}))

@@ -160,7 +160,10 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     except RecursionError:
         raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
     if text is None:
-        raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it", "#")
+        why = ""
+        if cx.unsat_notes:
+            why = " (" + "; ".join(cx.unsat_notes[:3]) + ("; ..." if len(cx.unsat_notes) > 3 else "") + ")"
+        raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it" + why, "#")
     res = (text, tuple(cx.warnings))
     if res[1]:
         _log.warning("JSON schema converted with %d constraint(s) not enforced: %s", len(res[1]),

@@ -70,6 +70,13 @@ def _sanitize(s: str, limit: int = 40) -> str:
     return out[:limit]
 
 
+#: keywords whose value is one schema, and those whose value maps names to schemas
+_SCHEMA_VALUED = frozenset(("items", "additionalItems", "unevaluatedItems", "contains", "additionalProperties",
+                            "unevaluatedProperties", "propertyNames", "not", "if", "then", "else"))
+_SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
+                          "dependencies"))
+
+
 class Converter:
     def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None, index=True):
         self.root = root
@@ -77,6 +84,9 @@ class Converter:
         self.lenient = lenient
         self.ref_resolver = ref_resolver
         self.warnings: list = []
+        #: Why parts of the schema admit no value ("<pointer>: minItems is greater than
+        #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
+        self.unsat_notes: list = []
         self.memo: dict = {}
         self.refs: dict = {}        # rule name -> (schema, base, ptr, scope) | ("and", union, node)
         self.ref_by_key: dict = {}  # (absolute ptr, scope) -> rule name
@@ -109,7 +119,14 @@ class Converter:
                                      f"(lenient=True drops it with a warning)", ptr, keyword)
 
     def invalid(self, keyword, ptr, msg):
-        raise InvalidSchemaError(f"invalid schema at {ptr}: '{keyword}' {msg}", ptr, keyword)
+        raise InvalidSchemaError(f"invalid schema at {ptr}: {keyword} {msg}", ptr, keyword)
+
+    def unsat(self, ptr, msg):
+        """Notes that the schema at ``ptr`` admits no value (returns None, the empty union)."""
+        note = f"{ptr}: {msg}"
+        if note not in self.unsat_notes:
+            self.unsat_notes.append(note)
+        return None
 
     def warn(self, msg):
         """Records a conversion warning once (a schema may be converted under several
@@ -363,7 +380,12 @@ class Converter:
         if s is False:
             return NEVER
         if not isinstance(s, dict):
-            self.invalid("schema", ptr, f"must be an object or a boolean, got {type(s).__name__}")
+            parts = ptr.split("/")
+            # the keyword whose value this is (upstream names it: "propertyNames must be an
+            # object"), unless it is a member of a map of schemas (properties/x) or of an array
+            kw = parts[-1] if (len(parts) > 1 and parts[-1] in _SCHEMA_VALUED
+                               and (len(parts) < 3 or parts[-2] not in _SCHEMA_MAPS)) else "schema"
+            self.invalid(kw, ptr, f"must be an object or a boolean (a schema), got {type(s).__name__}")
         base = self._base_of(s, base)
         saved = self.scope
         if base not in self.scope:
@@ -632,6 +654,9 @@ class Converter:
             uu = self.convert(s["unevaluatedProperties"], ptr_join(ptr, "unevaluatedProperties"), base)
             u = self._apply_unevaluated_props(u, uu, ptr)
         if "unevaluatedItems" in s:
+            if not isinstance(s["unevaluatedItems"], (dict, bool)):
+                self.invalid("unevaluatedItems", ptr, "must be a boolean or an object (a schema), got "
+                             + type(s["unevaluatedItems"]).__name__)
             uu = self.convert(s["unevaluatedItems"], ptr_join(ptr, "unevaluatedItems"), base)
             u = self._apply_unevaluated_items(u, uu, ptr)
         return u
@@ -802,15 +827,17 @@ class Converter:
         if v is None:
             return None
         if not _is_num(v):
-            self.invalid(k, ptr, "must be a number")
+            self.invalid(k, ptr, f"must be a number (Value must be a number), got {type(v).__name__}")
         return ir.to_dec(v)
 
     def _get_count(self, s, k, ptr):
         v = s.get(k)
         if v is None:
             return None
-        if not _is_num(v) or v < 0 or ir.to_dec(v) != ir.to_dec(v).to_integral_value():
-            self.invalid(k, ptr, "must be a non-negative integer")
+        if not _is_num(v) or ir.to_dec(v) != ir.to_dec(v).to_integral_value():
+            self.invalid(k, ptr, f"must be an integer (a non-negative one), got {v!r}")
+        if v < 0:
+            self.invalid(k, ptr, f"must be a non-negative integer, got {v!r}")
         return int(v)
 
     def _num(self, s, ptr, integer, fmt_range=None):
@@ -847,7 +874,9 @@ class Converter:
                 mults = (m.normalize(),)
         n = Num(integer, lo, lo_x, hi, hi_x, mults, src=ptr)
         if n.trivially_empty():
-            return None
+            if mults and not Num(integer, lo, lo_x, hi, hi_x, (), src=ptr).trivially_empty():
+                return self.unsat(ptr, f"the range contains no multipleOf value (multipleOf {mults[0]})")
+            return self.unsat(ptr, "the range of numbers is empty (minimum / maximum)")
         return n
 
     def _pattern_ast(self, p, kw, ptr):
@@ -889,6 +918,10 @@ class Converter:
             pi = s["prefixItems"]
             if not isinstance(pi, list):
                 self.invalid("prefixItems", ptr, "must be an array of schemas")
+            for i, x in enumerate(pi):
+                if not isinstance(x, (dict, bool)):
+                    self.invalid("prefixItems", ptr, f"must be an array of objects or booleans (schemas); "
+                                 f"item {i} is a {type(x).__name__}")
             prefix = [self.convert(x, ptr_join(ptr, "prefixItems", i), base) for i, x in enumerate(pi)]
         if "items" in s:
             it = s["items"]
@@ -901,11 +934,16 @@ class Converter:
                 items = self.convert(it, ptr_join(ptr, "items"), base)
                 ev_all = True
             else:
-                self.invalid("items", ptr, "must be a schema")
+                self.invalid("items", ptr, f"must be a boolean or an object (a schema, or before draft "
+                             f"2020-12 an array of schemas), got {type(it).__name__}")
         minn = self._get_count(s, "minItems", ptr) or 0
         maxn = self._get_count(s, "maxItems", ptr)
         if maxn is not None and minn > maxn:
-            return None
+            return self.unsat(ptr, f"minItems is greater than maxItems: {minn} > {maxn}")
+        if (len(prefix) < minn and (s.get("items") is False if "prefixItems" in s
+                                    else isinstance(s.get("items"), list) and s.get("additionalItems") is False)):
+            return self.unsat(ptr, "minItems is greater than the number of prefixItems, but additional "
+                                   f"items are not allowed: {minn} > {len(prefix)}")
         contains = ()
         if "contains" in s:
             cu = self.convert(s["contains"], ptr_join(ptr, "contains"), base)
@@ -913,7 +951,7 @@ class Converter:
             cmax = self._get_count(s, "maxContains", ptr)
             cmin = 1 if cmin is None else cmin
             if cmax is not None and cmin > cmax:
-                return None
+                return self.unsat(ptr, f"minContains is greater than maxContains: {cmin} > {cmax}")
             if cmin > 0 or cmax is not None:
                 contains = ((cu, cmin, cmax, ptr),)
         unique = None

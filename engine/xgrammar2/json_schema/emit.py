@@ -487,6 +487,8 @@ class Emitter:
             self.unsupported("multipleOf" if (n.mults or n.notmults) else "minimum", n.src, str(e))
             return self.shared("integer" if n.integer else "number")
         if d.is_empty():
+            if n.mults:
+                self.cx.unsat(n.src, f"the range contains no multipleOf value (multipleOf {n.mults[0]})")
             return None
         key = ("num", n.integer, n.lo, n.lo_x, n.hi, n.hi_x, n.mults, n.nots, n.nonint, n.notmults)
         hit = self._memo.get(key)

@@ -14,6 +14,8 @@ Expressions are tuples:
 
 from __future__ import annotations
 
+import warnings
+
 from . import automaton as fa
 from . import charset as cs
 from . import regex as rx
@@ -79,9 +81,20 @@ def alt(*items):
     return ("alt", tuple(out))
 
 
+#: The largest repetition bound the EBNF front end takes (csrc/front/front.h,
+#: XGR_FRONT_MAX_REPEAT).
+MAX_REPEAT = 1_000_000_000
+
+
 def rep(e, lo: int, hi):
     if hi is not None and hi < lo:
         return None
+    if hi is not None and hi > MAX_REPEAT and lo <= MAX_REPEAT:
+        # No output reaches 10^9 repetitions (a gigabyte of text): the bound is kept in
+        # effect by every real length limit, but the grammar cannot spell it. Said aloud.
+        warnings.warn(f"a maximum of {hi} repetitions is above the EBNF limit {MAX_REPEAT} and is "
+                      "written as no upper bound (no output can reach it)", stacklevel=2)
+        hi = None
     if e is None:
         return EPS if lo == 0 else None
     if hi == 0 or e == EPS:
@@ -132,7 +145,14 @@ def _print_class(c) -> str:
     return t
 
 
+#: JSON whitespace, spelled in the order upstream xgrammar prints it (text that code written
+#: against upstream looks for in a printed grammar).
+_JSON_WS = cs.of_chars(" \n\t\r")
+
+
 def _print_class_uncached(c) -> str:
+    if c == _JSON_WS:
+        return "[ \\n\\r\\t]"
     neg = cs.difference(cs.complement(c), cs.normalize([(cs.SURR_LO, cs.SURR_HI)]))
     use_neg = len(neg) < len(c)
     body = neg if use_neg else c

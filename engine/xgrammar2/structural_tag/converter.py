@@ -243,8 +243,9 @@ class _Converter:
                 and not _is_excluded(tag.content)):
             raise StructuralTagError(
                 path_join(tag.path, "end"),
-                "the tag's content is free text (any_text, triggered_tags, tags_with_separator) "
-                "that only an end string can stop, so at least one end string must be non-empty",
+                "When the content is unlimited, at least one end string must be non-empty: the "
+                "tag's content is free text (any_text, triggered_tags, tags_with_separator) "
+                "that only an end string can stop",
             )
         self.ends.append([] if token_end else list(tag.end))
         try:
@@ -384,20 +385,23 @@ class _Converter:
         per_trigger: List[List[int]] = [[] for _ in node.triggers]
         for i, tag in enumerate(node.tags):
             if isinstance(tag.begin, N.TokenLevel):
-                raise self.unsupported(
-                    tag.begin, "a token as a tag's begin in triggered_tags (string triggers); "
-                    "use token_triggered_tags")
+                raise StructuralTagError(
+                    path_join(tag.path, "begin"),
+                    "Tags in triggered_tags must have a string begin, not a token format (for "
+                    "token triggers use token_triggered_tags)")
             hits = [k for k, t in enumerate(node.triggers) if tag.begin.startswith(t)]
             if not hits:
                 raise StructuralTagError(
                     path_join(tag.path, "begin"),
-                    f"the begin {tag.begin!r} does not start with any trigger "
+                    f"One tag does not match any trigger in a triggered tags format: the begin "
+                    f"{tag.begin!r} does not start with any trigger "
                     f"({', '.join(repr(t) for t in node.triggers)})",
                 )
             if len(hits) > 1:
                 raise StructuralTagError(
                     path_join(tag.path, "begin"),
-                    f"the begin {tag.begin!r} starts with more than one trigger "
+                    f"One tag matches multiple triggers in a triggered tags format: the begin "
+                    f"{tag.begin!r} starts with more than one trigger "
                     f"({', '.join(repr(node.triggers[k]) for k in hits)})",
                 )
             per_trigger[hits[0]].append(i)
@@ -491,8 +495,8 @@ class _Converter:
         for i, tag in enumerate(tags):
             if not isinstance(tag.begin, N.TokenLevel):
                 raise StructuralTagError(path_join(tag.path, "begin"),
-                                         "in token_triggered_tags a tag's begin must be a token "
-                                         "format equal to one of trigger_tokens")
+                                         "Tags in token_triggered_tags must have a token format "
+                                         "begin, not a string (one of trigger_tokens)")
             term = self.token(tag.begin, tag.begin.path)
             if term not in triggers:
                 raise StructuralTagError(path_join(tag.path, "begin"),

@@ -9,23 +9,35 @@ from typing import Any, Union
 from ..exception import InvalidJSONError, InvalidStructuralTagError
 
 __all__ = [
+    "MESSAGE_PREFIX",
     "StructuralTagError",
     "StructuralTagJSONError",
     "path_join",
 ]
 
 
+#: What every message starts with (upstream xgrammar's prefix for the same error class).
+MESSAGE_PREFIX = "Invalid structural tag error: "
+
+
 class StructuralTagError(InvalidStructuralTagError):
     """A structural tag is malformed (a ``ValueError``). ``path`` is the JSON path of the
-    offending value, e.g. ``$.format.tags[2].end``; the message starts with it."""
+    offending value, e.g. ``$.format.tags[2].end``; the message is
+    ``"Invalid structural tag error: <path>: <detail>"``.
 
-    def __init__(self, path: str, message: str):
+    ``code`` says what kind of problem a field has, when the reader knows it: "missing",
+    "type" (wrong JSON type), "empty" (empty string or array), "item" (a bad array item) or
+    "range" (a number out of range); None otherwise. It lets the reader put upstream
+    xgrammar's wording for the field in front of the detail (see ``phrases.py``)."""
+
+    def __init__(self, path: str, message: str, code: "str | None" = None):
         self.path = path
         self.detail = message
+        self.code = code
         #: The JSON pointer inside a ``json_schema`` content's schema, when the error is the
         #: schema's (``#/properties/x``); None otherwise.
         self.schema_pointer: "str | None" = None
-        super().__init__(f"{path}: {message}")
+        super().__init__(f"{MESSAGE_PREFIX}{path}: {message}")
 
 
 class StructuralTagJSONError(InvalidJSONError):

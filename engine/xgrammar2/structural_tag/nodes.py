@@ -10,6 +10,7 @@ import json
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .errors import StructuralTagError, StructuralTagJSONError, describe, path_join
+from .phrases import annotate
 
 __all__ = [
     "Node",
@@ -47,6 +48,8 @@ JSON_SCHEMA_STYLES = (
     "kimi_k3_xml",
     "deepseek_v4_1_xml",
 )
+
+_MAX_I32 = 2_147_483_647
 
 _TOKEN_TYPES = ("token", "exclude_token", "any_tokens", "token_triggered_tags", "token_dispatch")
 
@@ -89,17 +92,21 @@ class ConstString(Node):
 
 
 class JSONSchema(Node):
-    __slots__ = ("schema", "style", "any_order", "max_whitespace_cnt", "excludes")
+    __slots__ = ("schema", "style", "any_order", "max_whitespace_cnt", "excludes", "strict")
     kind = "json_schema"
 
     def __init__(self, path, schema, style="json", any_order=False, max_whitespace_cnt=None,
-                 excludes=()):
+                 excludes=(), strict=True):
         super().__init__(path)
         self.schema = schema
         self.style = style
         self.any_order = any_order
         self.max_whitespace_cnt = max_whitespace_cnt
         self.excludes = list(excludes)
+        #: False: objects without additionalProperties / unevaluatedProperties allow other
+        #: properties (JSON schema's default). Structural tags are always strict (True); only
+        #: ``xgrammar2.testing._json_schema_to_ebnf(strict_mode=False)`` sets it.
+        self.strict = strict
 
 
 class LinkedJSON(JSONSchema):
@@ -111,7 +118,7 @@ class LinkedJSON(JSONSchema):
 
     def __init__(self, node: JSONSchema, fragment: Any, name: str):
         super().__init__(node.path, node.schema, node.style, node.any_order,
-                         node.max_whitespace_cnt, node.excludes)
+                         node.max_whitespace_cnt, node.excludes, node.strict)
         self.fragment = fragment
         self.name = name  # of its stand-in rule, unique to the fragment
 
@@ -272,15 +279,15 @@ class TokenLevel(Node):
 # ---- reading ----------------------------------------------------------------------------
 
 
-def _err(path: str, msg: str) -> StructuralTagError:
-    return StructuralTagError(path, msg)
+def _err(path: str, msg: str, code: Optional[str] = None) -> StructuralTagError:
+    return StructuralTagError(path, msg, code)
 
 
 def _get(obj: Dict[str, Any], key: str, path: str, required: bool = True, default: Any = None):
     if key in obj:
         return obj[key]
     if required:
-        raise _err(path_join(path, key), f"missing required field '{key}'")
+        raise _err(path_join(path, key), f"missing required field '{key}'", "missing")
     return default
 
 
@@ -289,9 +296,9 @@ def _str(obj, key, path, required=True, default=None, non_empty=False) -> Option
     if v is None and not required:
         return default
     if not isinstance(v, str):
-        raise _err(path_join(path, key), f"must be a string, got {describe(v)}")
+        raise _err(path_join(path, key), f"must be a string, got {describe(v)}", "type")
     if non_empty and not v:
-        raise _err(path_join(path, key), "must be a non-empty string")
+        raise _err(path_join(path, key), "must be a non-empty string", "empty")
     return v
 
 
@@ -300,11 +307,11 @@ def _bool(obj, key, path, default: bool) -> bool:
     if v is None:
         return default
     if not isinstance(v, bool):
-        raise _err(path_join(path, key), f"must be a boolean, got {describe(v)}")
+        raise _err(path_join(path, key), f"must be a boolean, got {describe(v)}", "type")
     return v
 
 
-def _int(obj, key, path, required=True, default=None, minimum=None) -> Optional[int]:
+def _int(obj, key, path, required=True, default=None, minimum=None, maximum=None) -> Optional[int]:
     v = _get(obj, key, path, required, default)
     if v is None and not required:
         return default
@@ -312,9 +319,11 @@ def _int(obj, key, path, required=True, default=None, minimum=None) -> Optional[
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         else:
-            raise _err(path_join(path, key), f"must be an integer, got {describe(v)}")
+            raise _err(path_join(path, key), f"must be an integer, got {describe(v)}", "type")
     if minimum is not None and v < minimum:
-        raise _err(path_join(path, key), f"must be >= {minimum}, got {v}")
+        raise _err(path_join(path, key), f"must be >= {minimum}, got {v}", "range")
+    if maximum is not None and v > maximum:
+        raise _err(path_join(path, key), f"must be <= {maximum}, got {v}", "range")
     return v
 
 
@@ -333,9 +342,9 @@ def _list(obj, key, path, required=True, non_empty=False) -> List[Any]:
     if v is None and not required:
         return []
     if not isinstance(v, (list, tuple)):
-        raise _err(path_join(path, key), f"must be an array, got {describe(v)}")
+        raise _err(path_join(path, key), f"must be an array, got {describe(v)}", "type")
     if non_empty and not v:
-        raise _err(path_join(path, key), "must be a non-empty array")
+        raise _err(path_join(path, key), "must be a non-empty array", "empty")
     return list(v)
 
 
@@ -343,15 +352,16 @@ def _str_list(obj, key, path, required=False, non_empty=False, non_empty_items=F
     items = _list(obj, key, path, required=required, non_empty=non_empty)
     for i, s in enumerate(items):
         if not isinstance(s, str):
-            raise _err(path_join(path, key, i), f"must be a string, got {describe(s)}")
+            raise _err(path_join(path, key, i), f"must be a string, got {describe(s)}", "item")
         if non_empty_items and not s:
-            raise _err(path_join(path, key, i), "must be a non-empty string")
+            raise _err(path_join(path, key, i), "must be a non-empty string", "item")
     return items
 
 
 def _token_value(v: Any, path: str) -> Union[int, str]:
     if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise _err(path, f"a token must be a token id (integer) or a token string, got {describe(v)}")
+        raise _err(path, f"a token must be a token id (integer) or a token string, got {describe(v)}",
+                   "type")
     if isinstance(v, int) and v < 0:
         raise _err(path, f"a token id must be >= 0, got {v}")
     return v
@@ -376,13 +386,13 @@ def _schema_value(v: Any, path: str) -> Union[bool, Dict[str, Any]]:
         try:
             parsed = json.loads(v)
         except ValueError as e:
-            raise _err(path, f"a JSON schema given as a string must be JSON text: {e}") from e
+            raise _err(path, f"a JSON schema given as a string must be JSON text: {e}", "type") from e
         if isinstance(parsed, (dict, bool)):
             return parsed
     to_schema = getattr(v, "model_json_schema", None)
     if isinstance(v, type) and callable(to_schema):
         return to_schema()
-    raise _err(path, f"must be a JSON schema (an object or a boolean), got {describe(v)}")
+    raise _err(path, f"must be a JSON schema (an object or a boolean), got {describe(v)}", "type")
 
 
 def _guess_type(obj: Dict[str, Any]) -> Optional[str]:
@@ -410,14 +420,26 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
         raise _err(path, "formats are nested too deeply (more than 200 levels)")
     value = _plain(value)
     if not isinstance(value, dict):
-        raise _err(path, f"a format must be an object, got {describe(value)}")
+        raise _err(path, f"Format must be an object, got {describe(value)}")
     t = value.get("type")
     if t is None:
         t = _guess_type(value)
         if t is None:
-            raise _err(path, "the format has no 'type' field (one of: " + ", ".join(FORMAT_TYPES) + ")")
+            raise _err(path, "Invalid format: the format has no 'type' field (one of: "
+                       + ", ".join(FORMAT_TYPES) + ")")
     elif not isinstance(t, str):
-        raise _err(path_join(path, "type"), f"must be a string, got {describe(t)}")
+        raise _err(path_join(path, "type"), f"Format's type must be a string, got {describe(t)}")
+    try:
+        return _read_typed(value, t, path, depth)
+    except StructuralTagError as e:
+        better = annotate(e, t, path)
+        if better is e:
+            raise
+        raise better from e
+
+
+def _read_typed(value: Dict[str, Any], t: str, path: str, depth: int) -> Node:
+    """Reads a format whose type is ``t``."""
     d = depth + 1
     sub = lambda v, p: read_format(v, p, d)  # noqa: E731
 
@@ -435,10 +457,13 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
             style = _str(value, "style", path, required=False, default="json")
             if style not in JSON_SCHEMA_STYLES:
                 raise _err(path_join(path, "style"),
-                           f"unknown style {style!r}; expected one of: " + ", ".join(JSON_SCHEMA_STYLES))
+                           f"unknown style {style!r}; expected one of: " + ", ".join(JSON_SCHEMA_STYLES),
+                           "type")
         # 0 (no whitespace at all) is an xgrammar2 extension (upstream asks for >= 1): what
         # the engine plugins set for disable_any_whitespace (xgrammar2.serving).
         mw = _int(value, "max_whitespace_cnt", path, required=False, minimum=0)
+        if "excludes" in value and value["excludes"] is None:
+            raise _err(path_join(path, "excludes"), "must be an array, got null", "type")
         return JSONSchema(path, schema, style, _bool(value, "any_order", path, False), mw,
                           _str_list(value, "excludes", path, non_empty_items=True))
     if t == "any_text":
@@ -450,9 +475,11 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
             elif isinstance(e, dict):
                 token_excludes.append(_token_format(e, path_join(path, "excludes", i)))
             else:
-                raise _err(path_join(path, "excludes", i), f"must be a string, got {describe(e)}")
-        return AnyText(path, excludes, _budget(value, "max_tokens", path),
-                       _budget(value, "max_chars", path), token_excludes)
+                raise _err(path_join(path, "excludes", i), f"must be a string, got {describe(e)}", "item")
+        return AnyText(path, excludes,
+                       _int(value, "max_tokens", path, required=False, minimum=0, maximum=_MAX_I32),
+                       _int(value, "max_chars", path, required=False, minimum=0, maximum=_MAX_I32),
+                       token_excludes)
     if t == "grammar":
         return GrammarText(path, _str(value, "grammar", path, non_empty=True))
     if t == "regex":
@@ -491,7 +518,8 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
         lo = _int(value, "min", path, minimum=0)
         hi = _int(value, "max", path)
         if hi != -1 and hi < lo:
-            raise _err(path_join(path, "max"), f"must be -1 (unbounded) or >= min ({lo}), got {hi}")
+            raise _err(path_join(path, "max"), f"must be -1 (unbounded) or >= min ({lo}), got {hi}",
+                       "range" if hi < 0 else "order")
         return Repeat(path, lo, hi, sub(_get(value, "content", path), path_join(path, "content")))
     if t == "dispatch":
         rules = []
@@ -511,7 +539,8 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
     if t in ("exclude_token", "any_tokens"):
         data = {"exclude_tokens": _token_list(value, "exclude_tokens", path)}
         if t == "any_tokens":
-            data["max_tokens"] = _budget(value, "max_tokens", path)
+            data["max_tokens"] = _int(value, "max_tokens", path, required=False, minimum=0,
+                                      maximum=_MAX_I32)
         return TokenLevel(path, t, data)
     if t == "token_triggered_tags":
         trig = _list(value, "trigger_tokens", path, non_empty=True)
@@ -536,7 +565,7 @@ def read_format(value: Any, path: str = "$.format", depth: int = 0) -> Node:
         return TokenLevel(path, t, {"rules": rules, "loop": _bool(value, "loop", path, True),
                                     "exclude_tokens": _token_list(value, "exclude_tokens", path)})
     raise _err(path_join(path, "type"),
-               f"unknown format type {t!r}; expected one of: " + ", ".join(FORMAT_TYPES))
+               f"Format type not recognized: {t}; expected one of: " + ", ".join(FORMAT_TYPES))
 
 
 _SIMPLE_TAG_KEYS = frozenset(("type", "begin", "content", "end"))
@@ -598,7 +627,13 @@ def _read_tag_item(value: Any, path: str, depth: int) -> Tag:
     t = value.get("type", "tag")
     if t != "tag":
         raise _err(path_join(path, "type"), f"must be \"tag\" here, got {t!r}")
-    return _read_tag(value, path, depth)
+    try:
+        return _read_tag(value, path, depth)
+    except StructuralTagError as e:
+        better = annotate(e, "tag", path)
+        if better is e:
+            raise
+        raise better from e
 
 
 def _read_tag(value: Dict[str, Any], path: str, depth: int) -> Tag:
@@ -606,7 +641,7 @@ def _read_tag(value: Dict[str, Any], path: str, depth: int) -> Tag:
     if isinstance(begin, dict):
         begin = _token_format(begin, path_join(path, "begin"))
     elif not isinstance(begin, str):
-        raise _err(path_join(path, "begin"), f"must be a string, got {describe(begin)}")
+        raise _err(path_join(path, "begin"), f"must be a string, got {describe(begin)}", "type")
     content = read_format(_get(value, "content", path), path_join(path, "content"), depth)
     end = _get(value, "end", path)
     if isinstance(end, str):
@@ -615,13 +650,14 @@ def _read_tag(value: Dict[str, Any], path: str, depth: int) -> Tag:
         end = _token_format(end, path_join(path, "end"))
     elif isinstance(end, (list, tuple)):
         if not end:
-            raise _err(path_join(path, "end"), "an end list must not be empty")
+            raise _err(path_join(path, "end"), "an end list must not be empty", "empty")
         for i, e in enumerate(end):
             if not isinstance(e, str):
-                raise _err(path_join(path, "end", i), f"must be a string, got {describe(e)}")
+                raise _err(path_join(path, "end", i), f"must be a string, got {describe(e)}", "item")
         end = list(end)
     else:
-        raise _err(path_join(path, "end"), f"must be a string or an array of strings, got {describe(end)}")
+        raise _err(path_join(path, "end"), f"must be a string or an array of strings, got {describe(end)}",
+                   "type")
     return Tag(path, begin, content, end)
 
 
@@ -664,17 +700,17 @@ def read_structural_tag(tag: Any) -> Node:
         try:
             tag = json.loads(tag)
         except ValueError as e:
-            raise StructuralTagJSONError(f"the structural tag is not valid JSON: {e}") from e
+            raise StructuralTagJSONError(f"Failed to parse JSON: the structural tag is not valid JSON: {e}") from e
     tag = _plain(tag)
     if not isinstance(tag, dict):
-        raise _err("$", f"a structural tag must be an object, got {describe(tag)}")
+        raise _err("$", f"Structural tag must be an object, got {describe(tag)}")
     t = tag.get("type", "structural_tag")
     if "format" not in tag and "structures" not in tag and t in FORMAT_TYPES:
         return read_format(tag, "$")  # a bare format
     if t != "structural_tag":
-        raise _err("$.type", f'must be "structural_tag", got {t!r}')
+        raise _err("$.type", f'Structural tag\'s type must be a string "structural_tag", got {t!r}')
     if "format" in tag:
         return read_format(tag["format"], "$.format")
     if "structures" in tag or "triggers" in tag:
         return _legacy(tag, "$")
-    raise _err("$", "missing required field 'format' (or the legacy 'structures' + 'triggers')")
+    raise _err("$", "Structural tag must have a format field (or the legacy 'structures' + 'triggers')")

@@ -363,7 +363,7 @@ class _Gen:
         return self.cached("identifier", make)
 
     def json(self, schema: Any, hint: str, strict: bool = True) -> str:
-        return self.conv.json_value(self.node, self.with_defs(schema), hint, strict)
+        return self.conv.json_value(self.node, self.with_defs(schema), hint, strict and self.node.strict)
 
     def with_defs(self, schema: Any) -> Any:
         """``schema`` as a standalone document that still resolves the root's ``$ref``s."""
@@ -530,7 +530,8 @@ class _Gen:
         elif "unevaluatedProperties" in s:
             addl = s["unevaluatedProperties"]
         else:
-            addl = False  # strict: no properties beyond the declared ones
+            # strict: no properties beyond the declared ones (JSON schema's default otherwise)
+            addl = not self.node.strict
         if addl is False:
             addl = None
         lo = s.get("minProperties", 0)
@@ -838,8 +839,11 @@ class _NoValue(StructuralTagError):
 def _item_bounds(s: Dict[str, Any], path: str) -> Tuple[int, int]:
     """(minItems, maxItems or -1); a maximum beyond 2**31 - 1 is no bound (as upstream)."""
     lo, hi = s.get("minItems", 0), s.get("maxItems")
-    if not isinstance(lo, int) or lo < 0 or lo > 2 ** 31 - 1:
-        raise StructuralTagError(path_join(path, "minItems"), "must be an integer between 0 and 2**31 - 1")
+    if not isinstance(lo, int) or lo < 0:
+        raise StructuralTagError(path_join(path, "minItems"), "must be a non-negative integer")
+    if lo > 2 ** 31 - 1:
+        raise StructuralTagError(path_join(path, "minItems"),
+                                 f"minItems and minContains must not exceed 2147483647 (got {lo})")
     if hi is not None and (not isinstance(hi, int) or hi < 0):
         raise StructuralTagError(path_join(path, "maxItems"), "must be a non-negative integer")
     return lo, -1 if hi is None or hi > 2 ** 31 - 1 else hi
@@ -1100,8 +1104,10 @@ class _MiniMaxM3(_Gen):
     def root_expr(self) -> str:
         return self.value(self.node.schema, self.path, "root")
 
-    def unsupported(self, path: str, what: str) -> StructuralTagError:
-        return StructuralTagError(path, f"{what} is not supported by minimax_m3_xml")
+    def not_fixed_names(self, path: str, keyword: str) -> StructuralTagError:
+        return StructuralTagError(path, "minimax_m3_xml requires fixed object property names; "
+                                        "additionalProperties, unevaluatedProperties, patternProperties, "
+                                        f"and propertyNames are not supported (found {keyword})")
 
     def string(self) -> str:
         return self.cached("m3_string", lambda: self.conv.rules.add(
@@ -1110,6 +1116,11 @@ class _MiniMaxM3(_Gen):
     def element(self, name: str, value: str, path: str) -> str:
         if not name or name.startswith("/") or ">" in name or not name.strip(" \t\n\r\f\v"):
             raise StructuralTagError(path, f"invalid minimax_m3_xml element name {name!r}")
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StructuralTagError(path, f"invalid minimax_m3_xml element name {name!r}: not valid "
+                                           "Unicode (a lone surrogate)") from None
         return _seq([_lit(f"{_M3_NS}<{name}>"), value, _lit(f"{_M3_NS}</{name}>")])
 
     def literal(self, v: Any, path: str) -> str:
@@ -1128,7 +1139,8 @@ class _MiniMaxM3(_Gen):
         if k == "false":
             raise StructuralTagError(path, "the schema is false: no value is allowed")
         if k == "any" or (k == "allOf" and not (isinstance(s["allOf"], list) and len(s["allOf"]) == 1)):
-            raise self.unsupported(path, "an unconstrained schema")
+            raise StructuralTagError(path, "minimax_m3_xml does not support unconstrained schemas "
+                                           "(a value here may be anything)")
         if k == "$ref":
             return self.forward(("value", s["$ref"]), hint + "_ref",
                                 lambda: self.value(self.deref(s, path), path, hint))
@@ -1144,7 +1156,10 @@ class _MiniMaxM3(_Gen):
         if k == "string":
             if ("pattern" in s or _format_expr(s.get("format"), path) is not None
                     or s.get("minLength", 0) != 0 or "maxLength" in s):
-                raise self.unsupported(path, "a string pattern, known format or length bound")
+                raise StructuralTagError(
+                    path, "String pattern, recognized format, and length constraints are not supported "
+                          "by minimax_m3_xml because they cannot be combined with the namespace-marker "
+                          "exclusion")
             return self.string()
         if k in ("integer", "number", "boolean", "null"):
             return self.json(s, hint)
@@ -1157,10 +1172,13 @@ class _MiniMaxM3(_Gen):
     def object_value(self, s: Dict[str, Any], path: str, hint: str) -> str:
         for key in ("patternProperties", "propertyNames"):
             if key in s:
-                raise self.unsupported(path_join(path, key), key)
-        if s.get("additionalProperties", False) is not False or s.get("unevaluatedProperties", False) is not False:
-            raise self.unsupported(path, "additionalProperties / unevaluatedProperties (fixed property "
-                                         "names only)")
+                raise self.not_fixed_names(path_join(path, key), key)
+        for key in ("additionalProperties", "unevaluatedProperties"):
+            if s.get(key, False) is not False:
+                raise self.not_fixed_names(path_join(path, key), key)
+        if not self.node.strict and "additionalProperties" not in s and "unevaluatedProperties" not in s:
+            raise self.not_fixed_names(path, "additionalProperties (not strict: other properties "
+                                             "are allowed unless it is false)")
         props, required, _, lo, hi = self.object_parts(s, path)
         missing = [r for r in required if r not in props]
         if missing:
@@ -1218,11 +1236,12 @@ def xml_schema_expr(conv, node: N.JSONSchema) -> str:
     if node.excludes:
         if style in ("cohere_xml", "minimax_m3_xml"):
             raise StructuralTagError(path_join(node.path, "excludes"),
-                                     f"excludes are not supported with style {style!r}")
+                                     f"JSONSchemaFormat.excludes is not supported for {style}")
         for e in node.excludes:
             if e[:1] in " \t\r\n" or e[-1:] in " \t\r\n":
                 raise StructuralTagError(path_join(node.path, "excludes"),
-                                         "an exclusion of an XML style may not start or end with whitespace")
+                                         "XML JSONSchemaFormat.excludes must not start or end with formatting "
+                                         "whitespace (space, tab, CR, LF)")
     if style == "cohere_xml":
         return _Cohere(conv, node).root_expr()
     if style == "minimax_m3_xml":
