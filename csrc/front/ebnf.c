@@ -64,7 +64,8 @@ XGR_NOINLINE const char *xgr_ebnf_found(const ebnf *p, size_t pos, char *out, si
 
 XGR_NOINLINE int xgr_ebnf_expected(const ebnf *p, size_t pos, const char *what) {
     char b[32];
-    return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, pos, "expected %s, found %s", what, xgr_ebnf_found(p, pos, b, sizeof b));
+    return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, pos, "expected %s, found %s", what,
+                         xgr_ebnf_found(p, pos, b, sizeof b));
 }
 
 static int ir_fail(void) { return xgr_front_ir_status(); }
@@ -161,7 +162,8 @@ static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
     size_t start = p->pos;
     *is_x = 0;
     if (start + 1 >= p->n)
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unterminated escape sequence at end of input");
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
+                             "unterminated escape sequence at end of input");
     uint8_t c = p->s[start + 1];
     size_t end = start + 2;
     uint32_t v;
@@ -181,13 +183,14 @@ static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
         break;
     case 'x':
         if (!read_hex(p, start + 2, 1, 2, &v, &end))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "invalid escape: expected hex digits after \\x");
+            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
+                                 "invalid escape: expected hex digits after \\x");
         *is_x = 1;
         break;
     case 'u':
         if (!read_hex(p, start + 2, 4, 4, &v, &end))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                        "invalid escape: expected 4 hex digits after \\u");
+                                 "invalid escape: expected 4 hex digits after \\u");
         /* A UTF-16 surrogate pair written as two \u escapes is one code point. */
         if (v >= 0xd800 && v <= 0xdbff && end + 6 <= p->n && p->s[end] == '\\' &&
             p->s[end + 1] == 'u') {
@@ -202,17 +205,18 @@ static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
     case 'U':
         if (!read_hex(p, start + 2, 8, 8, &v, &end))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                        "invalid escape: expected 8 hex digits after \\U");
+                                 "invalid escape: expected 8 hex digits after \\U");
         if (v > 0x10ffff)
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                        "invalid escape: code point 0x%lx is above U+10FFFF",
-                        (unsigned long)v);
+                                 "invalid escape: code point 0x%lx is above U+10FFFF",
+                                 (unsigned long)v);
         break;
     default:
     bad: {
         char b[32];
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "invalid escape sequence: backslash followed by %s",
-                    xgr_ebnf_found(p, start + 1, b, sizeof b));
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
+                             "invalid escape sequence: backslash followed by %s",
+                             xgr_ebnf_found(p, start + 1, b, sizeof b));
     }
     }
     p->pos = end;
@@ -244,8 +248,8 @@ int xgr_ebnf_lex_string(ebnf *p, int bytes) {
         }
         if (c == '\n')
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                        "unterminated string literal (a newline inside a string must be "
-                        "written \\n)");
+                                 "unterminated string literal (a newline inside a string must be "
+                                 "written \\n)");
         if (c == '\\') {
             size_t epos = p->pos;
             uint32_t cp;
@@ -258,14 +262,15 @@ int xgr_ebnf_lex_string(ebnf *p, int bytes) {
             }
             if (cp >= 0xd800 && cp <= 0xdfff)
                 return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, epos,
-                            "lone surrogate U+%04lX cannot appear in a string",
-                            (unsigned long)cp);
+                                     "lone surrogate U+%04lX cannot appear in a string",
+                                     (unsigned long)cp);
             if ((rc = buf_put_cp(p, cp))) return rc;
             continue;
         }
         uint32_t cp;
         int k = xgr_utf8_decode(p->s + p->pos, p->n - p->pos, &cp);
-        if (!k) return xgr_ebnf_perr(p, XGR_ERR_UTF8, p->pos, "invalid UTF-8 byte 0x%02x", (unsigned)c);
+        if (!k) return xgr_ebnf_perr(p, XGR_ERR_UTF8, p->pos, "invalid UTF-8 byte 0x%02x",
+                                     (unsigned)c);
         if (XGR_VEC_RESERVE(p->buf, p->buf.len + (size_t)k)) return XGR_ERR_NOMEM;
         memcpy(p->buf.data + p->buf.len, p->s + p->pos, (size_t)k);
         p->buf.len += (size_t)k;
@@ -281,14 +286,15 @@ static int read_class_char(ebnf *p, int bytes, uint32_t *out) {
         if ((rc = parse_escape(p, bytes ? CTX_BCLASS : CTX_CLASS, out, &is_x))) return rc;
         if (bytes && !is_x && *out > 0x7f)
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                        "a byte class b[...] takes ASCII characters and \\xNN escapes only");
+                                 "a byte class b[...] takes ASCII characters and \\xNN "
+                                 "escapes only");
         return XGR_OK;
     }
     int k = xgr_utf8_decode(p->s + at, p->n - at, out);
     if (!k) return xgr_ebnf_perr(p, XGR_ERR_UTF8, at, "invalid UTF-8 byte 0x%02x", (unsigned)c);
     if (bytes && *out > 0x7f)
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                    "a byte class b[...] takes ASCII characters and \\xNN escapes only");
+                             "a byte class b[...] takes ASCII characters and \\xNN escapes only");
     p->pos += (size_t)k;
     return XGR_OK;
 }
@@ -321,8 +327,8 @@ static int parse_class(ebnf *p, int bytes, int32_t *node) {
             if ((rc = read_class_char(p, bytes, &hi))) return rc;
             if (lo > hi)
                 return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, item,
-                            "invalid character range: start U+%04lX is above end U+%04lX",
-                            (unsigned long)lo, (unsigned long)hi);
+                                     "invalid character range: start U+%04lX is above end U+%04lX",
+                                     (unsigned long)lo, (unsigned long)hi);
         }
         if (XGR_VEC_PUSH(p->ranges, lo) || XGR_VEC_PUSH(p->ranges, hi)) return XGR_ERR_NOMEM;
     }
@@ -351,14 +357,14 @@ static int parse_primary(ebnf *p, int32_t *node) {
         xgr_ebnf_skip_ws(p);
         if (p->pos < p->n && p->s[p->pos] == '=')
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                        "a lookahead assertion '(= ...)' is only allowed at the end of a "
-                        "rule body");
+                                 "a lookahead assertion '(= ...)' is only allowed at the end of a "
+                                 "rule body");
         if ((rc = parse_alt(p, node))) return rc;
         xgr_ebnf_skip_ws(p);
         if (at_lookahead(p, p->pos))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                        "a lookahead assertion '(= ...)' is only allowed at the end of a "
-                        "rule body");
+                                 "a lookahead assertion '(= ...)' is only allowed at the end of a "
+                                 "rule body");
         if (p->pos >= p->n || p->s[p->pos] != ')') {
             if (p->pos >= p->n || xgr_ebnf_at_rule_start(p, p->pos))
                 return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unclosed '('");
@@ -390,7 +396,7 @@ static int parse_primary(ebnf *p, int32_t *node) {
             int32_t alts[64];
             if (k > 64)
                 return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
-                            "Token(...) takes at most 64 ids; write an alternation");
+                                     "Token(...) takes at most 64 ids; write an alternation");
             for (int32_t i = 0; i < k; i++) {
                 alts[i] = xgr_ir_bytes(p->g, p->buf.data + (size_t)i * XGR_TOKEN_MARKER_LEN,
                                        XGR_TOKEN_MARKER_LEN);
@@ -402,14 +408,14 @@ static int parse_primary(ebnf *p, int32_t *node) {
         if (len == 12 && memcmp(p->s + start, "ExcludeToken", 12) == 0 && e < p->n &&
             xgr_ebnf_skip_ws_at(p, e) < p->n && p->s[xgr_ebnf_skip_ws_at(p, e)] == '(')
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                        "ExcludeToken(...) (any one token but these) is not supported by "
-                        "xgrammar2; only Token(id, ...) terminals are");
+                                 "ExcludeToken(...) (any one token but these) is not supported by "
+                                 "xgrammar2; only Token(id, ...) terminals are");
         if (len == 9 && memcmp(p->s + start, "Substring", 9) == 0) {
             size_t q = xgr_ebnf_skip_ws_at(p, e);
             if (q < p->n && p->s[q] == '(') {
                 if (p->in_lookahead)
                     return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                "Substring should not be in lookahead assertion");
+                                         "Substring should not be in lookahead assertion");
                 p->pos = q;
                 return xgr_ebnf_macro_substring(p, start, node);
             }
@@ -419,7 +425,7 @@ static int parse_primary(ebnf *p, int32_t *node) {
             if (q < p->n && p->s[q] == '(') {
                 if (p->in_lookahead)
                     return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                "TagDispatch cannot appear in a lookahead assertion");
+                                         "TagDispatch cannot appear in a lookahead assertion");
                 p->pos = q;
                 return xgr_ebnf_macro_tag_dispatch(p, start, node);
             }
@@ -434,7 +440,7 @@ static int parse_primary(ebnf *p, int32_t *node) {
     if (c == ')') return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
     if (c == '*' || c == '+' || c == '?' || c == '{')
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                    "quantifier '%c' has nothing to repeat", (char)c);
+                             "quantifier '%c' has nothing to repeat", (char)c);
     if (c == ':' && start + 2 < p->n && memcmp(p->s + start, "::=", 3) == 0)
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unexpected '::=' (missing rule name?)");
     if (c >= 0x80) {
@@ -455,8 +461,8 @@ static int parse_number(ebnf *p, long *v) {
         /* checked before multiplying so a 32-bit long cannot overflow */
         if (x > (XGR_FRONT_MAX_REPEAT - digit) / 10)
             return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
-                        "repetition bound is too large (the limit is %ld)",
-                        (long)XGR_FRONT_MAX_REPEAT);
+                                 "repetition bound is too large (the limit is %ld)",
+                                 (long)XGR_FRONT_MAX_REPEAT);
         x = x * 10 + digit;
         p->pos++;
     }
@@ -492,8 +498,8 @@ static int parse_braces(ebnf *p, long *min, long *max) {
     p->pos++;
     if (*max >= 0 && *min > *max)
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
-                    "lower bound %ld of the repetition is larger than its upper bound %ld",
-                    *min, *max);
+                             "lower bound %ld of the repetition is larger than its upper bound %ld",
+                             *min, *max);
     return XGR_OK;
 }
 
@@ -522,7 +528,7 @@ static int parse_postfix(ebnf *p, int32_t *node) {
     q = xgr_ebnf_skip_ws_at(p, p->pos);
     if (q < p->n && (p->s[q] == '*' || p->s[q] == '+' || p->s[q] == '?' || p->s[q] == '{'))
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, q,
-                    "a quantifier cannot follow another quantifier; use parentheses");
+                             "a quantifier cannot follow another quantifier; use parentheses");
     *node = xgr_ir_repeat(p->g, *node, (int32_t)min, (int32_t)max);
     return *node < 0 ? ir_fail() : XGR_OK;
 }
@@ -544,7 +550,8 @@ static int parse_seq(ebnf *p, int32_t *node) {
     if (cnt == 0) {
         if (p->pos < p->n && p->s[p->pos] == ')' && p->depth <= 1)
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos, "unmatched ')'");
-        return xgr_ebnf_expected(p, p->pos, "an expression (string, character class, rule name or '(')");
+        return xgr_ebnf_expected(p, p->pos,
+                                 "an expression (string, character class, rule name or '(')");
     }
     *node = xgr_ir_seq(p->g, p->stack.data + base, cnt);
     p->stack.len = base;
@@ -555,7 +562,7 @@ static int parse_alt(ebnf *p, int32_t *node) {
     int rc;
     if (++p->depth > XGR_FRONT_MAX_DEPTH)
         return xgr_ebnf_perr(p, XGR_ERR_LIMIT, p->pos, "expression nesting is deeper than %d",
-                    XGR_FRONT_MAX_DEPTH);
+                             XGR_FRONT_MAX_DEPTH);
     size_t base = p->stack.len;
     for (;;) {
         int32_t k = -1;
@@ -585,7 +592,7 @@ static int parse_rule(ebnf *p) {
             uint32_t cp;
             if (!xgr_utf8_decode(p->s + start, p->n - start, &cp))
                 return xgr_ebnf_perr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x",
-                            (unsigned)p->s[start]);
+                                     (unsigned)p->s[start]);
         }
         return xgr_ebnf_expected(p, start, "a rule name");
     }
@@ -613,8 +620,8 @@ static int parse_rule(ebnf *p) {
         size_t l, c;
         xgr_ebnf_line_col(p->s, p->n, p->def_pos.data[r] - 1, &l, &c);
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
-                    "rule '%s' is defined more than once (first at line %zu, column %zu)",
-                    xgr_ir_rule_name(p->g, r), l, c);
+                             "rule '%s' is defined more than once (first at line %zu, column %zu)",
+                             xgr_ir_rule_name(p->g, r), l, c);
     }
     p->def_pos.data[r] = start + 1;
     int32_t body, la = -1;
@@ -636,10 +643,11 @@ static int parse_rule(ebnf *p) {
         p->pos++;
         xgr_ebnf_skip_ws(p);
         if (at_lookahead(p, p->pos))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos, "a rule takes at most one lookahead assertion");
+            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
+                                 "a rule takes at most one lookahead assertion");
         if (p->pos < p->n && !xgr_ebnf_at_rule_start(p, p->pos))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                        "the lookahead assertion '(= ...)' must end the rule body");
+                                 "the lookahead assertion '(= ...)' must end the rule body");
     }
     p->g->rules.data[r].body = body;
     p->g->rules.data[r].lookahead = la;
@@ -689,7 +697,7 @@ static int parse_file(ebnf *p, const char *root, size_t root_len) {
         if (p->g->rules.data[r].body >= 0) continue;
         size_t at = r < p->ref_pos.len && p->ref_pos.data[r] ? p->ref_pos.data[r] - 1 : 0;
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "rule '%s' is referenced but not defined",
-                    xgr_ir_rule_name(p->g, (int32_t)r));
+                             xgr_ir_rule_name(p->g, (int32_t)r));
     }
     int32_t rr = xgr_ir_find_rule(p->g, root, root_len);
     if (rr < 0)

@@ -17,7 +17,7 @@ static int skip_macro_value(ebnf *p, int *kind, int depth) {
     uint8_t c = at < p->n ? p->s[at] : 0;
     if (depth > XGR_FRONT_MAX_DEPTH)
         return xgr_ebnf_perr(p, XGR_ERR_LIMIT, at, "macro argument nesting is deeper than %d",
-                    XGR_FRONT_MAX_DEPTH);
+                             XGR_FRONT_MAX_DEPTH);
     if (c == '"') {
         *kind = MARG_STRING;
         return xgr_ebnf_lex_string(p, 0);
@@ -36,7 +36,8 @@ static int skip_macro_value(ebnf *p, int *kind, int depth) {
             if ((rc = skip_macro_value(p, &k, depth + 1))) return rc;
             xgr_ebnf_skip_ws(p);
             if (p->pos < p->n && p->s[p->pos] == ',') p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
-            else if (p->pos >= p->n || p->s[p->pos] != ')') return xgr_ebnf_expected(p, p->pos, "',' or ')'");
+            else if (p->pos >= p->n || p->s[p->pos] != ')') return xgr_ebnf_expected(p, p->pos,
+                                                                                     "',' or ')'");
         }
         if (p->pos >= p->n) return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at, "unclosed '('");
         p->pos++;
@@ -52,7 +53,7 @@ static int skip_macro_value(ebnf *p, int *kind, int depth) {
         return XGR_OK;
     }
     return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                "Expect string, integer, boolean, or tuple in macro argument");
+                         "Expect string, integer, boolean, or tuple in macro argument");
 }
 
 /* Regex("pattern" [, json_string=true|false] [, flags="..."]) with upstream xgrammar
@@ -85,18 +86,18 @@ XGR_NOINLINE int xgr_ebnf_macro_regex(ebnf *p, size_t start, int32_t *node) {
                     else if (f == 's') o.dot_all = 1;
                     else if (f != 'u')
                         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, arg,
-                                    f >= 0x20 && f < 0x7f
-                                        ? "regular-expression flag '%c' is not supported "
-                                          "(Regex flags are i, s and u)"
-                                        : "regular-expression flag '\\x%02x' is not supported "
-                                          "(Regex flags are i, s and u)",
-                                    f);
+                                             f >= 0x20 && f < 0x7f
+                                                 ? "regular-expression flag '%c' is not "
+                                                   "supported (Regex flags are i, s and u)"
+                                                 : "regular-expression flag '\\x%02x' is not "
+                                                   "supported (Regex flags are i, s and u)",
+                                             f);
                 }
             } else {
                 return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, arg,
-                            "Regex does not support the named argument %.*s (it has "
-                            "json_string and flags)",
-                            (int)(e - arg), (const char *)p->s + arg);
+                                     "Regex does not support the named argument %.*s (it has "
+                                     "json_string and flags)",
+                                     (int)(e - arg), (const char *)p->s + arg);
             }
         } else {
             if ((rc = skip_macro_value(p, &kind, 0))) return rc;
@@ -108,7 +109,7 @@ XGR_NOINLINE int xgr_ebnf_macro_regex(ebnf *p, size_t start, int32_t *node) {
             xgr_ebnf_skip_ws(p);
             if (p->pos < p->n && p->s[p->pos] == ')')
                 return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                            "Expect string, integer, boolean, or tuple in macro argument");
+                                     "Expect string, integer, boolean, or tuple in macro argument");
         } else if (p->pos >= p->n || p->s[p->pos] != ')') {
             return xgr_ebnf_expected(p, p->pos, "',' or ')' closing Regex(");
         }
@@ -161,14 +162,17 @@ XGR_NOINLINE int xgr_ebnf_macro_substring(ebnf *p, size_t start, int32_t *node) 
                 data.len += p->buf.len;
             } else if (at < p->n && xgr_ebnf_is_name_start(p->s[at])) {
                 size_t q = xgr_ebnf_skip_ws_at(p, xgr_ebnf_name_end(p, at));
-                int nl = (int)(xgr_ebnf_name_end(p, at) - at > 40 ? 40 : xgr_ebnf_name_end(p, at) - at);
+                int nl = (int)(xgr_ebnf_name_end(p, at) - at > 40 ? 40
+                                                                  : xgr_ebnf_name_end(p, at) - at);
                 rc = q < p->n && p->s[q] == '='
                          ? xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                                "Substring() does not accept named arguments, found '%.*s='",
-                                nl, (const char *)p->s + at)
+                                         "Substring() does not accept named arguments, "
+                                         "found '%.*s='",
+                                         nl, (const char *)p->s + at)
                          : xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                                "Substring() arguments must be strings (\"...\"), found '%.*s'",
-                                nl, (const char *)p->s + at);
+                                         "Substring() arguments must be strings (\"...\"), "
+                                         "found '%.*s'",
+                                         nl, (const char *)p->s + at);
                 goto done;
             } else if (at >= p->n || p->s[at] == ')' || p->s[at] == ',' ||
                        xgr_ebnf_at_rule_start(p, at)) {
@@ -177,8 +181,9 @@ XGR_NOINLINE int xgr_ebnf_macro_substring(ebnf *p, size_t start, int32_t *node) 
                 goto done;
             } else {
                 char b[32];
-                rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at, "Substring() arguments must be strings, found %s",
-                          xgr_ebnf_found(p, at, b, sizeof b));
+                rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
+                                   "Substring() arguments must be strings, found %s",
+                                   xgr_ebnf_found(p, at, b, sizeof b));
                 goto done;
             }
             p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
@@ -248,7 +253,8 @@ static void td_args_free(td_args *a) {
 int xgr_ebnf_lex_token_ids(ebnf *p, int32_t *count) {
     size_t start = p->pos;
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 5);
-    if (p->pos >= p->n || p->s[p->pos] != '(') return xgr_ebnf_expected(p, p->pos, "'(' after Token");
+    if (p->pos >= p->n || p->s[p->pos] != '(') return xgr_ebnf_expected(p, p->pos,
+                                                                        "'(' after Token");
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     p->buf.len = 0;
     *count = 0;
@@ -260,8 +266,9 @@ int xgr_ebnf_lex_token_ids(ebnf *p, int32_t *count) {
         while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
             id = id * 10 + (p->s[p->pos] - '0');
             if (id > XGR_TOKEN_ID_MAX)
-                return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "token id in Token(...) is larger than %d",
-                            (int)XGR_TOKEN_ID_MAX);
+                return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at,
+                                     "token id in Token(...) is larger than %d",
+                                     (int)XGR_TOKEN_ID_MAX);
             p->pos++;
         }
         if (XGR_VEC_RESERVE(p->buf, p->buf.len + XGR_TOKEN_MARKER_LEN)) return XGR_ERR_NOMEM;
@@ -297,8 +304,9 @@ static int td_string(ebnf *p, td_args *a, const char *what, td_str *out) {
         int32_t k;
         if ((rc = xgr_ebnf_lex_token_ids(p, &k))) return rc;
         if (k != 1)
-            return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "TagDispatch: Token(...) as %s takes one id",
-                        what);
+            return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at,
+                                 "TagDispatch: Token(...) as %s takes one id",
+                                 what);
     } else if (!bytes && (at >= p->n || p->s[at] != '"')) {
         return xgr_ebnf_expected(p, at, what);
     } else if ((rc = xgr_ebnf_lex_string(p, bytes))) {
@@ -324,7 +332,7 @@ static int td_pair(ebnf *p, td_args *a) {
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     if (p->pos < p->n && p->s[p->pos] == ')')
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, open,
-                    "TagDispatch: each element must be a pair (\"trigger\", rule_name)");
+                             "TagDispatch: each element must be a pair (\"trigger\", rule_name)");
     if ((rc = td_string(p, a, "a trigger string", &t))) return rc;
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
     if (p->pos >= p->n || p->s[p->pos] != ',')
@@ -342,7 +350,8 @@ static int td_pair(ebnf *p, td_args *a) {
     if (p->pos >= p->n || p->s[p->pos] != ')') {
         if (p->pos < p->n && (p->s[p->pos] == '"' || xgr_ebnf_is_name_start(p->s[p->pos])))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, open,
-                        "TagDispatch: each element must be a pair (\"trigger\", rule_name)");
+                                 "TagDispatch: each element must be a pair "
+                                 "(\"trigger\", rule_name)");
         return xgr_ebnf_expected(p, p->pos, "')' closing the (trigger, rule) pair");
     }
     p->pos++;
@@ -382,22 +391,25 @@ static int td_named(ebnf *p, td_args *a) {
         if ((len == 8 && memcmp(nm, "stop_eos", 8) == 0) ||
             (len == 8 && memcmp(nm, "stop_str", 8) == 0))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                        "TagDispatch argument '%.*s' (older xgrammar releases) is not "
-                        "supported, as in xgrammar 0.2.8; use loop_after_dispatch=true|false "
-                        "and excludes=(...), with the stop string after the rule",
-                        (int)len, nm);
+                                 "TagDispatch argument '%.*s' (older xgrammar releases) is "
+                                 "not supported, as in xgrammar 0.2.8; use "
+                                 "loop_after_dispatch=true|false and excludes=(...), with the "
+                                 "stop string after the rule",
+                                 (int)len, nm);
         size_t q = xgr_ebnf_skip_ws_at(p, e);
         if (q < p->n && p->s[q] == '=')
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                        "unknown TagDispatch argument '%.*s' (expected loop_after_dispatch "
-                        "or excludes)", (int)(len > 64 ? 64 : len), nm);
+                                 "unknown TagDispatch argument '%.*s' (expected "
+                                 "loop_after_dispatch or excludes)",
+                                 (int)(len > 64 ? 64 : len), nm);
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                    "TagDispatch: each element must be a (\"trigger\", rule_name) pair "
-                    "or a named argument");
+                             "TagDispatch: each element must be a (\"trigger\", rule_name) pair "
+                             "or a named argument");
     }
     p->pos = xgr_ebnf_skip_ws_at(p, e);
     if (p->pos >= p->n || p->s[p->pos] != '=')
-        return xgr_ebnf_expected(p, p->pos, is_loop ? "'=' after loop_after_dispatch" : "'=' after excludes");
+        return xgr_ebnf_expected(p, p->pos,
+                                 is_loop ? "'=' after loop_after_dispatch" : "'=' after excludes");
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     if (is_excl) return td_excludes(p, a);
     size_t v = p->pos, ve = xgr_ebnf_name_end(p, v);
@@ -407,10 +419,12 @@ static int td_named(ebnf *p, td_args *a) {
         a->loop = 0;
     } else if (ve > v) {
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, v,
-                    "loop_after_dispatch takes a boolean literal (true or false), found '%.*s'",
-                    (int)(ve - v > 40 ? 40 : ve - v), (const char *)p->s + v);
+                             "loop_after_dispatch takes a boolean literal (true or false), "
+                             "found '%.*s'",
+                             (int)(ve - v > 40 ? 40 : ve - v), (const char *)p->s + v);
     } else {
-        return xgr_ebnf_expected(p, v, "true or false (loop_after_dispatch takes a boolean literal)");
+        return xgr_ebnf_expected(p, v,
+                                 "true or false (loop_after_dispatch takes a boolean literal)");
     }
     p->pos = ve;
     return XGR_OK;
@@ -435,10 +449,11 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
                 rc = td_named(p, &a);
             else if (p->pos < p->n && (p->s[p->pos] == '"' || p->s[p->pos] == 'b'))
                 rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                          "TagDispatch: each element must be a (\"trigger\", rule_name) pair; "
-                          "write (\"trigger\", rule_name)");
+                                   "TagDispatch: each element must be a (\"trigger\", "
+                                   "rule_name) pair; write (\"trigger\", rule_name)");
             else
-                rc = xgr_ebnf_expected(p, p->pos, "a (\"trigger\", rule_name) pair or a named argument");
+                rc = xgr_ebnf_expected(p, p->pos,
+                                       "a (\"trigger\", rule_name) pair or a named argument");
             if (rc) goto done;
             p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
             if (p->pos < p->n && p->s[p->pos] == ',') {
@@ -464,10 +479,10 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
                 size_t l, c;
                 xgr_ebnf_line_col(p->s, p->n, t->pos, &l, &c);
                 rc = xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, x->pos,
-                          "TagDispatch: an excluded string must not be a prefix of (or equal "
-                          "to) a trigger, but this one is a prefix of the trigger at line %zu, "
-                          "column %zu",
-                          l, c);
+                                   "TagDispatch: an excluded string must not be a prefix of "
+                                   "(or equal to) a trigger, but this one is a prefix of the "
+                                   "trigger at line %zu, column %zu",
+                                   l, c);
                 goto done;
             }
         }
