@@ -1,4 +1,4 @@
-/* Tests for TagDispatch(...): EBNF parsing / printing (csrc/front/ebnf.c, csrc/ir/print.c),
+/* Tests for TagDispatch(...): EBNF parsing / printing (front/ebnf_macros.c, ir/print.c),
  * the IR builder (csrc/ir/ir.c) and the direct Aho-Corasick lowering
  * (csrc/lower/tag_dispatch.c), plus mask-vs-brute-force walks through the runtime.
  *

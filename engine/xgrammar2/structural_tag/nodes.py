@@ -327,16 +327,6 @@ def _int(obj, key, path, required=True, default=None, minimum=None, maximum=None
     return v
 
 
-def _budget(obj, key, path) -> Optional[int]:
-    """An optional length budget (``max_tokens``, ``max_chars``): 0 .. 2**31 - 1."""
-    v = _get(obj, key, path, False, None)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 2**31 - 1:
-        raise _err(path_join(path, key), f"must be a non-negative 32-bit integer, got {describe(v)}")
-    return v
-
-
 def _list(obj, key, path, required=True, non_empty=False) -> List[Any]:
     v = _get(obj, key, path, required, [])
     if v is None and not required:
