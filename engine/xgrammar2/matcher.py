@@ -19,7 +19,7 @@ from .bitmask import (  # noqa: F401 - re-exported for upstream's `xgrammar.matc
     get_bitmask_shape,
     reset_token_bitmask,
 )
-from .compiler import CompiledGrammar
+from .compiled_grammar import CompiledGrammar
 from .exception import InvalidArgumentError, InvalidArgumentRuntimeError, InvalidIndexError
 from .tokenizer_info import _id_list
 

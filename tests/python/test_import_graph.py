@@ -121,3 +121,32 @@ def test_no_import_circles():
 def test_the_checker_finds_a_circle():
     assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _all_imports(tree: ast.Module, module: str, is_pkg: bool) -> Set[str]:
+    """Every import of the module, deferred ones inside functions included."""
+    out: Set[str] = set()
+    package = module if is_pkg else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            out.add(target)
+            out.update(f"{target}.{a.name}" for a in node.names)
+    return out
+
+
+def test_front_ends_have_no_circles_even_through_deferred_imports():
+    # structural_tag/ and json_schema/ are pure front ends (format -> grammar text): within
+    # them no two modules import each other, not even inside functions.
+    files = {_module_name(p): p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts}
+    front = {m: p for m, p in files.items()
+             if m.startswith(("xgrammar2.structural_tag", "xgrammar2.json_schema"))}
+    graph = {m: {d for d in _all_imports(ast.parse(p.read_text(encoding="utf-8")), m,
+                                         p.name == "__init__.py") if d in front and d != m}
+             for m, p in front.items()}
+    assert find_cycles(_without_package_inits(graph)) == []

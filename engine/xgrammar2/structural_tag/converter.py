@@ -15,14 +15,13 @@ the language accepted for a tag is the one upstream accepts (checked in
   with their rules renamed apart (rules common to several schemas are shared).
 """
 
-import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..json_schema import json_schema_to_ebnf as _default_json_schema_to_ebnf
 from . import nodes as N
 from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body
 from .tokens import TOKEN_ID_MAX, TokenResolver
-from .errors import StructuralTagError, path_join
+from .errors import StructuralTagError, path_join, warn_approximation
 from .excludes import filter_json_ebnf, prepare_schema
 
 __all__ = ["structural_tag_to_ebnf", "format_to_ebnf", "format_to_linked_ebnf", "JsonSchemaToEbnf"]
@@ -523,10 +522,6 @@ class _Converter:
             rest = self.rules.add("token_triggered_tags_sub", tag_dispatch_body(pairs, loop, excludes))
             return self.rules.add("token_triggered_tags", f"{first} {rest}")
         return self.rules.add("token_triggered_tags", tag_dispatch_body(pairs, loop, excludes))
-
-
-def warn_approximation(path: str, message: str) -> None:
-    warnings.warn(f"{path}: {message}", stacklevel=3)
 
 
 def ebnf_from_api_args(*args: Any, **kwargs: Any) -> str:

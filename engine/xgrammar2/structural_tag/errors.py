@@ -4,6 +4,7 @@ Every error names the JSON path of the offending value (``$.format.tags[2].end``
 caller who wrote a large tag (hundreds of tools) can find the culprit without bisecting.
 """
 
+import warnings
 from typing import Any, Union
 
 from ..exception import InvalidJSONError, InvalidStructuralTagError
@@ -13,6 +14,7 @@ __all__ = [
     "StructuralTagError",
     "StructuralTagJSONError",
     "path_join",
+    "warn_approximation",
 ]
 
 
@@ -76,3 +78,9 @@ def describe(value: Any) -> str:
     if isinstance(value, dict):
         return "an object"
     return type(value).__name__
+
+
+def warn_approximation(path: str, message: str) -> None:
+    """Warns (UserWarning, attributed to the caller's caller) that the constraint at ``path``
+    is not enforced exactly: ``message`` says what is approximated."""
+    warnings.warn(f"{path}: {message}", stacklevel=3)

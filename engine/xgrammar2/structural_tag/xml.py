@@ -67,7 +67,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import nodes as N
 from .ebnf import quote, tag_dispatch_body
-from .errors import StructuralTagError, path_join
+from .errors import StructuralTagError, path_join, warn_approximation
 from .excludes import IDENTIFIER, allowed_literal, allowed_text, char_class, excluding_rules
 
 __all__ = ["xml_schema_expr", "XML_STYLES"]
@@ -820,13 +820,9 @@ class _ParamList(_Gen):
         bounded = lo != 0 or hi is not None
         if not self.excl and (bounded or fmt is not None):
             if fmt is not None and not bounded:
-                from .converter import warn_approximation
-
                 warn_approximation(path, f"format {fmt!r} of a raw XML string value is not enforced")
             return self.rule(hint, f"[\\0-\\U0010ffff]{{{int(lo)},{'' if hi is None else int(hi)}}}"), False
         if bounded:
-            from .converter import warn_approximation
-
             warn_approximation(path, "minLength / maxLength of a string are not applied together "
                                      "with the json_schema format's excludes")
         return self.close_text(), True
