@@ -78,7 +78,7 @@ BAD = [
     ("ebnf-syntax", _so(grammar="root ::= (\"a\""), ["EBNF", "line 1"]),
     ("ebnf-undefined-rule", _so(grammar="root ::= foo"), ["foo"]),
     ("ebnf-nesting-2000", _so(grammar="root ::= " + "(" * 2000 + '"a"' + ")" * 2000), ["nesting"]),
-    ("regex-unbalanced", _so(regex="(ab"), ["missing ')'"]),
+    ("regex-unbalanced", _so(regex="(ab"), ["parenthesis is not closed"]),
     ("regex-huge-repeat", _so(regex="a{99999999999}"), ["too large"]),
     ("regex-nesting-2000", _so(regex="(" * 2000 + "a" + ")" * 2000), ["nesting"]),
     ("regex-lookahead", _so(regex="a(?=b)"), ["(?="]),

@@ -180,7 +180,7 @@ def test_tools_auto_strict(tiny_server):
          "unknown type name 'strin'"),
         ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/nope"}}}},
          "does not exist"),
-        ({"extra_body": {"structured_outputs": {"regex": "(ab"}}}, "missing ')'"),
+        ({"extra_body": {"structured_outputs": {"regex": "(ab"}}}, "parenthesis is not closed"),
         ({"extra_body": {"structured_outputs": {"grammar": "root ::= foo"}}}, "foo"),
         ({"extra_body": {"structured_outputs": {"grammar": "start: /(?<=a)b/"}}}, "Lookbehind assertion is not supported"),
     ],

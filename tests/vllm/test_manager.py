@@ -312,7 +312,7 @@ def test_compile_error_fails_only_that_request(harness):
     req = Request("bad-1", [5], sp, None)
     h.manager.grammar_init(req)
     res = h.wait(req)
-    assert isinstance(res, Exception) and "missing ')'" in str(res)
+    assert isinstance(res, Exception) and "parenthesis is not closed" in str(res)
     ok = h.request(regex="[0-9]")
     assert allowed(h.bitmask(ok)[0], h.vocab_size)
 
