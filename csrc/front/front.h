@@ -22,6 +22,17 @@
 #include "../common/text.h"
 #include "../ir/ir.h"
 
+/* Keeps a cold path (an error report) out of the caller's code. */
+#if defined(__GNUC__)
+#define XGR_NOINLINE __attribute__((noinline))
+#else
+#define XGR_NOINLINE
+#endif
+
+typedef XGR_VEC(int32_t) i32vec;
+typedef XGR_VEC(uint8_t) u8vec;
+typedef XGR_VEC(uint32_t) u32vec;
+
 /* Nesting limit of every recursive-descent parser (groups, alternations): deeper input
  * gets XGR_ERR_LIMIT instead of exhausting the stack. */
 #define XGR_FRONT_MAX_DEPTH 1000

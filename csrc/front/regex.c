@@ -35,16 +35,6 @@
 
 #include "front.h"
 
-#if defined(__GNUC__)
-#define XGR_NOINLINE __attribute__((noinline))
-#else
-#define XGR_NOINLINE
-#endif
-
-typedef XGR_VEC(int32_t) i32vec;
-typedef XGR_VEC(uint8_t) u8vec;
-typedef XGR_VEC(uint32_t) u32vec;
-
 typedef struct {
     const uint8_t *s;
     size_t n, pos;

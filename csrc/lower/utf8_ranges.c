@@ -1,5 +1,6 @@
 /* Character classes: normalisation of code-point / byte ranges and the split of
  * scalar-value ranges into UTF-8 byte-range sequences. */
+#include "../common/text.h"
 #include "lower_internal.h"
 
 #define LW_MAX_SCALAR 0x10FFFFu
@@ -97,29 +98,6 @@ int lw_norm_byte_class(const uint32_t *pairs, int32_t n, int negated, lw_range_v
     return XGR_OK;
 }
 
-static int encode(uint32_t c, uint8_t *b) {
-    if (c < 0x80) {
-        b[0] = (uint8_t)c;
-        return 1;
-    }
-    if (c < 0x800) {
-        b[0] = (uint8_t)(0xC0 | (c >> 6));
-        b[1] = (uint8_t)(0x80 | (c & 0x3F));
-        return 2;
-    }
-    if (c < 0x10000) {
-        b[0] = (uint8_t)(0xE0 | (c >> 12));
-        b[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-        b[2] = (uint8_t)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    b[0] = (uint8_t)(0xF0 | (c >> 18));
-    b[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-    b[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-    b[3] = (uint8_t)(0x80 | (c & 0x3F));
-    return 4;
-}
-
 /* Splits [lo, hi] until both ends encode to the same length and differ only in a
  * suffix of full continuation ranges; then byte i ranges over [enc(lo)[i], enc(hi)[i]]
  * independently. Same algorithm as Rust's utf8-ranges. */
@@ -177,8 +155,8 @@ int lw_utf8_sequences(const lw_range *rs, size_t n, lw_seq_vec *out) {
             if (split) continue;
             lw_u8seq q;
             memset(&q, 0, sizeof q);
-            int ls = encode(s, q.lo);
-            int le = encode(e, q.hi);
+            int ls = xgr_utf8_encode(s, q.lo);
+            int le = xgr_utf8_encode(e, q.hi);
             if (ls != le) return xgr_fail(XGR_ERR_INTERNAL, "utf8 split: length mismatch");
             q.n = (uint8_t)ls;
             if (XGR_VEC_PUSH(*out, q)) return XGR_ERR_NOMEM;
