@@ -89,27 +89,28 @@ int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin) {
     return 0;
 }
 
+/* The (rule, origin) record of the current row's list d[b..n), or a fresh one to push
+ * (*e set) when the row has none yet: 1 when already noted. */
+static int noted(const xgr_leo *d, size_t b, size_t n, int32_t rule, int32_t origin, xgr_leo *e) {
+    for (size_t k = b; k < n; k++)
+        if (d[k].rule == rule && d[k].top.origin == origin) return 1;
+    memset(e, 0, sizeof *e);
+    e->rule = rule;
+    e->top.origin = origin;
+    return 0;
+}
+
 int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin) {
-    size_t b = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
-    for (size_t k = b; k < p->lazy_done.len; k++)
-        if (p->lazy_done.data[k].rule == rule && p->lazy_done.data[k].top.origin == origin)
-            return XGR_OK;
     xgr_leo e;
-    memset(&e, 0, sizeof e);
-    e.rule = rule;
-    e.top.origin = origin;
+    size_t b = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
+    if (noted(p->lazy_done.data, b, p->lazy_done.len, rule, origin, &e)) return XGR_OK;
     return XGR_VEC_PUSH(p->lazy_done, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
 int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin) {
-    size_t b = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
-    for (size_t k = b; k < p->cap_done.len; k++)
-        if (p->cap_done.data[k].rule == rule && p->cap_done.data[k].top.origin == origin)
-            return XGR_OK;
     xgr_leo e;
-    memset(&e, 0, sizeof e);
-    e.rule = rule;
-    e.top.origin = origin;
+    size_t b = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
+    if (noted(p->cap_done.data, b, p->cap_done.len, rule, origin, &e)) return XGR_OK;
     return XGR_VEC_PUSH(p->cap_done, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
