@@ -7,7 +7,6 @@
  * starts, so newlines are plain whitespace. Groups keep their structure in the IR (no
  * flattening), which is what makes print(parse(print(parse(x)))) == print(parse(x)). */
 #include <stdarg.h>
-#include <stdio.h>
 
 #include "ebnf_internal.h"
 #include "rule_attrs.h"
@@ -15,51 +14,26 @@
 
 enum { CTX_STRING, CTX_BSTRING, CTX_CLASS, CTX_BCLASS };
 
-void xgr_ebnf_line_col(const uint8_t *s, size_t n, size_t pos, size_t *line, size_t *col) {
-    size_t l = 1, c = 1;
-    if (pos > n) pos = n;
-    for (size_t i = 0; i < pos; i++) {
-        if (s[i] == '\n') {
-            l++;
-            c = 1;
-        } else if ((s[i] & 0xc0) != 0x80) {
-            c++; /* columns count code points, not bytes */
-        }
-    }
-    *line = l;
-    *col = c;
-}
-
-/* Kept out of line so the message buffer does not sit in every recursive frame. */
-XGR_NOINLINE int xgr_ebnf_perr(const ebnf *p, int code, size_t pos, const char *fmt, ...) {
-    char msg[768];
+/* Kept out of line so the message buffers do not sit in every recursive frame. */
+XGR_NOINLINE int xgr_ebnf_lerr(const ebnf *p, int code, size_t pos, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = xgr_diag_vfail(code, "EBNF lexer", p->s, p->n, pos, fmt, ap);
     va_end(ap);
-    size_t line, col;
-    xgr_ebnf_line_col(p->s, p->n, pos, &line, &col);
-    const char *kind = code == XGR_ERR_SYNTAX ? "EBNF syntax error"
-                       : code == XGR_ERR_UTF8 ? "EBNF encoding error"
-                                              : "EBNF error";
-    return xgr_fail(code, "%s at line %zu, column %zu: %s", kind, line, col, msg);
+    return rc;
+}
+
+XGR_NOINLINE int xgr_ebnf_perr(const ebnf *p, int code, size_t pos, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = xgr_diag_vfail(code, "EBNF parser", p->s, p->n, pos, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 /* What the parser found at pos, for "expected X, found Y" messages. */
 XGR_NOINLINE const char *xgr_ebnf_found(const ebnf *p, size_t pos, char *out, size_t cap) {
-    if (pos >= p->n) return "end of input";
-    uint8_t c = p->s[pos];
-    uint32_t cp;
-    int k;
-    if (c == '\n') return "end of line";
-    if (c >= 0x20 && c < 0x7f) {
-        snprintf(out, cap, "'%c'", (char)c);
-    } else if (c >= 0x80 && (k = xgr_utf8_decode(p->s + pos, p->n - pos, &cp)) > 0) {
-        snprintf(out, cap, "'%.*s'", k, (const char *)p->s + pos);
-    } else {
-        snprintf(out, cap, "byte 0x%02x", (unsigned)c);
-    }
-    return out;
+    return xgr_diag_found(p->s, p->n, pos, out, cap);
 }
 
 XGR_NOINLINE int xgr_ebnf_expected(const ebnf *p, size_t pos, const char *what) {
@@ -133,9 +107,11 @@ static int at_lookahead(const ebnf *p, size_t i) {
 
 int xgr_ebnf_track_rules(ebnf *p) {
     size_t nr = p->g->rules.len;
-    if (XGR_VEC_RESERVE(p->ref_pos, nr) || XGR_VEC_RESERVE(p->def_pos, nr))
+    if (XGR_VEC_RESERVE(p->ref_pos, nr) || XGR_VEC_RESERVE(p->ref_td, nr) ||
+        XGR_VEC_RESERVE(p->def_pos, nr))
         return XGR_ERR_NOMEM;
     while (p->ref_pos.len < nr) p->ref_pos.data[p->ref_pos.len++] = 0;
+    while (p->ref_td.len < nr) p->ref_td.data[p->ref_td.len++] = 0;
     while (p->def_pos.len < nr) p->def_pos.data[p->def_pos.len++] = 0;
     return XGR_OK;
 }
@@ -162,8 +138,8 @@ static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
     size_t start = p->pos;
     *is_x = 0;
     if (start + 1 >= p->n)
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                             "unterminated escape sequence at end of input");
+        return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                             "Invalid escape sequence: a backslash ends the input");
     uint8_t c = p->s[start + 1];
     size_t end = start + 2;
     uint32_t v;
@@ -176,21 +152,21 @@ static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
     case 'f': v = 0x0c; break;
     case 'v': v = 0x0b; break;
     case '0': v = 0; break;
-    case '"': case '\\': case '\'': case '/': v = c; break;
+    case '"': case '\\': case '\'': case '/': case '?': v = c; break;
     case ']': case '-': case '^': case '[':
         if (!in_class) goto bad;
         v = c;
         break;
     case 'x':
         if (!read_hex(p, start + 2, 1, 2, &v, &end))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "invalid escape: expected hex digits after \\x");
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                                 "Invalid escape sequence: expected hex digits after \\x");
         *is_x = 1;
         break;
     case 'u':
         if (!read_hex(p, start + 2, 4, 4, &v, &end))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "invalid escape: expected 4 hex digits after \\u");
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                                 "Invalid escape sequence: expected 4 hex digits after \\u");
         /* A UTF-16 surrogate pair written as two \u escapes is one code point. */
         if (v >= 0xd800 && v <= 0xdbff && end + 6 <= p->n && p->s[end] == '\\' &&
             p->s[end + 1] == 'u') {
@@ -204,18 +180,18 @@ static int parse_escape(ebnf *p, int ctx, uint32_t *cp, int *is_x) {
         break;
     case 'U':
         if (!read_hex(p, start + 2, 8, 8, &v, &end))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "invalid escape: expected 8 hex digits after \\U");
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                                 "Invalid escape sequence: expected 8 hex digits after \\U");
         if (v > 0x10ffff)
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "invalid escape: code point 0x%lx is above U+10FFFF",
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                                 "Invalid escape sequence: code point 0x%lx is above U+10FFFF",
                                  (unsigned long)v);
         break;
     default:
     bad: {
         char b[32];
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                             "invalid escape sequence: backslash followed by %s",
+        return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                             "Invalid escape sequence: backslash followed by %s",
                              xgr_ebnf_found(p, start + 1, b, sizeof b));
     }
     }
@@ -239,17 +215,28 @@ int xgr_ebnf_lex_string(ebnf *p, int bytes) {
     p->pos += bytes ? 2 : 1;
     p->buf.len = 0;
     for (;;) {
-        if (p->pos >= p->n)
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unterminated string literal");
+        if (p->pos >= p->n) {
+            size_t l, c;
+            xgr_diag_line_col(p->s, p->n, start, &l, &c);
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, p->pos,
+                                 "Expect \" in string literal (the string starting at line %zu, "
+                                 "column %zu is not closed)",
+                                 l, c);
+        }
         uint8_t c = p->s[p->pos];
         if (c == '"') {
             p->pos++;
             return XGR_OK;
         }
-        if (c == '\n')
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "unterminated string literal (a newline inside a string must be "
-                                 "written \\n)");
+        if (c == '\n') {
+            size_t l, col;
+            xgr_diag_line_col(p->s, p->n, start, &l, &col);
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, p->pos,
+                                 "Expect \" in string literal (the string starting at line %zu, "
+                                 "column %zu is not closed on its line; a newline inside a "
+                                 "string must be written \\n)",
+                                 l, col);
+        }
         if (c == '\\') {
             size_t epos = p->pos;
             uint32_t cp;
@@ -261,7 +248,7 @@ int xgr_ebnf_lex_string(ebnf *p, int bytes) {
                 continue;
             }
             if (cp >= 0xd800 && cp <= 0xdfff)
-                return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, epos,
+                return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, epos,
                                      "lone surrogate U+%04lX cannot appear in a string",
                                      (unsigned long)cp);
             if ((rc = buf_put_cp(p, cp))) return rc;
@@ -269,7 +256,7 @@ int xgr_ebnf_lex_string(ebnf *p, int bytes) {
         }
         uint32_t cp;
         int k = xgr_utf8_decode(p->s + p->pos, p->n - p->pos, &cp);
-        if (!k) return xgr_ebnf_perr(p, XGR_ERR_UTF8, p->pos, "invalid UTF-8 byte 0x%02x",
+        if (!k) return xgr_ebnf_lerr(p, XGR_ERR_UTF8, p->pos, "invalid UTF-8 byte 0x%02x",
                                      (unsigned)c);
         if (XGR_VEC_RESERVE(p->buf, p->buf.len + (size_t)k)) return XGR_ERR_NOMEM;
         memcpy(p->buf.data + p->buf.len, p->s + p->pos, (size_t)k);
@@ -285,18 +272,33 @@ static int read_class_char(ebnf *p, int bytes, uint32_t *out) {
         int is_x, rc;
         if ((rc = parse_escape(p, bytes ? CTX_BCLASS : CTX_CLASS, out, &is_x))) return rc;
         if (bytes && !is_x && *out > 0x7f)
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, at,
                                  "a byte class b[...] takes ASCII characters and \\xNN "
                                  "escapes only");
         return XGR_OK;
     }
     int k = xgr_utf8_decode(p->s + at, p->n - at, out);
-    if (!k) return xgr_ebnf_perr(p, XGR_ERR_UTF8, at, "invalid UTF-8 byte 0x%02x", (unsigned)c);
+    if (!k) return xgr_ebnf_lerr(p, XGR_ERR_UTF8, at, "invalid UTF-8 byte 0x%02x", (unsigned)c);
     if (bytes && *out > 0x7f)
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
+        return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, at,
                              "a byte class b[...] takes ASCII characters and \\xNN escapes only");
     p->pos += (size_t)k;
     return XGR_OK;
+}
+
+/* The class starting at `start` is not closed before p->pos (end of input or a newline). */
+static XGR_NOINLINE int class_unclosed(const ebnf *p, size_t start) {
+    size_t l, c;
+    xgr_diag_line_col(p->s, p->n, start, &l, &c);
+    if (p->pos >= p->n)
+        return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, p->pos,
+                             "Unterminated character class (the class starts at line %zu, "
+                             "column %zu)",
+                             l, c);
+    return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, p->pos,
+                         "Character class should not contain newline (the class starting at "
+                         "line %zu, column %zu is not closed on its line)",
+                         l, c);
 }
 
 /* Lexes [...] / [^...] (b[...] when bytes) at p->pos into a CLASS / BYTE_CLASS node. */
@@ -310,8 +312,7 @@ static int parse_class(ebnf *p, int bytes, int32_t *node) {
     }
     p->ranges.len = 0;
     for (;;) {
-        if (p->pos >= p->n || p->s[p->pos] == '\n')
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unterminated character class");
+        if (p->pos >= p->n || p->s[p->pos] == '\n') return class_unclosed(p, start);
         if (p->s[p->pos] == ']') {
             p->pos++;
             break;
@@ -322,12 +323,12 @@ static int parse_class(ebnf *p, int bytes, int32_t *node) {
         hi = lo;
         if (p->pos + 1 < p->n && p->s[p->pos] == '-' && p->s[p->pos + 1] != ']') {
             p->pos++;
-            if (p->s[p->pos] == '\n')
-                return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unterminated character class");
+            if (p->s[p->pos] == '\n') return class_unclosed(p, start);
             if ((rc = read_class_char(p, bytes, &hi))) return rc;
             if (lo > hi)
                 return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, item,
-                                     "invalid character range: start U+%04lX is above end U+%04lX",
+                                     "Invalid character class: lower bound is larger than upper "
+                                     "bound (U+%04lX > U+%04lX)",
                                      (unsigned long)lo, (unsigned long)hi);
         }
         if (XGR_VEC_PUSH(p->ranges, lo) || XGR_VEC_PUSH(p->ranges, hi)) return XGR_ERR_NOMEM;
@@ -341,6 +342,15 @@ static int parse_class(ebnf *p, int bytes, int32_t *node) {
 /* ---- expressions ------------------------------------------------------------------- */
 
 static int parse_alt(ebnf *p, int32_t *node);
+
+/* No expression starts at pos: upstream's "Expect element, but got X", with our list. */
+static XGR_NOINLINE int expect_element(const ebnf *p, size_t pos) {
+    char b[32];
+    return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, pos,
+                         "Expect element, but got %s (expected a string, character class, rule "
+                         "name or '(')",
+                         xgr_ebnf_found(p, pos, b, sizeof b));
+}
 
 static int parse_primary(ebnf *p, int32_t *node) {
     size_t start = p->pos;
@@ -359,6 +369,11 @@ static int parse_primary(ebnf *p, int32_t *node) {
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
                                  "a lookahead assertion '(= ...)' is only allowed at the end of a "
                                  "rule body");
+        if (p->pos < p->n && p->s[p->pos] == ')') { /* `( )` is the empty string, as upstream */
+            p->pos++;
+            *node = xgr_ir_bytes(p->g, (const uint8_t *)"", 0);
+            return *node < 0 ? ir_fail() : XGR_OK;
+        }
         if ((rc = parse_alt(p, node))) return rc;
         xgr_ebnf_skip_ws(p);
         if (at_lookahead(p, p->pos))
@@ -440,15 +455,18 @@ static int parse_primary(ebnf *p, int32_t *node) {
     if (c == ')') return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
     if (c == '*' || c == '+' || c == '?' || c == '{')
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                             "quantifier '%c' has nothing to repeat", (char)c);
+                             "Expect element, but got %c (quantifier '%c' has nothing to repeat)",
+                             (char)c, (char)c);
     if (c == ':' && start + 2 < p->n && memcmp(p->s + start, "::=", 3) == 0)
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unexpected '::=' (missing rule name?)");
+        return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                             "Assign should be preceded by an identifier (a rule name is missing "
+                             "before '::=')");
     if (c >= 0x80) {
         uint32_t cp;
         if (!xgr_utf8_decode(p->s + start, p->n - start, &cp))
-            return xgr_ebnf_perr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x", (unsigned)c);
+            return xgr_ebnf_lerr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x", (unsigned)c);
     }
-    return xgr_ebnf_expected(p, start, "a string, character class, rule name or '('");
+    return expect_element(p, start);
 }
 
 static int parse_number(ebnf *p, long *v) {
@@ -498,7 +516,8 @@ static int parse_braces(ebnf *p, long *min, long *max) {
     p->pos++;
     if (*max >= 0 && *min > *max)
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
-                             "lower bound %ld of the repetition is larger than its upper bound %ld",
+                             "Lower bound is larger than upper bound: %ld > %ld (in the "
+                             "repetition {m,n})",
                              *min, *max);
     return XGR_OK;
 }
@@ -528,7 +547,9 @@ static int parse_postfix(ebnf *p, int32_t *node) {
     q = xgr_ebnf_skip_ws_at(p, p->pos);
     if (q < p->n && (p->s[q] == '*' || p->s[q] == '+' || p->s[q] == '?' || p->s[q] == '{'))
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, q,
-                             "a quantifier cannot follow another quantifier; use parentheses");
+                             "Expect element, but got %c (a quantifier cannot follow another "
+                             "quantifier; use parentheses)",
+                             (char)p->s[q]);
     *node = xgr_ir_repeat(p->g, *node, (int32_t)min, (int32_t)max);
     return *node < 0 ? ir_fail() : XGR_OK;
 }
@@ -550,8 +571,7 @@ static int parse_seq(ebnf *p, int32_t *node) {
     if (cnt == 0) {
         if (p->pos < p->n && p->s[p->pos] == ')' && p->depth <= 1)
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos, "unmatched ')'");
-        return xgr_ebnf_expected(p, p->pos,
-                                 "an expression (string, character class, rule name or '(')");
+        return expect_element(p, p->pos);
     }
     *node = xgr_ir_seq(p->g, p->stack.data + base, cnt);
     p->stack.len = base;
@@ -588,10 +608,17 @@ static int parse_rule(ebnf *p) {
     int rc;
     if (!xgr_ebnf_is_name_start(p->s[start])) {
         if (p->s[start] == ')') return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
+        if (start + 3 <= p->n && memcmp(p->s + start, "::=", 3) == 0)
+            return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
+                                 start == xgr_ebnf_skip_ws_at(p, 0)
+                                     ? "Assign should not be the first token (a rule starts "
+                                       "with its name: name ::= ...)"
+                                     : "Assign should be preceded by an identifier (a rule name "
+                                       "is missing before '::=')");
         if (p->s[start] >= 0x80) {
             uint32_t cp;
             if (!xgr_utf8_decode(p->s + start, p->n - start, &cp))
-                return xgr_ebnf_perr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x",
+                return xgr_ebnf_lerr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x",
                                      (unsigned)p->s[start]);
         }
         return xgr_ebnf_expected(p, start, "a rule name");
@@ -618,9 +645,10 @@ static int parse_rule(ebnf *p) {
     if ((rc = xgr_ebnf_track_rules(p))) return rc;
     if (p->def_pos.data[r]) {
         size_t l, c;
-        xgr_ebnf_line_col(p->s, p->n, p->def_pos.data[r] - 1, &l, &c);
+        xgr_diag_line_col(p->s, p->n, p->def_pos.data[r] - 1, &l, &c);
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
-                             "rule '%s' is defined more than once (first at line %zu, column %zu)",
+                             "Rule \"%s\" is defined multiple times (first at line %zu, column "
+                             "%zu)",
                              xgr_ir_rule_name(p->g, r), l, c);
     }
     p->def_pos.data[r] = start + 1;
@@ -644,10 +672,12 @@ static int parse_rule(ebnf *p) {
         xgr_ebnf_skip_ws(p);
         if (at_lookahead(p, p->pos))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                                 "a rule takes at most one lookahead assertion");
+                                 "Expect rule name (a rule takes at most one lookahead "
+                                 "assertion)");
         if (p->pos < p->n && !xgr_ebnf_at_rule_start(p, p->pos))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                                 "the lookahead assertion '(= ...)' must end the rule body");
+                                 "Expect rule name (the lookahead assertion '(= ...)' must end "
+                                 "the rule body)");
     }
     p->g->rules.data[r].body = body;
     p->g->rules.data[r].lookahead = la;
@@ -696,14 +726,23 @@ static int parse_file(ebnf *p, const char *root, size_t root_len) {
     for (size_t r = 0; r < p->g->rules.len; r++) {
         if (p->g->rules.data[r].body >= 0) continue;
         size_t at = r < p->ref_pos.len && p->ref_pos.data[r] ? p->ref_pos.data[r] - 1 : 0;
-        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "rule '%s' is referenced but not defined",
-                             xgr_ir_rule_name(p->g, (int32_t)r));
+        const char *name = xgr_ir_rule_name(p->g, (int32_t)r);
+        if (r < p->ref_td.len && p->ref_td.data[r]) {
+            size_t l, c;
+            xgr_diag_line_col(p->s, p->n, p->ref_td.data[r] - 1, &l, &c);
+            return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at,
+                                 "Rule \"%s\" is not defined (referenced by the TagDispatch "
+                                 "pair at line %zu, column %zu)",
+                                 name, l, c);
+        }
+        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "Rule \"%s\" is not defined", name);
     }
     int32_t rr = xgr_ir_find_rule(p->g, root, root_len);
-    if (rr < 0)
-        return xgr_fail(XGR_ERR_SEMANTIC,
-                        "EBNF error: the root rule '%.*s' is not defined",
-                        (int)(root_len > 200 ? 200 : root_len), root);
+    if (rr < 0) {
+        char q[80];
+        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, 0, "The root rule with name \"%s\" is not found",
+                             xgr_diag_quote((const uint8_t *)root, root_len, q, sizeof q));
+    }
     p->g->root = rr;
     return xgr_ir_validate(p->g);
 }
@@ -730,6 +769,7 @@ int xgr_grammar_from_ebnf(const char *src, size_t src_len, const char *root,
     XGR_VEC_FREE(p.buf);
     XGR_VEC_FREE(p.ranges);
     XGR_VEC_FREE(p.ref_pos);
+    XGR_VEC_FREE(p.ref_td);
     XGR_VEC_FREE(p.def_pos);
     if (rc) {
         xgr_ir_free(p.g);

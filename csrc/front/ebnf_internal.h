@@ -17,19 +17,22 @@ typedef struct {
     u8vec buf;     /* bytes of the literal being lexed */
     u32vec ranges; /* ranges of the class being lexed */
     szvec ref_pos; /* per rule: offset of its first reference + 1 (0: none) */
+    szvec ref_td;  /* per rule: when that first reference is a TagDispatch pair's rule, its
+                    * own offset + 1 (ref_pos then holds the macro's '(', where upstream
+                    * reports an undefined rule); else 0 */
     szvec def_pos; /* per rule: offset of its definition + 1 (0: not defined yet) */
     int in_lookahead; /* parsing a `(= ...)` assertion, where TagDispatch is not allowed */
 } ebnf;
 
 /* ---- ebnf.c: errors and lexing helpers ----------------------------------------------- */
 
-void xgr_ebnf_line_col(const uint8_t *s, size_t n, size_t pos, size_t *line, size_t *col);
-/* A syntax / semantic error at byte offset pos, reported as "line L, column C". */
+/* Errors at byte offset pos, through the front ends' one formatter (diag.h): a lexing
+ * error (literals, escapes, classes, a misplaced '::=') reads "EBNF lexer error at line L,
+ * column C: ...", any other "EBNF parser error at ...", as upstream xgrammar words them. */
+XGR_NOINLINE int xgr_ebnf_lerr(const ebnf *p, int code, size_t pos, const char *fmt, ...)
+    XGR_PRINTF(4, 5);
 XGR_NOINLINE int xgr_ebnf_perr(const ebnf *p, int code, size_t pos, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
+    XGR_PRINTF(4, 5);
 /* What the parser found at pos ("'x'", "end of input", ...), written to out. */
 XGR_NOINLINE const char *xgr_ebnf_found(const ebnf *p, size_t pos, char *out, size_t cap);
 /* "expected <what>, found <...>" at pos. */

@@ -239,6 +239,8 @@ typedef struct {
     XGR_VEC(td_str) trig, excl;
     u8vec data;
     int loop;
+    size_t open; /* offset of the macro's '(': upstream reports argument errors there (our
+                  * messages add the argument's own line:column) */
 } td_args;
 
 static void td_args_free(td_args *a) {
@@ -295,25 +297,35 @@ int xgr_ebnf_at_token_macro(const ebnf *p, size_t at) {
            xgr_ebnf_skip_ws_at(p, at + 5) < p->n && p->s[xgr_ebnf_skip_ws_at(p, at + 5)] == '(';
 }
 
-/* A non-empty string argument ("..." or b"..." or Token(k)) at p->pos, appended to
- * a->data. */
-static int td_string(ebnf *p, td_args *a, const char *what, td_str *out) {
-    size_t at = p->pos;
+/* A non-empty string argument ("..." or b"..." or Token(k)) at p->pos, a trigger or an
+ * excluded string, appended to a->data. */
+static int td_string(ebnf *p, td_args *a, int trigger, td_str *out) {
+    size_t at = p->pos, l, c;
     int rc, bytes = at + 1 < p->n && p->s[at] == 'b' && p->s[at + 1] == '"';
+    const char *what = trigger ? "Tag" : "Exclude";
+    xgr_diag_line_col(p->s, p->n, at, &l, &c);
     if (xgr_ebnf_at_token_macro(p, at)) {
         int32_t k;
         if ((rc = xgr_ebnf_lex_token_ids(p, &k))) return rc;
         if (k != 1)
             return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at,
                                  "TagDispatch: Token(...) as %s takes one id",
-                                 what);
+                                 trigger ? "a trigger" : "an excluded string");
     } else if (!bytes && (at >= p->n || p->s[at] != '"')) {
-        return xgr_ebnf_expected(p, at, what);
+        char b[32];
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
+                             "%s must be a non-empty string literal (expected %s string at line "
+                             "%zu, column %zu, found %s)",
+                             what, trigger ? "a trigger" : "an excluded", l, c,
+                             xgr_ebnf_found(p, at, b, sizeof b));
     } else if ((rc = xgr_ebnf_lex_string(p, bytes))) {
         return rc;
     }
     if (!p->buf.len)
-        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "TagDispatch: %s must not be empty", what);
+        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, a->open,
+                             "%s must be a non-empty string literal (the %s string at line %zu, "
+                             "column %zu is empty)",
+                             what, trigger ? "trigger" : "excluded", l, c);
     out->off = a->data.len;
     out->len = p->buf.len;
     out->pos = at;
@@ -324,34 +336,48 @@ static int td_string(ebnf *p, td_args *a, const char *what, td_str *out) {
     return XGR_OK;
 }
 
+/* The element at `at` is not a ("trigger", rule_name) pair. */
+static XGR_NOINLINE int td_not_pair(const ebnf *p, const td_args *a, size_t at) {
+    size_t l, c;
+    xgr_diag_line_col(p->s, p->n, at, &l, &c);
+    return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
+                         "Each tag dispatch element must be a pair (tag, rule) (the tuple at "
+                         "line %zu, column %zu is not a (\"trigger\", rule_name) pair)",
+                         l, c);
+}
+
 /* ("trigger", rule_name) at p->pos (an opening parenthesis). */
 static int td_pair(ebnf *p, td_args *a) {
     size_t open = p->pos;
     td_str t;
     int rc;
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
-    if (p->pos < p->n && p->s[p->pos] == ')')
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, open,
-                             "TagDispatch: each element must be a pair (\"trigger\", rule_name)");
-    if ((rc = td_string(p, a, "a trigger string", &t))) return rc;
+    if (p->pos < p->n && p->s[p->pos] == ')') return td_not_pair(p, a, open);
+    if ((rc = td_string(p, a, 1, &t))) return rc;
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
-    if (p->pos >= p->n || p->s[p->pos] != ',')
-        return xgr_ebnf_expected(p, p->pos, "',' and a rule name after the trigger string");
+    if (p->pos >= p->n || p->s[p->pos] != ',') {
+        char b[32];
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
+                             "Expect , or ) in tuple (expected ',' and a rule name after the "
+                             "trigger string, found %s)",
+                             xgr_ebnf_found(p, p->pos, b, sizeof b));
+    }
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     size_t at = p->pos, e = xgr_ebnf_name_end(p, at);
     if (e == at) return xgr_ebnf_expected(p, at, "a rule name after the trigger string");
     int32_t r = xgr_ir_rule(p->g, (const char *)p->s + at, e - at);
     if (r < 0) return xgr_front_ir_status();
     if ((rc = xgr_ebnf_track_rules(p))) return rc;
-    if (!p->ref_pos.data[r]) p->ref_pos.data[r] = at + 1;
+    if (!p->ref_pos.data[r]) {
+        p->ref_pos.data[r] = a->open + 1;
+        p->ref_td.data[r] = at + 1;
+    }
     t.rule = r;
     p->pos = xgr_ebnf_skip_ws_at(p, e);
     if (p->pos < p->n && p->s[p->pos] == ',') p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     if (p->pos >= p->n || p->s[p->pos] != ')') {
         if (p->pos < p->n && (p->s[p->pos] == '"' || xgr_ebnf_is_name_start(p->s[p->pos])))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, open,
-                                 "TagDispatch: each element must be a pair "
-                                 "(\"trigger\", rule_name)");
+            return td_not_pair(p, a, open);
         return xgr_ebnf_expected(p, p->pos, "')' closing the (trigger, rule) pair");
     }
     p->pos++;
@@ -367,7 +393,7 @@ static int td_excludes(ebnf *p, td_args *a) {
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     while (p->pos < p->n && p->s[p->pos] != ')') {
         td_str t;
-        if ((rc = td_string(p, a, "an excluded string", &t))) return rc;
+        if ((rc = td_string(p, a, 0, &t))) return rc;
         if (XGR_VEC_PUSH(a->excl, t)) return XGR_ERR_NOMEM;
         p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
         if (p->pos < p->n && p->s[p->pos] == ',') {
@@ -387,24 +413,28 @@ static int td_named(ebnf *p, td_args *a) {
     const char *nm = (const char *)p->s + at;
     int is_loop = len == 19 && memcmp(nm, "loop_after_dispatch", 19) == 0;
     int is_excl = len == 8 && memcmp(nm, "excludes", 8) == 0;
+    size_t l, c;
+    xgr_diag_line_col(p->s, p->n, at, &l, &c);
     if (!is_loop && !is_excl) {
         if ((len == 8 && memcmp(nm, "stop_eos", 8) == 0) ||
             (len == 8 && memcmp(nm, "stop_str", 8) == 0))
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                                 "TagDispatch argument '%.*s' (older xgrammar releases) is "
-                                 "not supported, as in xgrammar 0.2.8; use "
-                                 "loop_after_dispatch=true|false and excludes=(...), with the "
-                                 "stop string after the rule",
-                                 (int)len, nm);
+            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
+                                 "Unknown named argument for TagDispatch: %.*s (at line %zu, "
+                                 "column %zu; older xgrammar releases had it, 0.2.8 does not: "
+                                 "use loop_after_dispatch=true|false and excludes=(...), with "
+                                 "the stop string after the rule)",
+                                 (int)len, nm, l, c);
         size_t q = xgr_ebnf_skip_ws_at(p, e);
         if (q < p->n && p->s[q] == '=')
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                                 "unknown TagDispatch argument '%.*s' (expected "
-                                 "loop_after_dispatch or excludes)",
-                                 (int)(len > 64 ? 64 : len), nm);
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, at,
-                             "TagDispatch: each element must be a (\"trigger\", rule_name) pair "
-                             "or a named argument");
+            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
+                                 "Unknown named argument for TagDispatch: %.*s (at line %zu, "
+                                 "column %zu; expected loop_after_dispatch or excludes)",
+                                 (int)(len > 64 ? 64 : len), nm, l, c);
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
+                             "Each tag dispatch element must be a tuple (the name at line %zu, "
+                             "column %zu is neither a (\"trigger\", rule_name) pair nor a named "
+                             "argument)",
+                             l, c);
     }
     p->pos = xgr_ebnf_skip_ws_at(p, e);
     if (p->pos >= p->n || p->s[p->pos] != '=')
@@ -417,14 +447,16 @@ static int td_named(ebnf *p, td_args *a) {
         a->loop = 1;
     } else if (ve - v == 5 && memcmp(p->s + v, "false", 5) == 0) {
         a->loop = 0;
-    } else if (ve > v) {
-        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, v,
-                             "loop_after_dispatch takes a boolean literal (true or false), "
-                             "found '%.*s'",
-                             (int)(ve - v > 40 ? 40 : ve - v), (const char *)p->s + v);
     } else {
-        return xgr_ebnf_expected(p, v,
-                                 "true or false (loop_after_dispatch takes a boolean literal)");
+        char b[48];
+        xgr_diag_line_col(p->s, p->n, v, &l, &c);
+        if (ve > v)
+            snprintf(b, sizeof b, "'%.*s'", (int)(ve - v > 40 ? 40 : ve - v),
+                     (const char *)p->s + v);
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
+                             "loop_after_dispatch must be a boolean literal (true or false), "
+                             "found %s at line %zu, column %zu",
+                             ve > v ? b : xgr_ebnf_found(p, v, b, sizeof b), l, c);
     }
     p->pos = ve;
     return XGR_OK;
@@ -435,6 +467,7 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
     td_args a;
     memset(&a, 0, sizeof a);
     a.loop = 1;
+    a.open = p->pos;
     const uint8_t **str = NULL;
     size_t *len = NULL;
     int32_t *rules = NULL;
@@ -447,10 +480,14 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
             else if (p->pos < p->n && xgr_ebnf_is_name_start(p->s[p->pos]) &&
                      !(p->s[p->pos] == 'b' && p->pos + 1 < p->n && p->s[p->pos + 1] == '"'))
                 rc = td_named(p, &a);
-            else if (p->pos < p->n && (p->s[p->pos] == '"' || p->s[p->pos] == 'b'))
-                rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
-                                   "TagDispatch: each element must be a (\"trigger\", "
-                                   "rule_name) pair; write (\"trigger\", rule_name)");
+            else if (p->pos < p->n && (p->s[p->pos] == '"' || p->s[p->pos] == 'b')) {
+                size_t l, c;
+                xgr_diag_line_col(p->s, p->n, p->pos, &l, &c);
+                rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a.open,
+                                   "Each tag dispatch element must be a tuple (found a string at "
+                                   "line %zu, column %zu; write (\"trigger\", rule_name))",
+                                   l, c);
+            }
             else
                 rc = xgr_ebnf_expected(p, p->pos,
                                        "a (\"trigger\", rule_name) pair or a named argument");
@@ -476,13 +513,16 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
         for (size_t i = 0; i < a.trig.len; i++) {
             const td_str *t = &a.trig.data[i];
             if (x->len <= t->len && memcmp(a.data.data + x->off, a.data.data + t->off, x->len) == 0) {
-                size_t l, c;
-                xgr_ebnf_line_col(p->s, p->n, t->pos, &l, &c);
-                rc = xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, x->pos,
-                                   "TagDispatch: Exclude string must not be a prefix of "
-                                   "trigger string (or equal to it), but this one is a prefix "
-                                   "of the trigger at line %zu, column %zu",
-                                   l, c);
+                size_t xl, xc, tl, tc;
+                char q[80];
+                xgr_diag_line_col(p->s, p->n, x->pos, &xl, &xc);
+                xgr_diag_line_col(p->s, p->n, t->pos, &tl, &tc);
+                rc = xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, a.open,
+                                   "Exclude string must not be a prefix of trigger string: %s "
+                                   "(the excluded string at line %zu, column %zu is a prefix of, "
+                                   "or equal to, the trigger at line %zu, column %zu)",
+                                   xgr_diag_quote(a.data.data + x->off, x->len, q, sizeof q), xl,
+                                   xc, tl, tc);
                 goto done;
             }
         }

@@ -21,13 +21,7 @@
 
 #include "../common/text.h"
 #include "../ir/ir.h"
-
-/* Keeps a cold path (an error report) out of the caller's code. */
-#if defined(__GNUC__)
-#define XGR_NOINLINE __attribute__((noinline))
-#else
-#define XGR_NOINLINE
-#endif
+#include "diag.h" /* the error formatter, XGR_NOINLINE */
 
 typedef XGR_VEC(int32_t) i32vec;
 typedef XGR_VEC(uint8_t) u8vec;
@@ -56,7 +50,8 @@ typedef struct {
 } xgr_regex_opts;
 
 /* Compiles a regex (anchored, whole-input semantics) into nodes of `g`; *out_node is the
- * root node of the expression. Errors use "column C" positions within `src`. opts may be
+ * root node of the expression. Errors read "regex error at line L, column C: ..." with
+ * the position within `src` (diag.h). opts may be
  * NULL (the converter dialect, no options); xgr_regex_to_node is that case. */
 int xgr_regex_to_node_opts(xgr_grammar *g, const char *src, size_t len,
                            const xgr_regex_opts *opts, int32_t *out_node);

@@ -18,7 +18,8 @@
  *     digits, at most U+10FFFF); any other character escapes itself, letters included
  *     (\q is q). \b is backspace inside a class.
  *   - Lazy quantifiers (*? +? ?? {m,n}?) match the same language as greedy ones.
- *   - Errors (XGR_ERR_SYNTAX / SEMANTIC with the column, message phrased as upstream's):
+ *   - Errors (XGR_ERR_SYNTAX / SEMANTIC, "regex error at line L, column C: ..." from
+ *     diag.h, the message phrased as upstream's):
  *     word boundaries \b \B, backreferences \1..\9 \k, Unicode property escapes \p \P,
  *     lookbehind, inline flags other than a leading (?i) in the macro, empty classes [],
  *     malformed escapes, quantifiers with nothing to repeat, unbalanced parentheses.
@@ -79,19 +80,11 @@ static XGR_NOINLINE int rerr(const rx *p, int code, size_t pos, const char *fmt,
 #endif
     ;
 static XGR_NOINLINE int rerr(const rx *p, int code, size_t pos, const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = xgr_diag_vfail(code, "regex", p->s, p->n, pos, fmt, ap);
     va_end(ap);
-    size_t col = 1;
-    if (pos > p->n) pos = p->n;
-    for (size_t i = 0; i < pos; i++)
-        if ((p->s[i] & 0xc0) != 0x80) col++;
-    const char *kind = code == XGR_ERR_SYNTAX ? "regex syntax error"
-                       : code == XGR_ERR_UTF8 ? "regex encoding error"
-                                              : "regex error";
-    return xgr_fail(code, "%s at column %zu: %s", kind, col, msg);
+    return rc;
 }
 
 static int ir_fail(void) { return xgr_front_ir_status(); }

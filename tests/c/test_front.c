@@ -422,19 +422,23 @@ static void test_ebnf_lang(void) {
     ebnf_lang("root ::= Regex(\"a.b\", flags=\"su\")", L("a\nb"), L("A\nb"));
     ebnf_lang("root ::= Regex(\"[^x]+|\\\\W\", json_string=true)", L("ab\x7f", "\xc3\xa9", "#"),
               L("a\"", "\\", "\n", "x"));
+    /* as upstream: `( )` is the empty string, \? is '?' */
+    ebnf_lang("root ::= \"a\" ( ) \"b\"", L("ab"), L("a", "a b"));
+    ebnf_lang("root ::= \"\\?\" [\\?]", L("??"), L("?", "\\??"));
 }
 
 static void test_ebnf_errors(void) {
     bad("root ::= \"a\"**", XGR_ERR_SYNTAX, "line 1, column 14");
     bad("root ::= \"a\" (= \"b\") \"c\"", XGR_ERR_SYNTAX, "line 1, column 22");
     bad("root ::= (\"a\" (= \"b\"))", XGR_ERR_SYNTAX, "only allowed at the end of a rule body");
-    bad("root ::= \"a\" (= \"b\") (= \"c\")", XGR_ERR_SYNTAX, "at most one lookahead");
+    bad("root ::= \"a\" (= \"b\") (= \"c\")", XGR_ERR_SYNTAX, "Expect rule name (a rule takes at most one lookahead");
     bad("root ::= x\nx ::= \"a\"\nx ::= \"b\"", XGR_ERR_SEMANTIC,
-        "line 3, column 1: rule 'x' is defined more than once (first at line 2, column 1)");
-    bad("root ::= \"a\" y", XGR_ERR_SEMANTIC, "line 1, column 14: rule 'y' is referenced but not defined");
-    bad("r ::= \"a\"", XGR_ERR_SEMANTIC, "root rule 'root' is not defined");
-    bad("", XGR_ERR_SEMANTIC, "root rule 'root' is not defined");
-    bad("root ::= \"a\"{3,2}", XGR_ERR_SEMANTIC, "line 1, column 13: lower bound 3");
+        "line 3, column 1: Rule \"x\" is defined multiple times (first at line 2, column 1)");
+    bad("root ::= \"a\" y", XGR_ERR_SEMANTIC, "EBNF parser error at line 1, column 14: Rule \"y\" is not defined");
+    bad("r ::= \"a\"", XGR_ERR_SEMANTIC,
+        "EBNF parser error at line 1, column 1: The root rule with name \"root\" is not found");
+    bad("", XGR_ERR_SEMANTIC, "The root rule with name \"root\" is not found");
+    bad("root ::= \"a\"{3,2}", XGR_ERR_SEMANTIC, "line 1, column 13: Lower bound is larger than upper bound: 3 > 2");
     bad("root ::= \"a\"{2000000000}", XGR_ERR_SEMANTIC, "too large");
     bad("root ::= \"a\"{99999999999999999999999}", XGR_ERR_SEMANTIC, "too large");
     bad("root ::= \"a\"{", XGR_ERR_SYNTAX, "expected a number");
@@ -442,7 +446,8 @@ static void test_ebnf_errors(void) {
     bad("root ::= \"a\"{1,x}", XGR_ERR_SYNTAX, "line 1, column 16");
     bad("root ::= \"a\"{,2}", XGR_ERR_SYNTAX, "expected a number");
     bad("root ::= TagDispatch((\"a\", b))", XGR_ERR_SEMANTIC,
-        "line 1, column 28: rule 'b' is referenced but not defined");
+        "line 1, column 21: Rule \"b\" is not defined (referenced by the TagDispatch pair at line 1, "
+        "column 28)");
     bad("root ::= Substring(\"a\", x=1)", XGR_ERR_SYNTAX,
         "line 1, column 25: Substring() does not accept named arguments");
     bad("root ::= Substring(\"a\", 1)", XGR_ERR_SYNTAX, "line 1, column 25: Substring() arguments must be strings");
@@ -451,18 +456,21 @@ static void test_ebnf_errors(void) {
     bad("root ::= Substring(\"a\"", XGR_ERR_SYNTAX, "line 1, column 10: unclosed 'Substring('");
     bad("root ::= \"a\" (= Substring(\"b\"))", XGR_ERR_SYNTAX,
         "line 1, column 17: Substring should not be in lookahead assertion");
-    bad("root ::= \"abc", XGR_ERR_SYNTAX, "line 1, column 10: unterminated string");
-    bad("root ::= \"ab\nc\"", XGR_ERR_SYNTAX, "unterminated string");
-    bad("root ::= [abc", XGR_ERR_SYNTAX, "line 1, column 10: unterminated character class");
-    bad("root ::= [z-a]", XGR_ERR_SEMANTIC, "line 1, column 11: invalid character range");
-    bad("root ::= \"\\q\"", XGR_ERR_SYNTAX, "line 1, column 11: invalid escape");
-    bad("root ::= \"\\", XGR_ERR_SYNTAX, "unterminated escape");
+    bad("root ::= \"abc", XGR_ERR_SYNTAX, "EBNF lexer error at line 1, column 14: Expect \" in string literal (the string starting at "
+        "line 1, column 10 is not closed)");
+    bad("root ::= \"ab\nc\"", XGR_ERR_SYNTAX, "line 1, column 13: Expect \" in string literal");
+    bad("root ::= [abc", XGR_ERR_SYNTAX, "EBNF lexer error at line 1, column 14: Unterminated character class (the class starts at "
+        "line 1, column 10)");
+    bad("root ::= [z-a]", XGR_ERR_SEMANTIC, "EBNF parser error at line 1, column 11: Invalid character class: lower bound is larger than "
+        "upper bound (U+007A > U+0061)");
+    bad("root ::= \"\\q\"", XGR_ERR_SYNTAX, "EBNF lexer error at line 1, column 11: Invalid escape sequence: backslash followed by 'q'");
+    bad("root ::= \"\\", XGR_ERR_SYNTAX, "Invalid escape sequence: a backslash ends the input");
     bad("root ::= \"\\x\"", XGR_ERR_SYNTAX, "hex digits after \\x");
     bad("root ::= \"\\u12\"", XGR_ERR_SYNTAX, "4 hex digits");
     bad("root ::= \"\\U0011FFFF\"", XGR_ERR_SYNTAX, "above U+10FFFF");
     bad("root ::= \"\\U001\"", XGR_ERR_SYNTAX, "8 hex digits");
     bad("root ::= \"\\uD800\"", XGR_ERR_SYNTAX, "lone surrogate");
-    bad("root ::= \"\\]\"", XGR_ERR_SYNTAX, "invalid escape");
+    bad("root ::= \"\\]\"", XGR_ERR_SYNTAX, "Invalid escape sequence");
     bad("root ::= b[\\u00e9]", XGR_ERR_SYNTAX, "byte class");
     bad("root ::= b[\xc3\xa9]", XGR_ERR_SYNTAX, "byte class");
     bad("root ::= \"\xff\"", XGR_ERR_UTF8, "line 1, column 11");
@@ -470,23 +478,25 @@ static void test_ebnf_errors(void) {
     bad("root ::= [\xed\xa0\x80]", XGR_ERR_UTF8, "line 1, column 11"); /* encoded surrogate */
     bad("root ::= \"\xc0\xaf\"", XGR_ERR_UTF8, NULL);                   /* overlong */
     bad("root ::= \xe9", XGR_ERR_UTF8, "line 1, column 10");
-    bad("root ::= \xc3\xa9", XGR_ERR_SYNTAX, "found '\xc3\xa9'");
-    bad("root ::= ", XGR_ERR_SYNTAX, "expected an expression");
-    bad("root ::= \"a\" |", XGR_ERR_SYNTAX, "line 1, column 15: expected an expression");
+    bad("root ::= \xc3\xa9", XGR_ERR_SYNTAX, "but got '\xc3\xa9'");
+    bad("root ::= ", XGR_ERR_SYNTAX, "Expect element, but got end of input");
+    bad("root ::= \"a\" |", XGR_ERR_SYNTAX, "line 1, column 15: Expect element, but got end of input (expected a string, character class, "
+        "rule name or '(')");
     bad("root ::= | \"a\"", XGR_ERR_SYNTAX, "line 1, column 10");
-    bad("root ::= ()", XGR_ERR_SYNTAX, "line 1, column 11: expected an expression");
+    bad("root ::= (|)", XGR_ERR_SYNTAX, "line 1, column 11: Expect element, but got '|'");
     bad("root ::= (\"a\"", XGR_ERR_SYNTAX, "unclosed '('");
     bad("root ::= \"a\")", XGR_ERR_SYNTAX, "line 1, column 13: unmatched ')'");
     bad("root ::= \"a\" )", XGR_ERR_SYNTAX, "unmatched ')'");
     bad("root ::= ( \"a\"\nb ::= \"c\" )", XGR_ERR_SYNTAX, "unclosed '('");
-    bad("root ::= * \"a\"", XGR_ERR_SYNTAX, "nothing to repeat");
+    bad("root ::= * \"a\"", XGR_ERR_SYNTAX, "Expect element, but got * (quantifier '*' has nothing to repeat)");
     bad("root \"a\"", XGR_ERR_SYNTAX, "line 1, column 6: expected '::=' after the rule name");
-    bad("::= \"a\"", XGR_ERR_SYNTAX, "line 1, column 1: expected a rule name");
-    bad("root ::= ::= \"a\"", XGR_ERR_SYNTAX, "missing rule name");
-    bad("root ::= \"a\" ; ", XGR_ERR_SYNTAX, "line 1, column 14: expected a string, character class, rule name or '(', found ';'");
-    bad("root ::= Regex(\"a(\")", XGR_ERR_SYNTAX, "in the pattern of Regex(...): regex syntax error at column 2: The parenthesis is not closed.");
+    bad("::= \"a\"", XGR_ERR_SYNTAX, "EBNF lexer error at line 1, column 1: Assign should not be the first token");
+    bad("  ::= \"a\"", XGR_ERR_SYNTAX, "line 1, column 3: Assign should not be the first token");
+    bad("root ::= ::= \"a\"", XGR_ERR_SYNTAX, "line 1, column 10: Assign should be preceded by an identifier (a rule name is missing");
+    bad("root ::= \"a\" ; ", XGR_ERR_SYNTAX, "line 1, column 14: Expect element, but got ';'");
+    bad("root ::= Regex(\"a(\")", XGR_ERR_SYNTAX, "in the pattern of Regex(...): regex error at line 1, column 2: The parenthesis is not closed.");
     bad("root ::= Regex(\"(?<=a)\")", XGR_ERR_SYNTAX, "Lookbehind assertion");
-    bad("root ::= Regex(\"(?s)a\")", XGR_ERR_SYNTAX, "column 16: in the pattern of Regex(...): regex syntax error at column 1: Unsupported group modifier '(?s'");
+    bad("root ::= Regex(\"(?s)a\")", XGR_ERR_SYNTAX, "column 16: in the pattern of Regex(...): regex error at line 1, column 1: Unsupported group modifier '(?s'");
     bad("root ::= Regex(\"a]\")", XGR_ERR_SYNTAX, "Unmatched ']'");
     bad("root ::= Regex(\"[^]\")", XGR_ERR_SYNTAX, "Empty character class");
     bad("root ::= Regex()", XGR_ERR_SYNTAX, "column 10: Regex expects exactly one string argument");
@@ -507,8 +517,8 @@ static void test_ebnf_errors(void) {
     bad("root ::= ExcludeToken(1)", XGR_ERR_SYNTAX, "ExcludeToken(...) (any one token but these) is not supported");
     bad("root ::= TagDispatch((Token(1, 2), x))\nx ::= \"y\"", XGR_ERR_SEMANTIC, "takes one id");
     bad("root ::= \"a\"{1,-2}", XGR_ERR_SYNTAX, "expected a number");
-    bad("root ::= x\nx ::= y\ny ::= z", XGR_ERR_SEMANTIC, "line 3, column 7: rule 'z'");
-    bad_n("root ::= \"a\"\0", 13, XGR_ERR_SYNTAX, "line 1, column 13: expected a string, character class, rule name or '(', found byte 0x00");
+    bad("root ::= x\nx ::= y\ny ::= z", XGR_ERR_SEMANTIC, "line 3, column 7: Rule \"z\" is not defined");
+    bad_n("root ::= \"a\"\0", 13, XGR_ERR_SYNTAX, "line 1, column 13: Expect element, but got byte 0x00");
     {
         /* NUL inside a string is the code point U+0000; it prints escaped */
         xgr_grammar *g = NULL;
@@ -547,7 +557,7 @@ static void test_ebnf_errors(void) {
         CHECK(xgr_grammar_from_ebnf("root ::= \"a\"", 12, "ro\0t", 4, &g) == XGR_ERR_INVALID_ARG,
               "NUL in root name");
         CHECK(xgr_grammar_from_ebnf("root ::= \"a\"", 12, "nope", 4, &g) == XGR_ERR_SEMANTIC &&
-                  strstr(xgr_last_error(), "'nope'"),
+                  strstr(xgr_last_error(), "root rule with name \"nope\" is not found"),
               "unknown root: %s", xgr_last_error());
         CHECK(xgr_grammar_from_regex(NULL, 1, &g) == XGR_ERR_INVALID_ARG, "regex NULL");
         CHECK(xgr_grammar_builtin_json(NULL) == XGR_ERR_INVALID_ARG, "json NULL");

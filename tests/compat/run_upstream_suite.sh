@@ -101,7 +101,7 @@ fi
 
 # --- run -------------------------------------------------------------------------------------
 if [ "$MODE" = ours ]; then
-  PYTHONPATH="$HERE" "$PY" -c "import alias_plugin, xgrammar, xgrammar.testing as t, xgrammar2
+  PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" "$PY" -c "import alias_plugin, xgrammar, xgrammar.testing as t, xgrammar2
 assert xgrammar is xgrammar2 and t is xgrammar2.testing" || die "the xgrammar -> xgrammar2 alias does not work"
 fi
 mkdir -p "$OUT"

@@ -199,8 +199,8 @@ def _normalize(text: str) -> str:
     text = re.sub(r"^(parsing EBNF|accepting a string|compiling[^:]*): ", "", text)
     text = re.sub(r"^\$[^ ]*: ", "", text)  # structural-tag JSON path
     text = re.sub(r"(at )?line \d+, column \d+:? ?", "", text)
-    text = re.sub(r"EBNF (syntax )?error ?:? ?", "", text)
-    text = re.sub(r"regex syntax error at column \d+: ", "regex: ", text)
+    text = re.sub(r"EBNF (syntax |lexer |parser )?error ?:? ?", "", text)
+    text = re.sub(r"\bregex (syntax )?error (at column \d+: )?", "regex: ", text)
     text = re.sub(r"(#|\$defs)/[\w/]+", "#/...", text)
     text = re.sub(r"\b\d+\b", "N", text)
     text = re.split(r";| \(|: (?=[a-z].{40})", text)[0].strip()

@@ -121,7 +121,7 @@ def test_macro_options_in_any_order_and_spacing() -> None:
 
 def test_macro_json_string_matching_nothing_is_an_error() -> None:
     with pytest.raises(GrammarSemanticError, match="column 16: in the pattern of Regex"
-                       r"\(\.\.\.\): regex error at column 1: the pattern matches no string"):
+                       r"\(\.\.\.\): regex error at line 1, column 1: the pattern matches no string"):
         macro('a"b', ", json_string=true")
     with pytest.raises(GrammarSemanticError, match="matches no string"):
         macro(r"\n+|\\", ", json_string=true")

@@ -255,13 +255,13 @@ def test_syntax_like_upstream(body: str, accepted: bool):
 
 
 @pytest.mark.parametrize("body,line,col,needle", [
-    ('TagDispatch(("a", g), foo=1)', 1, 23, "unknown TagDispatch argument 'foo'"),
+    ('TagDispatch(("a", g), foo=1)', 1, 23, "Unknown named argument for TagDispatch: foo"),
     ('TagDispatch(("a", g), stop_str=("x"))', 1, 23, "stop_str"),
-    ('TagDispatch(\n  ("a", g),\n  excludes=("b", "")\n)', 3, 18, "must not be empty"),
-    ('TagDispatch(\n  ("ab", g),\n  excludes=("a")\n)', 3, 13, "Exclude string must not be a prefix of trigger string (or "
-                                                               "equal to it), but this one is a prefix of the trigger "
-                                                               "at line 2, column 4"),
-    ('TagDispatch(("a", nope))', 1, 19, "'nope' is referenced but not defined"),
+    ('TagDispatch(\n  ("a", g),\n  excludes=("b", "")\n)', 3, 18, "Exclude must be a non-empty string literal"),
+    ('TagDispatch(\n  ("ab", g),\n  excludes=("a")\n)', 3, 13, "Exclude string must not be a prefix of trigger string: a (the "
+                                                               "excluded string at line 3, column 13 is a prefix of, or "
+                                                               "equal to, the trigger at line 2, column 4)"),
+    ('TagDispatch(("a", nope))', 1, 19, 'Rule "nope" is not defined'),
     ('TagDispatch(("a", g), loop_after_dispatch=yes)', 1, 43, "boolean literal (true or false), found 'yes'"),
     ('"x" (= TagDispatch(("a", g)))', 1, 8, "lookahead"),
 ])
