@@ -381,8 +381,12 @@ static int parse_primary(ebnf *p, int32_t *node) {
                                  "a lookahead assertion '(= ...)' is only allowed at the end of a "
                                  "rule body");
         if (p->pos >= p->n || p->s[p->pos] != ')') {
-            if (p->pos >= p->n || xgr_ebnf_at_rule_start(p, p->pos))
-                return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unclosed '('");
+            if (p->pos >= p->n || xgr_ebnf_at_rule_start(p, p->pos)) {
+                size_t l, col;
+                xgr_diag_line_col(p->s, p->n, start, &l, &col);
+                return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
+                                     "Expect ) (unclosed '(' at line %zu, column %zu)", l, col);
+            }
             return xgr_ebnf_expected(p, p->pos, "')' or '|'");
         }
         p->pos++;
@@ -452,7 +456,8 @@ static int parse_primary(ebnf *p, int32_t *node) {
         *node = xgr_ir_ref(p->g, r);
         return *node < 0 ? ir_fail() : XGR_OK;
     }
-    if (c == ')') return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
+    if (c == ')')
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "Expect element, but got ) (unmatched ')')");
     if (c == '*' || c == '+' || c == '?' || c == '{')
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
                              "Expect element, but got %c (quantifier '%c' has nothing to repeat)",
@@ -490,7 +495,7 @@ static int parse_number(ebnf *p, long *v) {
 
 /* Parses `{m}`, `{m,}` or `{m,n}` at p->pos. */
 static int parse_braces(ebnf *p, long *min, long *max) {
-    size_t start = p->pos;
+    size_t max_at = p->pos;
     int rc;
     p->pos++;
     xgr_ebnf_skip_ws(p);
@@ -508,14 +513,15 @@ static int parse_braces(ebnf *p, long *min, long *max) {
             *max = -1;
             xgr_ebnf_skip_ws(p);
         } else {
+            max_at = p->pos;
             if ((rc = parse_number(p, max))) return rc;
             xgr_ebnf_skip_ws(p);
         }
     }
     if (p->pos >= p->n || p->s[p->pos] != '}') return xgr_ebnf_expected(p, p->pos, "'}' or ','");
     p->pos++;
-    if (*max >= 0 && *min > *max)
-        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
+    if (*max >= 0 && *min > *max) /* at the upper bound, as upstream */
+        return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, max_at,
                              "Lower bound is larger than upper bound: %ld > %ld (in the "
                              "repetition {m,n})",
                              *min, *max);
@@ -570,7 +576,8 @@ static int parse_seq(ebnf *p, int32_t *node) {
     size_t cnt = p->stack.len - base;
     if (cnt == 0) {
         if (p->pos < p->n && p->s[p->pos] == ')' && p->depth <= 1)
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos, "unmatched ')'");
+            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
+                                 "Expect element, but got ) (unmatched ')')");
         return expect_element(p, p->pos);
     }
     *node = xgr_ir_seq(p->g, p->stack.data + base, cnt);
@@ -607,7 +614,8 @@ static int parse_rule(ebnf *p) {
     size_t start = p->pos;
     int rc;
     if (!xgr_ebnf_is_name_start(p->s[start])) {
-        if (p->s[start] == ')') return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unmatched ')'");
+        if (p->s[start] == ')')
+            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "Expect rule name (unmatched ')')");
         if (start + 3 <= p->n && memcmp(p->s + start, "::=", 3) == 0)
             return xgr_ebnf_lerr(p, XGR_ERR_SYNTAX, start,
                                  start == xgr_ebnf_skip_ws_at(p, 0)
@@ -621,7 +629,9 @@ static int parse_rule(ebnf *p) {
                 return xgr_ebnf_lerr(p, XGR_ERR_UTF8, start, "invalid UTF-8 byte 0x%02x",
                                      (unsigned)p->s[start]);
         }
-        return xgr_ebnf_expected(p, start, "a rule name");
+        char b[32];
+        return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "Expect rule name, but got %s",
+                             xgr_ebnf_found(p, start, b, sizeof b));
     }
     size_t e = xgr_ebnf_name_end(p, start), he = head_end(p, start);
     p->pos = xgr_ebnf_skip_ws_at(p, he);

@@ -488,6 +488,10 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
                                    "line %zu, column %zu; write (\"trigger\", rule_name))",
                                    l, c);
             }
+            else if (p->pos < p->n && p->s[p->pos] == ')')
+                rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
+                                   "Expect string, integer, boolean, or tuple in macro argument "
+                                   "(a comma after the last TagDispatch argument)");
             else
                 rc = xgr_ebnf_expected(p, p->pos,
                                        "a (\"trigger\", rule_name) pair or a named argument");
@@ -501,8 +505,13 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
         }
     }
     if (p->pos >= p->n || p->s[p->pos] != ')') {
+        size_t l, c;
+        xgr_diag_line_col(p->s, p->n, start, &l, &c);
         rc = p->pos >= p->n || xgr_ebnf_at_rule_start(p, p->pos)
-                 ? xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start, "unclosed 'TagDispatch('")
+                 ? xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
+                                 "Expect , or ) in macro arguments (the 'TagDispatch(' at line "
+                                 "%zu, column %zu is not closed)",
+                                 l, c)
                  : xgr_ebnf_expected(p, p->pos, "',' or ')' in TagDispatch(...)");
         goto done;
     }

@@ -438,7 +438,7 @@ static void test_ebnf_errors(void) {
     bad("r ::= \"a\"", XGR_ERR_SEMANTIC,
         "EBNF parser error at line 1, column 1: The root rule with name \"root\" is not found");
     bad("", XGR_ERR_SEMANTIC, "The root rule with name \"root\" is not found");
-    bad("root ::= \"a\"{3,2}", XGR_ERR_SEMANTIC, "line 1, column 13: Lower bound is larger than upper bound: 3 > 2");
+    bad("root ::= \"a\"{3,2}", XGR_ERR_SEMANTIC, "line 1, column 16: Lower bound is larger than upper bound: 3 > 2");
     bad("root ::= \"a\"{2000000000}", XGR_ERR_SEMANTIC, "too large");
     bad("root ::= \"a\"{99999999999999999999999}", XGR_ERR_SEMANTIC, "too large");
     bad("root ::= \"a\"{", XGR_ERR_SYNTAX, "expected a number");
@@ -485,7 +485,7 @@ static void test_ebnf_errors(void) {
     bad("root ::= | \"a\"", XGR_ERR_SYNTAX, "line 1, column 10");
     bad("root ::= (|)", XGR_ERR_SYNTAX, "line 1, column 11: Expect element, but got '|'");
     bad("root ::= (\"a\"", XGR_ERR_SYNTAX, "unclosed '('");
-    bad("root ::= \"a\")", XGR_ERR_SYNTAX, "line 1, column 13: unmatched ')'");
+    bad("root ::= \"a\")", XGR_ERR_SYNTAX, "line 1, column 13: Expect rule name (unmatched ')')");
     bad("root ::= \"a\" )", XGR_ERR_SYNTAX, "unmatched ')'");
     bad("root ::= ( \"a\"\nb ::= \"c\" )", XGR_ERR_SYNTAX, "unclosed '('");
     bad("root ::= * \"a\"", XGR_ERR_SYNTAX, "Expect element, but got * (quantifier '*' has nothing to repeat)");
