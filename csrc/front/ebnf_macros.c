@@ -300,10 +300,9 @@ int xgr_ebnf_at_token_macro(const ebnf *p, size_t at) {
 /* A non-empty string argument ("..." or b"..." or Token(k)) at p->pos, a trigger or an
  * excluded string, appended to a->data. */
 static int td_string(ebnf *p, td_args *a, int trigger, td_str *out) {
-    size_t at = p->pos, l, c;
+    size_t at = p->pos, l, c; /* l, c: only computed for an error (a scan from the start) */
     int rc, bytes = at + 1 < p->n && p->s[at] == 'b' && p->s[at + 1] == '"';
     const char *what = trigger ? "Tag" : "Exclude";
-    xgr_diag_line_col(p->s, p->n, at, &l, &c);
     if (xgr_ebnf_at_token_macro(p, at)) {
         int32_t k;
         if ((rc = xgr_ebnf_lex_token_ids(p, &k))) return rc;
@@ -313,6 +312,7 @@ static int td_string(ebnf *p, td_args *a, int trigger, td_str *out) {
                                  trigger ? "a trigger" : "an excluded string");
     } else if (!bytes && (at >= p->n || p->s[at] != '"')) {
         char b[32];
+        xgr_diag_line_col(p->s, p->n, at, &l, &c);
         return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
                              "%s must be a non-empty string literal (expected %s string at line "
                              "%zu, column %zu, found %s)",
@@ -321,11 +321,13 @@ static int td_string(ebnf *p, td_args *a, int trigger, td_str *out) {
     } else if ((rc = xgr_ebnf_lex_string(p, bytes))) {
         return rc;
     }
-    if (!p->buf.len)
+    if (!p->buf.len) {
+        xgr_diag_line_col(p->s, p->n, at, &l, &c);
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, a->open,
                              "%s must be a non-empty string literal (the %s string at line %zu, "
                              "column %zu is empty)",
                              what, trigger ? "trigger" : "excluded", l, c);
+    }
     out->off = a->data.len;
     out->len = p->buf.len;
     out->pos = at;
@@ -413,9 +415,9 @@ static int td_named(ebnf *p, td_args *a) {
     const char *nm = (const char *)p->s + at;
     int is_loop = len == 19 && memcmp(nm, "loop_after_dispatch", 19) == 0;
     int is_excl = len == 8 && memcmp(nm, "excludes", 8) == 0;
-    size_t l, c;
-    xgr_diag_line_col(p->s, p->n, at, &l, &c);
+    size_t l, c; /* only computed for an error (a scan from the start) */
     if (!is_loop && !is_excl) {
+        xgr_diag_line_col(p->s, p->n, at, &l, &c);
         if ((len == 8 && memcmp(nm, "stop_eos", 8) == 0) ||
             (len == 8 && memcmp(nm, "stop_str", 8) == 0))
             return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a->open,
@@ -475,26 +477,26 @@ XGR_NOINLINE int xgr_ebnf_macro_tag_dispatch(ebnf *p, size_t start, int32_t *nod
     p->pos = xgr_ebnf_skip_ws_at(p, p->pos + 1);
     if (p->pos < p->n && p->s[p->pos] != ')') {
         for (;;) {
-            if (p->pos < p->n && p->s[p->pos] == '(')
+            if (p->pos < p->n && p->s[p->pos] == '(') {
                 rc = td_pair(p, &a);
-            else if (p->pos < p->n && xgr_ebnf_is_name_start(p->s[p->pos]) &&
-                     !(p->s[p->pos] == 'b' && p->pos + 1 < p->n && p->s[p->pos + 1] == '"'))
+            } else if (p->pos < p->n && xgr_ebnf_is_name_start(p->s[p->pos]) &&
+                       !(p->s[p->pos] == 'b' && p->pos + 1 < p->n && p->s[p->pos + 1] == '"')) {
                 rc = td_named(p, &a);
-            else if (p->pos < p->n && (p->s[p->pos] == '"' || p->s[p->pos] == 'b')) {
+            } else if (p->pos < p->n && (p->s[p->pos] == '"' || p->s[p->pos] == 'b')) {
                 size_t l, c;
                 xgr_diag_line_col(p->s, p->n, p->pos, &l, &c);
                 rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, a.open,
                                    "Each tag dispatch element must be a tuple (found a string at "
                                    "line %zu, column %zu; write (\"trigger\", rule_name))",
                                    l, c);
-            }
-            else if (p->pos < p->n && p->s[p->pos] == ')')
+            } else if (p->pos < p->n && p->s[p->pos] == ')') {
                 rc = xgr_ebnf_perr(p, XGR_ERR_SYNTAX, p->pos,
                                    "Expect string, integer, boolean, or tuple in macro argument "
                                    "(a comma after the last TagDispatch argument)");
-            else
+            } else {
                 rc = xgr_ebnf_expected(p, p->pos,
                                        "a (\"trigger\", rule_name) pair or a named argument");
+            }
             if (rc) goto done;
             p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
             if (p->pos < p->n && p->s[p->pos] == ',') {
