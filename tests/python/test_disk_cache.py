@@ -413,3 +413,22 @@ def test_image_of_grammar_with_attributes_is_not_written(tmp_path, info):
     comp.disk_cache.flush()
     assert files(tmp_path) == []
     assert g is not None
+
+
+def test_loaded_grammar_keeps_its_grammar_and_warnings(tmp_path, info):
+    d = tmp_path / "c"
+    reqs = REQUESTS + [("json_schema", json.dumps({"type": "string", "format": "not-a-format"}))]
+    first = xgr.GrammarCompiler(info, cache_dir=d)
+    made = [compile_one(first, k, a) for k, a in reqs]
+    first.disk_cache.flush()
+    again = xgr.GrammarCompiler(info, cache_dir=d)
+    loaded = [compile_one(again, k, a) for k, a in reqs]
+    assert again.disk_cache.hits == len(reqs)
+    for a, b in zip(made, loaded):
+        assert str(a.grammar) == str(b.grammar)
+        assert a.warnings == b.warnings
+        assert b.memory_size_bytes > 0
+    assert loaded[-1].warnings  # the unenforced format is reported after a load too
+    # serialize_json of a loaded grammar round-trips
+    text = loaded[0].serialize_json()
+    assert xgr.CompiledGrammar.deserialize_json(text, info).serialize_json() == text
