@@ -177,22 +177,24 @@ class DiskCache:
                           RuntimeWarning, stacklevel=3)
 
     def _ensure_dir(self) -> bool:
+        """Creates the directory (and the cache_dir above it) private to the user (0700);
+        refuses one that another user owns. Existing directories keep their mode."""
         if self._ready:
             return True
         try:
-            os.makedirs(self.path, mode=0o700, exist_ok=True)
-            st = os.stat(self.path)
-            parent = os.path.dirname(self.path)
-            for d in (parent, self.path):
-                dst = os.stat(d)
-                if hasattr(os, "getuid") and dst.st_uid != os.getuid():
+            # the cache_dir and its version folder are made 0700 (the umask can only take
+            # permissions away); folders above, and folders that exist, are left as they are
+            top = os.path.dirname(self.path)
+            os.makedirs(os.path.dirname(top), exist_ok=True)
+            for d in (top, self.path):
+                try:
+                    os.mkdir(d, 0o700)
+                except FileExistsError:
+                    pass
+            for d in (top, self.path):
+                st = os.stat(d)
+                if hasattr(os, "getuid") and st.st_uid != os.getuid():
                     raise PermissionError(f"{d} belongs to another user")
-                if dst.st_mode & 0o077:
-                    try:
-                        os.chmod(d, 0o700)
-                    except OSError:
-                        pass
-            del st
         except OSError as e:
             self._degrade("created", e)
             return False
