@@ -18,6 +18,7 @@ A directory that cannot be created, written (read-only, full) or that vanishes d
 the in-memory caches with one warning per process; a request never fails because of it.
 """
 
+import atexit
 import hashlib
 import logging
 import mmap
@@ -27,6 +28,7 @@ import struct
 import threading
 import time
 import warnings
+import weakref
 from typing import Any, Callable, Hashable, Optional, Tuple
 
 from . import _core
@@ -55,6 +57,23 @@ _STALE_TMP_S = 3600.0
 
 _build_id: Optional[bytes] = None
 _build_lock = threading.Lock()
+
+#: Caches with a writer thread, so that writes queued just before the process exits still
+#: reach the disk (a server that stops right after compiling restarts warm).
+_live: "weakref.WeakSet[DiskCache]" = weakref.WeakSet()
+#: How long the exit hook waits for each cache's queued writes.
+_EXIT_FLUSH_S = 2.0
+
+
+def _flush_at_exit() -> None:
+    for cache in list(_live):
+        try:
+            cache.flush(_EXIT_FLUSH_S)
+        except Exception:  # noqa: BLE001 - never fail an exit
+            pass
+
+
+atexit.register(_flush_at_exit)
 
 
 def _core_build_id() -> bytes:
@@ -301,6 +320,7 @@ class DiskCache:
                 self._writer = threading.Thread(target=self._write_loop, daemon=True,
                                                 name="xgrammar2-disk-cache")
                 self._writer.start()
+                _live.add(self)
         try:
             self._queue.put_nowait((key, compiled))
         except queue.Full:

@@ -432,3 +432,18 @@ def test_loaded_grammar_keeps_its_grammar_and_warnings(tmp_path, info):
     # serialize_json of a loaded grammar round-trips
     text = loaded[0].serialize_json()
     assert xgr.CompiledGrammar.deserialize_json(text, info).serialize_json() == text
+
+
+def test_writes_queued_at_exit_reach_the_disk(tmp_path):
+    d = tmp_path / "c"
+    script = (
+        "import sys\nimport xgrammar2 as xgr\n"
+        "info = xgr.TokenizerInfo(['a', 'b', '{', '}'], stop_token_ids=[3])\n"
+        "c = xgr.GrammarCompiler(info, cache_dir=sys.argv[1])\n"
+        "for i in range(20):\n    c.compile_regex(f'(ab)+a{{{i}}}')\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ENGINE, env.get("PYTHONPATH", "")])
+    subprocess.run([sys.executable, "-c", script, str(d)], check=True, env=env)
+    assert len(files(d)) == 20
+    assert not glob.glob(os.path.join(str(d), "v*", "*.tmp"))
