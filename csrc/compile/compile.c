@@ -148,6 +148,30 @@ int xgr_compile_linked_ex(const xgr_grammar *g, const char *const *names,
     return compiled_finish(c, &lay, out);
 }
 
+int xgr_compile_from_fsm(xgr_fsm *f, int32_t *token_ids, int32_t n_token_ids,
+                         const xgr_vocab *v, const xgr_compile_options *opts,
+                         xgr_compiled **out) {
+    *out = NULL;
+    xgr_compiled *c;
+    int rc = compiled_new(NULL, v, opts, &c);
+    if (rc) {
+        xgr_fsm_free(f);
+        free(token_ids);
+        return rc;
+    }
+    c->fsm = f;
+    c->token_ids = token_ids;
+    c->n_token_ids = n_token_ids;
+    if (f->n_rules > c->opts.max_rules || f->n_states > c->opts.max_fsm_states) {
+        rc = xgr_fail(XGR_ERR_LIMIT, "the image has %d rules and %d states, above the limits "
+                      "max_rules %d / max_fsm_states %d", (int)f->n_rules, (int)f->n_states,
+                      (int)c->opts.max_rules, (int)c->opts.max_fsm_states);
+        compiled_free(c);
+        return rc;
+    }
+    return compiled_finish(c, NULL, out);
+}
+
 /* A compiled grammar with no automata yet: options, grammar and vocabulary retained. */
 static int compiled_new(const xgr_grammar *g, const xgr_vocab *v, const xgr_compile_options *opts,
                         xgr_compiled **out) {

@@ -12,4 +12,12 @@ int xgr_compile_linked_ex(const xgr_grammar *g, const char *const *names,
                           xgr_fragment *const *frags, size_t n, const xgr_vocab *v,
                           const xgr_compile_options *opts, int productive, xgr_compiled **out);
 
+/* A compiled grammar over automata built elsewhere (image.c reads them from an image):
+ * takes ownership of f and token_ids (freed on failure too); no grammar is kept. Checks
+ * opts' max_rules / max_fsm_states against f, then does what every compile does after
+ * lowering. */
+int xgr_compile_from_fsm(xgr_fsm *f, int32_t *token_ids, int32_t n_token_ids,
+                         const xgr_vocab *v, const xgr_compile_options *opts,
+                         xgr_compiled **out);
+
 #endif

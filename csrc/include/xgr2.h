@@ -213,6 +213,21 @@ int xgr_compile_tag_hits(const xgr_tag_hits *h, const uint8_t *trigger, size_t t
                          const xgr_vocab *v, const xgr_compile_options *opts,
                          xgr_compiled **out);
 
+/* ---- compiled images (the on-disk compile cache, docs/disk-cache.md) -----------------
+ * An image is a compiled grammar's automata and token-terminal ids as one byte string
+ * (native byte order), so another process with the same vocabulary can rebuild the
+ * compiled grammar without parsing or lowering. The caller keys and checksums it. */
+/* *out (free with xgr_free; *out_len bytes), or *out = NULL and *out_len = 0 when c has no
+ * image (a grammar with rule attributes). Thread-safe. */
+int xgr_compiled_image(const xgr_compiled *c, uint8_t **out, size_t *out_len);
+/* The compiled grammar of an image, against v with opts (NULL for defaults; its limits
+ * are checked again). Every count, offset and id is bounds-checked and the automata's
+ * invariants are verified: a truncated, damaged or hostile image gives
+ * XGR_ERR_INVALID_ARG ("corrupt compiled image: ..."), never a crash. The result keeps no
+ * grammar (xgr_compiled_grammar returns NULL). The caller owns *out. Thread-safe. */
+int xgr_compiled_from_image(const uint8_t *img, size_t len, const xgr_vocab *v,
+                            const xgr_compile_options *opts, xgr_compiled **out);
+
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
  * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
  * holding them). */

@@ -4,6 +4,7 @@ the tool-call linking path (tool_call_compile.py)."""
 
 import concurrent.futures
 import json
+import os
 import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
@@ -11,6 +12,7 @@ from . import _core
 from .background import BackgroundPrecompute, check_k
 from .compile_cache import CompileCache
 from .compiled_grammar import CompiledGrammar
+from .disk_cache import DiskCache, resolve_cache_dir
 from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
 from .limits import check_input_size, check_structural_tag_args
 from .structural_tag.converter import ebnf_from_api_args
@@ -59,6 +61,8 @@ class GrammarCompiler:
         max_step_work: Optional[int] = None,
         cross_grammar_cache: bool = True,
         context_min_uncertain: Optional[int] = None,
+        cache_dir: Union[None, bool, str, "os.PathLike[str]"] = None,
+        cache_dir_limit_bytes: Optional[int] = None,
     ) -> None:
         """Constructs the compiler.
 
@@ -97,6 +101,18 @@ class GrammarCompiler:
             (xgrammar2) A parser state whose context-free mask leaves more uncertain tokens
             than this gets masks computed with its caller on the stack (default 256; -1 =
             always).
+
+        cache_dir : None, bool, str or PathLike, default: None
+            (xgrammar2) A directory where compiled grammars are kept across processes and
+            restarts (docs/disk-cache.md): on a compile-cache miss the grammar is read from
+            there when another process (or an earlier run) compiled it, and a grammar
+            compiled here is written there in the background. None (or True) = the
+            directory named by ``$XGRAMMAR2_CACHE_DIR`` if set, else none; False or "" =
+            none. Only used while ``cache_enabled``.
+
+        cache_dir_limit_bytes : Optional[int], default: None
+            (xgrammar2) The directory's byte budget (None = 1 GiB); the least recently used
+            files are removed beyond it, by whichever process writes.
         """
         if not isinstance(tokenizer_info, TokenizerInfo):
             raise ValueError(
@@ -137,6 +153,16 @@ class GrammarCompiler:
         # The same options for grammars the cache can rebuild (see _compile).
         self._opts_drop = _core.ffi.new("xgr_compile_options *", opts[0])
         self._opts_drop.drop_grammar = 1
+        self._disk: Optional[DiskCache] = None
+        disk_path = resolve_cache_dir(cache_dir)
+        if disk_path is not None and self._cache_enabled:
+            from .serialization import _tokenizer_digest
+
+            lowering = f"inline={opts.inline_max_states};repeat={opts.repeat_threshold}"
+            self._disk = DiskCache(disk_path, _tokenizer_digest(tokenizer_info).encode("ascii"),
+                                   lowering.encode("ascii"), cache_dir_limit_bytes)
+        elif cache_dir_limit_bytes is not None:
+            DiskCache._check_limit(cache_dir_limit_bytes)
         self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
         self._pool_lock = threading.Lock()
         self._background: Optional[BackgroundPrecompute] = None
@@ -209,7 +235,35 @@ class GrammarCompiler:
         is no such input (a caller's Grammar)."""
         if not self._cache_enabled:
             return self._compile(make_grammar())
-        return self._cache.get_or_compile(key, lambda: self._compile(make_grammar(), rebuild))
+        return self._cache.get_or_compile(
+            key, self._through_disk(key, lambda: self._compile(make_grammar(), rebuild),
+                                    rebuild, None if rebuild is not None else make_grammar))
+
+    def _through_disk(self, key: Hashable, compile_fn: Callable[[], CompiledGrammar],
+                      rebuild: Optional[Callable[[], Grammar]],
+                      kept: Optional[Callable[[], Grammar]]) -> Callable[[], CompiledGrammar]:
+        """``compile_fn`` behind the disk cache (when the compiler has one): the file of
+        ``key`` when a process wrote it, else a compile whose result is queued for writing.
+        ``kept`` gives the grammar to keep when there is no ``rebuild``."""
+        disk = self._disk
+        if disk is None:
+            return compile_fn
+        info = self._tokenizer_info
+
+        def run() -> CompiledGrammar:
+            def make(ptr: Any, linked: bool, warns: Tuple[str, ...]) -> CompiledGrammar:
+                grammar = kept() if kept is not None else None
+                return CompiledGrammar._create(ptr, info, grammar, rebuild, linked=linked,
+                                               warnings=warns)
+
+            hit = disk.load(key, make, self._opts, info._handle())
+            if hit is not None:
+                return hit
+            compiled = compile_fn()
+            disk.store(key, compiled)
+            return compiled
+
+        return run
 
     # ---- public API ---------------------------------------------------------------------
 
@@ -317,9 +371,10 @@ class GrammarCompiler:
         # conversion to EBNF as well as the compile. The key holds the tag as JSON text
         # (given as text, or a dict or model dumped): its tags' contents are linked, so a
         # model template's tool list (get_model_structural_tag) reuses lowered tools too.
+        key = ("structural_tag", kind, tag_text)
         return self._cache.get_or_compile(
-            ("structural_tag", kind, tag_text),
-            lambda: compile_tag_text(self, tag_text, resolver, rebuild))
+            key, self._through_disk(key, lambda: compile_tag_text(self, tag_text, resolver, rebuild),
+                                    rebuild, None))
 
     def compile_lark(
         self, lark_string: str, *, named_grammars: Optional[Dict[str, Union[Grammar, str]]] = None
@@ -399,6 +454,11 @@ class GrammarCompiler:
                 self._background = BackgroundPrecompute()
             bg = self._background
         return bg.submit(compiled, k)
+
+    @property
+    def disk_cache(self) -> Optional[DiskCache]:
+        """(xgrammar2) The on-disk compile cache (docs/disk-cache.md), or None."""
+        return self._disk
 
     def clear_cache(self) -> None:
         """Drops every cached compiled grammar (and every structural-tag tag lowered for

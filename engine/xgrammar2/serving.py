@@ -242,3 +242,31 @@ def log_unenforced_once(log: logging.Logger, compiled: Any, spec: Any) -> bool:
         _logged[key] = None
     log.warning("xgrammar2: JSON schema compiled with constraints not enforced: %s", "; ".join(warnings))
     return True
+
+
+def engine_cache_dir(option: Any, engine_root: Optional[str]) -> Optional[str]:
+    """The on-disk compile cache directory (docs/disk-cache.md) an engine plugin gives its
+    compiler: ``option`` when set (a path; ``""``, ``"off"``, ``"none"``, ``"0"`` or False turn
+    the cache off), else ``$XGRAMMAR2_CACHE_DIR`` when set (the same words turn it off),
+    else ``<engine_root>/xgrammar2`` (the engine's own cache root), else None."""
+    import os
+
+    def read(value: Any) -> Any:
+        if value is False:
+            return False
+        if isinstance(value, str):
+            v = value.strip()
+            if v.lower() in ("", "off", "none", "0", "false"):
+                return False
+            return os.path.expanduser(v)
+        return None
+
+    for value in (option, os.environ.get("XGRAMMAR2_CACHE_DIR")):
+        got = read(value)
+        if got is False:
+            return None
+        if got:
+            return got
+    if engine_root:
+        return os.path.join(os.path.expanduser(engine_root), "xgrammar2")
+    return None

@@ -69,7 +69,17 @@ static void fz_check_masks(xgr_matcher *m) {
     int need;
     int ra = xgr_matcher_fill_bitmask(m, a, FZ_WORDS, &need);
     int rb = xgr_matcher_fill_bitmask_bruteforce(m, b, FZ_WORDS);
+#ifdef FZ_NO_MASK_ORACLE
+    /* Automata not built from a grammar (fuzz_image.c): every invariant the core indexes
+     * with is checked on load, but hints such as a rule's lookahead are the author's
+     * promise, so the cache may legitimately disagree with the oracle; both fills still
+     * run (memory safety is the finding). */
+    (void)ra;
+    (void)rb;
+    if (0) {
+#else
     if (ra == XGR_OK && rb == XGR_OK && memcmp(a, b, sizeof a) != 0) {
+#endif
         /* A token the cache allows but whose parse hits a work limit (max_step_work /
          * max_row_items) is excluded by the oracle: accepting it must fail with the limit. */
         int real = 0;

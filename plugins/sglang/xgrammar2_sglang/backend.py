@@ -206,8 +206,18 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
             env = os.environ.get("XGRAMMAR2_SGLANG_CACHE_MB", "")
             cache_limit_bytes = int(env) * _MIB if env.isdigit() else None
         self._cache_limit_bytes = cache_limit_bytes
+        # The on-disk compile cache (docs/disk-cache.md), shared by every SGLang process of
+        # the node: XGRAMMAR2_SGLANG_CACHE_DIR (a path, or "off"), else XGRAMMAR2_CACHE_DIR,
+        # else <SGLANG_CACHE_ROOT or ~/.cache/sglang>/xgrammar2.
+        self.cache_dir = xgr2.serving.engine_cache_dir(
+            os.environ.get("XGRAMMAR2_SGLANG_CACHE_DIR"),
+            os.environ.get("SGLANG_CACHE_ROOT") or os.path.join(
+                os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sglang"))
+        disk_mb = os.environ.get("XGRAMMAR2_SGLANG_CACHE_DIR_MB", "")
         self.compiler = xgr2.GrammarCompiler(
-            self.tokenizer_info, cache_enabled=True, cache_limit_bytes=cache_limit_bytes
+            self.tokenizer_info, cache_enabled=True, cache_limit_bytes=cache_limit_bytes,
+            cache_dir=self.cache_dir or False,
+            cache_dir_limit_bytes=int(disk_mb) * _MIB if disk_mb.isdigit() else None,
         )
         n_tok = len(self.tokenizer_info.encoded_vocab)
         logger.info(

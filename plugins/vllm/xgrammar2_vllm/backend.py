@@ -53,6 +53,8 @@ _OPTION_TYPES = {
     "batch_fill": bool,
     "fill_threads": int,
     "precompute_k": int,
+    "cache_dir": str,
+    "cache_dir_limit_mb": int,
 }
 #: Smallest accepted value of the int options (1 unless listed).
 _INT_MIN = {"precompute_k": 0}
@@ -135,6 +137,19 @@ def grammar_spec_to_ebnf(spec: str, validate: bool = False) -> str:
     return spec if lowered.needs_tokenizer else lowered.ebnf
 
 
+def _vllm_cache_root() -> Optional[str]:
+    """vLLM's cache root (``VLLM_CACHE_ROOT``, default ``~/.cache/vllm``), where the on-disk
+    compile cache goes by default (``<root>/xgrammar2``)."""
+    try:
+        import vllm.envs as envs
+
+        root = envs.VLLM_CACHE_ROOT
+    except Exception:  # noqa: BLE001 - vLLM not importable here: its documented default
+        root = os.environ.get("VLLM_CACHE_ROOT") or os.path.join(
+            os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vllm")
+    return root or None
+
+
 def _read_options(vllm_config: Any) -> Dict[str, Any]:
     """xgrammar2 options from ``--additional-config '{"xgrammar2": {...}}'`` (invalid ones are
     logged and ignored: the backend is built lazily by the first request, where raising would
@@ -157,6 +172,8 @@ def _read_options(vllm_config: Any) -> Dict[str, Any]:
             logger.warning("additional_config.xgrammar2.%s must be an int >= %d; ignored", k, _INT_MIN.get(k, 1))
         elif typ is bool and not isinstance(v, bool):
             logger.warning("additional_config.xgrammar2.%s must be true/false; ignored", k)
+        elif typ is str and not isinstance(v, str):
+            logger.warning("additional_config.xgrammar2.%s must be a string; ignored", k)
         else:
             opts[k] = v
     return opts
@@ -246,8 +263,12 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self._cache_limit_bytes = cache_mb * _MIB
 
         self.tokenizer_info, self.vocab_size = _tokenizer_info(self.tokenizer, self.vocab_size)
+        self.cache_dir = xgr2.serving.engine_cache_dir(self.options.get("cache_dir"), _vllm_cache_root())
+        disk_mb = self.options.get("cache_dir_limit_mb")
         self.compiler = xgr2.GrammarCompiler(
-            self.tokenizer_info, cache_enabled=True, cache_limit_bytes=self._cache_limit_bytes
+            self.tokenizer_info, cache_enabled=True, cache_limit_bytes=self._cache_limit_bytes,
+            cache_dir=self.cache_dir or False,
+            cache_dir_limit_bytes=disk_mb * _MIB if disk_mb is not None else None,
         )
 
         spec = getattr(cfg, "speculative_config", None)

@@ -1,0 +1,492 @@
+"""The on-disk compile cache: compiled grammars shared by every process of a node (and kept
+across restarts) through one directory. Layout, format, failure behaviour: docs/disk-cache.md.
+
+One file per compiled grammar, named by ``sha256(format version, core build, vocabulary
+fingerprint, compile options, canonical key)``. A file is a fixed header (magic, format
+version, the vocabulary fingerprint, the key digest, the payload's length and SHA-256) and
+the payload (whether the grammar was linked, its warnings, and the core's image of its
+automata, ``xgr_compiled_image``). Readers map the file read-only and check the header, the
+length and the checksum before the core checks the image itself
+(``xgr_compiled_from_image``: bounds, ids, automata invariants); anything that fails is a
+miss (the file is removed and rewritten). Writers publish with write-to-temporary, fsync
+and an atomic rename, so readers never see a partial file and need no lock. Nothing is
+pickled or executed: a file is data.
+
+The directory is bounded by a byte budget: after writes, any process may scan it and remove
+the least recently used files (by mtime, touched on every hit) down to 90 % of the budget.
+A directory that cannot be created, written (read-only, full) or that vanishes degrades to
+the in-memory caches with one warning per process; a request never fails because of it.
+"""
+
+import atexit
+import hashlib
+import logging
+import mmap
+import os
+import queue
+import struct
+import threading
+import time
+import warnings
+import weakref
+from typing import Any, Callable, Hashable, Optional, Tuple
+
+from . import _core
+
+__all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_CACHE_DIR",
+           "resolve_cache_dir"]
+
+logger = logging.getLogger(__name__)
+
+#: Bumped whenever the file layout changes (it is part of every file name and header).
+DISK_FORMAT_VERSION = 1
+#: The directory's byte budget when none is given: finite, so a node's disk stays bounded.
+DEFAULT_DISK_LIMIT_BYTES = 1 << 30
+#: The environment variable naming the directory when the compiler is given none.
+ENV_CACHE_DIR = "XGRAMMAR2_CACHE_DIR"
+
+_MAGIC = b"XGR2DSK\x00"
+# magic, format version, flags (0), vocabulary fingerprint, key digest, payload length,
+# payload SHA-256
+_HEADER = struct.Struct("<8sII32s32sQ32s")
+_SUFFIX = ".xgc"
+#: A payload larger than this is not read (nor written): no real grammar comes near it.
+_MAX_PAYLOAD = 1 << 30
+#: Temporary files older than this (a writer that died mid-write) are removed by scans.
+_STALE_TMP_S = 3600.0
+
+_build_id: Optional[bytes] = None
+_build_lock = threading.Lock()
+
+#: Caches with a writer thread, so that writes queued just before the process exits still
+#: reach the disk (a server that stops right after compiling restarts warm).
+_live: "weakref.WeakSet[DiskCache]" = weakref.WeakSet()
+#: How long the exit hook waits for each cache's queued writes.
+_EXIT_FLUSH_S = 2.0
+
+
+def _flush_at_exit() -> None:
+    for cache in list(_live):
+        try:
+            cache.flush(_EXIT_FLUSH_S)
+        except Exception:  # noqa: BLE001 - never fail an exit
+            pass
+
+
+atexit.register(_flush_at_exit)
+
+
+def _core_build_id() -> bytes:
+    """SHA-256 of the core's shared library: a rebuilt core (whose lowering may differ)
+    never reads another build's files."""
+    global _build_id
+    with _build_lock:
+        if _build_id is None:
+            h = hashlib.sha256()
+            path = getattr(_core.lib, "__file__", None) or _core_library_path()
+            try:
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+            except (OSError, TypeError):
+                h.update(b"unknown-build")
+            _build_id = h.digest()
+        return _build_id
+
+
+def _core_library_path() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in sorted(os.listdir(here)):
+        if name.startswith("_xgr2_cffi") and name.endswith((".so", ".pyd", ".dylib")):
+            return os.path.join(here, name)
+    return ""
+
+
+def resolve_cache_dir(cache_dir: Any) -> Optional[str]:
+    """The directory a compiler uses: ``cache_dir`` when given (False or "" = none), else
+    ``$XGRAMMAR2_CACHE_DIR`` when set and non-empty, else None (no disk cache)."""
+    if cache_dir is False:
+        return None
+    if cache_dir is None or cache_dir is True:
+        env = os.environ.get(ENV_CACHE_DIR, "")
+        return env or None
+    path = os.fspath(cache_dir)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return path or None
+
+
+def _pack_payload(linked: bool, warns: Tuple[str, ...], image: bytes) -> bytes:
+    parts = [struct.pack("<BI", 1 if linked else 0, len(warns))]
+    for w in warns:
+        b = w.encode("utf-8", "surrogatepass")
+        parts.append(struct.pack("<I", len(b)))
+        parts.append(b)
+    parts.append(image)
+    return b"".join(parts)
+
+
+def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], memoryview]]:
+    """(linked, warnings, image) of a payload, or None when it is malformed."""
+    n = len(buf)
+    if n < 5:
+        return None
+    linked, count = struct.unpack_from("<BI", buf, 0)
+    if linked > 1 or count > n:
+        return None
+    pos = 5
+    warns = []
+    for _ in range(count):
+        if pos + 4 > n:
+            return None
+        (k,) = struct.unpack_from("<I", buf, pos)
+        pos += 4
+        if k > n - pos:
+            return None
+        try:
+            warns.append(bytes(buf[pos:pos + k]).decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:
+            return None
+        pos += k
+    return bool(linked), tuple(warns), buf[pos:]
+
+
+class DiskCache:
+    """One compiler's view of a cache directory (thread-safe; any number of processes may
+    share the directory)."""
+
+    def __init__(self, path: str, vocab_fingerprint: bytes, options_digest: bytes,
+                 limit_bytes: Optional[int] = None) -> None:
+        limit_bytes = self._check_limit(limit_bytes)
+        self.path = os.path.join(os.path.abspath(path), f"v{DISK_FORMAT_VERSION}")
+        self.limit_bytes = limit_bytes
+        self._vocab_fp = hashlib.sha256(vocab_fingerprint).digest()
+        self._prefix = hashlib.sha256(
+            b"xgrammar2-disk-cache\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
+            + _core_build_id() + self._vocab_fp + options_digest).digest()
+        self._lock = threading.Lock()
+        self._warned = False
+        self._writable = True
+        self._ready = False
+        self._since_scan = 0  # bytes written since this process last scanned
+        self._queue: "queue.Queue[Any]" = queue.Queue(maxsize=256)
+        self._writer: Optional[threading.Thread] = None
+        #: Counters, for tests and benchmarks.
+        self.hits = self.misses = self.rejected = self.writes = self.evictions = 0
+
+    @staticmethod
+    def _check_limit(limit_bytes: Optional[int]) -> int:
+        if limit_bytes is None:
+            return DEFAULT_DISK_LIMIT_BYTES
+        if isinstance(limit_bytes, bool) or not isinstance(limit_bytes, int) or limit_bytes < 0:
+            raise ValueError(f"cache_dir_limit_bytes must be an int >= 0, got {limit_bytes!r}")
+        return limit_bytes
+
+    # ---- failures --------------------------------------------------------------------
+
+    def _degrade(self, what: str, err: BaseException) -> None:
+        """Stops writing (reads go on where they can) and warns once per process."""
+        with self._lock:
+            self._writable = False
+            first = not self._warned
+            self._warned = True
+        if first:
+            warnings.warn(f"xgrammar2: the compile cache directory {self.path} cannot be "
+                          f"{what} ({err}); compiled grammars are cached in memory only",
+                          RuntimeWarning, stacklevel=3)
+
+    def _ensure_dir(self) -> bool:
+        """Creates the directory (and the cache_dir above it) private to the user (0700);
+        refuses one that another user owns. Existing directories keep their mode."""
+        if self._ready:
+            return True
+        try:
+            # the cache_dir and its version folder are made 0700 (the umask can only take
+            # permissions away); folders above, and folders that exist, are left as they are
+            top = os.path.dirname(self.path)
+            os.makedirs(os.path.dirname(top), exist_ok=True)
+            for d in (top, self.path):
+                try:
+                    os.mkdir(d, 0o700)
+                except FileExistsError:
+                    pass
+            for d in (top, self.path):
+                st = os.stat(d)
+                if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                    raise PermissionError(f"{d} belongs to another user")
+        except OSError as e:
+            self._degrade("created", e)
+            return False
+        self._ready = True
+        return True
+
+    # ---- names -----------------------------------------------------------------------
+
+    def key_digest(self, key: Hashable) -> bytes:
+        """The content address of a compile-cache key (its repr: the keys are tuples of
+        str, bytes, int, bool and None, whose repr is canonical)."""
+        return hashlib.sha256(self._prefix + repr(key).encode("utf-8", "surrogatepass")).digest()
+
+    def file_for(self, digest: bytes) -> str:
+        return os.path.join(self.path, digest.hex() + _SUFFIX)
+
+    # ---- reading ---------------------------------------------------------------------
+
+    def load(self, key: Hashable, make: Callable[[Any, bool, Tuple[str, ...]], Any],
+             opts: Any, vocab: Any) -> Any:
+        """The compiled grammar of ``key`` from the directory, or None. ``make(ptr, linked,
+        warnings)`` wraps the core's handle."""
+        digest = self.key_digest(key)
+        path = self.file_for(digest)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            self.misses += 1
+            return None
+        try:
+            try:
+                size = os.fstat(fd).st_size
+                if size < _HEADER.size or size > _HEADER.size + _MAX_PAYLOAD:
+                    return self._reject(path, "size")
+                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return self._reject(path, "unreadable")
+        finally:
+            os.close(fd)
+        try:
+            view = memoryview(mm)
+            try:
+                result = self._load_mapped(view, digest, path, make, opts, vocab)
+            finally:
+                view.release()
+        finally:
+            mm.close()
+        if result is not None:
+            self.hits += 1
+            try:
+                os.utime(path)  # the LRU order every process evicts by
+            except OSError:
+                pass
+        return result
+
+    def _reject(self, path: str, why: str) -> None:
+        """A file that fails a check: a miss; removed so the compile rewrites it."""
+        self.rejected += 1
+        self.misses += 1
+        logger.debug("xgrammar2 disk cache: ignoring %s (%s)", path, why)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        return None
+
+    def _load_mapped(self, view: memoryview, digest: bytes, path: str, make: Callable,
+                     opts: Any, vocab: Any) -> Any:
+        magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
+        if magic != _MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
+            return self._reject(path, "header")
+        if vfp != self._vocab_fp:
+            return self._reject(path, "vocabulary")
+        if kd != digest:
+            return self._reject(path, "key")
+        if plen != len(view) - _HEADER.size:
+            return self._reject(path, "length")
+        payload = view[_HEADER.size:]
+        if hashlib.sha256(payload).digest() != csum:
+            return self._reject(path, "checksum")
+        parts = _unpack_payload(payload)
+        if parts is None:
+            return self._reject(path, "payload")
+        linked, warns, image = parts
+        ffi, lib = _core.ffi, _core.lib
+        out = ffi.new("xgr_compiled **")
+        buf = ffi.from_buffer(image)
+        rc = lib.xgr_compiled_from_image(buf, len(image), vocab, opts, out)
+        if rc != 0:
+            msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
+            return self._reject(path, f"image: {msg}")
+        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
+        return make(ptr, linked, warns)
+
+    # ---- writing ---------------------------------------------------------------------
+
+    def store(self, key: Hashable, compiled: Any) -> None:
+        """Queues ``compiled`` to be written under ``key`` by a background thread (the
+        request does not wait for the disk); dropped when the queue is full."""
+        if not self._writable:
+            return
+        with self._lock:
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, daemon=True,
+                                                name="xgrammar2-disk-cache")
+                self._writer.start()
+                _live.add(self)
+        try:
+            self._queue.put_nowait((key, compiled))
+        except queue.Full:
+            pass
+
+    def flush(self, timeout: Optional[float] = None) -> None:
+        """Waits until every queued write is done (tests, benchmarks, shutdown)."""
+        if self._writer is None:
+            return
+        done = threading.Event()
+        self._queue.put((None, done))
+        done.wait(timeout)
+
+    def _write_loop(self) -> None:
+        while True:
+            key, compiled = self._queue.get()
+            if key is None:
+                compiled.set()
+                continue
+            try:
+                self.write(key, compiled)
+            except Exception as e:  # noqa: BLE001 - a write never fails a request
+                logger.debug("xgrammar2 disk cache: write failed: %s", e)
+
+    def write(self, key: Hashable, compiled: Any) -> bool:
+        """Writes ``compiled`` under ``key`` now (tmp file, fsync, atomic rename); False
+        when it has no image or the directory cannot take it."""
+        if not self._writable or not self._ensure_dir():
+            return False
+        ffi, lib = _core.ffi, _core.lib
+        out = ffi.new("uint8_t **")
+        n = ffi.new("size_t *")
+        if lib.xgr_compiled_image(compiled._ptr, out, n) != 0 or out[0] == ffi.NULL:
+            return False
+        try:
+            image = ffi.buffer(out[0], n[0])[:]
+        finally:
+            lib.xgr_free(out[0])
+        payload = _pack_payload(bool(compiled._linked), tuple(compiled.warnings), image)
+        if len(payload) > _MAX_PAYLOAD or _HEADER.size + len(payload) > self.limit_bytes:
+            return False
+        digest = self.key_digest(key)
+        header = _HEADER.pack(_MAGIC, DISK_FORMAT_VERSION, 0, self._vocab_fp, digest,
+                              len(payload), hashlib.sha256(payload).digest())
+        path = self.file_for(digest)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                         0o600)
+            try:
+                data = memoryview(header + payload)
+                while data:
+                    k = os.write(fd, data)
+                    data = data[k:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except FileNotFoundError as e:  # the directory vanished: make it again, once
+            self._cleanup(tmp)
+            self._ready = False
+            if self._ensure_dir():
+                return self._retry_once(key, compiled, e)
+            return False
+        except OSError as e:  # read-only, full, permissions
+            self._cleanup(tmp)
+            self._degrade("written", e)
+            return False
+        self.writes += 1
+        self._since_scan += _HEADER.size + len(payload)
+        if self._since_scan * 16 >= self.limit_bytes or self.writes == 1:
+            self.evict()
+        return True
+
+    def _retry_once(self, key: Hashable, compiled: Any, first: BaseException) -> bool:
+        if getattr(self, "_retrying", False):
+            self._degrade("written", first)
+            return False
+        self._retrying = True
+        try:
+            return self.write(key, compiled)
+        finally:
+            self._retrying = False
+
+    @staticmethod
+    def _cleanup(tmp: str) -> None:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+    # ---- budget ----------------------------------------------------------------------
+
+    def scan(self) -> Tuple[int, list]:
+        """(total bytes, [(mtime, size, path)]) of the directory's cache files; removes
+        temporary files a dead writer left behind."""
+        total = 0
+        files = []
+        now = time.time()
+        try:
+            it = os.scandir(self.path)
+        except OSError:
+            return 0, []
+        with it:
+            for ent in it:
+                try:
+                    st = ent.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if ent.name.endswith(".tmp"):
+                    if now - st.st_mtime > _STALE_TMP_S:
+                        self._cleanup(ent.path)
+                    else:
+                        total += st.st_size
+                    continue
+                if not ent.name.endswith(_SUFFIX):
+                    continue
+                total += st.st_size
+                files.append((st.st_mtime, st.st_size, ent.path))
+        return total, files
+
+    def evict(self) -> int:
+        """Removes least recently used files until the directory holds at most 90 % of the
+        budget (when it holds more than the budget); returns how many were removed. Any
+        process may run it at any time: a file another process removed first is skipped."""
+        self._since_scan = 0
+        total, files = self.scan()
+        if total <= self.limit_bytes:
+            return 0
+        files.sort()
+        target = self.limit_bytes * 9 // 10
+        removed = 0
+        for _, size, path in files:
+            if total <= target:
+                break
+            try:
+                os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
+            except OSError:
+                break
+            total -= size
+        self.evictions += removed
+        return removed
+
+    def size_bytes(self) -> int:
+        return self.scan()[0]
+
+
+def check_file_bytes(data: bytes) -> Optional[Tuple[bool, Tuple[str, ...], bytes]]:
+    """(linked, warnings, image) of a cache file's bytes when its header, length, checksum
+    and payload structure are sound, else None (the image itself is checked by the core when
+    loaded). For tests and tools that audit a directory."""
+    view = memoryview(data)
+    if len(view) < _HEADER.size:
+        return None
+    magic, version, flags, _vfp, _kd, plen, csum = _HEADER.unpack_from(view, 0)
+    if magic != _MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
+        return None
+    if plen != len(view) - _HEADER.size:
+        return None
+    payload = view[_HEADER.size:]
+    if hashlib.sha256(payload).digest() != csum:
+        return None
+    parts = _unpack_payload(payload)
+    if parts is None:
+        return None
+    return parts[0], parts[1], bytes(parts[2])
