@@ -50,4 +50,28 @@ static inline int32_t xgr_token_marker_find(const uint8_t *s, size_t n, size_t *
     return -1;
 }
 
+/* Token classes (`ExcludeToken(s1, ..., sn)`: any one token whose id is none of the s_i)
+ * are spelled as a span of markers: XGR_TOKEN_CLASS_OPEN, the s_i ascending, then
+ * XGR_TOKEN_CLASS_CLOSE. The two are pseudo ids above every vocabulary; no token is fed
+ * as them, so a span is only ever fed whole, by the matcher, for a token of the class
+ * (runtime/token_class.c). */
+#define XGR_TOKEN_CLASS_OPEN XGR_TOKEN_ID_MAX
+#define XGR_TOKEN_CLASS_CLOSE (XGR_TOKEN_ID_MAX - 1)
+#define XGR_TOKEN_PSEUDO_MIN XGR_TOKEN_CLASS_CLOSE
+
+/* If s[0..n) starts with a whole class span: its length in bytes, with *n_ids its ids
+ * (read them with xgr_token_marker_id at s + 6 * (1 + i)); else 0. */
+static inline size_t xgr_token_class_span(const uint8_t *s, size_t n, int32_t *n_ids) {
+    if (xgr_token_marker_id(s, n) != XGR_TOKEN_CLASS_OPEN) return 0;
+    for (size_t i = XGR_TOKEN_MARKER_LEN; i + XGR_TOKEN_MARKER_LEN <= n; i += XGR_TOKEN_MARKER_LEN) {
+        int32_t id = xgr_token_marker_id(s + i, n - i);
+        if (id < 0 || id == XGR_TOKEN_CLASS_OPEN) return 0;
+        if (id == XGR_TOKEN_CLASS_CLOSE) {
+            *n_ids = (int32_t)(i / XGR_TOKEN_MARKER_LEN - 1);
+            return i + XGR_TOKEN_MARKER_LEN;
+        }
+    }
+    return 0;
+}
+
 #endif

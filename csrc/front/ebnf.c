@@ -407,9 +407,17 @@ static int parse_primary(ebnf *p, int32_t *node) {
         }
         if (len == 12 && memcmp(p->s + start, "ExcludeToken", 12) == 0 && e < p->n &&
             xgr_ebnf_skip_ws_at(p, e) < p->n && p->s[xgr_ebnf_skip_ws_at(p, e)] == '(')
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "ExcludeToken(...) (any one token but these) is not supported by "
-                                 "xgrammar2; only Token(id, ...) terminals are");
+            return xgr_ebnf_macro_exclude_token(p, start, node);
+        if (len == 16 && memcmp(p->s + start, "TokenTagDispatch", 16) == 0) {
+            size_t q = xgr_ebnf_skip_ws_at(p, e);
+            if (q < p->n && p->s[q] == '(') {
+                if (p->in_lookahead)
+                    return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
+                                         "TokenTagDispatch cannot appear in a lookahead assertion");
+                p->pos = q;
+                return xgr_ebnf_macro_token_tag_dispatch(p, start, node);
+            }
+        }
         if (len == 9 && memcmp(p->s + start, "Substring", 9) == 0) {
             size_t q = xgr_ebnf_skip_ws_at(p, e);
             if (q < p->n && p->s[q] == '(') {

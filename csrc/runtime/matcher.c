@@ -4,6 +4,7 @@
 #include "../mask/mask_cache.h"
 #include "../common/token_marker.h"
 #include "../parse/attrs.h"
+#include "token_class.h"
 
 typedef struct {
     int32_t rows_before; /* parser rows before this step */
@@ -235,6 +236,77 @@ int xgr_matcher_captures(const xgr_matcher *m, int dedup, char **out, size_t *ou
     return xgr_parser_captures(&m->parser, dedup, out, out_len);
 }
 
+/* Does the grammar hold token classes (ExcludeToken)? Their pseudo id sorts last. */
+static int has_classes(const xgr_compiled *c) {
+    return c->n_token_ids && c->token_ids[c->n_token_ids - 1] == XGR_TOKEN_CLASS_OPEN;
+}
+
+/* May `id` be one token of a class? Any token of the vocabulary but special tokens and
+ * stop tokens (as upstream's ExcludeToken). */
+static int class_member(const xgr_matcher *m, int32_t id) {
+    const struct xgr_vocab *v = m->c->vocab;
+    return id >= 0 && id < v->n_tokens && !v->is_special[id] && !is_stop(m, id);
+}
+
+/* accept_token in a grammar with token classes: when some class the parser admits holds
+ * `token`, the token is read every way at once (its own marker, those classes, its
+ * text) and *done = 1; else *done = 0 and nothing changed. */
+static int accept_with_classes(xgr_matcher *m, int32_t token, int *done, int *accepted) {
+    *done = 0;
+    if (!class_member(m, token)) return XGR_OK;
+    xgr_parser *p = &m->parser;
+    const struct xgr_vocab *v = m->c->vocab;
+    int32_t rows = xgr_parser_rows(p);
+    xgr_tc_list cls = {0};
+    XGR_VEC(xgr_tc_reading) rd = {0};
+    XGR_VEC(uint8_t) spans = {0};
+    uint8_t mk[XGR_TOKEN_MARKER_LEN];
+    set_token_pos(p, 0, 1);
+    int rc = xgr_token_classes_admitted(p, &cls);
+    if (rc == XGR_ERR_LIMIT) rc = XGR_OK;
+    size_t n_cls = 0, need = 0;
+    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
+        if (!xgr_token_class_excludes(cls.data + i, token)) {
+            n_cls++;
+            need += ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
+        }
+    if (rc || !n_cls) goto done;
+    if (XGR_VEC_RESERVE(spans, need) || XGR_VEC_RESERVE(rd, n_cls + 2)) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    if (is_token_term(m->c, token)) {
+        xgr_token_marker(token, mk);
+        rd.data[rd.len++] = (xgr_tc_reading){mk, sizeof mk};
+    }
+    for (size_t i = 0; i < cls.len; i += 1 + (size_t)cls.data[i]) {
+        if (xgr_token_class_excludes(cls.data + i, token)) continue;
+        size_t len = ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
+        xgr_token_class_spell(cls.data + i, spans.data + spans.len);
+        rd.data[rd.len++] = (xgr_tc_reading){spans.data + spans.len, len};
+        spans.len += len;
+    }
+    if (!get_bit(v->ff_bits, token)) {
+        uint32_t len;
+        const uint8_t *s = xgr_vocab_token(v, token, &len);
+        rd.data[rd.len++] = (xgr_tc_reading){s, len};
+    }
+    *done = 1;
+    set_token_pos(p, 0, 1);
+    int ok;
+    if ((rc = xgr_token_feed_union(p, rd.data, rd.len, &ok)) || !ok) goto done;
+    if ((rc = push_step(m, rows, 0))) {
+        xgr_parser_truncate(p, rows);
+        goto done;
+    }
+    *accepted = 1;
+done:
+    XGR_VEC_FREE(cls);
+    XGR_VEC_FREE(rd);
+    XGR_VEC_FREE(spans);
+    return rc;
+}
+
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     if (!m || !accepted) return xgr_fail(XGR_ERR_INVALID_ARG, "accept_token: NULL argument");
     *accepted = 0;
@@ -244,6 +316,10 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
                         (int)v->vocab_size);
     if (m->terminated) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
+    if (has_classes(m->c) && !is_stop(m, token)) {
+        int done, rc0 = accept_with_classes(m, token, &done, accepted);
+        if (rc0 || done) return rc0;
+    }
     if (m->c->n_token_ids && is_token_term(m->c, token)) {
         /* As a token-level terminal first (a stop token too: the grammar names it); as
          * text or a stop only where its marker is not admitted. */
@@ -340,6 +416,8 @@ int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
 }
 
 
+static int apply_token_classes(xgr_matcher *m, uint32_t *row);
+
 /* Token-level terminals: text tokens containing 0xFF are never text in such a grammar;
  * each terminal id whose marker the parser admits is allowed (special or not). */
 static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
@@ -366,6 +444,21 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
         if (!rc && ok) set_bit(row, id);
     }
     xgr_parser_truncate(&m->parser, rows);
+    if (!rc && has_classes(c)) rc = apply_token_classes(m, row);
+    return rc;
+}
+
+/* Token classes: every member of a class the parser admits is allowed. */
+static int apply_token_classes(xgr_matcher *m, uint32_t *row) {
+    xgr_tc_list cls = {0};
+    set_token_pos(&m->parser, 0, 1);
+    int rc = xgr_token_classes_admitted(&m->parser, &cls);
+    if (rc == XGR_ERR_LIMIT) rc = XGR_OK;
+    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
+        for (int32_t id = 0; id < m->c->vocab->n_tokens; id++)
+            if (class_member(m, id) && !xgr_token_class_excludes(cls.data + i, id))
+                set_bit(row, id);
+    XGR_VEC_FREE(cls);
     return rc;
 }
 

@@ -1,0 +1,35 @@
+/* Token classes at run time: which `ExcludeToken(...)` terminals (common/token_marker.h)
+ * the parser admits next, and reading one token as the union of its readings (its own
+ * marker, the class spans it belongs to, its text). Internal header. */
+#ifndef XGR_TOKEN_CLASS_H
+#define XGR_TOKEN_CLASS_H
+
+#include "../parse/earley.h"
+
+typedef XGR_VEC(int32_t) xgr_tc_list;
+
+/* Appends to *out every class whose span the parser's last row admits, as its id count n
+ * then its n excluded ids ascending (a class twice when two spans admit it). Steps the
+ * parser and leaves its rows as they were; the caller sets the token position (budgets).
+ * XGR_ERR_LIMIT past a step bound (the classes found so far stay in *out). */
+int xgr_token_classes_admitted(xgr_parser *p, xgr_tc_list *out);
+
+/* Whether the class at cls (count, then ids ascending) excludes id. */
+int xgr_token_class_excludes(const int32_t *cls, int32_t id);
+
+/* The class's span: (cls[0] + 2) markers; out has room for that many * 6 bytes. */
+void xgr_token_class_spell(const int32_t *cls, uint8_t *out);
+
+/* One reading of a token: its bytes. */
+typedef struct {
+    const uint8_t *s;
+    size_t n;
+} xgr_tc_reading;
+
+/* Feeds the union of the readings: the parser's rows after the token hold every item
+ * any reading leads to (the last row's kernel is the union; the rows between hold the
+ * first surviving reading's). *ok = 0 (rows unchanged) when no reading survives.
+ * `next_tk` as the matcher sets it for a whole token (budgets). */
+int xgr_token_feed_union(xgr_parser *p, const xgr_tc_reading *r, size_t n, int *ok);
+
+#endif
