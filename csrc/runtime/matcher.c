@@ -249,7 +249,7 @@ static int class_member(const xgr_matcher *m, int32_t id) {
 }
 
 /* accept_token in a grammar with token classes: when some class the parser admits holds
- * `token`, the token is read every way at once (its own marker, those classes, its
+ * `token`, or the grammar names it, the token is read every way at once (its own marker, those classes, its
  * text) and *done = 1; else *done = 0 and nothing changed. */
 static int accept_with_classes(xgr_matcher *m, int32_t token, int *done, int *accepted) {
     *done = 0;
@@ -270,8 +270,8 @@ static int accept_with_classes(xgr_matcher *m, int32_t token, int *done, int *ac
             n_cls++;
             need += ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
         }
-    if (rc || !n_cls) goto done;
-    if (XGR_VEC_RESERVE(spans, need) || XGR_VEC_RESERVE(rd, n_cls + 2)) {
+    if (rc || (!n_cls && !is_token_term(m->c, token))) goto done;
+    if (XGR_VEC_RESERVE(spans, need + 1) || XGR_VEC_RESERVE(rd, n_cls + 2)) {
         rc = XGR_ERR_NOMEM;
         goto done;
     }

@@ -136,6 +136,7 @@ class _Converter:
         self.tokens = token_resolver
         # End strings of the enclosing tags, innermost last: free text stops before them.
         self.ends: List[List[str]] = []
+        self.token_ends: List[List[int]] = []  # the enclosing tag's end token, if a token
         self._any_text_rule: Optional[str] = None
         self._json_cache: Dict[Any, Tuple[str, Any]] = {}
         # Linking converter only: fragment id -> (stand-in rule name, fragment).
@@ -247,10 +248,12 @@ class _Converter:
                 "that only an end string can stop",
             )
         self.ends.append([] if token_end else list(tag.end))
+        self.token_ends.append([self.token(tag.end, tag.end.path).id] if token_end else [])
         try:
             return self.convert(tag.content)
         finally:
             self.ends.pop()
+            self.token_ends.pop()
 
     # -- formats ----------------------------------------------------------------------
 
@@ -480,9 +483,26 @@ class _Converter:
             excludes = _dedupe(excludes + self.detected_ends())
             return self.rules.add("tag_dispatch",
                                   tag_dispatch_body(pairs, node.data.get("loop", True), excludes))
-        raise self.unsupported(
-            node, f"the token-level format '{node.type}' (any one token / any tokens except a "
-            "set cannot be spelled over bytes; only Token terminals and token triggers are)")
+        if node.type in ("exclude_token", "any_tokens"):
+            return self.token_class(node)
+        raise self.unsupported(node, f"the token-level format '{node.type}'")
+
+    def token_class(self, node: N.TokenLevel) -> str:
+        """``exclude_token``: one token not in ``exclude_tokens`` (nor the enclosing tag's
+        end token); ``any_tokens``: any number of them, with an optional token budget.
+        Written as upstream writes them (``ExcludeToken(...)``, csrc/front/ebnf_tokens.c)."""
+        ids = [self.token(t, path_join(node.path, "exclude_tokens", i)).id
+               for i, t in enumerate(node.data["exclude_tokens"])]
+        ids += self.token_ends[-1] if self.token_ends else []
+        cls = "ExcludeToken(" + ", ".join(str(i) for i in sorted(set(ids))) + ")"
+        if node.type == "exclude_token":
+            return self.rules.add("exclude_token", cls)
+        inner = self.rules.add("any_tokens_inner", cls)
+        name = self.rules.fresh("any_tokens")
+        budget = node.data.get("max_tokens")
+        body = '""' if budget == 0 else f'"" | ({inner} {name})'
+        self.rules.define(name, body, f"[max_tokens={budget}]" if budget is not None else "")
+        return name
 
     def token_triggered_tags(self, node: N.TokenLevel) -> str:
         """As triggered_tags, with token triggers: a tag's begin is its trigger token."""
