@@ -233,7 +233,7 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     /* A Token(k) terminal names a token of this vocabulary (as upstream, an error). */
     for (int32_t i = 0; i < c->n_token_ids; i++)
         if (c->token_ids[i] < 0 ||
-            (c->token_ids[i] >= c->vocab->vocab_size && c->token_ids[i] < XGR_TOKEN_PSEUDO_MIN)) {
+            (c->token_ids[i] >= c->vocab->vocab_size && c->token_ids[i] != XGR_TOKEN_CLASS_OPEN)) {
             rc = xgr_fail(XGR_ERR_INVALID_ARG,
                           "Token id %d in the grammar is out of the vocabulary range [0, %d)",
                           (int)c->token_ids[i], (int)c->vocab->vocab_size);

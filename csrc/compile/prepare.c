@@ -116,9 +116,10 @@ int xgr_grammar_token_terms(const xgr_grammar *g, const int32_t *extra, int32_t 
         const uint8_t *lit = g->bytes.data + nd->off;
         for (size_t pos = 0; (id = xgr_token_marker_find(lit, (size_t)nd->count, &pos)) >= 0;) {
             /* a class span (ExcludeToken) counts as its opening pseudo id only */
-            int32_t n_cls = 0;
+            int32_t n_cls = 0, big = xgr_token_big_id(lit + pos, (size_t)nd->count - pos);
             size_t span = xgr_token_class_span(lit + pos, (size_t)nd->count - pos, &n_cls);
-            if (XGR_VEC_PUSH(ids, span ? XGR_TOKEN_CLASS_OPEN : id)) goto oom;
+            if (big >= 0) span = XGR_TOKEN_BIG_LEN; /* an id no vocabulary has: refused later */
+            if (XGR_VEC_PUSH(ids, big >= 0 ? big : span ? XGR_TOKEN_CLASS_OPEN : id)) goto oom;
             pos += span ? span : 1;
         }
     }

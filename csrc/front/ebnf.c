@@ -397,10 +397,13 @@ static int parse_primary(ebnf *p, int32_t *node) {
             if (k > 64)
                 return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
                                      "Token(...) takes at most 64 ids; write an alternation");
-            for (int32_t i = 0; i < k; i++) {
-                alts[i] = xgr_ir_bytes(p->g, p->buf.data + (size_t)i * XGR_TOKEN_MARKER_LEN,
-                                       XGR_TOKEN_MARKER_LEN);
+            for (int32_t i = 0, at = 0; i < k; i++) {
+                size_t len = xgr_token_big_id(p->buf.data + at, p->buf.len - (size_t)at) >= 0
+                                 ? XGR_TOKEN_BIG_LEN
+                                 : XGR_TOKEN_MARKER_LEN;
+                alts[i] = xgr_ir_bytes(p->g, p->buf.data + at, len);
                 if (alts[i] < 0) return ir_fail();
+                at += (int32_t)len;
             }
             *node = k == 1 ? alts[0] : xgr_ir_alt(p->g, alts, (size_t)k);
             return *node < 0 ? ir_fail() : XGR_OK;

@@ -92,6 +92,8 @@ static int print_bytes_ex(printer *p, const uint8_t *s, size_t n, int chunk) {
                 return rc;
         return xgr_sb_puts(&p->out, ")");
     }
+    if (!chunk && n == XGR_TOKEN_BIG_LEN && xgr_token_big_id(s, n) >= 0)
+        return xgr_sb_printf(&p->out, "Token(%ld)", (long)xgr_token_big_id(s, n));
     if (!chunk && n == XGR_TOKEN_MARKER_LEN && token >= 0)
         return xgr_sb_printf(&p->out, "Token(%d)", (int)token);
     if (xgr_utf8_valid(s, n)) {
