@@ -241,70 +241,29 @@ static int has_classes(const xgr_compiled *c) {
     return c->n_token_ids && c->token_ids[c->n_token_ids - 1] == XGR_TOKEN_CLASS_OPEN;
 }
 
-/* May `id` be one token of a class? Any token of the vocabulary but special tokens and
- * stop tokens (as upstream's ExcludeToken). */
 static int class_member(const xgr_matcher *m, int32_t id) {
-    const struct xgr_vocab *v = m->c->vocab;
-    return id >= 0 && id < v->n_tokens && !v->is_special[id] && !is_stop(m, id);
+    return xgr_token_class_member(m->c->vocab, m->stop_ids, m->n_stop, id);
 }
 
 /* accept_token in a grammar with token classes: when some class the parser admits holds
- * `token`, or the grammar names it, the token is read every way at once (its own marker, those classes, its
- * text) and *done = 1; else *done = 0 and nothing changed. */
+ * `token`, or the grammar names it, the token is read every way at once (its own marker,
+ * those classes, its text: runtime/token_class.c) and *done = 1; else *done = 0 and
+ * nothing changed. */
 static int accept_with_classes(xgr_matcher *m, int32_t token, int *done, int *accepted) {
     *done = 0;
     if (!class_member(m, token)) return XGR_OK;
-    xgr_parser *p = &m->parser;
-    const struct xgr_vocab *v = m->c->vocab;
-    int32_t rows = xgr_parser_rows(p);
-    xgr_tc_list cls = {0};
-    XGR_VEC(xgr_tc_reading) rd = {0};
-    XGR_VEC(uint8_t) spans = {0};
-    uint8_t mk[XGR_TOKEN_MARKER_LEN];
-    set_token_pos(p, 0, 1);
-    int rc = xgr_token_classes_admitted(p, &cls);
-    if (rc == XGR_ERR_LIMIT) rc = XGR_OK;
-    size_t n_cls = 0, need = 0;
-    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
-        if (!xgr_token_class_excludes(cls.data + i, token)) {
-            n_cls++;
-            need += ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
-        }
-    if (rc || (!n_cls && !is_token_term(m->c, token))) goto done;
-    if (XGR_VEC_RESERVE(spans, need + 1) || XGR_VEC_RESERVE(rd, n_cls + 2)) {
-        rc = XGR_ERR_NOMEM;
-        goto done;
-    }
-    if (is_token_term(m->c, token)) {
-        xgr_token_marker(token, mk);
-        rd.data[rd.len++] = (xgr_tc_reading){mk, sizeof mk};
-    }
-    for (size_t i = 0; i < cls.len; i += 1 + (size_t)cls.data[i]) {
-        if (xgr_token_class_excludes(cls.data + i, token)) continue;
-        size_t len = ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
-        xgr_token_class_spell(cls.data + i, spans.data + spans.len);
-        rd.data[rd.len++] = (xgr_tc_reading){spans.data + spans.len, len};
-        spans.len += len;
-    }
-    if (!get_bit(v->ff_bits, token)) {
-        uint32_t len;
-        const uint8_t *s = xgr_vocab_token(v, token, &len);
-        rd.data[rd.len++] = (xgr_tc_reading){s, len};
-    }
-    *done = 1;
-    set_token_pos(p, 0, 1);
+    int32_t rows = xgr_parser_rows(&m->parser);
     int ok;
-    if ((rc = xgr_token_feed_union(p, rd.data, rd.len, &ok)) || !ok) goto done;
+    set_token_pos(&m->parser, 0, 1);
+    int rc = xgr_token_accept_union(&m->parser, m->c->vocab, token, is_token_term(m->c, token),
+                                    done, &ok);
+    if (rc || !*done || !ok) return rc;
     if ((rc = push_step(m, rows, 0))) {
-        xgr_parser_truncate(p, rows);
-        goto done;
+        xgr_parser_truncate(&m->parser, rows);
+        return rc;
     }
     *accepted = 1;
-done:
-    XGR_VEC_FREE(cls);
-    XGR_VEC_FREE(rd);
-    XGR_VEC_FREE(spans);
-    return rc;
+    return XGR_OK;
 }
 
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
@@ -450,16 +409,8 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
 
 /* Token classes: every member of a class the parser admits is allowed. */
 static int apply_token_classes(xgr_matcher *m, uint32_t *row) {
-    xgr_tc_list cls = {0};
     set_token_pos(&m->parser, 0, 1);
-    int rc = xgr_token_classes_admitted(&m->parser, &cls);
-    if (rc == XGR_ERR_LIMIT) rc = XGR_OK;
-    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
-        for (int32_t id = 0; id < m->c->vocab->n_tokens; id++)
-            if (class_member(m, id) && !xgr_token_class_excludes(cls.data + i, id))
-                set_bit(row, id);
-    XGR_VEC_FREE(cls);
-    return rc;
+    return xgr_token_classes_mask(&m->parser, m->c->vocab, m->stop_ids, m->n_stop, row);
 }
 
 /* Exact check: would `token` be accepted from the current parser state? */

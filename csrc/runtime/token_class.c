@@ -138,3 +138,72 @@ int xgr_token_feed_union(xgr_parser *p, const xgr_tc_reading *r, size_t n, int *
     XGR_VEC_FREE(extra);
     return rc;
 }
+
+int xgr_token_class_member(const struct xgr_vocab *v, const int32_t *stop, int32_t n_stop,
+                           int32_t id) {
+    if (id < 0 || id >= v->n_tokens || v->is_special[id]) return 0;
+    for (int32_t i = 0; i < n_stop; i++)
+        if (stop[i] == id) return 0;
+    return 1;
+}
+
+int xgr_token_classes_mask(xgr_parser *p, const struct xgr_vocab *v, const int32_t *stop,
+                           int32_t n_stop, uint32_t *row) {
+    xgr_tc_list cls = {0};
+    int rc = xgr_token_classes_admitted(p, &cls);
+    if (rc == XGR_ERR_LIMIT) rc = XGR_OK; /* a work limit leaves them out, as elsewhere */
+    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
+        for (int32_t id = 0; id < v->n_tokens; id++)
+            if (xgr_token_class_member(v, stop, n_stop, id) &&
+                !xgr_token_class_excludes(cls.data + i, id))
+                row[id >> 5] |= 1u << (id & 31);
+    XGR_VEC_FREE(cls);
+    return rc;
+}
+
+int xgr_token_accept_union(xgr_parser *p, const struct xgr_vocab *v, int32_t token, int named,
+                           int *done, int *ok) {
+    xgr_tc_list cls = {0};
+    XGR_VEC(xgr_tc_reading) rd = {0};
+    XGR_VEC(uint8_t) spans = {0};
+    uint8_t mk[XGR_TOKEN_MARKER_LEN];
+    int32_t tk = p->next_tk;
+    *done = *ok = 0;
+    int rc = xgr_token_classes_admitted(p, &cls);
+    if (rc == XGR_ERR_LIMIT) rc = XGR_OK;
+    p->next_tk = tk;
+    size_t n_cls = 0, need = 0;
+    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
+        if (!xgr_token_class_excludes(cls.data + i, token)) {
+            n_cls++;
+            need += ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
+        }
+    if (rc || (!n_cls && !named)) goto done;
+    if (XGR_VEC_RESERVE(spans, need + 1) || XGR_VEC_RESERVE(rd, n_cls + 2)) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    if (named) {
+        xgr_token_marker(token, mk);
+        rd.data[rd.len++] = (xgr_tc_reading){mk, sizeof mk};
+    }
+    for (size_t i = 0; i < cls.len; i += 1 + (size_t)cls.data[i]) {
+        if (xgr_token_class_excludes(cls.data + i, token)) continue;
+        size_t len = ((size_t)cls.data[i] + 2) * XGR_TOKEN_MARKER_LEN;
+        xgr_token_class_spell(cls.data + i, spans.data + spans.len);
+        rd.data[rd.len++] = (xgr_tc_reading){spans.data + spans.len, len};
+        spans.len += len;
+    }
+    if (!(v->ff_bits[token >> 5] >> (token & 31) & 1)) { /* 0xFF in it: never text here */
+        uint32_t len;
+        const uint8_t *s = xgr_vocab_token(v, token, &len);
+        rd.data[rd.len++] = (xgr_tc_reading){s, len};
+    }
+    *done = 1;
+    rc = xgr_token_feed_union(p, rd.data, rd.len, ok);
+done:
+    XGR_VEC_FREE(cls);
+    XGR_VEC_FREE(rd);
+    XGR_VEC_FREE(spans);
+    return rc;
+}

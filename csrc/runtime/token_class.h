@@ -4,6 +4,7 @@
 #ifndef XGR_TOKEN_CLASS_H
 #define XGR_TOKEN_CLASS_H
 
+#include "../mask/vocab.h"
 #include "../parse/earley.h"
 
 typedef XGR_VEC(int32_t) xgr_tc_list;
@@ -31,5 +32,22 @@ typedef struct {
  * first surviving reading's). *ok = 0 (rows unchanged) when no reading survives.
  * `next_tk` as the matcher sets it for a whole token (budgets). */
 int xgr_token_feed_union(xgr_parser *p, const xgr_tc_reading *r, size_t n, int *ok);
+
+/* May `id` be one token of a class? Any token of the vocabulary but special tokens and
+ * the stop tokens (as upstream's ExcludeToken). */
+int xgr_token_class_member(const struct xgr_vocab *v, const int32_t *stop, int32_t n_stop,
+                           int32_t id);
+
+/* Sets in `row` every member of every class the parser admits (token position set by the
+ * caller). */
+int xgr_token_classes_mask(xgr_parser *p, const struct xgr_vocab *v, const int32_t *stop,
+                           int32_t n_stop, uint32_t *row);
+
+/* Reads class member `token` every way the parser admits at once: its marker when the
+ * grammar names it (`named`), each admitted class that holds it, its text. *done = 0
+ * (nothing changed) when no class holds it and it is not named: the caller reads it
+ * alone; else *done = 1 and *ok says whether some reading survived. */
+int xgr_token_accept_union(xgr_parser *p, const struct xgr_vocab *v, int32_t token, int named,
+                           int *done, int *ok);
 
 #endif
