@@ -43,6 +43,7 @@ struct xgr_matcher {
     XGR_VEC(xgr_item) memo_items;
     int memo_ok, memo_need_apply;
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
+    uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
 };
 
 #ifdef XGR_STATS
@@ -82,6 +83,7 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->extra);
     XGR_VEC_FREE(m->ents);
     free(m->memo_row);
+    free(m->class_bits);
     XGR_VEC_FREE(m->memo_items);
     xgr_compiled_release(m->c);
     free(m);
@@ -409,8 +411,15 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
 
 /* Token classes: every member of a class the parser admits is allowed. */
 static int apply_token_classes(xgr_matcher *m, uint32_t *row) {
+    const struct xgr_vocab *v = m->c->vocab;
+    size_t rw = (size_t)v->row_words;
+    if (!m->class_bits) {
+        if (!(m->class_bits = xgr_calloc(2 * rw, sizeof *m->class_bits))) return XGR_ERR_NOMEM;
+        for (int32_t id = 0; id < v->n_tokens; id++)
+            if (class_member(m, id)) set_bit(m->class_bits, id);
+    }
     set_token_pos(&m->parser, 0, 1);
-    return xgr_token_classes_mask(&m->parser, m->c->vocab, m->stop_ids, m->n_stop, row);
+    return xgr_token_classes_mask(&m->parser, m->class_bits, m->class_bits + rw, rw, row);
 }
 
 /* Exact check: would `token` be accepted from the current parser state? */

@@ -5,6 +5,8 @@
  * the walk visits only the admitted spans (a few markers each). */
 #include "token_class.h"
 
+#include <string.h>
+
 #include "../common/token_marker.h"
 
 #define TC_MAX_STEPS 1000000
@@ -147,16 +149,19 @@ int xgr_token_class_member(const struct xgr_vocab *v, const int32_t *stop, int32
     return 1;
 }
 
-int xgr_token_classes_mask(xgr_parser *p, const struct xgr_vocab *v, const int32_t *stop,
-                           int32_t n_stop, uint32_t *row) {
+int xgr_token_classes_mask(xgr_parser *p, const uint32_t *members, uint32_t *scratch,
+                           size_t row_words, uint32_t *row) {
     xgr_tc_list cls = {0};
     int rc = xgr_token_classes_admitted(p, &cls);
     if (rc == XGR_ERR_LIMIT) rc = XGR_OK; /* a work limit leaves them out, as elsewhere */
-    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i])
-        for (int32_t id = 0; id < v->n_tokens; id++)
-            if (xgr_token_class_member(v, stop, n_stop, id) &&
-                !xgr_token_class_excludes(cls.data + i, id))
-                row[id >> 5] |= 1u << (id & 31);
+    for (size_t i = 0; !rc && i < cls.len; i += 1 + (size_t)cls.data[i]) {
+        memcpy(scratch, members, row_words * sizeof *scratch);
+        for (int32_t k = 1; k <= cls.data[i]; k++) {
+            int32_t id = cls.data[i + (size_t)k];
+            if ((size_t)(id >> 5) < row_words) scratch[id >> 5] &= ~(1u << (id & 31));
+        }
+        for (size_t w = 0; w < row_words; w++) row[w] |= scratch[w];
+    }
     XGR_VEC_FREE(cls);
     return rc;
 }

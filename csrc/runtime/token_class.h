@@ -39,9 +39,9 @@ int xgr_token_class_member(const struct xgr_vocab *v, const int32_t *stop, int32
                            int32_t id);
 
 /* Sets in `row` every member of every class the parser admits (token position set by the
- * caller). */
-int xgr_token_classes_mask(xgr_parser *p, const struct xgr_vocab *v, const int32_t *stop,
-                           int32_t n_stop, uint32_t *row);
+ * caller). `members`: the bits of xgr_token_class_member; `scratch`: as many words. */
+int xgr_token_classes_mask(xgr_parser *p, const uint32_t *members, uint32_t *scratch,
+                           size_t row_words, uint32_t *row);
 
 /* Reads class member `token` every way the parser admits at once: its marker when the
  * grammar names it (`named`), each admitted class that holds it, its text. *done = 0
