@@ -38,8 +38,7 @@ def _oracle(matcher, n: int) -> Set[int]:
     for t in range(n):
         if matcher.accept_token(t):
             out.add(t)
-            if not matcher.is_terminated() or True:
-                matcher.rollback(1)
+            matcher.rollback(1)
     return out
 
 
