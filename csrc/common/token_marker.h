@@ -50,4 +50,49 @@ static inline int32_t xgr_token_marker_find(const uint8_t *s, size_t n, size_t *
     return -1;
 }
 
+/* Token classes (`ExcludeToken(s1, ..., sn)`: any one token whose id is none of the s_i)
+ * are spelled as a span of markers: XGR_TOKEN_CLASS_OPEN, the s_i ascending, then
+ * XGR_TOKEN_CLASS_CLOSE. The two are pseudo ids above every vocabulary; no token is fed
+ * as them, so a span is only ever fed whole, by the matcher, for a token of the class
+ * (runtime/token_class.c). */
+#define XGR_TOKEN_CLASS_OPEN XGR_TOKEN_ID_MAX
+#define XGR_TOKEN_CLASS_CLOSE (XGR_TOKEN_ID_MAX - 1)
+#define XGR_TOKEN_BIG (XGR_TOKEN_ID_MAX - 2)
+#define XGR_TOKEN_PSEUDO_MIN XGR_TOKEN_BIG
+
+/* A `Token(k)` with k >= XGR_TOKEN_PSEUDO_MIN (no vocabulary has such a token; upstream
+ * parses any int32 id and refuses it when compiling) is spelled as three markers:
+ * XGR_TOKEN_BIG, k >> 16, k & 0xFFFF. It prints back as Token(k); compiling refuses it. */
+#define XGR_TOKEN_BIG_LEN (3 * XGR_TOKEN_MARKER_LEN)
+
+static inline void xgr_token_big(int32_t id, uint8_t out[XGR_TOKEN_BIG_LEN]) {
+    xgr_token_marker(XGR_TOKEN_BIG, out);
+    xgr_token_marker((int32_t)((uint32_t)id >> 16), out + XGR_TOKEN_MARKER_LEN);
+    xgr_token_marker(id & 0xFFFF, out + 2 * XGR_TOKEN_MARKER_LEN);
+}
+
+/* The id of a big spelling at s (n bytes available), or -1. */
+static inline int32_t xgr_token_big_id(const uint8_t *s, size_t n) {
+    if (n < XGR_TOKEN_BIG_LEN || xgr_token_marker_id(s, n) != XGR_TOKEN_BIG) return -1;
+    int32_t hi = xgr_token_marker_id(s + XGR_TOKEN_MARKER_LEN, n - XGR_TOKEN_MARKER_LEN);
+    int32_t lo = xgr_token_marker_id(s + 2 * XGR_TOKEN_MARKER_LEN, n - 2 * XGR_TOKEN_MARKER_LEN);
+    if (hi < 0 || hi > 0x7FFF || lo < 0 || lo > 0xFFFF) return -1;
+    return (int32_t)((uint32_t)hi << 16 | (uint32_t)lo);
+}
+
+/* If s[0..n) starts with a whole class span: its length in bytes, with *n_ids its ids
+ * (read them with xgr_token_marker_id at s + 6 * (1 + i)); else 0. */
+static inline size_t xgr_token_class_span(const uint8_t *s, size_t n, int32_t *n_ids) {
+    if (xgr_token_marker_id(s, n) != XGR_TOKEN_CLASS_OPEN) return 0;
+    for (size_t i = XGR_TOKEN_MARKER_LEN; i + XGR_TOKEN_MARKER_LEN <= n; i += XGR_TOKEN_MARKER_LEN) {
+        int32_t id = xgr_token_marker_id(s + i, n - i);
+        if (id < 0 || id == XGR_TOKEN_CLASS_OPEN) return 0;
+        if (id == XGR_TOKEN_CLASS_CLOSE) {
+            *n_ids = (int32_t)(i / XGR_TOKEN_MARKER_LEN - 1);
+            return i + XGR_TOKEN_MARKER_LEN;
+        }
+    }
+    return 0;
+}
+
 #endif

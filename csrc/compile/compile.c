@@ -6,6 +6,7 @@
 #include "../mask/mask_cache.h"
 #include "link.h"
 #include "prepare.h"
+#include "../common/token_marker.h"
 
 /* Lays out the parent-context slots (see compiled.h), from the per-rule counts of scannable
  * states. Above `budget` pair slots the grammar falls back to plain entries only, which
@@ -255,7 +256,8 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     int rc;
     /* A Token(k) terminal names a token of this vocabulary (as upstream, an error). */
     for (int32_t i = 0; i < c->n_token_ids; i++)
-        if (c->token_ids[i] < 0 || c->token_ids[i] >= c->vocab->vocab_size) {
+        if (c->token_ids[i] < 0 ||
+            (c->token_ids[i] >= c->vocab->vocab_size && c->token_ids[i] != XGR_TOKEN_CLASS_OPEN)) {
             rc = xgr_fail(XGR_ERR_INVALID_ARG,
                           "Token id %d in the grammar is out of the vocabulary range [0, %d)",
                           (int)c->token_ids[i], (int)c->vocab->vocab_size);

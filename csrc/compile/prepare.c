@@ -100,7 +100,7 @@ static int cmp_i32(const void *a, const void *b) {
 }
 
 /* The sorted, distinct token ids of every marker in g's literals (TagDispatch strings
- * included), plus `extra`. With one, the vocabulary's tokens containing byte 0xFF are
+ * included; a token class span as XGR_TOKEN_CLASS_OPEN, last), plus `extra`. With one, the vocabulary's tokens containing byte 0xFF are
  * never text (vocab.h ff_bits, computed once per vocabulary). *out = NULL when none. */
 int xgr_grammar_token_terms(const xgr_grammar *g, const int32_t *extra, int32_t n_extra,
                             int32_t **out, int32_t *n_out) {
@@ -113,10 +113,15 @@ int xgr_grammar_token_terms(const xgr_grammar *g, const int32_t *extra, int32_t 
         const xgr_node *nd = &g->nodes.data[i];
         if (nd->kind != XGR_NODE_BYTES) continue;
         int32_t id;
-        for (size_t pos = 0; (id = xgr_token_marker_find(g->bytes.data + nd->off, (size_t)nd->count,
-                                                          &pos)) >= 0;
-             pos++)
-            if (XGR_VEC_PUSH(ids, id)) goto oom;
+        const uint8_t *lit = g->bytes.data + nd->off;
+        for (size_t pos = 0; (id = xgr_token_marker_find(lit, (size_t)nd->count, &pos)) >= 0;) {
+            /* a class span (ExcludeToken) counts as its opening pseudo id only */
+            int32_t n_cls = 0, big = xgr_token_big_id(lit + pos, (size_t)nd->count - pos);
+            size_t span = xgr_token_class_span(lit + pos, (size_t)nd->count - pos, &n_cls);
+            if (big >= 0) span = XGR_TOKEN_BIG_LEN; /* an id no vocabulary has: refused later */
+            if (XGR_VEC_PUSH(ids, big >= 0 ? big : span ? XGR_TOKEN_CLASS_OPEN : id)) goto oom;
+            pos += span ? span : 1;
+        }
     }
     if (!ids.len) return XGR_OK;
     qsort(ids.data, ids.len, sizeof *ids.data, cmp_i32);

@@ -416,19 +416,30 @@ static int parse_primary(ebnf *p, int32_t *node) {
             if (k > 64)
                 return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, start,
                                      "Token(...) takes at most 64 ids; write an alternation");
-            for (int32_t i = 0; i < k; i++) {
-                alts[i] = xgr_ir_bytes(p->g, p->buf.data + (size_t)i * XGR_TOKEN_MARKER_LEN,
-                                       XGR_TOKEN_MARKER_LEN);
+            for (int32_t i = 0, at = 0; i < k; i++) {
+                size_t len = xgr_token_big_id(p->buf.data + at, p->buf.len - (size_t)at) >= 0
+                                 ? XGR_TOKEN_BIG_LEN
+                                 : XGR_TOKEN_MARKER_LEN;
+                alts[i] = xgr_ir_bytes(p->g, p->buf.data + at, len);
                 if (alts[i] < 0) return ir_fail();
+                at += (int32_t)len;
             }
             *node = k == 1 ? alts[0] : xgr_ir_alt(p->g, alts, (size_t)k);
             return *node < 0 ? ir_fail() : XGR_OK;
         }
         if (len == 12 && memcmp(p->s + start, "ExcludeToken", 12) == 0 && e < p->n &&
             xgr_ebnf_skip_ws_at(p, e) < p->n && p->s[xgr_ebnf_skip_ws_at(p, e)] == '(')
-            return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
-                                 "ExcludeToken(...) (any one token but these) is not supported by "
-                                 "xgrammar2; only Token(id, ...) terminals are");
+            return xgr_ebnf_macro_exclude_token(p, start, node);
+        if (len == 16 && memcmp(p->s + start, "TokenTagDispatch", 16) == 0) {
+            size_t q = xgr_ebnf_skip_ws_at(p, e);
+            if (q < p->n && p->s[q] == '(') {
+                if (p->in_lookahead)
+                    return xgr_ebnf_perr(p, XGR_ERR_SYNTAX, start,
+                                         "TokenTagDispatch cannot appear in a lookahead assertion");
+                p->pos = q;
+                return xgr_ebnf_macro_token_tag_dispatch(p, start, node);
+            }
+        }
         if (len == 9 && memcmp(p->s + start, "Substring", 9) == 0) {
             size_t q = xgr_ebnf_skip_ws_at(p, e);
             if (q < p->n && p->s[q] == '(') {

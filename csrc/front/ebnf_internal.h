@@ -64,5 +64,9 @@ int xgr_ebnf_macro_lift(ebnf *p, int32_t rule, int32_t body, size_t first);
 int xgr_ebnf_at_token_macro(const ebnf *p, size_t at);
 /* The ids of `Token(...)` at p->pos, as token markers in p->buf; *count gets how many. */
 int xgr_ebnf_lex_token_ids(ebnf *p, int32_t *count);
+/* ExcludeToken(...) at `start` (its name); TokenTagDispatch(...) with p->pos at its '('
+ * (ebnf_tokens.c). */
+XGR_NOINLINE int xgr_ebnf_macro_exclude_token(ebnf *p, size_t start, int32_t *node);
+XGR_NOINLINE int xgr_ebnf_macro_token_tag_dispatch(ebnf *p, size_t start, int32_t *node);
 
 #endif

@@ -267,15 +267,19 @@ int xgr_ebnf_lex_token_ids(ebnf *p, int32_t *count) {
             return xgr_ebnf_expected(p, at, "a token id (a non-negative integer) in Token(...)");
         while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
             id = id * 10 + (p->s[p->pos] - '0');
-            if (id > XGR_TOKEN_ID_MAX)
+            if (id > INT32_MAX)
                 return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at,
-                                     "token id in Token(...) is larger than %d",
-                                     (int)XGR_TOKEN_ID_MAX);
+                                     "token id in Token(...) is larger than %d", (int)INT32_MAX);
             p->pos++;
         }
-        if (XGR_VEC_RESERVE(p->buf, p->buf.len + XGR_TOKEN_MARKER_LEN)) return XGR_ERR_NOMEM;
-        xgr_token_marker((int32_t)id, p->buf.data + p->buf.len);
-        p->buf.len += XGR_TOKEN_MARKER_LEN;
+        if (XGR_VEC_RESERVE(p->buf, p->buf.len + XGR_TOKEN_BIG_LEN)) return XGR_ERR_NOMEM;
+        if (id >= XGR_TOKEN_PSEUDO_MIN) {
+            xgr_token_big((int32_t)id, p->buf.data + p->buf.len);
+            p->buf.len += XGR_TOKEN_BIG_LEN;
+        } else {
+            xgr_token_marker((int32_t)id, p->buf.data + p->buf.len);
+            p->buf.len += XGR_TOKEN_MARKER_LEN;
+        }
         (*count)++;
         p->pos = xgr_ebnf_skip_ws_at(p, p->pos);
         if (p->pos < p->n && p->s[p->pos] == ',') {

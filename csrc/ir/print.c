@@ -83,7 +83,17 @@ static int put_raw_byte(xgr_strbuf *b, uint32_t v, int in_class) {
  * prints it there). */
 static int print_bytes_ex(printer *p, const uint8_t *s, size_t n, int chunk) {
     int rc;
-    int32_t token = xgr_token_marker_id(s, n);
+    int32_t token = xgr_token_marker_id(s, n), n_cls = 0;
+    if (!chunk && xgr_token_class_span(s, n, &n_cls) == n) {
+        if ((rc = xgr_sb_puts(&p->out, "ExcludeToken("))) return rc;
+        for (int32_t i = 0; i < n_cls; i++)
+            if ((rc = xgr_sb_printf(&p->out, i ? ", %d" : "%d",
+                                    (int)xgr_token_marker_id(s + (size_t)(i + 1) * 6, 6))))
+                return rc;
+        return xgr_sb_puts(&p->out, ")");
+    }
+    if (!chunk && n == XGR_TOKEN_BIG_LEN && xgr_token_big_id(s, n) >= 0)
+        return xgr_sb_printf(&p->out, "Token(%ld)", (long)xgr_token_big_id(s, n));
     if (!chunk && n == XGR_TOKEN_MARKER_LEN && token >= 0)
         return xgr_sb_printf(&p->out, "Token(%d)", (int)token);
     if (xgr_utf8_valid(s, n)) {

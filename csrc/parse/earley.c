@@ -502,6 +502,11 @@ int xgr_parser_start_in_caller(xgr_parser *p, xgr_item parent, xgr_item child) {
 }
 
 int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
+    return xgr_parser_step_with(p, byte, NULL, 0, alive);
+}
+
+int xgr_parser_step_with(xgr_parser *p, uint8_t byte, const xgr_item *extra, size_t n_extra,
+                         int *alive) {
     const xgr_fsm *f = p->fsm;
     int32_t last = xgr_parser_rows(p) - 1;
     int32_t b = p->row_begin.data[last], e = p->row_begin.data[last + 1];
@@ -538,6 +543,15 @@ int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive) {
                 }
                 break;
             }
+        }
+    }
+    for (size_t k = 0; k < n_extra; k++) {
+        xgr_item n = extra[k];
+        if (p->budgets && (size_t)n.bud >= p->buds.len) continue; /* a context since dropped */
+        int rc = add_item(p, row_start, n);
+        if (rc) {
+            p->items.len = row_start;
+            return rc;
         }
     }
     if (p->items.len == row_start) {

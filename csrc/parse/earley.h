@@ -106,6 +106,11 @@ int xgr_parser_start_in_caller(xgr_parser *p, xgr_item parent, xgr_item child);
 /* Builds the next row by scanning `byte` from the last row. On success *alive says
  * whether the new row is non-empty; an empty row is not kept. */
 int xgr_parser_step(xgr_parser *p, uint8_t byte, int *alive);
+/* The same, with `extra` items added to the new row's kernel before its closure: the
+ * union of two ways to read a token (runtime/token_class.c). Their origins must be rows
+ * before the token; an item whose budget context was dropped since is left out. */
+int xgr_parser_step_with(xgr_parser *p, uint8_t byte, const xgr_item *extra, size_t n_extra,
+                         int *alive);
 static inline int32_t xgr_parser_rows(const xgr_parser *p) {
     return (int32_t)p->row_begin.len - 1;
 }

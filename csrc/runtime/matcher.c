@@ -4,6 +4,7 @@
 #include "../mask/mask_cache.h"
 #include "../common/token_marker.h"
 #include "../parse/attrs.h"
+#include "token_class.h"
 
 typedef struct {
     int32_t rows_before; /* parser rows before this step */
@@ -42,6 +43,7 @@ struct xgr_matcher {
     XGR_VEC(xgr_item) memo_items;
     int memo_ok, memo_need_apply;
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
+    uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
 };
 
 #ifdef XGR_STATS
@@ -81,6 +83,7 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->extra);
     XGR_VEC_FREE(m->ents);
     free(m->memo_row);
+    free(m->class_bits);
     XGR_VEC_FREE(m->memo_items);
     xgr_compiled_release(m->c);
     free(m);
@@ -235,6 +238,36 @@ int xgr_matcher_captures(const xgr_matcher *m, int dedup, char **out, size_t *ou
     return xgr_parser_captures(&m->parser, dedup, out, out_len);
 }
 
+/* Does the grammar hold token classes (ExcludeToken)? Their pseudo id sorts last. */
+static int has_classes(const xgr_compiled *c) {
+    return c->n_token_ids && c->token_ids[c->n_token_ids - 1] == XGR_TOKEN_CLASS_OPEN;
+}
+
+static int class_member(const xgr_matcher *m, int32_t id) {
+    return xgr_token_class_member(m->c->vocab, m->stop_ids, m->n_stop, id);
+}
+
+/* accept_token in a grammar with token classes: when some class the parser admits holds
+ * `token`, or the grammar names it, the token is read every way at once (its own marker,
+ * those classes, its text: runtime/token_class.c) and *done = 1; else *done = 0 and
+ * nothing changed. */
+static int accept_with_classes(xgr_matcher *m, int32_t token, int *done, int *accepted) {
+    *done = 0;
+    if (!class_member(m, token)) return XGR_OK;
+    int32_t rows = xgr_parser_rows(&m->parser);
+    int ok;
+    set_token_pos(&m->parser, 0, 1);
+    int rc = xgr_token_accept_union(&m->parser, m->c->vocab, token, is_token_term(m->c, token),
+                                    done, &ok);
+    if (rc || !*done || !ok) return rc;
+    if ((rc = push_step(m, rows, 0))) {
+        xgr_parser_truncate(&m->parser, rows);
+        return rc;
+    }
+    *accepted = 1;
+    return XGR_OK;
+}
+
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     if (!m || !accepted) return xgr_fail(XGR_ERR_INVALID_ARG, "accept_token: NULL argument");
     *accepted = 0;
@@ -244,6 +277,10 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
                         (int)v->vocab_size);
     if (m->terminated) return XGR_OK;
     int32_t rows = xgr_parser_rows(&m->parser);
+    if (has_classes(m->c) && !is_stop(m, token)) {
+        int done, rc0 = accept_with_classes(m, token, &done, accepted);
+        if (rc0 || done) return rc0;
+    }
     if (m->c->n_token_ids && is_token_term(m->c, token)) {
         /* As a token-level terminal first (a stop token too: the grammar names it); as
          * text or a stop only where its marker is not admitted. */
@@ -340,6 +377,8 @@ int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
 }
 
 
+static int apply_token_classes(xgr_matcher *m, uint32_t *row);
+
 /* Token-level terminals: text tokens containing 0xFF are never text in such a grammar;
  * each terminal id whose marker the parser admits is allowed (special or not). */
 static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
@@ -366,7 +405,21 @@ static int apply_token_terms(xgr_matcher *m, uint32_t *row) {
         if (!rc && ok) set_bit(row, id);
     }
     xgr_parser_truncate(&m->parser, rows);
+    if (!rc && has_classes(c)) rc = apply_token_classes(m, row);
     return rc;
+}
+
+/* Token classes: every member of a class the parser admits is allowed. */
+static int apply_token_classes(xgr_matcher *m, uint32_t *row) {
+    const struct xgr_vocab *v = m->c->vocab;
+    size_t rw = (size_t)v->row_words;
+    if (!m->class_bits) {
+        if (!(m->class_bits = xgr_calloc(2 * rw, sizeof *m->class_bits))) return XGR_ERR_NOMEM;
+        for (int32_t id = 0; id < v->n_tokens; id++)
+            if (class_member(m, id)) set_bit(m->class_bits, id);
+    }
+    set_token_pos(&m->parser, 0, 1);
+    return xgr_token_classes_mask(&m->parser, m->class_bits, m->class_bits + rw, rw, row);
 }
 
 /* Exact check: would `token` be accepted from the current parser state? */

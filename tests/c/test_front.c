@@ -357,6 +357,14 @@ static void test_ebnf_valid(void) {
     ok("root ::= \"a\" Token(128010) \"b\"", "root ::= \"a\" Token(128010) \"b\"\n");
     ok("root ::= Token( 0 , 1073741823 )", "root ::= Token(0) | Token(1073741823)\n");
     ok("root ::= Token (7)\nToken ::= \"t\"", "root ::= Token(7)\nToken ::= \"t\"\n");
+    /* token classes: ExcludeToken (sorted, distinct) and TokenTagDispatch written with it */
+    ok("root ::= ExcludeToken(3, 1, 2, 1) Token(2147483647)",
+       "root ::= ExcludeToken(1, 2, 3) Token(2147483647)\n");
+    ok("root ::= ExcludeToken()", "root ::= ExcludeToken()\n");
+    ok("b ::= \"x\"\nroot ::= TokenTagDispatch((3, b), excludes=(5,))",
+       "root ::= (ExcludeToken(3, 5) | Token(3) b)*\nb ::= \"x\"\n");
+    ok("b ::= \"x\"\nroot ::= TokenTagDispatch((3, b), loop_after_dispatch=false)",
+       "root ::= ExcludeToken(3)* (Token(3) b)?\nb ::= \"x\"\n");
     ok("root ::= Token \"x\"\nToken ::= \"t\"", "root ::= Token \"x\"\nToken ::= \"t\"\n");
     ok("root ::= TagDispatch((Token(5), x), excludes=(Token(6), \"e\"))\nx ::= \"y\"",
        "root ::= TagDispatch(\n  (Token(5), x),\n  loop_after_dispatch=true,\n  excludes=(Token(6), \"e\")\n)\nx ::= \"y\"\n");
@@ -511,10 +519,14 @@ static void test_ebnf_errors(void) {
     bad("root ::= Token()", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
     bad("root ::= Token(x)", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
     bad("root ::= Token(-1)", XGR_ERR_SYNTAX, "a token id (a non-negative integer) in Token(...)");
-    bad("root ::= Token(1073741824)", XGR_ERR_SEMANTIC, "larger than 1073741823");
+    bad("root ::= Token(2147483648)", XGR_ERR_SEMANTIC, "larger than 2147483647");
     bad("root ::= Token(1 2)", XGR_ERR_SYNTAX, "',' or ')' in Token(...)");
     bad("root ::= Token(1", XGR_ERR_SYNTAX, "unclosed 'Token('");
-    bad("root ::= ExcludeToken(1)", XGR_ERR_SYNTAX, "ExcludeToken(...) (any one token but these) is not supported");
+    bad("root ::= ExcludeToken(1 2)", XGR_ERR_SYNTAX, "',' or ')' after a token id");
+    bad("root ::= ExcludeToken(1073741821)", XGR_ERR_SEMANTIC, "larger than 1073741820");
+    bad("b ::= \"x\"\nroot ::= TokenTagDispatch((3, b), excludes=(3,))", XGR_ERR_SEMANTIC,
+        "token 3 is both a trigger and excluded");
+    bad("root ::= TokenTagDispatch(stop=1)", XGR_ERR_SYNTAX, "loop_after_dispatch= or excludes=");
     bad("root ::= TagDispatch((Token(1, 2), x))\nx ::= \"y\"", XGR_ERR_SEMANTIC, "takes one id");
     bad("root ::= \"a\"{1,-2}", XGR_ERR_SYNTAX, "expected a number");
     bad("root ::= x\nx ::= y\ny ::= z", XGR_ERR_SEMANTIC, "line 3, column 7: Rule \"z\" is not defined");

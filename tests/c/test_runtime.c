@@ -754,6 +754,13 @@ int main(void) {
         /* rule attributes (csrc/parse/attrs.c): per-occurrence code-point budgets,
          * nested and on a sibling a token enters through the parent, a soft token budget,
          * a lazy rule, captures on right recursion */
+        /* token classes (csrc/runtime/token_class.c): a class loop after text (a token is
+         * read as text and as the class at once), a TokenTagDispatch, a budgeted class
+         * loop, a class beside Token(k) */
+        {"token_class_loop", "root ::= [a-c]+ (ExcludeToken(97, 98, 99) | Token(300) \"x\")* \"]\""},
+        {"token_dispatch", "b ::= [a-c]+ \"]\"\nroot ::= TokenTagDispatch((99, b), excludes=(97,))"},
+        {"token_dispatch_once", "b ::= \"x\"\nroot ::= \"[\" TokenTagDispatch((99, b), loop_after_dispatch=false) \"]\""},
+        {"token_class_budget", "root ::= \"[\" r \"]\"\nr[max_tokens=2] ::= ExcludeToken(93)*"},
         {"attr_max_chars", "root ::= \"[\" v \"]\"\nv[max_chars=3] ::= [a-c\\u00e9\\u4e00-\\u9fff]*"},
         {"attr_nested_chars", "root ::= o \"!\"\no[max_chars=4] ::= \"x\" i \"b\"?\ni[max_chars=2] ::= [a-c]*"},
         {"attr_sibling", "root ::= \"[\" t \",\" b \"]\"\nt ::= [a-c]*\nb[max_chars=2] ::= [a-c]*"},

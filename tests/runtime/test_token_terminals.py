@@ -168,26 +168,55 @@ def test_token_strings_need_a_tokenizer_and_must_exist() -> None:
     {"type": "exclude_token", "exclude_tokens": [5]},
     {"type": "any_tokens", "exclude_tokens": [5]},
 ])
-def test_token_sets_are_refused_with_their_path(fmt) -> None:
-    with pytest.raises(NotImplementedError, match=r"\$\.format: the token-level format"):
-        xgr.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+def test_token_sets_are_written_as_exclude_token(fmt) -> None:
+    g = str(xgr.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt}))
+    assert "ExcludeToken(5)" in g
 
 
-def test_exclude_tokens_of_text_tokens_exclude_their_text() -> None:
+def test_any_tokens_masks_on_a_real_tokenizer() -> None:
+    """any_tokens between special-token begin and end, llama-3.1: at every step the mask
+    equals the oracle's, and inside it is every token but special, stop and excluded
+    ones, plus the end token."""
+    tok = tokenizer("llama-3.1")
+    tag_id, end_id = _ids("<|python_tag|>")[0], _ids("<|eom_id|>")[0]
+    word = _ids(" forbidden")[0]
+    tag = {"type": "structural_tag", "format": {
+        "type": "tag", "begin": {"type": "token", "token": tag_id},
+        "content": {"type": "any_tokens", "exclude_tokens": [word]},
+        "end": {"type": "token", "token": end_id}}}
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(tok).compile_structural_tag(tag))
+    assert m.accept_token(tag_id)
+    special = set(tok.special_token_ids) | set(tok.stop_token_ids)
+    want = {i for i in range(len(tok.decoded_vocab)) if i not in special} - {word} | {end_id}
+    bm = new_bitmask(tok.vocab_size)
+    for t in [*_ids(" hello world"), *_ids("{\"a\": 1}")]:
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, why
+        m.fill_next_token_bitmask(bm)
+        assert set(allowed(bm, tok.vocab_size).tolist()) == want
+        assert not m.accept_token(word)
+        assert m.accept_token(t)
+    assert m.accept_token(end_id) and m.is_terminated() is False
+
+
+def test_exclude_tokens_exclude_token_ids() -> None:
+    """token_triggered_tags free tokens are whole tokens (TokenTagDispatch, as upstream):
+    an excluded id is refused as a token, its text spelled by other tokens is not."""
     tok = tokenizer("llama-3.1")
     word = _ids(" forbidden")
     assert len(word) == 1
     tag = json.loads(json.dumps(TOOL_CALL_TAG))
     tag["format"]["exclude_tokens"] = [word[0], EOT]
     m = xgr.GrammarMatcher(xgr.GrammarCompiler(tok).compile_structural_tag(tag))
-    assert m.accept_string("this is")
+    for t in _ids("this is"):
+        assert m.accept_token(t)
     assert not m.accept_token(word[0])
-    assert not m.accept_string(" forbidden")  # the text itself, however tokenized
+    for t in _ids(" forb"):
+        assert m.accept_token(t)
     ok, why = masks_equal_oracle(m, tok.vocab_size)
     assert ok, why
     by_id = json.loads(json.dumps(TOOL_CALL_TAG).replace('"<|python_tag|>"', str(PYTHON_TAG))
                        .replace('"<|eom_id|>"', str(EOM)))
-    assert "Token(128010)" in structural_tag_to_ebnf(by_id)  # ids need no tokenizer...
+    assert "(128010, " in structural_tag_to_ebnf(by_id)  # ids need no tokenizer
     by_id["format"]["exclude_tokens"] = [5]
-    with pytest.raises(StructuralTagError, match=r"exclude_tokens\[0\].*exclude_tokens need a tokenizer"):
-        xgr.Grammar.from_structural_tag(by_id)  # ...but telling text from special tokens does
+    assert "excludes=(5)" in structural_tag_to_ebnf(by_id)

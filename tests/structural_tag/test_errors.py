@@ -116,34 +116,29 @@ def test_errors_from_json_schema_converter_name_the_path():
 
 
 TOKEN_FORMATS = [
-    ({"type": "exclude_token", "exclude_tokens": [1, "<x>"]}, "$.format", "'exclude_token'"),
-    ({"type": "any_tokens", "exclude_tokens": [1]}, "$.format", "'any_tokens'"),
+    ({"type": "exclude_token", "exclude_tokens": [1]}, "exclude_token ::= ExcludeToken(1)"),
+    ({"type": "any_tokens", "exclude_tokens": [3, 1]}, "any_tokens_inner ::= ExcludeToken(1, 3)"),
+    ({"type": "any_tokens", "max_tokens": 2}, "any_tokens[max_tokens=2] ::="),
     # (any_text max_tokens / max_chars: rule attributes, tests/runtime/test_rule_attributes.py)
 ]
 
 
-def test_any_text_budgets_are_rule_attributes():
-    ebnf = structural_tag_to_ebnf(F({"type": "any_text", "max_tokens": 10, "max_chars": 7}))
-    assert "any_text[max_tokens=10, max_chars=7] ::=" in ebnf
-    for bad in (-1, 1.5, "x", 2**31):
-        with pytest.raises(Exception, match="non-negative 32-bit integer"):
-            structural_tag_to_ebnf(F({"type": "any_text", "max_chars": bad}))
+@pytest.mark.parametrize("fmt,needle", TOKEN_FORMATS, ids=[c[1] for c in TOKEN_FORMATS])
+def test_token_set_formats(fmt, needle):
+    assert needle in structural_tag_to_ebnf(F(fmt))
 
 
-@pytest.mark.parametrize("fmt,path,words", TOKEN_FORMATS, ids=[c[2] for c in TOKEN_FORMATS])
-def test_token_level_formats_not_implemented(fmt, path, words):
-    with pytest.raises(NotImplementedError) as ei:
-        structural_tag_to_ebnf(F(fmt))
-    msg = str(ei.value)
-    assert msg.startswith(path), msg
-    assert words in msg, msg
+def test_token_set_formats_need_a_tokenizer_for_token_strings():
+    with pytest.raises(StructuralTagError) as ei:
+        structural_tag_to_ebnf(F({"type": "exclude_token", "exclude_tokens": [1, "<x>"]}))
+    assert ei.value.path == "$.format.exclude_tokens[1]"
 
 
 TOKEN_TERMINALS = [
     ({"type": "token", "token": 5}, ["Token(5)"]),
     ({"type": "token_triggered_tags", "trigger_tokens": [7], "tags": [
-        {"begin": {"type": "token", "token": 7}, "content": cs("x"), "end": "."}]}, ["(Token(7), "]),
-    ({"type": "token_dispatch", "rules": [[7, cs("x")]]}, ["(Token(7), "]),
+        {"begin": {"type": "token", "token": 7}, "content": cs("x"), "end": "."}]}, ["TokenTagDispatch(\n  (7, "]),
+    ({"type": "token_dispatch", "rules": [[7, cs("x")]]}, ["TokenTagDispatch(\n  (7, "]),
     ({"type": "sequence", "elements": [cs("a"), {"type": "tag", "begin": {"type": "token", "token": 3},
                                                  "content": cs("x"), "end": "."}]}, ["Token(3) \"x\" \".\""]),
     ({"type": "tag", "begin": "<a>", "content": cs("x"), "end": {"type": "token", "token": 9}},

@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..json_schema import json_schema_to_ebnf as _default_json_schema_to_ebnf
 from . import nodes as N
-from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body
+from .ebnf import RuleSet, TokenTerm, quote, tag_dispatch_body, token_tag_dispatch_body
 from .tokens import TOKEN_ID_MAX, TokenResolver
 from .errors import StructuralTagError, path_join, warn_approximation
 from .excludes import filter_json_ebnf, prepare_schema
@@ -136,6 +136,7 @@ class _Converter:
         self.tokens = token_resolver
         # End strings of the enclosing tags, innermost last: free text stops before them.
         self.ends: List[List[str]] = []
+        self.token_ends: List[List[int]] = []  # the enclosing tag's end token, if a token
         self._any_text_rule: Optional[str] = None
         self._json_cache: Dict[Any, Tuple[str, Any]] = {}
         # Linking converter only: fragment id -> (stand-in rule name, fragment).
@@ -247,10 +248,12 @@ class _Converter:
                 "that only an end string can stop",
             )
         self.ends.append([] if token_end else list(tag.end))
+        self.token_ends.append([self.token(tag.end, tag.end.path).id] if token_end else [])
         try:
             return self.convert(tag.content)
         finally:
             self.ends.pop()
+            self.token_ends.pop()
 
     # -- formats ----------------------------------------------------------------------
 
@@ -475,14 +478,39 @@ class _Converter:
             for i, (tok, fmt) in enumerate(node.data["rules"]):
                 term = self.token(tok, path_join(node.path, "rules", i, 0))
                 pairs.append((term, self.as_rule(self.convert(fmt), "dispatch_case")))
-            excludes = self.token_excludes(node.data["exclude_tokens"],
-                                           path_join(node.path, "exclude_tokens"))
-            excludes = _dedupe(excludes + self.detected_ends())
-            return self.rules.add("tag_dispatch",
-                                  tag_dispatch_body(pairs, node.data.get("loop", True), excludes))
-        raise self.unsupported(
-            node, f"the token-level format '{node.type}' (any one token / any tokens except a "
-            "set cannot be spelled over bytes; only Token terminals and token triggers are)")
+            excludes = self.exclude_ids(node, [t.id for t, _ in pairs])
+            return self.rules.add("token_tag_dispatch", token_tag_dispatch_body(
+                [(t.id, r) for t, r in pairs], node.data.get("loop", True), excludes))
+        if node.type in ("exclude_token", "any_tokens"):
+            return self.token_class(node)
+        raise self.unsupported(node, f"the token-level format '{node.type}'")
+
+    def exclude_ids(self, node: N.TokenLevel, triggers: List[int]) -> List[int]:
+        """The sorted token ids a token-level format's free tokens exclude: its
+        ``exclude_tokens`` and the enclosing tag's end token (not the triggers: a trigger
+        and an exclude may not be the same token)."""
+        ids = [self.token(t, path_join(node.path, "exclude_tokens", i)).id
+               for i, t in enumerate(node.data["exclude_tokens"])]
+        for i, t in enumerate(ids):
+            if t in triggers:
+                raise StructuralTagError(path_join(node.path, "exclude_tokens", i),
+                                         f"token {t} is both a trigger and excluded")
+        ends = [t for t in (self.token_ends[-1] if self.token_ends else []) if t not in triggers]
+        return sorted(set(ids + ends))
+
+    def token_class(self, node: N.TokenLevel) -> str:
+        """``exclude_token``: one token not in ``exclude_tokens`` (nor the enclosing tag's
+        end token); ``any_tokens``: any number of them, with an optional token budget.
+        Written as upstream writes them (``ExcludeToken(...)``, csrc/front/ebnf_tokens.c)."""
+        cls = "ExcludeToken(" + ", ".join(str(i) for i in self.exclude_ids(node, [])) + ")"
+        if node.type == "exclude_token":
+            return self.rules.add("exclude_token", cls)
+        inner = self.rules.add("any_tokens_inner", cls)
+        name = self.rules.fresh("any_tokens")
+        budget = node.data.get("max_tokens")
+        body = '""' if budget == 0 else f'"" | ({inner} {name})'
+        self.rules.define(name, body, f"[max_tokens={budget}]" if budget is not None else "")
+        return name
 
     def token_triggered_tags(self, node: N.TokenLevel) -> str:
         """As triggered_tags, with token triggers: a tag's begin is its trigger token."""
@@ -505,23 +533,23 @@ class _Converter:
             if not ids:
                 raise StructuralTagError(path_join(node.path, "trigger_tokens", k),
                                          f"the trigger {triggers[k]!r} starts no tag")
-        excludes = self.token_excludes(d["exclude_tokens"], path_join(node.path, "exclude_tokens"))
-        excludes = _dedupe(excludes + self.detected_ends())
+        excludes = self.exclude_ids(node, [t.id for t in triggers])
         contents = [self.tag_content(tag) for tag in tags]
         ends = [self.end_expr(tag) for tag in tags]
         full = [_seq([self.begin_expr(t), c, e]) for t, c, e in zip(tags, contents, ends)]
         at_least_one, stop_after_first = d.get("at_least_one", False), d.get("stop_after_first", False)
         if at_least_one and stop_after_first:
             return self.as_rule(_alt(full), "token_triggered_tags")
-        pairs = [(triggers[k], self.rules.add("token_triggered_tags_group",
+        pairs = [(triggers[k].id, self.rules.add("token_triggered_tags_group",
                                               _alt([_seq([contents[i], ends[i]]) for i in ids])))
                  for k, ids in enumerate(per_trigger)]
         loop = not stop_after_first
         if at_least_one:
             first = self.rules.add("token_triggered_tags_first", _alt(full))
-            rest = self.rules.add("token_triggered_tags_sub", tag_dispatch_body(pairs, loop, excludes))
+            rest = self.rules.add("token_triggered_tags_sub",
+                                  token_tag_dispatch_body(pairs, loop, excludes))
             return self.rules.add("token_triggered_tags", f"{first} {rest}")
-        return self.rules.add("token_triggered_tags", tag_dispatch_body(pairs, loop, excludes))
+        return self.rules.add("token_triggered_tags", token_tag_dispatch_body(pairs, loop, excludes))
 
 
 def ebnf_from_api_args(*args: Any, **kwargs: Any) -> str:

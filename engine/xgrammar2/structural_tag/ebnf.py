@@ -92,6 +92,27 @@ def tag_dispatch_body(
     return "\n".join(lines)
 
 
+def token_tag_dispatch_body(pairs: Sequence[Tuple[int, str]], loop_after_dispatch: bool,
+                            excludes: Sequence[int]) -> str:
+    """The body of a ``TokenTagDispatch`` rule as upstream xgrammar prints it: whole tokens,
+    any but the triggers and ``excludes`` (token ids), in which trigger token ``t`` hands
+    over to its rule::
+
+        TokenTagDispatch(
+          (10, token_triggered_tags_group),
+          loop_after_dispatch=true,
+          excludes=(50)
+        )
+    """
+    lines = ["TokenTagDispatch("]
+    for trigger, rule in pairs:
+        lines.append(f"  ({trigger}, {rule}),")
+    lines.append(f"  loop_after_dispatch={'true' if loop_after_dispatch else 'false'},")
+    lines.append("  excludes=(" + ", ".join(str(e) for e in excludes) + ")")
+    lines.append(")")
+    return "\n".join(lines)
+
+
 # ---- reading EBNF ----------------------------------------------------------------------
 
 # One token of xgrammar's EBNF: a comment, a (byte) string, a (byte) character class, a name,
