@@ -308,6 +308,11 @@ int xgr_ir_copy_attrs(xgr_grammar *dst, int32_t dr, const xgr_grammar *src, int3
         const char *c = src->names.data + a.capture_off;
         if ((a.capture_off = xgr_ir_add_name(dst, c, strlen(c))) < 0) return XGR_ERR_NOMEM;
     }
+    if (a.stop_capture_off >= 0) {
+        const char *c = src->names.data + a.stop_capture_off;
+        if ((a.stop_capture_off = xgr_ir_add_name(dst, c, strlen(c))) < 0)
+            return XGR_ERR_NOMEM;
+    }
     dst->rules.data[dr].attrs = a;
     return XGR_OK;
 }
