@@ -4,8 +4,8 @@
  * temperature=X (a decimal float, finite and >= 0, kept as a float), lazy, capture and
  * capture="label" (a plain non-empty string without escapes), stop_capture="label",
  * capture_hidden_{suffix,stop}_bytes=N and capture_hidden_before (Lark suffix= / stop=
- * markers, ir.h; the flag alone means nothing) and upstream's
- * capture_hidden_{body,marker}_rule_id=N (read, not kept). Whitespace may surround
+ * markers, ir.h; the flag alone means nothing) and capture_hidden_{body,marker}_rule_id=N
+ * (a rule id, or a rule name: resolved by the caller). Whitespace may surround
  * every item. Anything else makes the group malformed; upstream's lexer then reads the
  * brackets as a character class and fails on the following `::=`, hence its message. */
 #include <math.h>
@@ -168,10 +168,22 @@ int xgr_attrs_parse(const uint8_t *s, size_t i, size_t len, xgr_grammar *g,
             if (r.hidden_before) return ap_malformed(&a);
             r.hidden_before = 1;
         } else if (KEY("capture_hidden_body_rule_id") || KEY("capture_hidden_marker_rule_id")) {
-            /* upstream's split of a variable marker: read and not kept (docs/lark.md) */
-            int32_t unused;
-            if (!ap_eq(&a)) return ap_malformed(&a);
-            if ((rc = ap_count(&a, &unused))) return rc;
+            /* a rule id (the rule's index in the text) or a rule name, resolved by the
+             * caller (ir.h) */
+            int32_t *dst = KEY("capture_hidden_body_rule_id") ? &r.hidden_body : &r.hidden_marker;
+            if (*dst != -1 || !ap_eq(&a)) return ap_malformed(&a);
+            if (a.pos < a.end && s[a.pos] >= '0' && s[a.pos] <= '9') {
+                if ((rc = ap_count(&a, dst))) return rc;
+            } else {
+                size_t q = a.pos;
+                while (a.pos < a.end && (ap_is_key(s[a.pos]) || s[a.pos] == '.' ||
+                                         s[a.pos] == '-'))
+                    a.pos++;
+                if (a.pos == q) return ap_malformed(&a);
+                int32_t off = xgr_ir_add_name(g, (const char *)s + q, a.pos - q);
+                if (off < 0) return XGR_ERR_NOMEM;
+                *dst = -2 - off;
+            }
         } else {
             return ap_malformed(&a);
         }

@@ -450,6 +450,9 @@ int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src) {
         dst->rules.data[rmap[r]].body = body;
         dst->rules.data[rmap[r]].lookahead = la;
         if (xgr_ir_copy_attrs(dst, rmap[r], src, (int32_t)r)) goto fail;
+        xgr_rule_attrs *a = &dst->rules.data[rmap[r]].attrs;
+        if (a->hidden_body >= 0) a->hidden_body = rmap[a->hidden_body];
+        if (a->hidden_marker >= 0) a->hidden_marker = rmap[a->hidden_marker];
     }
     int32_t root = src->root >= 0 ? rmap[src->root] : -1;
     free(rmap);

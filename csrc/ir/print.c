@@ -316,6 +316,14 @@ static int print_attrs(printer *p, const xgr_rule_attrs *a) {
                  a->hidden_kind == XGR_HIDDEN_STOP ? "stop" : "suffix", (long)a->hidden_bytes);
         rc = xgr_sb_puts(&p->out, buf);
         if (!rc && a->hidden_before) rc = xgr_sb_puts(&p->out, ", capture_hidden_before");
+        if (!rc && a->hidden_body >= 0 && a->hidden_marker >= 0) {
+            snprintf(buf, sizeof buf, ", capture_hidden_body_rule_id=%ld", (long)a->hidden_body);
+            if (!(rc = xgr_sb_puts(&p->out, buf))) {
+                snprintf(buf, sizeof buf, ", capture_hidden_marker_rule_id=%ld",
+                         (long)a->hidden_marker);
+                rc = xgr_sb_puts(&p->out, buf);
+            }
+        }
         sep = ", ";
     }
     if (!rc && a->stop_capture_off >= 0) {

@@ -38,9 +38,117 @@ typedef struct {
     int32_t rule, origin, from, to, row;
 } hidden_span;
 
-/* The marker of a completion that went through it: rows (*from, *to]. */
-static void marker_span(const xgr_rule_attrs *a, int32_t origin, int32_t row, int32_t *from,
-                        int32_t *to) {
+/* ---- variable markers: body and marker rules run over the occurrence's bytes ---------- */
+
+typedef struct {
+    const xgr_fsm *f;
+    const uint8_t *s; /* the bytes */
+    int32_t n;
+    int64_t work; /* left */
+} ends_ctx;
+
+/* The positions e in [p, n] such that rule derives s[p .. e), into ends (n + 1 flags, set
+ * by the caller to 0). XGR_ERR_LIMIT when the work bound is spent or recursion is deep. */
+static int rule_ends(ends_ctx *x, int32_t rule, int32_t p, uint8_t *ends, int depth) {
+    const xgr_fsm *f = x->f;
+    int32_t n = x->n, rc = XGR_OK;
+    if (depth > 64 || --x->work < 0) return XGR_ERR_LIMIT;
+    if (f->rule_kind[rule] == XGR_RULE_REPEAT) {
+        /* k matches of the child (which never derives ""), repeat_min <= k <= repeat_max */
+        uint8_t *cur = xgr_calloc((size_t)n + 1, 1), *nxt = xgr_calloc((size_t)n + 1, 1);
+        if (!cur || !nxt) rc = XGR_ERR_NOMEM;
+        if (!rc) cur[p] = 1;
+        if (!rc && f->repeat_min[rule] == 0) ends[p] = 1;
+        for (int32_t k = 1; !rc && (f->repeat_max[rule] < 0 || k <= f->repeat_max[rule]); k++) {
+            int any = 0;
+            memset(nxt, 0, (size_t)n + 1);
+            for (int32_t q = 0; q <= n && !rc; q++)
+                if (cur[q]) rc = rule_ends(x, f->repeat_child[rule], q, nxt, depth + 1);
+            for (int32_t q = 0; q <= n; q++) {
+                any |= nxt[q];
+                if (nxt[q] && k >= f->repeat_min[rule]) ends[q] = 1;
+            }
+            uint8_t *t = cur;
+            cur = nxt;
+            nxt = t;
+            if (!any) break;
+        }
+        free(cur);
+        free(nxt);
+        return rc;
+    }
+    if (f->rule_nullable[rule]) ends[p] = 1;
+    int32_t s0 = f->rule_start[rule], ns = xgr_fsm_rule_end(f, rule) - s0;
+    size_t cells = (size_t)ns * ((size_t)n + 1);
+    uint8_t *seen = xgr_calloc(cells, 1);
+    int32_t *stack = xgr_malloc((cells + 1) * 2 * sizeof *stack);
+    uint8_t *sub = xgr_malloc((size_t)n + 1);
+    if (!seen || !stack || !sub) rc = XGR_ERR_NOMEM;
+    size_t top = 0;
+    if (!rc) {
+        seen[(size_t)p * (size_t)ns] = 1;
+        stack[top++] = s0;
+        stack[top++] = p;
+    }
+#define PUSH(st, pos)                                                                            do {                                                                                             size_t c_ = (size_t)(pos) * (size_t)ns + (size_t)((st) - s0);                                if (!seen[c_]) {                                                                                 seen[c_] = 1;                                                                                stack[top++] = (st);                                                                         stack[top++] = (pos);                                                                    }                                                                                        } while (0)
+    while (!rc && top) {
+        int32_t q = stack[top - 2], at = stack[top - 1];
+        top -= 2;
+        if (--x->work < 0) {
+            rc = XGR_ERR_LIMIT;
+            break;
+        }
+        if (f->final[q]) ends[at] = 1;
+        for (int32_t e = f->edge_begin[q]; e < f->edge_begin[q + 1] && !rc; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->target < s0 || ed->target >= s0 + ns) continue; /* (not this rule's) */
+            if (ed->ref < 0) {
+                if (at < n && x->s[at] >= ed->lo && x->s[at] <= ed->hi) PUSH(ed->target, at + 1);
+                continue;
+            }
+            memset(sub, 0, (size_t)n + 1);
+            if ((rc = rule_ends(x, ed->ref, at, sub, depth + 1))) break;
+            for (int32_t k = at; k <= n; k++)
+                if (sub[k]) PUSH(ed->target, k);
+        }
+    }
+#undef PUSH
+    free(seen);
+    free(stack);
+    free(sub);
+    return rc;
+}
+
+/* The first split k of s[0 .. n) into a body s[0 .. k) and a marker s[k .. n): *k, or -1
+ * when there is none (or finding it is too much work). */
+static int split_marker(const xgr_fsm *f, const xgr_rule_attrs *a, const uint8_t *s, int32_t n,
+                        int32_t *k) {
+    *k = -1;
+    ends_ctx x = {f, s, n, 1000000};
+    uint8_t *body = xgr_calloc((size_t)n + 1, 1), *mark = xgr_malloc((size_t)n + 1);
+    int rc = body && mark ? XGR_OK : XGR_ERR_NOMEM;
+    if (!rc) rc = rule_ends(&x, a->hidden_body, 0, body, 0);
+    for (int32_t i = 0; i <= n && !rc && *k < 0; i++) {
+        if (!body[i]) continue;
+        memset(mark, 0, (size_t)n + 1);
+        if (!(rc = rule_ends(&x, a->hidden_marker, i, mark, 0)) && mark[n]) *k = i;
+    }
+    free(body);
+    free(mark);
+    return rc == XGR_ERR_LIMIT ? XGR_OK : rc;
+}
+
+/* The marker of a completion that went through it: rows (*from, *to]; *from = -1 when it
+ * cannot be found (a variable marker without a split). */
+static int marker_span(const xgr_parser *p, const xgr_rule_attrs *a, int32_t origin,
+                       int32_t row, int32_t *from, int32_t *to) {
+    if (a->hidden_body >= 0 && a->hidden_marker >= 0) {
+        int32_t k;
+        int rc = split_marker(p->fsm, a, p->hist.data + origin + 1, row - origin, &k);
+        *to = row;
+        *from = k < 0 ? -1 : origin + k;
+        return rc;
+    }
     if (a->hidden_before) {
         *to = origin;
         *from = origin - a->hidden_bytes;
@@ -50,6 +158,7 @@ static void marker_span(const xgr_rule_attrs *a, int32_t origin, int32_t row, in
         *from = row - a->hidden_bytes;
         if (*from < origin) *from = origin;
     }
+    return XGR_OK;
 }
 
 typedef struct {
@@ -115,12 +224,14 @@ static int put_event(cap_out *c, const cap_ev *ev) {
     int rc;
     if (a->hidden_kind && xgr_marker_seen(p->fsm, ev->rule, ev->state)) {
         int32_t from, to;
-        marker_span(a, ev->origin, ev->row, &from, &to);
+        if ((rc = marker_span(p, a, ev->origin, ev->row, &from, &to))) return rc;
+        if (from < 0) goto own; /* (no split found: nothing hidden) */
         if (a->stop_capture_off >= 0 &&
             (rc = put(c, p->fsm->attr_names + a->stop_capture_off, from, to, NULL)))
             return rc;
         if (!a->hidden_before) end = from;
     }
+own:
     if (a->capture_off < 0) return XGR_OK;
     const uint8_t *keep = NULL;
     if (c->n_hid && end > ev->origin) {
@@ -167,8 +278,8 @@ int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_
             const xgr_rule_attrs *a = &p->attrs[e.rule];
             if (a->hidden_kind == XGR_HIDDEN_STOP && xgr_marker_seen(f, e.rule, e.state)) {
                 hidden_span h = {e.rule, e.origin, 0, 0, j};
-                marker_span(a, e.origin, j, &h.from, &h.to);
-                c.hid[c.n_hid++] = h;
+                if ((rc = marker_span(p, a, e.origin, j, &h.from, &h.to))) break;
+                if (h.from >= 0) c.hid[c.n_hid++] = h;
             }
         }
     if (!rc && c.n_hid) {

@@ -3,8 +3,8 @@ against real upstream xgrammar 0.2.8 on the same grammars and inputs: the rule's
 capture leaves its marker out, ``stop`` also hides it from enclosing captures (only
 those whose rule reaches the stop rule), ``stop_capture`` records the marker right before
 the rule's own event; TagDispatch bodies that end without their trigger keep all their
-text; dynamic dispatch heads hide the trigger. Fixed-length markers only (variable ones
-stay in captures: docs/rule-attributes.md)."""
+text; dynamic dispatch heads hide the trigger; variable-length markers start at the first
+split of the occurrence into body and marker."""
 
 import json
 import warnings
@@ -34,6 +34,17 @@ CASES: List[Tuple[str, List[str]]] = [
      ["abEnDz"]),
     ('start[capture="o"]: mid\nmid[capture="mid"]: "(" r ")"\nr[{a}=/[!?]{2}/]: /[a-z]*/',
      ["(ab!?)"]),
+    # variable-length markers: the first split into body and marker
+    ('start[capture="outer"]: r "z"\nr[capture="inner", {a}=/!!+/, stop_capture="m"]: /[a-z]*/',
+     ["ab!!z", "!!z"]),
+    ('start[capture="outer"]: r "Z"\nr[capture="inner", {a}=/b?a/, stop_capture="m"]: /[ab]*/',
+     ["baZ", "bbaZ", "aZ"]),
+    ('start[capture="outer"]: r "Z"\nr[capture="inner", {a}=/b?a/, stop_capture="m"]: "b"',
+     ["baZ"]),
+    ('start[capture="outer"]: r "z"\nr[capture="inner", {a}=/x?/, stop_capture="m"]: "a"', ["az"]),
+    ('start[capture="outer"]: r r "z"\nr[capture="inner", {a}=END, stop_capture="m"]: /[a-z]+/\n'
+     'END: /!!+/ | "??"', ["ab!!c??z"]),
+    ('start[capture="outer"]: item item "z"\nitem[{a}=/[!?]+/]: /[ab]*/', ["a!?b!z"]),
 ]
 
 
@@ -87,13 +98,17 @@ def test_ebnf_attributes_match_upstream() -> None:
             _captures(upstream, upstream.Grammar.from_ebnf(source), text)
 
 
-def test_variable_marker_is_kept_with_a_warning() -> None:
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        g = xgr.Grammar.from_lark(
-            'start: r "z"\nr[stop=/!!+/, stop_capture="m"]: /[a-z]*/')
-    assert any("not recorded" in str(x.message) for x in w)
-    assert "capture_hidden" not in str(g)
+def test_variable_marker_prints_split_rules() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = xgr.Grammar.from_lark('start: r "z"\nr[stop=/!!+/, stop_capture="m"]: /[a-z]*/')
+    printed = str(g)
+    assert "capture_hidden_body_rule_id=" in printed
+    assert "capture_hidden_marker_rule_id=" in printed
+    assert str(xgr.Grammar.from_ebnf(printed)) == printed
+    with pytest.raises(RuntimeError, match="names no rule"):
+        xgr.Grammar.from_ebnf('root ::= r\nr[capture_hidden_stop_bytes=1, '
+                              'capture_hidden_body_rule_id=7, capture_hidden_marker_rule_id=0] ::= "a"')
 
 
 TOKENS = ["a", "b", "!", "z", "a!", "b!"]

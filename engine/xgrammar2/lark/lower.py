@@ -297,8 +297,7 @@ class _Doc:
         hidden = self.hidden_marker(d)
         if "stop_capture" in a and hidden is None:
             msg = (f"Lark rule '{d.name}': stop_capture '{a['stop_capture'].value}' is accepted "
-                   "but not recorded (its marker has no fixed length); the language is "
-                   "unchanged")
+                   "but not recorded; the language is unchanged")
             self.ctx.warnings.append(msg)
             warnings.warn(msg, UserWarning, stacklevel=6)
         parts: List[str] = []
@@ -316,25 +315,35 @@ class _Doc:
             parts.append(f"temperature={float(a['temperature'].value)!r}")
         return "[" + ", ".join(parts) + "]" if parts else ""
 
-    def hidden_marker(self, d: A.Definition) -> Optional[Tuple[str, int]]:
-        """("stop" | "suffix", marker length in bytes) for a stop / suffix rule whose
-        marker has one fixed length (what the runtime leaves out of captures, ir.h
-        hidden_kind); None otherwise (variable markers: captures keep them)."""
+    def hidden_marker(self, d: A.Definition) -> Optional[Tuple[str, Optional[int]]]:
+        """("stop" | "suffix", marker length in bytes, or None for a marker of several
+        lengths) for a stop / suffix rule: what the runtime leaves out of captures (ir.h
+        hidden_kind); None when the rule has no marker or it cannot be described."""
         kind = "stop" if "stop" in d.attrs else "suffix" if "suffix" in d.attrs else None
         if kind is None:
             return None
         if self.skip and self.trigger(d, allow_regex=False) is not None:
             return None  # the TagDispatch is wrapped with %ignore text after it
         try:
-            n = R.fixed_bytes(self.tree(d.attrs[kind].value, set()))
+            return kind, R.fixed_bytes(self.tree(d.attrs[kind].value, set()))
         except Exception:  # reported where the marker is lowered
             return None
-        return None if n is None else (kind, n)
 
-    @staticmethod
-    def hidden_attrs(d: A.Definition, kind: str, n: int) -> List[str]:
-        """The attribute items of a stop / suffix marker of n bytes."""
-        out = [f"capture_hidden_{kind}_bytes={n}"]
+    def hidden_attrs(self, d: A.Definition, kind: str, n: Optional[int]) -> List[str]:
+        """The attribute items of a stop / suffix marker of n bytes; for a marker of several
+        lengths (n None), upstream's split rules: the body and the marker alone, defined
+        here (the runtime finds the first split of an occurrence into the two)."""
+        if n is None:
+            rules = self.ctx.rules
+            name = self.names[d.name]
+            parts = []
+            for suffix, node in (("_stop_body", d.body), ("_stop_marker", d.attrs[kind].value)):
+                text = R.to_ebnf(self.tree(node, set()), quote)[0]
+                parts.append(rules.define(rules.fresh(name + suffix), text))
+            out = [f"capture_hidden_{kind}_bytes=1", f"capture_hidden_body_rule_id={parts[0]}",
+                   f"capture_hidden_marker_rule_id={parts[1]}"]
+        else:
+            out = [f"capture_hidden_{kind}_bytes={n}"]
         if "stop_capture" in d.attrs:
             out.append(f"stop_capture={json.dumps(d.attrs['stop_capture'].value)}")
         return out
@@ -843,7 +852,7 @@ class _Doc:
                 trig = self.trigger(head, allow_regex=True)
                 rest = elements[1:]
                 hidden = self.hidden_marker(head) if trig is not None else None
-                if hidden is not None and rest:
+                if hidden is not None and hidden[1] is not None and rest:
                     # the head's marker is the trigger the dispatch just read: the text
                     # after it goes into a rule whose attributes say what captures leave
                     # out before it (ir.h hidden_before)
