@@ -17,10 +17,9 @@ reads). The semantics are upstream xgrammar 0.2.8's reading of llguidance's Lark
   ``TagDispatch`` for free text up to a fixed string or token, as upstream; else a DFA of
   the terminal-like body, :mod:`.automaton`); ``max_tokens``, ``max_chars``, ``capture``
   and ``temperature`` pass through to the EBNF rule head (runtime semantics in the C core);
-  a ``stop`` / ``suffix`` marker of fixed length adds upstream's
-  ``capture_hidden_{stop,suffix}_bytes=N`` (and ``stop_capture``): captures leave it out
-  (csrc/parse/captures.c); a variable-length marker stays in captures and its
-  ``stop_capture`` is not recorded (a warning says so).
+  a ``stop`` / ``suffix`` marker adds upstream's ``capture_hidden_{stop,suffix}_bytes=N``
+  (and ``stop_capture``; for a marker of several lengths also the body and marker rules,
+  ``capture_hidden_{body,marker}_rule_id``): captures leave it out (csrc/parse/captures.c).
 """
 
 import json
