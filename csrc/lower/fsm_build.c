@@ -424,8 +424,8 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             if (a->max_tokens == 0) f->attr_min_budget = 0;
             if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
             if (a->lazy) f->attr_lazy_rules = 1;
-            if (a->capture_off >= 0 || a->hidden_kind || a->stop_capture_off >= 0)
-                f->attr_captures = 1;
+            /* (a suffix / stop marker alone records nothing: it only edits captures) */
+            if (a->capture_off >= 0 || a->stop_capture_off >= 0) f->attr_captures = 1;
         }
     }
     f->rule_start = shrink_to(o->start.data, o->start.len * sizeof *o->start.data);
