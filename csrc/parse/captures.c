@@ -79,18 +79,26 @@ static int rule_ends(ends_ctx *x, int32_t rule, int32_t p, uint8_t *ends, int de
     }
     if (f->rule_nullable[rule]) ends[p] = 1;
     int32_t s0 = f->rule_start[rule], ns = xgr_fsm_rule_end(f, rule) - s0;
-    size_t cells = (size_t)ns * ((size_t)n + 1);
+    size_t cells = (size_t)ns * ((size_t)(n - p) + 1); /* (state, position - p) */
     uint8_t *seen = xgr_calloc(cells, 1);
     int32_t *stack = xgr_malloc((cells + 1) * 2 * sizeof *stack);
     uint8_t *sub = xgr_malloc((size_t)n + 1);
     if (!seen || !stack || !sub) rc = XGR_ERR_NOMEM;
     size_t top = 0;
     if (!rc) {
-        seen[(size_t)p * (size_t)ns] = 1;
+        seen[0] = 1;
         stack[top++] = s0;
         stack[top++] = p;
     }
-#define PUSH(st, pos)                                                                            do {                                                                                             size_t c_ = (size_t)(pos) * (size_t)ns + (size_t)((st) - s0);                                if (!seen[c_]) {                                                                                 seen[c_] = 1;                                                                                stack[top++] = (st);                                                                         stack[top++] = (pos);                                                                    }                                                                                        } while (0)
+#define PUSH(st, pos)                                                                        \
+    do {                                                                                     \
+        size_t c_ = (size_t)((pos) - p) * (size_t)ns + (size_t)((st) - s0);                  \
+        if (!seen[c_]) {                                                                     \
+            seen[c_] = 1;                                                                    \
+            stack[top++] = (st);                                                             \
+            stack[top++] = (pos);                                                            \
+        }                                                                                    \
+    } while (0)
     while (!rc && top) {
         int32_t q = stack[top - 2], at = stack[top - 1];
         top -= 2;

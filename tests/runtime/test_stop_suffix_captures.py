@@ -139,3 +139,13 @@ def test_token_rollback_and_fork_match_upstream(attribute: str) -> None:
         return out
 
     assert run(xgr) == run(upstream)
+
+
+def test_variable_marker_split_of_a_long_body() -> None:
+    """The split search stays linear enough for long bodies (each marker attempt dies at its
+    first byte) and finds the marker."""
+    g = xgr.Grammar.from_lark(
+        'start[capture="outer"]: r "z"\nr[capture="inner", stop=/!!+/, stop_capture="m"]: /[a-z]*/')
+    text = "a" * 20000 + "!!z"
+    assert _captures(xgr, g, text) == (True, True, [("m", b"!!"), ("inner", b"a" * 20000),
+                                                    ("outer", b"a" * 20000 + b"z")])
