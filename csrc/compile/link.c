@@ -187,6 +187,9 @@ static int link_attrs(xgr_fsm *f, xgr_fsm *sk, xgr_fragment *const *frags, size_
         for (int32_t r = 0; r < q->n_rules; r++) {
             xgr_rule_attrs a = q->rule_attrs[r];
             if (a.capture_off >= 0) a.capture_off += (int32_t)at;
+            if (a.stop_capture_off >= 0) a.stop_capture_off += (int32_t)at;
+            if (a.hidden_body >= 0) a.hidden_body += ro;
+            if (a.hidden_marker >= 0) a.hidden_marker += ro;
             f->rule_attrs[ro + r] = a;
         }
         at += q->attr_names_len;

@@ -736,6 +736,29 @@ static int declare_rules(ebnf *p) {
     return xgr_ebnf_track_rules(p);
 }
 
+/* The rules named by capture_hidden_{body,marker}_rule_id (rule_attrs.c): an id (the
+ * rule's index in the text) or a name. */
+static int resolve_hidden(ebnf *p) {
+    xgr_grammar *g = p->g;
+    for (size_t r = 0; r < g->rules.len; r++) {
+        int32_t *t[2] = {&g->rules.data[r].attrs.hidden_body, &g->rules.data[r].attrs.hidden_marker};
+        for (int k = 0; k < 2; k++) {
+            int32_t v = *t[k];
+            if (v == -1) continue;
+            if (v <= -2) {
+                const char *nm = g->names.data + (-2 - v);
+                v = xgr_ir_find_rule(g, nm, strlen(nm));
+            }
+            if (v < 0 || (size_t)v >= g->rules.len)
+                return xgr_fail(XGR_ERR_SEMANTIC,
+                                "EBNF error: capture_hidden_%s_rule_id of rule '%s' names no rule",
+                                k ? "marker" : "body", xgr_ir_rule_name(g, (int32_t)r));
+            *t[k] = v;
+        }
+    }
+    return XGR_OK;
+}
+
 static int parse_file(ebnf *p, const char *root, size_t root_len) {
     int rc;
     if ((rc = declare_rules(p))) return rc;
@@ -758,6 +781,7 @@ static int parse_file(ebnf *p, const char *root, size_t root_len) {
         }
         return xgr_ebnf_perr(p, XGR_ERR_SEMANTIC, at, "Rule \"%s\" is not defined", name);
     }
+    if ((rc = resolve_hidden(p))) return rc;
     int32_t rr = xgr_ir_find_rule(p->g, root, root_len);
     if (rr < 0) {
         char q[80];

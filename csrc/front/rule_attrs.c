@@ -2,7 +2,10 @@
  *
  * Keys (each at most once): max_tokens=N and max_chars=N (decimal, 0 .. INT32_MAX),
  * temperature=X (a decimal float, finite and >= 0, kept as a float), lazy, capture and
- * capture="label" (a plain non-empty string without escapes). Whitespace may surround
+ * capture="label" (a plain non-empty string without escapes), stop_capture="label",
+ * capture_hidden_{suffix,stop}_bytes=N and capture_hidden_before (Lark suffix= / stop=
+ * markers, ir.h; the flag alone means nothing) and capture_hidden_{body,marker}_rule_id=N
+ * (a rule id, or a rule name: resolved by the caller). Whitespace may surround
  * every item. Anything else makes the group malformed; upstream's lexer then reads the
  * brackets as a character class and fails on the following `::=`, hence its message. */
 #include <math.h>
@@ -107,6 +110,22 @@ static int ap_float(ap_state *a, float *out) {
     return XGR_OK;
 }
 
+/* Reads `"label"` (no escapes, non-empty) into g's names pool: *off. */
+static int ap_label(ap_state *a, xgr_grammar *g, size_t at, int32_t *off) {
+    const uint8_t *s = a->s;
+    if (a->pos >= a->end || s[a->pos] != '"') return ap_malformed(a);
+    size_t q = ++a->pos;
+    while (a->pos < a->end && s[a->pos] != '"') {
+        if (s[a->pos] == '\\') return ap_malformed(a);
+        a->pos++;
+    }
+    if (a->pos >= a->end) return ap_malformed(a);
+    if (a->pos == q) return ap_fail(a, XGR_ERR_SEMANTIC, at, "The capture name must not be empty");
+    if ((*off = xgr_ir_add_name(g, (const char *)s + q, a->pos - q)) < 0) return XGR_ERR_NOMEM;
+    a->pos++;
+    return XGR_OK;
+}
+
 int xgr_attrs_parse(const uint8_t *s, size_t i, size_t len, xgr_grammar *g,
                     xgr_rule_attrs *out, size_t *err_pos, char *msg, size_t cap) {
     ap_state a = {s, i + 1, i + len - 1, err_pos, msg, cap}; /* inside the brackets */
@@ -134,20 +153,36 @@ int xgr_attrs_parse(const uint8_t *s, size_t i, size_t len, xgr_grammar *g,
             if (seen_capture) return ap_malformed(&a);
             seen_capture = 1;
             if (ap_eq(&a)) {
-                if (a.pos >= a.end || s[a.pos] != '"') return ap_malformed(&a);
-                size_t q = ++a.pos;
-                while (a.pos < a.end && s[a.pos] != '"') {
-                    if (s[a.pos] == '\\') return ap_malformed(&a);
-                    a.pos++;
-                }
-                if (a.pos >= a.end) return ap_malformed(&a);
-                if (a.pos == q)
-                    return ap_fail(&a, XGR_ERR_SEMANTIC, i, "The capture name must not be empty");
-                if ((r.capture_off = xgr_ir_add_name(g, (const char *)s + q, a.pos - q)) < 0)
-                    return XGR_ERR_NOMEM;
-                a.pos++;
+                if ((rc = ap_label(&a, g, i, &r.capture_off))) return rc;
             } else {
                 r.capture_off = -2; /* the rule's own name, filled in by the caller */
+            }
+        } else if (KEY("stop_capture")) {
+            if (r.stop_capture_off >= 0 || !ap_eq(&a)) return ap_malformed(&a);
+            if ((rc = ap_label(&a, g, i, &r.stop_capture_off))) return rc;
+        } else if (KEY("capture_hidden_suffix_bytes") || KEY("capture_hidden_stop_bytes")) {
+            if (r.hidden_kind || !ap_eq(&a)) return ap_malformed(&a);
+            r.hidden_kind = KEY("capture_hidden_stop_bytes") ? XGR_HIDDEN_STOP : XGR_HIDDEN_SUFFIX;
+            if ((rc = ap_count(&a, &r.hidden_bytes))) return rc;
+        } else if (KEY("capture_hidden_before")) {
+            if (r.hidden_before) return ap_malformed(&a);
+            r.hidden_before = 1;
+        } else if (KEY("capture_hidden_body_rule_id") || KEY("capture_hidden_marker_rule_id")) {
+            /* a rule id (the rule's index in the text) or a rule name, resolved by the
+             * caller (ir.h) */
+            int32_t *dst = KEY("capture_hidden_body_rule_id") ? &r.hidden_body : &r.hidden_marker;
+            if (*dst != -1 || !ap_eq(&a)) return ap_malformed(&a);
+            if (a.pos < a.end && s[a.pos] >= '0' && s[a.pos] <= '9') {
+                if ((rc = ap_count(&a, dst))) return rc;
+            } else {
+                size_t q = a.pos;
+                while (a.pos < a.end && (ap_is_key(s[a.pos]) || s[a.pos] == '.' ||
+                                         s[a.pos] == '-'))
+                    a.pos++;
+                if (a.pos == q) return ap_malformed(&a);
+                int32_t off = xgr_ir_add_name(g, (const char *)s + q, a.pos - q);
+                if (off < 0) return XGR_ERR_NOMEM;
+                *dst = -2 - off;
             }
         } else {
             return ap_malformed(&a);

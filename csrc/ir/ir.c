@@ -308,6 +308,11 @@ int xgr_ir_copy_attrs(xgr_grammar *dst, int32_t dr, const xgr_grammar *src, int3
         const char *c = src->names.data + a.capture_off;
         if ((a.capture_off = xgr_ir_add_name(dst, c, strlen(c))) < 0) return XGR_ERR_NOMEM;
     }
+    if (a.stop_capture_off >= 0) {
+        const char *c = src->names.data + a.stop_capture_off;
+        if ((a.stop_capture_off = xgr_ir_add_name(dst, c, strlen(c))) < 0)
+            return XGR_ERR_NOMEM;
+    }
     dst->rules.data[dr].attrs = a;
     return XGR_OK;
 }
@@ -445,6 +450,9 @@ int32_t xgr_ir_import(xgr_grammar *dst, const xgr_grammar *src) {
         dst->rules.data[rmap[r]].body = body;
         dst->rules.data[rmap[r]].lookahead = la;
         if (xgr_ir_copy_attrs(dst, rmap[r], src, (int32_t)r)) goto fail;
+        xgr_rule_attrs *a = &dst->rules.data[rmap[r]].attrs;
+        if (a->hidden_body >= 0) a->hidden_body = rmap[a->hidden_body];
+        if (a->hidden_marker >= 0) a->hidden_marker = rmap[a->hidden_marker];
     }
     int32_t root = src->root >= 0 ? rmap[src->root] : -1;
     free(rmap);

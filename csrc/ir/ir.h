@@ -67,7 +67,27 @@ typedef struct {
     float temperature;   /* when has_temperature: finite, >= 0 */
     uint8_t has_temperature;
     uint8_t lazy;        /* ends at the first opportunity */
+    /* Lark suffix= / stop= markers (upstream's capture_hidden_{suffix,stop}_bytes=N): a
+     * completion that went through the marker ends with its last hidden_bytes bytes. The
+     * rule's own
+     * capture leaves them out, a stop marker is also left out of every enclosing capture,
+     * and stop_capture (a label, -1: none) records them. With hidden_before, the marker
+     * is the hidden_bytes bytes right before the occurrence instead (a Lark dynamic
+     * dispatch: the trigger, read by the TagDispatch before the rule's text).
+     * parse/captures.c. */
+    uint8_t hidden_kind;      /* 0: none, XGR_HIDDEN_SUFFIX, XGR_HIDDEN_STOP */
+    uint8_t hidden_before;
+    int32_t hidden_bytes;     /* marker length in bytes, when hidden_kind */
+    /* A variable-length marker (upstream's capture_hidden_{body,marker}_rule_id): rules
+     * matching the body and the marker alone; the marker starts at the first split of the
+     * occurrence into body and marker (hidden_bytes is then unused). -1: none. */
+    int32_t hidden_body, hidden_marker;
+    /* (while an EBNF text is parsed, a rule named in the text: -2 - its name's offset in
+     * the names pool; the parser resolves it) */
+    int32_t stop_capture_off; /* stop_capture label (into names pool), -1: none */
 } xgr_rule_attrs;
+
+enum { XGR_HIDDEN_SUFFIX = 1, XGR_HIDDEN_STOP = 2 };
 
 typedef struct {
     int32_t name_off;  /* into names pool, NUL-terminated */
@@ -78,12 +98,12 @@ typedef struct {
 
 /* No attributes. */
 static inline xgr_rule_attrs xgr_attrs_none(void) {
-    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0};
+    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1};
     return a;
 }
 static inline int xgr_attrs_any(const xgr_rule_attrs *a) {
     return a->max_tokens >= 0 || a->max_chars >= 0 || a->capture_off >= 0 ||
-           a->has_temperature || a->lazy;
+           a->has_temperature || a->lazy || a->hidden_kind || a->stop_capture_off >= 0;
 }
 
 struct xgr_grammar {

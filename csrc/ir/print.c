@@ -296,7 +296,8 @@ static int print_node(printer *p, int32_t id, int need, int depth) {
     return XGR_OK;
 }
 
-/* `[max_tokens=N, max_chars=N, capture="label", lazy, temperature=T]`, in upstream
+/* `[max_tokens=N, max_chars=N, capture="label", capture_hidden_stop_bytes=N,
+ * stop_capture="label", lazy, temperature=T]`, in upstream
  * xgrammar's order and number format (the temperature as a float, %.9g); nothing when the
  * rule has no attributes. */
 static int print_attrs(printer *p, const xgr_rule_attrs *a) {
@@ -317,6 +318,28 @@ static int print_attrs(printer *p, const xgr_rule_attrs *a) {
     if (!rc && a->capture_off >= 0) {
         if (!(rc = xgr_sb_puts(&p->out, sep)) && !(rc = xgr_sb_puts(&p->out, "capture=\"")) &&
             !(rc = xgr_sb_puts(&p->out, p->g->names.data + a->capture_off)))
+            rc = xgr_sb_puts(&p->out, "\"");
+        sep = ", ";
+    }
+    if (!rc && a->hidden_kind) {
+        snprintf(buf, sizeof buf, "%scapture_hidden_%s_bytes=%ld", sep,
+                 a->hidden_kind == XGR_HIDDEN_STOP ? "stop" : "suffix", (long)a->hidden_bytes);
+        rc = xgr_sb_puts(&p->out, buf);
+        if (!rc && a->hidden_before) rc = xgr_sb_puts(&p->out, ", capture_hidden_before");
+        if (!rc && a->hidden_body >= 0 && a->hidden_marker >= 0) {
+            snprintf(buf, sizeof buf, ", capture_hidden_body_rule_id=%ld", (long)a->hidden_body);
+            if (!(rc = xgr_sb_puts(&p->out, buf))) {
+                snprintf(buf, sizeof buf, ", capture_hidden_marker_rule_id=%ld",
+                         (long)a->hidden_marker);
+                rc = xgr_sb_puts(&p->out, buf);
+            }
+        }
+        sep = ", ";
+    }
+    if (!rc && a->stop_capture_off >= 0) {
+        if (!(rc = xgr_sb_puts(&p->out, sep)) &&
+            !(rc = xgr_sb_puts(&p->out, "stop_capture=\"")) &&
+            !(rc = xgr_sb_puts(&p->out, p->g->names.data + a->stop_capture_off)))
             rc = xgr_sb_puts(&p->out, "\"");
         sep = ", ";
     }

@@ -402,14 +402,30 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             const lw_orule *r = &c->orules.data[i];
             f->rule_attrs[i] = r->src == LW_SRC_RULE ? g->rules.data[r->a].attrs
                                                       : xgr_attrs_none();
-            const xgr_rule_attrs *a = &f->rule_attrs[i];
+            xgr_rule_attrs *w = &f->rule_attrs[i];
+            if (w->hidden_kind && w->hidden_body >= 0 && w->hidden_marker >= 0) {
+                /* IR rule ids -> output rule ids (made at the start: found, not made) */
+                int32_t ob, om;
+                if (lw_ref_rule(c, w->hidden_body, 0, &ob) ||
+                    lw_ref_rule(c, w->hidden_marker, 0, &om) || (size_t)ob >= nr ||
+                    (size_t)om >= nr) {
+                    xgr_fsm_free(f);
+                    return xgr_fail(XGR_ERR_INTERNAL, "suffix/stop marker rules not lowered");
+                }
+                w->hidden_body = ob;
+                w->hidden_marker = om;
+            } else {
+                w->hidden_body = w->hidden_marker = -1;
+            }
+            const xgr_rule_attrs *a = w;
             if (a->max_chars >= 0 || a->max_tokens >= 0) f->attr_budgets = 1;
             if (a->max_chars >= 0 && a->max_chars < f->attr_min_budget)
                 f->attr_min_budget = a->max_chars;
             if (a->max_tokens == 0) f->attr_min_budget = 0;
             if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
             if (a->lazy) f->attr_lazy_rules = 1;
-            if (a->capture_off >= 0) f->attr_captures = 1;
+            /* (a suffix / stop marker alone records nothing: it only edits captures) */
+            if (a->capture_off >= 0 || a->stop_capture_off >= 0) f->attr_captures = 1;
         }
     }
     f->rule_start = shrink_to(o->start.data, o->start.len * sizeof *o->start.data);
@@ -531,6 +547,18 @@ int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
     if ((rc = get_rule(&c, LW_SRC_RULE, g->root, 0, 0, xgr_ir_rule_name(g, g->root), "", 0,
                        &root)))
         goto done;
+    /* the body and marker rules of variable suffix / stop markers: run at capture time
+     * (parse/captures.c), referenced by nothing */
+    for (size_t r = 0; r < g->rules.len; r++) {
+        const xgr_rule_attrs *a = &g->rules.data[r].attrs;
+        int32_t o;
+        if (!(c.rflags[r] & RF_REACH) || !a->hidden_kind || a->hidden_body < 0 ||
+            a->hidden_marker < 0)
+            continue;
+        if ((rc = lw_ref_rule(&c, a->hidden_body, 0, &o)) ||
+            (rc = lw_ref_rule(&c, a->hidden_marker, 0, &o)))
+            goto done;
+    }
     for (size_t i = 0; i < c.orules.len; i++) {
         c.cur = (int32_t)i;
         lw_orule r = c.orules.data[i];

@@ -235,7 +235,7 @@ static int finish_scc(lw_ctx *c, const int32_t *m, size_t k, const lw_i32v *refs
             continue;
         }
         if (r == g->root || g->rules.data[r].lookahead >= 0 || c->inline_max < 0 ||
-            xgr_attrs_any(&g->rules.data[r].attrs) ||
+            xgr_attrs_any(&g->rules.data[r].attrs) || (c->rflags[r] & RF_HIDDEN) ||
             (c->externs && c->externs[r]))
             continue;
         int64_t e = est_node(c, g->rules.data[r].body, 0);
@@ -294,6 +294,15 @@ int lw_analyze(lw_ctx *c) {
         if ((rc = walk_refs(c, ru->body, &refs, 0))) goto done;
         rlen[r] = (int32_t)refs.len - roff[r];
         if (ru->lookahead >= 0 && (rc = walk_refs(c, ru->lookahead, &refs, 1))) goto done;
+        if (ru->attrs.hidden_kind && ru->attrs.hidden_body >= 0 && ru->attrs.hidden_marker >= 0) {
+            c->rflags[ru->attrs.hidden_body] |= RF_HIDDEN;
+            c->rflags[ru->attrs.hidden_marker] |= RF_HIDDEN;
+            if (XGR_VEC_PUSH(refs, ru->attrs.hidden_body) ||
+                XGR_VEC_PUSH(refs, ru->attrs.hidden_marker)) {
+                rc = XGR_ERR_NOMEM;
+                goto done;
+            }
+        }
         for (size_t i = (size_t)roff[r]; i < refs.len; i++) {
             int32_t t = refs.data[i];
             if (!(c->rflags[t] & RF_REACH)) {

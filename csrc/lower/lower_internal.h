@@ -94,6 +94,8 @@ enum { /* per IR rule flags */
        RF_PROD = 8, /* derives some string */
        RF_INLINED = 16,
        RF_RECURSIVE = 32,
+       RF_HIDDEN = 128, /* names a suffix / stop rule's body or marker (ir.h): kept, never
+                        * inlined (parse/captures.c runs its automaton) */
        RF_TD_TARGET = 64 /* a TagDispatch trigger hands over to it */
 };
 enum { NP_NULLABLE = 1, NP_NE = 2, NP_PROD = 4, NP_KNOWN = 0x80 }; /* node properties */

@@ -107,10 +107,11 @@ int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin) {
     return XGR_VEC_PUSH(p->lazy_done, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
-int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin) {
+int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin, int32_t state) {
     xgr_leo e;
     size_t b = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
     if (noted(p->cap_done.data, b, p->cap_done.len, rule, origin, &e)) return XGR_OK;
+    e.top.state = state;
     return XGR_VEC_PUSH(p->cap_done, e) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
@@ -326,78 +327,5 @@ int xgr_parser_temperature(const xgr_parser *p, int *has, float *out, int *confl
         *out = all.hi;
         *conflict = all.lo != all.hi;
     }
-    return XGR_OK;
-}
-
-/* ---- captures -------------------------------------------------------------------------- */
-
-typedef struct {
-    int32_t rule, origin, row, idx;
-} cap_ev;
-
-static int cap_cmp(const void *a, const void *b) {
-    const cap_ev *x = a, *y = b;
-    if (x->rule != y->rule) return x->rule < y->rule ? -1 : 1;
-    if (x->origin != y->origin) return x->origin < y->origin ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-static int idx_cmp(const void *a, const void *b) {
-    const cap_ev *x = a, *y = b;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len) {
-    *out = NULL;
-    *out_len = 0;
-    XGR_VEC(char) buf = {0};
-    if (!p->captures) {
-        if (!(*out = xgr_malloc(1))) return XGR_ERR_NOMEM;
-        return XGR_OK;
-    }
-    int32_t rows = xgr_parser_rows(p);
-    size_t n = (size_t)p->cap_begin.data[rows];
-    cap_ev *ev = xgr_malloc((n ? n : 1) * sizeof *ev);
-    if (!ev) return XGR_ERR_NOMEM;
-    size_t m = 0;
-    for (int32_t j = 0; j < rows; j++)
-        for (int32_t k = p->cap_begin.data[j]; k < p->cap_begin.data[j + 1]; k++) {
-            cap_ev e = {p->cap_done.data[k].rule, p->cap_done.data[k].top.origin, j, (int32_t)m};
-            ev[m++] = e;
-        }
-    if (dedup && m > 1) {
-        /* the last (longest) completion of each occurrence, in the order they happened */
-        qsort(ev, m, sizeof *ev, cap_cmp);
-        size_t w = 0;
-        for (size_t i = 0; i < m; i++)
-            if (i + 1 == m || ev[i + 1].rule != ev[i].rule || ev[i + 1].origin != ev[i].origin)
-                ev[w++] = ev[i];
-        m = w;
-        qsort(ev, m, sizeof *ev, idx_cmp);
-    }
-    int rc = XGR_OK;
-    for (size_t i = 0; i < m && !rc; i++) {
-        const char *label = p->fsm->attr_names + p->attrs[ev[i].rule].capture_off;
-        uint32_t ll = (uint32_t)strlen(label);
-        uint32_t vl = (uint32_t)(ev[i].row - ev[i].origin);
-        size_t at = buf.len;
-        if (XGR_VEC_RESERVE(buf, at + 8 + ll + vl)) {
-            rc = XGR_ERR_NOMEM;
-            break;
-        }
-        memcpy(buf.data + at, &ll, 4);
-        memcpy(buf.data + at + 4, label, ll);
-        memcpy(buf.data + at + 4 + ll, &vl, 4);
-        if (vl) memcpy(buf.data + at + 8 + ll, p->hist.data + ev[i].origin + 1, vl);
-        buf.len = at + 8 + ll + vl;
-    }
-    free(ev);
-    if (!rc && !buf.data && !(buf.data = xgr_malloc(1))) rc = XGR_ERR_NOMEM;
-    if (rc) {
-        XGR_VEC_FREE(buf);
-        return rc;
-    }
-    *out = buf.data;
-    *out_len = buf.len;
     return XGR_OK;
 }

@@ -46,16 +46,32 @@ int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t u
 int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin);
 /* Records that lazy occurrence (rule, origin) completed in the row under construction. */
 int xgr_lazy_note(xgr_parser *p, int32_t rule, int32_t origin);
+/* Does a completion of `rule` went through its suffix / stop marker (ir.h hidden_kind)
+ * when its item is at `state`? A TagDispatch rule's free text may also end without one:
+ * its marker is the trigger, after which the rule sits in its edgeless sink state. */
+static inline int xgr_marker_seen(const xgr_fsm *f, int32_t rule, int32_t state) {
+    return !f->rule_dispatch[rule] || f->edge_begin[state] == f->edge_begin[state + 1];
+}
+/* Is the completion of item `it` (of `rule`) in row cur_row a capture event: a captured
+ * rule's non-empty occurrence, or a suffix / stop rule that went through its marker (that
+ * one also when empty: a marker rule right after a trigger)? */
+static inline int xgr_capture_wanted(const xgr_parser *p, int32_t rule, xgr_item it,
+                                     int32_t cur_row) {
+    const xgr_rule_attrs *a = &p->attrs[rule];
+    if (a->hidden_kind && xgr_marker_seen(p->fsm, rule, it.state)) return 1;
+    return it.origin != cur_row && a->capture_off >= 0;
+}
 /* Records that captured occurrence (rule, origin) completed in the row under
- * construction. */
-int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin);
+ * construction, its item at `state`. */
+int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin, int32_t state);
 /* Ends the attribute state of the row under construction (push_row). */
 int xgr_attrs_push_row(xgr_parser *p);
 /* Copies the attribute state of src into dst (xgr_parser_copy). */
 int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src);
 void xgr_attrs_free(xgr_parser *p);
 
-/* Capture events of rows 0 .. last (see xgr_matcher_captures for the format). */
+/* Capture events of rows 0 .. last (see xgr_matcher_captures for the format);
+ * parse/captures.c. */
 int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len);
 
 /* Remaining budget at the last row over its items: code points (*chars) and tokens

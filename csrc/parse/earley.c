@@ -288,9 +288,8 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
         if (xgr_item_complete(f, it)) {
-            if (p->captures && it.origin >= 0 && it.origin != cur_row &&
-                p->attrs[r].capture_off >= 0) {
-                int rc = xgr_capture_note(p, r, it.origin);
+            if (p->captures && it.origin >= 0 && xgr_capture_wanted(p, r, it, cur_row)) {
+                int rc = xgr_capture_note(p, r, it.origin, it.state);
                 if (rc) return rc;
             }
             if (p->lazy && it.origin >= 0 &&

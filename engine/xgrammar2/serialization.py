@@ -91,12 +91,42 @@ def _header(kind: str) -> Dict[str, Any]:
     return {_VERSION_KEY: SERIALIZATION_VERSION, _TYPE_KEY: kind}
 
 
+_RULE_HEAD_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.\-]*)(\[[^\n]*?\])? ::= ", re.M)
+_HIDDEN_RE = re.compile(r"capture_hidden_(suffix|stop)_bytes=(\d+)")
+_STOP_CAPTURE_RE = re.compile(r'stop_capture="([^"]*)"')
+_SPLIT_RE = re.compile(r"capture_hidden_(body|marker)_rule_id=(\d+)")
+
+
+def _rule_tables(text: str) -> Dict[str, Any]:
+    """Upstream's per-rule tables, for readers of its format (informational: reading
+    uses only the EBNF): ``rules`` ([name] per rule, in printed order) and
+    ``suffix_stop_infos`` ([rule index, suffix bytes, stop bytes, body rule, marker rule,
+    stop_capture label] per rule with a Lark suffix / stop marker; rule ids are indexes in
+    ``rules``, -1 for a fixed-length marker).
+    Empty (no keys) when no rule has such a marker."""
+    rules: List[List[Any]] = []
+    infos: List[List[Any]] = []
+    for i, m in enumerate(_RULE_HEAD_RE.finditer(text)):
+        rules.append([m.group(1)])
+        h = _HIDDEN_RE.search(m.group(2) or "")
+        if h is not None:
+            sc = _STOP_CAPTURE_RE.search(m.group(2) or "")
+            split = {k: int(v) for k, v in _SPLIT_RE.findall(m.group(2) or "")}
+            n = int(h.group(2))
+            infos.append([i, n if h.group(1) == "suffix" else 0, n if h.group(1) == "stop" else 0,
+                          split.get("body", -1), split.get("marker", -1),
+                          sc.group(1) if sc else ""])
+    return {"rules": rules, "suffix_stop_infos": infos} if infos else {}
+
+
 def _grammar_body(grammar: "Grammar", warnings: Any) -> Dict[str, Any]:
     text = str(grammar)
     m = _ROOT_RE.match(text)
     if m is None:  # cannot happen for a grammar the core printed
         raise ValueError("cannot serialize the grammar: its EBNF has no root rule")
-    return {"root_rule_name": m.group(1), "ebnf": text, "warnings": [str(w) for w in warnings]}
+    out = {"root_rule_name": m.group(1), "ebnf": text, "warnings": [str(w) for w in warnings]}
+    out.update(_rule_tables(text))
+    return out
 
 
 def serialize_grammar(grammar: "Grammar") -> str:

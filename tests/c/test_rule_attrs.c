@@ -159,9 +159,71 @@ static void runtime(void) {
     xgr_vocab_release(v);
 }
 
+/* Do m's captures (deduplicated) equal the n (label, value) pairs of ev? */
+static int captures_are(xgr_matcher *m, const char *const *ev, size_t n) {
+    char *out = NULL;
+    size_t len = 0, at = 0;
+    int ok = !xgr_matcher_captures(m, 1, &out, &len);
+    for (size_t i = 0; ok && i < 2 * n; i++) {
+        uint32_t l;
+        ok = at + 4 <= len;
+        if (!ok) break;
+        memcpy(&l, out + at, 4);
+        ok = l == strlen(ev[i]) && at + 4 + l <= len && memcmp(out + at + 4, ev[i], l) == 0;
+        at += 4 + l;
+    }
+    xgr_free(out);
+    return ok && at == len;
+}
+
+/* Lark suffix= / stop= markers (parse/captures.c): fixed and split by body/marker rules. */
+static void hidden_markers(void) {
+    const char *toks[] = {"x", "!", "z", "x!!"};
+    xgr_vocab *v = vocab(toks, 4);
+    CHECK(v, "vocab: %s", xgr_last_error());
+    if (!v) return;
+    xgr_compiled *c = NULL;
+    xgr_matcher *m = matcher("root[capture=\"o\"] ::= r r \"z\"\n"
+                             "r[capture=\"i\", capture_hidden_stop_bytes=1, stop_capture=\"m\", "
+                             "lazy] ::= [a-z]* \"!\"",
+                             v, &c);
+    if (m) {
+        CHECK(accept(m, 0) && accept(m, 1) && accept(m, 0) && accept(m, 0) && accept(m, 1) &&
+                  accept(m, 2) && xgr_matcher_is_terminated(m),
+              "x!xx!z");
+        const char *ev[] = {"m", "!", "i", "x", "m", "!", "i", "xx", "o", "xxxz"};
+        CHECK(captures_are(m, ev, 5), "stop markers left out of i and o, recorded as m");
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    const char *split = "root[capture=\"o\"] ::= r \"z\"\nbody ::= [a-z]*\nmark ::= \"!\" \"!\"+\n"
+                        "r[capture=\"i\", capture_hidden_suffix_bytes=1, "
+                        "capture_hidden_body_rule_id=body, capture_hidden_marker_rule_id=mark, "
+                        "stop_capture=\"m\", lazy] ::= [a-z]* \"!\" \"!\"+";
+    xgr_grammar *g = parse(split);
+    char *t = NULL;
+    size_t n = 0;
+    CHECK(g && !xgr_grammar_to_ebnf(g, &t, &n) && t &&
+              strstr(t, "capture_hidden_body_rule_id=1, capture_hidden_marker_rule_id=2"),
+          "split rules printed by id: %s", t ? t : "");
+    xgr_free(t);
+    xgr_grammar_release(g);
+    m = matcher(split, v, &c);
+    if (m) {
+        CHECK(accept(m, 3) && accept(m, 2) && xgr_matcher_is_terminated(m), "x!!z");
+        const char *ev[] = {"m", "!!", "i", "x", "o", "x!!z"};
+        CHECK(captures_are(m, ev, 3), "suffix split at the first body/marker split");
+        CHECK(!xgr_matcher_rollback(m, 2) && captures_are(m, ev, 0), "rollback drops them");
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     heads();
     runtime();
+    hidden_markers();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

@@ -638,3 +638,11 @@ def test_large_substring_stays_linear():
     assert acc(g, "<" + text[1234:2345] + ">")
     assert acc(g, "<" + text + ">") and acc(g, "<>")
     assert not acc(g, "<" + text[1234:2345] + "x>")
+
+
+def test_json_directive_depth_counts_the_value_only() -> None:
+    """%json values count towards max_recursion_depth on their own (upstream's phrase)."""
+    with xgr.max_recursion_depth(50):
+        assert xgr.Grammar.from_lark("start: %json true\n# " + "[" * 100) is not None
+        with pytest.raises(RuntimeError, match="Maximum recursion depth exceeded"):
+            xgr.Grammar.from_lark("start: %json " + "[" * 60 + "]" * 60)

@@ -305,6 +305,14 @@ class _Lexer:
         except RecursionError:
             raise self.err(f"the JSON value after {word} is nested too deeply",
                            line, column) from None
+        # the value alone counts towards the nesting bound (not brackets elsewhere)
+        from ..exception import GrammarLimitError
+        from ..limits import check_json_nesting
+
+        try:
+            check_json_nesting(value, f"the JSON value after {word}")
+        except GrammarLimitError as e:
+            raise self.err(str(e), line, column) from None
         # Keep line / column right past the value.
         nl = s.count("\n", self.pos, end)
         if nl:

@@ -17,7 +17,9 @@ reads). The semantics are upstream xgrammar 0.2.8's reading of llguidance's Lark
   ``TagDispatch`` for free text up to a fixed string or token, as upstream; else a DFA of
   the terminal-like body, :mod:`.automaton`); ``max_tokens``, ``max_chars``, ``capture``
   and ``temperature`` pass through to the EBNF rule head (runtime semantics in the C core);
-  ``stop_capture`` is accepted but not recorded (a warning says so).
+  a ``stop`` / ``suffix`` marker adds upstream's ``capture_hidden_{stop,suffix}_bytes=N``
+  (and ``stop_capture``; for a marker of several lengths also the body and marker rules,
+  ``capture_hidden_{body,marker}_rule_id``): captures leave it out (csrc/parse/captures.c).
 """
 
 import json
@@ -291,7 +293,8 @@ class _Doc:
                 if target is not None and not target.is_terminal:
                     raise self.err("temperature is only supported on terminals and subgrammars",
                                    a["temperature"])
-        if "stop_capture" in a:
+        hidden = self.hidden_marker(d)
+        if "stop_capture" in a and hidden is None:
             msg = (f"Lark rule '{d.name}': stop_capture '{a['stop_capture'].value}' is accepted "
                    "but not recorded; the language is unchanged")
             self.ctx.warnings.append(msg)
@@ -305,9 +308,44 @@ class _Doc:
         if "capture" in a:
             label = a["capture"].value or d.name
             parts.append(f"capture={json.dumps(label)}")
+        if hidden is not None:
+            parts.extend(self.hidden_attrs(d, *hidden))
         if "temperature" in a:
             parts.append(f"temperature={float(a['temperature'].value)!r}")
         return "[" + ", ".join(parts) + "]" if parts else ""
+
+    def hidden_marker(self, d: A.Definition) -> Optional[Tuple[str, Optional[int]]]:
+        """("stop" | "suffix", marker length in bytes, or None for a marker of several
+        lengths) for a stop / suffix rule: what the runtime leaves out of captures (ir.h
+        hidden_kind); None when the rule has no marker or it cannot be described."""
+        kind = "stop" if "stop" in d.attrs else "suffix" if "suffix" in d.attrs else None
+        if kind is None:
+            return None
+        if self.skip and self.trigger(d, allow_regex=False) is not None:
+            return None  # the TagDispatch is wrapped with %ignore text after it
+        try:
+            return kind, R.fixed_bytes(self.tree(d.attrs[kind].value, set()))
+        except Exception:  # reported where the marker is lowered
+            return None
+
+    def hidden_attrs(self, d: A.Definition, kind: str, n: Optional[int]) -> List[str]:
+        """The attribute items of a stop / suffix marker of n bytes; for a marker of several
+        lengths (n None), upstream's split rules: the body and the marker alone, defined
+        here (the runtime finds the first split of an occurrence into the two)."""
+        if n is None:
+            rules = self.ctx.rules
+            name = self.names[d.name]
+            parts = []
+            for suffix, node in (("_stop_body", d.body), ("_stop_marker", d.attrs[kind].value)):
+                text = R.to_ebnf(self.tree(node, set()), quote)[0]
+                parts.append(rules.define(rules.fresh(name + suffix), text))
+            out = [f"capture_hidden_{kind}_bytes=1", f"capture_hidden_body_rule_id={parts[0]}",
+                   f"capture_hidden_marker_rule_id={parts[1]}"]
+        else:
+            out = [f"capture_hidden_{kind}_bytes={n}"]
+        if "stop_capture" in d.attrs:
+            out.append(f"stop_capture={json.dumps(d.attrs['stop_capture'].value)}")
+        return out
 
     @staticmethod
     def with_lazy(attrs: str) -> str:
@@ -797,6 +835,7 @@ class _Doc:
         if tail_def is None or not self.is_any_text(tail_def.body):
             return None
         alternatives = []  # (kind, trigger, remainder nodes, tool definition)
+        pre: Dict[int, Tuple[str, str]] = {}  # id(remainder) -> (rule hint, attributes)
         for tool in tools:
             td = self.defs.get(tool)
             if td is None or td.is_terminal:
@@ -808,8 +847,17 @@ class _Doc:
             rest: List[A.Node] = []
             first = self.unwrap(elements[0])
             if isinstance(first, A.Name) and first.name in self.defs:
-                trig = self.trigger(self.defs[first.name], allow_regex=True)
+                head = self.defs[first.name]
+                trig = self.trigger(head, allow_regex=True)
                 rest = elements[1:]
+                hidden = self.hidden_marker(head) if trig is not None else None
+                if hidden is not None and hidden[1] is not None and rest:
+                    # the head's marker is the trigger the dispatch just read: the text
+                    # after it goes into a rule whose attributes say what captures leave
+                    # out before it (ir.h hidden_before)
+                    attrs = self.hidden_attrs(head, *hidden)
+                    attrs.insert(1, "capture_hidden_before")
+                    pre[id(rest)] = (first.name + "_dynamic_marker", "[" + ", ".join(attrs) + "]")
             if trig is None and len(elements) >= 2 and self.is_any_text(elements[0]):
                 tok = self.unwrap(elements[1])
                 if isinstance(tok, A.SpecialToken):
@@ -852,6 +900,9 @@ class _Doc:
             bodies = []
             for rest in grouped[k]:
                 text = self.expr(A.Seq(start.line, start.column, rest), terminal=False)[0]
+                if id(rest) in pre:
+                    hint, attrs = pre[id(rest)]
+                    text = rules.define(rules.fresh(self.prefix + hint), text, attrs)
                 bodies.append(text)
             body_rule = rules.add(self.prefix + "lark_dynamic_body", " | ".join(bodies))
             pairs.append((k if isinstance(k, str) else TokenTerm(k), body_rule))

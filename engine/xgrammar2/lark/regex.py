@@ -143,6 +143,37 @@ def nullable(node) -> bool:
     return False
 
 
+def _utf8_len(cp: int) -> int:
+    return 1 if cp < 0x80 else 2 if cp < 0x800 else 3 if cp < 0x10000 else 4
+
+
+def fixed_bytes(node) -> Optional[int]:
+    """The UTF-8 length every match of node has, or None when matches differ in length."""
+    k = node[0]
+    if k == "empty":
+        return 0
+    if k == "lit":
+        return len(node[1].encode("utf-8", "surrogatepass"))
+    if k == "set":
+        lens = {_utf8_len(cp) for lo, hi in node[1] for cp in (lo, hi)}
+        return lens.pop() if len(lens) == 1 else None
+    if k == "seq":
+        total = 0
+        for x in node[1]:
+            n = fixed_bytes(x)
+            if n is None:
+                return None
+            total += n
+        return total
+    if k == "alt":
+        lens2 = {fixed_bytes(x) for x in node[1]}
+        return lens2.pop() if len(lens2) == 1 else None
+    if k == "rep":
+        n = fixed_bytes(node[1])
+        return None if n is None or node[3] is None or node[2] != node[3] else n * node[2]
+    return None
+
+
 # ---- parsing ------------------------------------------------------------------------------
 
 class RegexError(Exception):
