@@ -1,8 +1,11 @@
-/* Regex front end: the regex dialects of upstream xgrammar 0.2.8 compiled into IR nodes.
- *
- * Two dialects (xgr_regex_opts.dialect), as upstream has them:
+/* Regex front end: the one regex parser of the core, for three dialects. The two of
+ * upstream xgrammar 0.2.8 compile into IR nodes (xgr_regex_to_node_opts) or a flat tree;
+ * ECMAScript only into the flat tree (xgr_regex_parse, xgr_regex_ast in xgr2.h), which
+ * engine/xgrammar2/json_schema/regex.py turns into the AST its automata and emitters use.
  *   - XGR_REGEX_CONVERTER: Grammar.from_regex, compile_regex, structural-tag regexes.
  *   - XGR_REGEX_MACRO: the EBNF macro Regex("...", json_string=..., flags="...").
+ *   - XGR_REGEX_ECMASCRIPT: JSON Schema pattern / patternProperties / propertyNames and
+ *     string formats (ECMA-262, u flag; see "ECMAScript" below).
  *
  * Common semantics:
  *   - The whole output must match (anchored). `^` and `$` are accepted anywhere and
@@ -29,7 +32,18 @@
  *   literals and classes; non-ASCII letters stay exact); lookaheads (?=...) (?!...) are
  *   checked and then match the empty string; consecutive quantifiers nest (a{2}{3} is
  *   (a{2}){3}); [^] and a stray `]` are errors; json_string=true removes '"', '\\' and
- *   U+0000..U+001F from every character match. */
+ *   U+0000..U+001F from every character match.
+ * ECMAScript (the common rules above where not said otherwise): search semantics, so `^`
+ *   and `$` are BOL / EOL nodes of the tree (a quantifier after one is an error); `.` is
+ *   any code point but \n \r U+2028 U+2029; \s is ECMAScript's WhiteSpace and
+ *   LineTerminator; \p{Name} / \P{Name} / \p{gc=Name} take Unicode general categories
+ *   (the tree names them; the caller supplies the tables); \u{...} takes any number of
+ *   hex digits; a '{' that starts no {m} {m,} {m,n} is a literal; quantifiers in a row
+ *   nest; [] matches nothing and [^] anything; a NUL in the pattern is a literal; a class
+ *   escape next to '-' in a class is an error. XGR_ERR_SEMANTIC (the caller's
+ *   "unsupported") for \b \B, backreferences \1-\9 \k \0<digit>, lookaround, inline flags,
+ *   unknown properties and an escaped ASCII letter or digit without an ECMAScript meaning
+ *   (\a \e \q ...); XGR_ERR_SYNTAX for malformed patterns. */
 #include <stdarg.h>
 #include <stdio.h>
 
