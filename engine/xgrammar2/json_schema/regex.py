@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from .. import _core
+from ..exception import GrammarSyntaxError, InvalidUTF8Error
 from . import charset as cs
 
 
@@ -183,6 +185,9 @@ def _from_tree(nodes, data, root):
     for i in range(0, len(nodes), 5):
         k, a, b, c, d = nodes[i:i + 5]
         if k == _SET:
+            if b == 1 and not c and not d:  # the common case: a literal or one range
+                built.append(("set", ((data[a], data[a + 1]),)))
+                continue
             rs = data[a:a + 2 * b]
             cset = cs.normalize(zip(rs[0::2], rs[1::2]))
             for code in data[a + 2 * b:a + 2 * b + c]:
@@ -211,9 +216,6 @@ def _from_tree(nodes, data, root):
 
 
 def _parse_uncached(pattern: str):
-    from .. import _core
-    from ..exception import GrammarSyntaxError, InvalidUTF8Error
-
     try:
         tree = _core.regex_tree(_core_utf8(pattern), _core.REGEX_ECMASCRIPT)
     except (GrammarSyntaxError, InvalidUTF8Error) as e:
