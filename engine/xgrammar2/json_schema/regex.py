@@ -173,7 +173,13 @@ def _core_utf8(pattern: str) -> bytes:
             out.append(chr(0x10000 + ((cp - 0xD800) << 10) + (ord(pattern[i + 1]) - 0xDC00)))
             i += 2
             continue
-        out.append(f"\\u{cp:04X}" if 0xD800 <= cp <= 0xDFFF else pattern[i])
+        if 0xD800 <= cp <= 0xDFFF:
+            k = 0  # after an escaping backslash the escape is already open
+            while k < len(out) and out[-1 - k] == "\\":
+                k += 1
+            out.append(f"u{cp:04X}" if k % 2 else f"\\u{cp:04X}")
+        else:
+            out.append(pattern[i])
         i += 1
     return "".join(out).encode("utf-8")
 
@@ -201,7 +207,7 @@ def _from_tree(nodes, data, root):
             node = alt(*[built[j] for j in data[a:a + b]])
         elif k == _REP:
             if built[a] in (BOL, EOL):
-                raise RegexSyntaxError("nothing to repeat (a group holding only an assertion)")
+                raise RegexSyntaxError("nothing to repeat: a group holding only an assertion")
             node = rep(built[a], b, None if c < 0 else c)
         elif k == _EPS:
             node = EPS
@@ -222,7 +228,10 @@ def _parse_uncached(pattern: str):
         raise RegexSyntaxError(f"{e} in /{pattern}/") from None
     except RuntimeError as e:  # GrammarSemanticError / GrammarLimitError: unsupported
         raise RegexUnsupported(f"{e} in /{pattern}/") from None
-    return _from_tree(*tree)
+    try:
+        return _from_tree(*tree)
+    except RegexSyntaxError as e:
+        raise RegexSyntaxError(f"{e} in /{pattern}/") from None
 
 
 _cache: dict = {}
