@@ -179,3 +179,42 @@ def test_real_upstream_xgrammar_agrees_on_upstream_entries() -> None:
             assert up_testing._is_grammar_accept_string(g, s), (x["pattern"], s)
         for s in x["nomatch"]:
             assert not up_testing._is_grammar_accept_string(g, s), (x["pattern"], s)
+
+
+@pytest.mark.parametrize("pattern, kind, phrase", [
+    ("\\1", "unsupported", "Backreference"),
+    ("\\k<a>", "unsupported", "Backreference"),
+    ("\\01", "unsupported", "octal"),
+    ("(?=a)", "unsupported", "Lookahead"),
+    ("(?<=a)b", "unsupported", "Lookbehind"),
+    ("(?i)a", "unsupported", "group modifier"),
+    ("a\\b", "unsupported", "Word boundary"),
+    ("[\\B]", "unsupported", "Word boundary"),
+    ("\\a", "unsupported", "no meaning"),
+    ("\\p{Script=Greek}", "unsupported", "general categories"),
+    ("\\p{Nope}", "unsupported", "unknown general category"),
+    ("(", "syntax", "not closed"),
+    ("a)", "syntax", "Unmatched ')'"),
+    ("*a", "syntax", "nothing to repeat"),
+    ("^+", "syntax", "nothing to repeat"),
+    ("(^)*", "syntax", "nothing to repeat"),
+    ("[z-a]", "syntax", "lower bound exceeds"),
+    ("a{3,2}", "syntax", "lower bound"),
+    ("[\\w-z]", "syntax", "range"),
+    ("\\u12", "syntax", "four hexadecimal digits"),
+    ("\\u{110000}", "syntax", "Unicode range"),
+    ("\\x4", "syntax", "two hexadecimal digits"),
+    ("\\c1", "syntax", "letter"),
+    ("[ab", "syntax", "Unclosed"),
+    ("a\\", "syntax", "trailing backslash"),
+])
+def test_ecmascript_refusals(pattern: str, kind: str, phrase: str) -> None:
+    """What the ECMAScript dialect refuses, and how: RegexUnsupported for valid patterns a
+    regular grammar cannot express (the schema keyword then follows the converter's policy),
+    RegexSyntaxError for malformed ones (the schema is invalid); both name the pattern."""
+    rx._cache.clear()
+    cls = rx.RegexUnsupported if kind == "unsupported" else rx.RegexSyntaxError
+    with pytest.raises(cls) as e:
+        rx.parse(pattern)
+    assert type(e.value) is cls
+    assert phrase in str(e.value) and f"/{pattern}/" in str(e.value)
