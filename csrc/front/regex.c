@@ -210,7 +210,7 @@ static int parse_u_escape(rx *p, size_t start, uint32_t *cp) {
     return XGR_OK;
 }
 
-/* The Unicode general categories \\p{..} accepts (ECMAScript): short and long names. */
+/* The Unicode general categories \p{..} accepts (ECMAScript): short and long names. */
 static const char *const GC_NAMES[][2] = {
     {"L", "Letter"}, {"Lu", "Uppercase_Letter"}, {"Ll", "Lowercase_Letter"},
     {"Lt", "Titlecase_Letter"}, {"LC", "Cased_Letter"}, {"Lm", "Modifier_Letter"},
@@ -231,7 +231,7 @@ static int name_is(const uint8_t *s, size_t n, const char *name) {
     return strlen(name) == n && memcmp(s, name, n) == 0;
 }
 
-/* ECMAScript \\p{Name} / \\P{Name} (p->pos after the letter): *cp gets the category code
+/* ECMAScript \p{Name} / \P{Name} (p->pos after the letter): *cp gets the category code
  * of xgr_regex_ast (first letter | second letter << 8). */
 static int parse_property(rx *p, size_t start, uint8_t letter, uint32_t *cp) {
     if (p->pos >= p->n || p->s[p->pos] != '{')
