@@ -37,11 +37,10 @@ typedef XGR_VEC(uint32_t) u32vec;
  * through xgr_fail; this returns that status (xgr_last_status). */
 int xgr_front_ir_status(void);
 
-/* The two regex dialects of upstream xgrammar 0.2.8 (csrc/front/regex.c has the details):
- * Grammar.from_regex / compile_regex (the "converter") and the EBNF Regex(...) macro. */
-enum { XGR_REGEX_CONVERTER = 0, XGR_REGEX_MACRO = 1 };
+/* Options of the regex front end (csrc/front/regex.c has the details); the dialects
+ * XGR_REGEX_* are in xgr2.h. xgr_regex_to_node_opts takes the two upstream dialects. */
 typedef struct {
-    int dialect;     /* XGR_REGEX_CONVERTER or XGR_REGEX_MACRO */
+    int dialect;     /* XGR_REGEX_CONVERTER or XGR_REGEX_MACRO (not ECMASCRIPT) */
     int json_string; /* Regex(..., json_string=true): no character match may produce '"',
                       * '\\' or U+0000..U+001F (the pattern runs inside a JSON string) */
     int has_flags;   /* Regex(..., flags="..."): '.' excludes \n unless dot_all */
@@ -56,5 +55,20 @@ typedef struct {
 int xgr_regex_to_node_opts(xgr_grammar *g, const char *src, size_t len,
                            const xgr_regex_opts *opts, int32_t *out_node);
 int xgr_regex_to_node(xgr_grammar *g, const char *src, size_t len, int32_t *out_node);
+
+/* A flat regex tree under construction (csrc/front/regex_ast.c; the layout is
+ * xgr_regex_ast's in xgr2.h). The adders return the new node id, or -1 after xgr_fail. */
+typedef struct {
+    i32vec nodes, data;
+} xgr_rx_builder;
+int32_t xgr_rx_add(xgr_rx_builder *b, int kind, int32_t a, int32_t bb, int32_t c);
+/* A SET node: n ranges (lo, hi pairs), np property codes, complemented when neg. */
+int32_t xgr_rx_add_set(xgr_rx_builder *b, const uint32_t *ranges, size_t n,
+                       const uint32_t *props, size_t np, int neg);
+/* A CAT or ALT node over n children. */
+int32_t xgr_rx_add_list(xgr_rx_builder *b, int kind, const int32_t *kids, size_t n);
+/* Moves the builder's arrays into a new xgr_regex_ast (the builder is left empty). */
+int xgr_rx_finish(xgr_rx_builder *b, int32_t root, xgr_regex_ast **out);
+void xgr_rx_builder_free(xgr_rx_builder *b);
 
 #endif

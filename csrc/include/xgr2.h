@@ -63,6 +63,48 @@ int xgr_grammar_triggered_links(const uint8_t *data, const uint32_t *offsets, si
                                 size_t n_excl, int loop_after_dispatch, xgr_grammar **out);
 /* Compiles a regex (whole-output, anchored semantics) into a grammar. Thread-safe. */
 int xgr_grammar_from_regex(const char *src, size_t src_len, xgr_grammar **out);
+/* Regex dialects: upstream xgrammar's two (Grammar.from_regex / compile_regex, and the EBNF
+ * Regex(...) macro) and ECMAScript (ECMA-262 with the u flag: JSON Schema `pattern`,
+ * `patternProperties`, `propertyNames`, string formats). docs/regex.md has the rules. */
+enum { XGR_REGEX_CONVERTER = 0, XGR_REGEX_MACRO = 1, XGR_REGEX_ECMASCRIPT = 2 };
+/* Node kinds of a flat regex syntax tree (xgr_regex_ast). */
+enum {
+    XGR_RX_SET = 0, /* one code point from a set (an empty set matches nothing) */
+    XGR_RX_CAT = 1, /* concatenation of children */
+    XGR_RX_ALT = 2, /* alternation of children */
+    XGR_RX_REP = 3, /* repetition of one child */
+    XGR_RX_EPS = 4, /* the empty string */
+    XGR_RX_BOL = 5, /* ^ (ECMAScript only; the other dialects read ^ as EPS) */
+    XGR_RX_EOL = 6  /* $ (ECMAScript only) */
+};
+/* A regex as a flat tree. Node i is nodes[5*i .. 5*i+5) = {kind, a, b, c, d}; a node's
+ * children always have smaller ids, the root is node `root`.
+ *   SET: data[a .. a+2b) are b (lo, hi) code-point ranges (as written: unsorted, maybe
+ *        overlapping), then data[a+2b .. a+2b+c) are c Unicode general-category
+ *        properties (\p{..}), each (first letter | second letter << 8) << 1 | negated
+ *        (second letter 0 for one-letter categories; "LC" is Lu | Ll | Lt); the set is
+ *        the union of all of these, complemented when d is 1.
+ *   CAT / ALT: data[a .. a+b) are the b child ids, in order.
+ *   REP: child a, at least b, at most c times (c = -1: unbounded).
+ *   EPS / BOL / EOL: no fields. */
+typedef struct xgr_regex_ast {
+    int32_t *nodes;
+    size_t n_nodes;
+    int32_t *data;
+    size_t n_data;
+    int32_t root;
+} xgr_regex_ast;
+/* Parses `src` (UTF-8) in `dialect` (XGR_REGEX_*) into a flat tree; the caller owns *out
+ * and frees it with xgr_regex_ast_free. The upstream dialects give the tree of what
+ * xgr_grammar_from_regex / the macro compile (anchors as EPS, lookaheads as EPS).
+ * Status: XGR_ERR_SYNTAX for a malformed pattern; XGR_ERR_SEMANTIC (ECMAScript) for a
+ * valid pattern using a construct a regular grammar cannot express or that is not
+ * supported (lookaround, backreferences, word boundaries, unknown \p names, escapes
+ * with no ECMAScript meaning, repetition counts above 10^9); XGR_ERR_UTF8, XGR_ERR_LIMIT
+ * (nesting deeper than 1000), XGR_ERR_NOMEM, XGR_ERR_INVALID_ARG. Messages name the
+ * column in the pattern. Thread-safe. */
+int xgr_regex_parse(const char *src, size_t src_len, int dialect, xgr_regex_ast **out);
+void xgr_regex_ast_free(xgr_regex_ast *ast); /* NULL is a no-op */
 /* The builtin JSON grammar: an object or an array at the top level (as upstream
  * xgrammar's), any JSON value inside. Thread-safe. */
 int xgr_grammar_builtin_json(xgr_grammar **out);

@@ -8,7 +8,7 @@ cffi releases the GIL around every call into the core, so compilation and mask f
 in parallel with other Python threads.
 """
 
-from typing import Any, NoReturn
+from typing import Any, List, NoReturn, Tuple
 
 from .exception import (
     GrammarLimitError,
@@ -141,3 +141,26 @@ __all__ = [
     "take_string",
     "to_bytes",
 ]
+
+
+#: Regex dialects of xgr_regex_parse (XGR_REGEX_* in xgr2.h).
+REGEX_CONVERTER = 0
+REGEX_MACRO = 1
+REGEX_ECMASCRIPT = 2
+
+
+def regex_tree(pattern: bytes, dialect: int) -> Tuple[List[int], List[int], int]:
+    """Parses a UTF-8 regex with the core's regex front end (``xgr_regex_parse``) and
+    returns its flat syntax tree ``(nodes, data, root)``: ``nodes`` holds five ints per
+    node (kind, a, b, c, d), ``data`` the ranges and child lists (layout documented at
+    ``xgr_regex_ast`` in xgr2.h). Raises the core's error class for a bad pattern
+    (GrammarSyntaxError: malformed; GrammarSemanticError: an unsupported construct)."""
+    out = ffi.new("xgr_regex_ast **")
+    check(lib.xgr_regex_parse(pattern, len(pattern), dialect, out))
+    tree = out[0]
+    try:
+        nodes = ffi.unpack(tree.nodes, tree.n_nodes * 5) if tree.n_nodes else []
+        data = ffi.unpack(tree.data, tree.n_data) if tree.n_data else []
+        return nodes, data, tree.root
+    finally:
+        lib.xgr_regex_ast_free(tree)

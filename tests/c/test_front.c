@@ -7,6 +7,7 @@
  *
  * Besides exact printed forms and error messages, a small reference matcher over the IR
  * (sets of positions as 64-bit masks) checks the languages the front ends produce. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -678,6 +679,121 @@ static void test_regex(void) {
 
 /* ---- builtin JSON, grammar operations, hand-built IR --------------------------------- */
 
+/* ---- flat regex trees (xgr_regex_parse) ----------------------------------------- */
+
+static void tree_put(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    va_list ap;
+    va_start(ap, fmt);
+    if (len < cap) vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+/* Prints node `id`: SET [lo-hi,..,pXx] (leading ^ when complemented), CAT (a b), ALT
+ * (a|b), REP a{m,n} (n -1: unbounded), EPS (), BOL ^, EOL $. Checks child ids < id. */
+static void tree_str(const xgr_regex_ast *t, int32_t id, char *buf, size_t cap) {
+    const int32_t *n = t->nodes + 5 * (size_t)id;
+    switch (n[0]) {
+    case XGR_RX_SET:
+        tree_put(buf, cap, "[%s", n[4] ? "^" : "");
+        for (int32_t i = 0; i < n[2]; i++) {
+            int32_t lo = t->data[n[1] + 2 * i], hi = t->data[n[1] + 2 * i + 1];
+            tree_put(buf, cap, i ? ",%x" : "%x", (unsigned)lo);
+            if (hi != lo) tree_put(buf, cap, "-%x", (unsigned)hi);
+        }
+        for (int32_t i = 0; i < n[3]; i++) {
+            int32_t c = t->data[n[1] + 2 * n[2] + i];
+            tree_put(buf, cap, "%s%c%c%c", n[2] + i ? "," : "", (c & 1) ? 'P' : 'p',
+                     (char)((c >> 1) & 0xff), (c >> 9) ? (char)(c >> 9) : ' ');
+        }
+        tree_put(buf, cap, "]");
+        break;
+    case XGR_RX_CAT: case XGR_RX_ALT:
+        tree_put(buf, cap, "(");
+        for (int32_t i = 0; i < n[2]; i++) {
+            int32_t k = t->data[n[1] + i];
+            CHECK(k >= 0 && k < id, "child %d of node %d", k, id);
+            if (i) tree_put(buf, cap, n[0] == XGR_RX_CAT ? " " : "|");
+            if (k >= 0 && k < id) tree_str(t, k, buf, cap);
+        }
+        tree_put(buf, cap, ")");
+        break;
+    case XGR_RX_REP:
+        CHECK(n[1] >= 0 && n[1] < id, "child %d of node %d", n[1], id);
+        if (n[1] >= 0 && n[1] < id) tree_str(t, n[1], buf, cap);
+        tree_put(buf, cap, "{%d,%d}", n[2], n[3]);
+        break;
+    case XGR_RX_EPS: tree_put(buf, cap, "()"); break;
+    case XGR_RX_BOL: tree_put(buf, cap, "^"); break;
+    case XGR_RX_EOL: tree_put(buf, cap, "$"); break;
+    default: CHECK(0, "node kind %d", n[0]);
+    }
+}
+
+static void tree_case(int dialect, const char *pattern, int want_rc, const char *want) {
+    xgr_regex_ast *t = NULL;
+    int rc = xgr_regex_parse(pattern, strlen(pattern), dialect, &t);
+    CHECK(rc == want_rc, "xgr_regex_parse(%s, %d) = %d (want %d): %s", pattern, dialect, rc,
+          want_rc, xgr_last_error());
+    if (rc) {
+        CHECK(t == NULL, "no tree after an error");
+        CHECK(strstr(xgr_last_error(), want) != NULL, "/%s/: error '%s' lacks '%s'", pattern,
+              xgr_last_error(), want);
+        return;
+    }
+    char buf[512] = "";
+    CHECK(t && t->root >= 0 && (size_t)t->root < t->n_nodes, "root");
+    if (t && t->root >= 0 && (size_t)t->root < t->n_nodes) tree_str(t, t->root, buf, sizeof buf);
+    CHECK(strcmp(buf, want) == 0, "/%s/ (dialect %d): tree %s, want %s", pattern, dialect, buf,
+          want);
+    xgr_regex_ast_free(t);
+}
+
+static void test_regex_tree(void) {
+    const int E = XGR_REGEX_ECMASCRIPT, C = XGR_REGEX_CONVERTER, M = XGR_REGEX_MACRO;
+    tree_case(E, "^a+$", 0, "(^ [61]{1,-1} $)");
+    tree_case(E, ".", 0, "([0-9,b-c,e-2027,202a-10ffff])");
+    tree_case(E, "[^\\d\\p{Lu}]x|\\P{L}", 0, "(([^30-39,pLu] [78])|([^pL ]))");
+    tree_case(E, "\\s", 0, "([9-d,20,a0,1680,2000-200a,2028-2029,202f,205f,3000,feff])");
+    tree_case(E, "a{,2}b{2}{3}", 0, "([61] [7b] [2c] [32] [7d] [62]{2,2}{3,3})");
+    tree_case(E, "[]|[^]|(?<n>)", 0, "(([])|([^])|(()))");
+    tree_case(E, "\\u{0001F600}\\0", 0, "([1f600] [0])");
+    tree_case(C, "a^b", 0, "([61] [62])");
+    tree_case(M, "(?=x)y", 0, "(() [79])");
+    tree_case(E, "\\1", XGR_ERR_SEMANTIC, "Backreference");
+    tree_case(E, "\\01", XGR_ERR_SEMANTIC, "octal");
+    tree_case(E, "(?=a)", XGR_ERR_SEMANTIC, "Lookahead");
+    tree_case(E, "(?<!a)", XGR_ERR_SEMANTIC, "Lookbehind");
+    tree_case(E, "(?i)a", XGR_ERR_SEMANTIC, "group modifier");
+    tree_case(E, "\\bx", XGR_ERR_SEMANTIC, "Word boundary");
+    tree_case(E, "\\q", XGR_ERR_SEMANTIC, "no meaning");
+    tree_case(E, "\\p{Script=Greek}", XGR_ERR_SEMANTIC, "only general categories");
+    tree_case(E, "\\p{Foo}", XGR_ERR_SEMANTIC, "unknown general category");
+    tree_case(E, "a{1000000001}", XGR_ERR_SEMANTIC, "too large");
+    tree_case(E, "(", XGR_ERR_SYNTAX, "not closed");
+    tree_case(E, "a)", XGR_ERR_SYNTAX, "Unmatched ')'");
+    tree_case(E, "^*", XGR_ERR_SYNTAX, "nothing to repeat");
+    tree_case(E, "a{3,2}", XGR_ERR_SYNTAX, "lower bound");
+    tree_case(E, "[z-a]", XGR_ERR_SYNTAX, "lower bound exceeds");
+    tree_case(E, "[\\d-z]", XGR_ERR_SYNTAX, "cannot start a range");
+    tree_case(E, "\\u{110000}", XGR_ERR_SYNTAX, "beyond the Unicode range");
+    tree_case(E, "\\p", XGR_ERR_SYNTAX, "{name}");
+
+    xgr_regex_ast *t = (xgr_regex_ast *)1;
+    CHECK(xgr_regex_parse(NULL, 0, E, &t) == XGR_OK && t && t->n_nodes == 1, "empty pattern");
+    xgr_regex_ast_free(t);
+    CHECK(xgr_regex_parse("a", 1, 7, &t) == XGR_ERR_INVALID_ARG && !t, "bad dialect");
+    CHECK(xgr_regex_parse("a", 1, E, NULL) == XGR_ERR_INVALID_ARG, "NULL out");
+    CHECK(xgr_regex_parse(NULL, 1, E, &t) == XGR_ERR_INVALID_ARG, "NULL src");
+    xgr_regex_ast_free(NULL);
+    xgr_grammar *g = xgr_ir_new();
+    int32_t node;
+    xgr_regex_opts o = {XGR_REGEX_ECMASCRIPT, 0, 0, 0, 0};
+    CHECK(g && xgr_regex_to_node_opts(g, "a", 1, &o, &node) == XGR_ERR_INVALID_ARG,
+          "IR nodes take the upstream dialects only");
+    xgr_ir_free(g);
+}
+
 static void test_json(void) {
     xgr_grammar *g = NULL;
     int rc = xgr_grammar_builtin_json(&g);
@@ -1130,6 +1246,7 @@ int main(int argc, char **argv) {
     test_ebnf_lang();
     test_ebnf_errors();
     test_regex();
+    test_regex_tree();
     test_json();
     test_ops();
     test_spell_tokens();

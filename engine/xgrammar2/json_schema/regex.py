@@ -1,4 +1,10 @@
-"""ECMA-262 regular expressions (the dialect of JSON Schema ``pattern``) to a small AST.
+"""ECMA-262 regular expressions (the dialect of JSON Schema ``pattern``) as a small AST.
+
+Parsing is done by the C core's one regex front end (``csrc/front/regex.c``, dialect
+``XGR_REGEX_ECMASCRIPT``, through ``xgr_regex_parse``); this module turns the core's flat
+tree into the tuples below and holds the AST helpers the converter uses (combinators,
+length ranges, anchor handling). Only the Unicode general-category tables for ``\\p{..}``
+come from Python's ``unicodedata``.
 
 The AST is made of tuples so that equal expressions compare and hash equal:
 
@@ -19,6 +25,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from .. import _core
+from ..exception import GrammarSyntaxError, InvalidUTF8Error
 from . import charset as cs
 
 
@@ -113,19 +121,14 @@ _GC_LONG = {
     "Zl": "Line_Separator", "Zp": "Paragraph_Separator", "C": "Other", "Cc": "Control",
     "Cf": "Format", "Cs": "Surrogate", "Co": "Private_Use", "Cn": "Unassigned",
 }
-_GC_ALIAS = {"digit": "Nd", "punct": "P", "Combining_Mark": "M"}
 _gc_table: dict = {}
 
 
-def _general_category(name: str) -> tuple:
-    short = None
-    for k, v in _GC_LONG.items():
-        if name == k or name == v:
-            short = k
-    if short is None:
-        short = _GC_ALIAS.get(name)
-    if short is None:
-        raise RegexUnsupported(f"unicode property \\p{{{name}}} is not supported")
+def _general_category(short: str) -> tuple:
+    """Code points of a general category given by its short name (the core has checked
+    the name; Python's unicodedata supplies the table)."""
+    if short not in _GC_LONG:
+        raise RegexUnsupported(f"unicode property \\p{{{short}}} is not supported")
     if not _gc_table:
         # One pass over all code points, cached for the process (about 0.2 s, first use only).
         runs: dict = {}
@@ -150,282 +153,96 @@ def _general_category(name: str) -> tuple:
     return _gc_table.get(short, ())
 
 
-class _Parser:
-    def __init__(self, src: str):
-        self.s = src
-        self.i = 0
-        self.n = len(src)
+# Node kinds of the core's flat regex tree (XGR_RX_* in xgr2.h).
+_SET, _CAT, _ALT, _REP, _EPS, _BOL, _EOL = range(7)
 
-    def error(self, msg):
-        raise RegexSyntaxError(f"{msg} at offset {self.i} in /{self.s}/")
 
-    def peek(self):
-        return self.s[self.i] if self.i < self.n else None
-
-    def parse(self):
-        node = self.parse_alt()
-        if self.i < self.n:
-            self.error("unmatched ')'")
-        return node
-
-    def parse_alt(self):
-        branches = [self.parse_seq()]
-        while self.peek() == "|":
-            self.i += 1
-            branches.append(self.parse_seq())
-        if len(branches) == 1:
-            return branches[0]
-        # Keep the branch structure (no set merging across anchors): alt() merges only
-        # plain sets, which is language-preserving.
-        return alt(*branches)
-
-    def parse_seq(self):
-        items = []
-        while self.i < self.n and self.s[self.i] not in "|)":
-            atom = self.parse_atom()
-            atom = self.parse_quant(atom)
-            items.append(atom)
-        return cat(*items)
-
-    def parse_quant(self, atom):
-        while True:
-            c = self.peek()
-            if c == "*":
-                lo, hi = 0, None
-                self.i += 1
-            elif c == "+":
-                lo, hi = 1, None
-                self.i += 1
-            elif c == "?":
-                lo, hi = 0, 1
-                self.i += 1
-            elif c == "{":
-                q = self.try_brace()
-                if q is None:
-                    return atom
-                lo, hi = q
-            else:
-                return atom
-            if atom in (BOL, EOL):
-                self.error("nothing to repeat")
-            if self.peek() == "?":  # lazy: same language
-                self.i += 1
-            atom = rep(atom, lo, hi)
-
-    def try_brace(self):
-        j = self.i + 1
-        k = j
-        while k < self.n and self.s[k].isdigit():
-            k += 1
-        if k == j:
-            return None
-        lo = int(self.s[j:k])
-        hi = lo
-        if k < self.n and self.s[k] == ",":
-            k += 1
-            m = k
-            while k < self.n and self.s[k].isdigit():
+def _core_utf8(pattern: str) -> bytes:
+    """UTF-8 for the core. A Python string may hold UTF-16 surrogates (lone ones from a
+    JSON ``\\ud800`` escape, or a pair as two characters): a pair becomes its code point,
+    a lone surrogate the escape ``\\uXXXX`` (read as that code point, as before)."""
+    try:
+        return pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    out = []
+    i, n = 0, len(pattern)
+    while i < n:
+        cp = ord(pattern[i])
+        if 0xD800 <= cp <= 0xDBFF and i + 1 < n and 0xDC00 <= ord(pattern[i + 1]) <= 0xDFFF:
+            out.append(chr(0x10000 + ((cp - 0xD800) << 10) + (ord(pattern[i + 1]) - 0xDC00)))
+            i += 2
+            continue
+        if 0xD800 <= cp <= 0xDFFF:
+            k = 0  # after an escaping backslash the escape is already open
+            while k < len(out) and out[-1 - k] == "\\":
                 k += 1
-            hi = int(self.s[m:k]) if k > m else None
-        if k < self.n and self.s[k] == "}":
-            self.i = k + 1
-            if hi is not None and hi < lo:
-                self.error("numbers out of order in {} quantifier")
-            return lo, hi
-        return None
+            out.append(f"u{cp:04X}" if k % 2 else f"\\u{cp:04X}")
+        else:
+            out.append(pattern[i])
+        i += 1
+    return "".join(out).encode("utf-8")
 
-    def parse_atom(self):
-        c = self.s[self.i]
-        if c == "(":
-            self.i += 1
-            if self.s.startswith("?:", self.i):
-                self.i += 2
-            elif self.s.startswith("?<", self.i) and self.i + 2 < self.n and self.s[self.i + 2] not in "=!":
-                end = self.s.find(">", self.i)
-                if end < 0:
-                    self.error("unterminated group name")
-                self.i = end + 1
-            elif self.peek() == "?":
-                raise RegexUnsupported(f"lookaround or inline flags '(?{self.s[self.i + 1:self.i + 3]}' in /{self.s}/")
-            node = self.parse_alt()
-            if self.peek() != ")":
-                self.error("missing ')'")
-            self.i += 1
-            return node
-        if c == "[":
-            return ("set", self.parse_class())
-        if c == ".":
-            self.i += 1
-            return ("set", DOT)
-        if c == "^":
-            self.i += 1
-            return BOL
-        if c == "$":
-            self.i += 1
-            return EOL
-        if c == "\\":
-            return self.parse_escape(in_class=False)
-        if c in "*+?":
-            self.error("nothing to repeat")
-        if c == "{" and self.try_brace_peek():
-            self.error("nothing to repeat")
-        self.i += 1
-        cp = ord(c)
-        if 0xD800 <= cp <= 0xDBFF and self.i < self.n and 0xDC00 <= ord(self.s[self.i]) <= 0xDFFF:
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (ord(self.s[self.i]) - 0xDC00)
-            self.i += 1
-        return ("set", cs.single(cp))
 
-    def try_brace_peek(self):
-        save = self.i
-        r = self.try_brace()
-        self.i = save
-        return r is not None
+def _from_tree(nodes, data, root):
+    """The tuple AST of the core's flat tree, built with the combinators above (so equal
+    expressions compare equal, as the automata and emitters expect)."""
+    built: list = []
+    for i in range(0, len(nodes), 5):
+        k, a, b, c, d = nodes[i:i + 5]
+        if k == _SET:
+            if b == 1 and not c and not d:  # the common case: a literal or one range
+                built.append(("set", ((data[a], data[a + 1]),)))
+                continue
+            rs = data[a:a + 2 * b]
+            cset = cs.normalize(zip(rs[0::2], rs[1::2]))
+            for code in data[a + 2 * b:a + 2 * b + c]:
+                name = chr((code >> 1) & 0xFF) + (chr(code >> 9) if code >> 9 else "")
+                ps = _general_category(name)
+                cset = cs.union(cset, cs.complement(ps) if code & 1 else ps)
+            node = ("set", cs.complement(cset) if d else cset)
+        elif k == _CAT:
+            node = cat(*[built[j] for j in data[a:a + b]])
+        elif k == _ALT:
+            node = alt(*[built[j] for j in data[a:a + b]])
+        elif k == _REP:
+            if built[a] in (BOL, EOL):
+                raise RegexSyntaxError("nothing to repeat: a group holding only an assertion")
+            node = rep(built[a], b, None if c < 0 else c)
+        elif k == _EPS:
+            node = EPS
+        elif k == _BOL:
+            node = BOL
+        elif k == _EOL:
+            node = EOL
+        else:  # pragma: no cover - the core only emits the kinds above
+            raise AssertionError(k)
+        built.append(node)
+    return built[root]
 
-    def parse_hex(self, k):
-        h = self.s[self.i:self.i + k]
-        if len(h) != k or any(ch not in "0123456789abcdefABCDEF" for ch in h):
-            self.error("bad hex escape")
-        self.i += k
-        return int(h, 16)
 
-    def parse_escape(self, in_class):
-        """Returns ("set", charset) or an assertion; self.i is at the backslash."""
-        self.i += 1
-        if self.i >= self.n:
-            self.error("trailing backslash")
-        c = self.s[self.i]
-        self.i += 1
-        simple = {"t": 9, "n": 10, "v": 11, "f": 12, "r": 13}
-        if c in simple:
-            return ("set", cs.single(simple[c]))
-        if c == "d":
-            return ("set", DIGIT)
-        if c == "D":
-            return ("set", cs.complement(DIGIT))
-        if c == "w":
-            return ("set", WORD)
-        if c == "W":
-            return ("set", cs.complement(WORD))
-        if c == "s":
-            return ("set", SPACE)
-        if c == "S":
-            return ("set", cs.complement(SPACE))
-        if c == "b":
-            if in_class:
-                return ("set", cs.single(8))
-            raise RegexUnsupported(f"word boundary \\b in /{self.s}/")
-        if c == "B":
-            raise RegexUnsupported(f"word boundary \\B in /{self.s}/")
-        if c == "c":
-            if self.i < self.n and self.s[self.i].isascii() and self.s[self.i].isalpha():
-                cp = ord(self.s[self.i]) % 32
-                self.i += 1
-                return ("set", cs.single(cp))
-            self.error("bad control escape")
-        if c == "0" and not (self.i < self.n and self.s[self.i].isdigit()):
-            return ("set", cs.single(0))
-        if c.isdigit():
-            raise RegexUnsupported(f"back-reference or octal escape \\{c} in /{self.s}/")
-        if c == "k":
-            raise RegexUnsupported(f"named back-reference in /{self.s}/")
-        if c == "x":
-            return ("set", cs.single(self.parse_hex(2)))
-        if c == "u":
-            if self.peek() == "{":
-                end = self.s.find("}", self.i)
-                if end < 0:
-                    self.error("bad \\u{} escape")
-                h = self.s[self.i + 1:end]
-                try:
-                    cp = int(h, 16)
-                except ValueError:
-                    self.error("bad \\u{} escape")
-                if cp > cs.MAX_CP:
-                    self.error("code point out of range")
-                self.i = end + 1
-                return ("set", cs.single(cp))
-            cp = self.parse_hex(4)
-            if 0xD800 <= cp <= 0xDBFF and self.s.startswith("\\u", self.i):
-                save = self.i
-                self.i += 2
-                try:
-                    lo = self.parse_hex(4)
-                except RegexSyntaxError:
-                    lo = None
-                if lo is not None and 0xDC00 <= lo <= 0xDFFF:
-                    return ("set", cs.single(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00)))
-                self.i = save
-            return ("set", cs.single(cp))
-        if c in "pP":
-            if self.peek() != "{":
-                self.error("bad \\p escape")
-            end = self.s.find("}", self.i)
-            if end < 0:
-                self.error("bad \\p escape")
-            name = self.s[self.i + 1:end]
-            self.i = end + 1
-            if "=" in name:
-                key, _, val = name.partition("=")
-                if key not in ("General_Category", "gc"):
-                    raise RegexUnsupported(f"unicode property \\p{{{name}}} is not supported")
-                name = val
-            s = _general_category(name)
-            return ("set", cs.complement(s) if c == "P" else s)
-        if c.isascii() and c.isalnum():
-            raise RegexUnsupported(f"escape \\{c} has no ECMA-262 meaning in /{self.s}/")
-        if in_class and c == "-":
-            return ("set", cs.single(0x2D))
-        return ("set", cs.single(ord(c)))
-
-    def class_atom(self):
-        c = self.s[self.i]
-        if c == "\\":
-            node = self.parse_escape(in_class=True)
-            return node[1]
-        self.i += 1
-        cp = ord(c)
-        if 0xD800 <= cp <= 0xDBFF and self.i < self.n and 0xDC00 <= ord(self.s[self.i]) <= 0xDFFF:
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (ord(self.s[self.i]) - 0xDC00)
-            self.i += 1
-        return cs.single(cp)
-
-    def parse_class(self):
-        self.i += 1
-        neg = False
-        if self.peek() == "^":
-            neg = True
-            self.i += 1
-        acc: tuple = ()
-        while True:
-            if self.i >= self.n:
-                self.error("unterminated character class")
-            if self.s[self.i] == "]":
-                self.i += 1
-                break
-            a = self.class_atom()
-            if self.peek() == "-" and self.i + 1 < self.n and self.s[self.i + 1] != "]":
-                self.i += 1
-                b = self.class_atom()
-                if len(a) == 1 and a[0][0] == a[0][1] and len(b) == 1 and b[0][0] == b[0][1]:
-                    if a[0][0] > b[0][0]:
-                        self.error("range out of order in character class")
-                    acc = cs.union(acc, ((a[0][0], b[0][0]),))
-                    continue
-                # A class escape such as \d on either side of '-' is an error in u-mode.
-                self.error("invalid character class range")
-            acc = cs.union(acc, a)
-        return cs.complement(acc) if neg else acc
+def _parse_uncached(pattern: str):
+    try:
+        tree = _core.regex_tree(_core_utf8(pattern), _core.REGEX_ECMASCRIPT)
+    except (GrammarSyntaxError, InvalidUTF8Error) as e:
+        raise RegexSyntaxError(f"{e} in /{pattern}/") from None
+    except RuntimeError as e:  # GrammarSemanticError / GrammarLimitError: unsupported
+        raise RegexUnsupported(f"{e} in /{pattern}/") from None
+    try:
+        return _from_tree(*tree)
+    except RegexSyntaxError as e:
+        raise RegexSyntaxError(f"{e} in /{pattern}/") from None
 
 
 _cache: dict = {}
 
 
 def parse(pattern: str):
-    """Parses an ECMA-262 pattern; results are cached per pattern text."""
+    """Parses an ECMA-262 pattern with the C core's regex front end (the ECMAScript
+    dialect of ``xgr_regex_parse``); results are cached per pattern text."""
     r = _cache.get(pattern)
     if r is None:
-        r = _Parser(pattern).parse()
+        r = _parse_uncached(pattern)
         if len(_cache) > 4096:
             _cache.clear()
         _cache[pattern] = r
