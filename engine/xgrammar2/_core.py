@@ -54,28 +54,27 @@ def require_core() -> None:
         lib.xgr_last_error  # noqa: B018 - raises the descriptive ImportError
 
 
-# Status code -> exception class. Kept as plain ints so the table does not need `lib`.
-_ERRORS = {
-    1: InvalidArgumentError,  # XGR_ERR_INVALID_ARG
-    2: GrammarSyntaxError,  # XGR_ERR_SYNTAX
-    3: GrammarSemanticError,  # XGR_ERR_SEMANTIC
-    4: OutOfMemoryError,  # XGR_ERR_NOMEM
-    5: GrammarLimitError,  # XGR_ERR_LIMIT
-    6: InvalidUTF8Error,  # XGR_ERR_UTF8
-    7: InvalidStateError,  # XGR_ERR_STATE
-    8: InternalError,  # XGR_ERR_INTERNAL
-}
+# Status name (xgr2.h's XGR_ERR_*) -> exception class and words; the codes are read from
+# the header through the cdef, so Python never restates them (the numbers below are only
+# the fallback when the core did not load, and tests/python/test_status_codes.py pins them).
+_STATUS = (
+    ("XGR_ERR_INVALID_ARG", 1, InvalidArgumentError, "invalid argument"),
+    ("XGR_ERR_SYNTAX", 2, GrammarSyntaxError, "syntax error"),
+    ("XGR_ERR_SEMANTIC", 3, GrammarSemanticError, "semantic error"),
+    ("XGR_ERR_NOMEM", 4, OutOfMemoryError, "out of memory"),
+    ("XGR_ERR_LIMIT", 5, GrammarLimitError, "limit exceeded"),
+    ("XGR_ERR_UTF8", 6, InvalidUTF8Error, "invalid UTF-8"),
+    ("XGR_ERR_STATE", 7, InvalidStateError, "invalid state"),
+    ("XGR_ERR_INTERNAL", 8, InternalError, "internal error"),
+)
 
-_NAMES = {
-    1: "invalid argument",
-    2: "syntax error",
-    3: "semantic error",
-    4: "out of memory",
-    5: "limit exceeded",
-    6: "invalid UTF-8",
-    7: "invalid state",
-    8: "internal error",
-}
+
+def _code(name: str, fallback: int) -> int:
+    return int(getattr(lib, name)) if AVAILABLE else fallback
+
+
+_ERRORS = {_code(n, c): cls for n, c, cls, _ in _STATUS}
+_NAMES = {_code(n, c): words for n, c, _, words in _STATUS}
 
 
 def last_error() -> str:

@@ -35,7 +35,7 @@ from . import _core
 from .exception import InvalidArgumentError
 from .matcher import _accept_ret, _fill_ret, _lib
 
-_XGR_ERR_INVALID_ARG = 1
+_XGR_ERR_INVALID_ARG = _lib.XGR_ERR_INVALID_ARG  # read from xgr2.h through the cdef
 
 if TYPE_CHECKING:  # pragma: no cover
     from .matcher import GrammarMatcher
