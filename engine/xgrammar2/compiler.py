@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
-from . import _core
+from . import _core, gc_pause
 from .background import BackgroundPrecompute, check_k
 from .compile_cache import CompileCache
 from .compiled_grammar import CompiledGrammar
@@ -229,6 +229,7 @@ class GrammarCompiler:
             return self._cached(("ebnf", text, root_rule_name), parse, parse)
         raise ValueError("Invalid grammar type. Please pass a string or a Grammar object.")
 
+    @gc_pause.pausing
     def compile_json_schema(
         self,
         schema: Union[str, Type[Any], Dict[str, Any]],

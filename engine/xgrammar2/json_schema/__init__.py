@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from .. import gc_pause
 from . import ir
 from .convert import Converter
 from .emit import Emitter
@@ -143,22 +144,23 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     text_key = key[0] if key is not None else None
     need_index = text_key is None or any(k in text_key for k in ("'$id'", "'id'", "'$anchor'", "'$dynamicAnchor'",
                                                                    "'$dynamicRef'"))
-    cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
-    em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
-                 max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excl)
-    try:
-        u = cx.convert(s, "#")
-        if "root" in cx.refs:
-            cx.ref_union_memo.setdefault("root", u)
-        em.g.define("root", None)
-        e = em.emit(u, "root", 0)
-        em.g.define("root", e)
-        em.drain()
-        text = em.g.finalize("root")
-    except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
-        raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
-    except RecursionError:
-        raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
+    with gc_pause.paused():  # allocation-heavy: no collector pauses inside (gc_pause.py)
+        cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
+        em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
+                     max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excl)
+        try:
+            u = cx.convert(s, "#")
+            if "root" in cx.refs:
+                cx.ref_union_memo.setdefault("root", u)
+            em.g.define("root", None)
+            e = em.emit(u, "root", 0)
+            em.g.define("root", e)
+            em.drain()
+            text = em.g.finalize("root")
+        except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
+            raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
+        except RecursionError:
+            raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
     if text is None:
         why = ""
         if cx.unsat_notes:
