@@ -68,7 +68,7 @@ def _xgr2_stages_in(eng, xgr, G, comp, schema, t, p):
     opts = G._json_schema_options(True, None, None, True, None, False, {})
     canonical = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
     s1 = p()
-    ebnf = G._schema_to_ebnf(obj, _warnings_out=[], **opts)
+    ebnf = G._schema_to_ebnf(obj, _warnings_out=[], **opts, **_key_kw(canonical))
     s2 = p()
     g = xgr.Grammar.from_ebnf(ebnf)
     s3 = p()
@@ -82,8 +82,17 @@ def _xgr2_stages_in(eng, xgr, G, comp, schema, t, p):
              first_mask=(s5 - s4) * 1e3)
     t["total"] = (s5 - s0) * 1e3
     t["ebnf_bytes"] = float(len(ebnf.encode()))
-    del canonical
     return t, cg
+
+
+def _key_kw(canonical: str) -> dict[str, Any]:
+    """compile_json_schema hands the converter its compile-cache key text (``_key_text``) where
+    the engine takes it."""
+    import inspect
+
+    from xgrammar2.json_schema import json_schema_to_ebnf
+
+    return {"_key_text": canonical} if "_key_text" in inspect.signature(json_schema_to_ebnf).parameters else {}
 
 
 def _compile_first_mask(eng: E.Engine, spec: dict[str, Any]) -> tuple[float, Any]:

@@ -266,11 +266,11 @@ class GrammarCompiler:
             raise ValueError(f"the JSON schema cannot be serialized: {e}") from e
         key = ("json_schema", canonical, json.dumps(opts, sort_keys=True, default=repr))
 
-        def make() -> Grammar:
-            return _json_schema_grammar(obj, **opts)
+        def make() -> Grammar:  # (the key text spares the converter a repr of the schema)
+            return _json_schema_grammar(obj, _key_text=canonical, **opts)
 
         def rebuild() -> Grammar:  # from the text: the caller's dict may change
-            return _json_schema_grammar(json.loads(canonical), **opts)
+            return _json_schema_grammar(json.loads(canonical), _key_text=canonical, **opts)
 
         return self._cached(key, make, rebuild)
 
