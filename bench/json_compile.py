@@ -207,10 +207,24 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     if args.out:
         with open(args.out + ".json", "w", encoding="utf-8") as f:
-            json.dump({"args": vars(args), "summary": res, "rows": rows}, f, indent=1)
+            json.dump({"args": vars(args), "summary": res, "rows": [_slim(r, names) for r in rows]}, f, indent=1)
         with open(args.out + ".md", "w", encoding="utf-8") as f:
             f.write(md)
     return 0
+
+
+def _slim(row: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """A row for OUT.json: per engine the compile (and stages), the token count and the slowest token of each
+    traced instance, not every token's time."""
+    out = {k: v for k, v in row.items() if k not in names}
+    for n in names:
+        r = dict(row.get(n, {}))
+        seqs = r.pop("tokens_us", None)
+        if seqs is not None:
+            r["tokens"] = [len(x) for x in seqs]
+            r["slowest_token_us"] = [round(max(x), 1) if x else None for x in seqs]
+        out[n] = r
+    return out
 
 
 def summarize_rows(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
