@@ -204,12 +204,12 @@ def main(argv: list[str] | None = None) -> int:
 
     res = summarize_rows(rows, names)
     md = render(res, names, args)
-    print(md)
-    if args.out:
+    if args.out:  # (written before printing: a closed stdout must not lose them)
         with open(args.out + ".json", "w", encoding="utf-8") as f:
             json.dump({"args": vars(args), "summary": res, "rows": [_slim(r, names) for r in rows]}, f, indent=1)
         with open(args.out + ".md", "w", encoding="utf-8") as f:
             f.write(md)
+    print(md)
     return 0
 
 
