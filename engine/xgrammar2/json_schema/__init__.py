@@ -157,28 +157,18 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     else:
         need_index = any(k in key[0] for k in ("'$id'", "'id'", "'$anchor'", "'$dynamicAnchor'", "'$dynamicRef'"))
     with gc_pause.paused():  # allocation-heavy: no collector pauses inside (gc_pause.py)
-        cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
-        em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
-                     max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excl)
-        try:
-            u = cx.convert(s, "#")
-            if "root" in cx.refs:
-                cx.ref_union_memo.setdefault("root", u)
-            em.g.define("root", None)
-            e = em.emit(u, "root", 0)
-            em.g.define("root", e)
-            em.drain()
-            text = em.g.finalize("root")
-        except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
-            raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
-        except RecursionError:
-            raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
+        # (The converter's objects are freed inside _convert, before the collector is back:
+        # alive, the first collection after the block would walk all of them.)
+        text, warns, notes = _convert(s, need_index, strict_mode=strict_mode, lenient=lenient,
+                                      ref_resolver=ref_resolver, any_whitespace=any_whitespace, indent=indent,
+                                      separators=separators, max_whitespace_cnt=max_whitespace_cnt,
+                                      any_order=any_order, excludes=excl)
     if text is None:
         why = ""
-        if cx.unsat_notes:
-            why = " (" + "; ".join(cx.unsat_notes[:3]) + ("; ..." if len(cx.unsat_notes) > 3 else "") + ")"
+        if notes:
+            why = " (" + "; ".join(notes[:3]) + ("; ..." if len(notes) > 3 else "") + ")"
         raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it" + why, "#")
-    res = (text, tuple(cx.warnings))
+    res = (text, warns)
     if res[1]:
         _log.warning("JSON schema converted with %d constraint(s) not enforced: %s", len(res[1]),
                      "; ".join(res[1]))
@@ -188,6 +178,34 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
             if len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
     return ConversionResult(text, list(res[1]))
+
+
+def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespace, indent, separators,
+             max_whitespace_cnt, any_order, excludes):
+    """One conversion: (EBNF text or None when unsatisfiable, warnings, unsatisfiability notes)."""
+    cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
+    em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
+                 max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excludes)
+    try:
+        u = cx.convert(s, "#")
+        if "root" in cx.refs:
+            cx.ref_union_memo.setdefault("root", u)
+        em.g.define("root", None)
+        e = em.emit(u, "root", 0)
+        em.g.define("root", e)
+        em.drain()
+        text = em.g.finalize("root")
+    except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
+        raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
+    except RecursionError:
+        raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
+    out = text, tuple(cx.warnings), list(cx.unsat_notes)
+    # The emitter, the converter and their memo tables reference each other (closures kept
+    # in memos, the emitter's converter): clearing them frees the whole conversion by
+    # reference counting instead of leaving thousands of tuples to the cyclic collector.
+    em.__dict__.clear()
+    cx.__dict__.clear()
+    return out
 
 
 def builtin_json_ebnf(*, object_only: bool = False, any_whitespace: bool = True, indent=None, separators=None,
