@@ -442,6 +442,7 @@ def dfa_to_rules(g: Grammar, d: fa.DFA, name: str, tail, enc):
 
     for s, nm in names.items():
         g.define(nm, body(s))
+    body = None  # a recursive closure is a reference cycle: break it (no work for the collector)
     return ref(name)
 
 
@@ -462,7 +463,10 @@ def dfa_to_expr(d: fa.DFA, enc):
         memo[s] = alt(*alts)
         return memo[s]
 
-    return body(0)
+    try:
+        return body(0)
+    finally:
+        body = None  # (cycle break, as in dfa_to_rules)
 
 
 # ---------------------------------------------------------------- JSON text encodings
