@@ -392,6 +392,10 @@ def markdown(results: dict[str, Any]) -> str:
               "schema), up to a matcher ready to give its first mask; *no-cache*: the engine's compile cache "
               "disabled (xgrammar `cache_enabled=False`; llguidance has no cache); *warm*: the same schema again "
               "(cache hit); *+first mask*: cold plus the first mask fill. Default options for every engine.", ""]
+        if wname == "jsonschemabench":
+            L += ["Where xgrammar2's compile time goes, stage by stage (JSON-Schema front end, EBNF parse, core "
+                  "compile, first mask), and the first-visit per-token tails: `python -m bench.json_compile`, "
+                  "last run in [json_compile.md](json_compile.md).", ""]
         L += _compile_table(w, engines) + [""]
         fl = _failures(w, engines)
         for e in engines:

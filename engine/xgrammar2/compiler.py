@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
-from . import _core
+from . import _core, gc_pause
 from .background import BackgroundPrecompute, check_k
 from .compile_cache import CompileCache
 from .compiled_grammar import CompiledGrammar
@@ -283,6 +283,7 @@ class GrammarCompiler:
             return self._cached(("ebnf", text, root_rule_name), parse, parse)
         raise ValueError("Invalid grammar type. Please pass a string or a Grammar object.")
 
+    @gc_pause.pausing
     def compile_json_schema(
         self,
         schema: Union[str, Type[Any], Dict[str, Any]],
@@ -319,11 +320,11 @@ class GrammarCompiler:
             raise ValueError(f"the JSON schema cannot be serialized: {e}") from e
         key = ("json_schema", canonical, json.dumps(opts, sort_keys=True, default=repr))
 
-        def make() -> Grammar:
-            return _json_schema_grammar(obj, **opts)
+        def make() -> Grammar:  # (the key text spares the converter a repr of the schema)
+            return _json_schema_grammar(obj, _key_text=canonical, **opts)
 
         def rebuild() -> Grammar:  # from the text: the caller's dict may change
-            return _json_schema_grammar(json.loads(canonical), **opts)
+            return _json_schema_grammar(json.loads(canonical), _key_text=canonical, **opts)
 
         return self._cached(key, make, rebuild)
 

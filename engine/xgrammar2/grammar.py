@@ -17,14 +17,15 @@ def _schema_to_obj(schema: Any) -> Any:
     object (dict or bool). Invalid JSON text raises InvalidJSONError (a ValueError)."""
     if isinstance(schema, (str, bytes, bytearray)):
         check_input_size(len(schema), "the JSON schema")
+        # The nesting check on the text runs in the core (linear, no Python objects); the
+        # same limit as the walk over the parsed value, before json.loads can recurse.
+        check_json_nesting(schema, "the JSON schema")
         try:
-            obj = json.loads(schema)
+            return json.loads(schema)
         except RecursionError:  # deeper than Python's recursion limit
             raise too_deep_error("the JSON schema") from None
         except ValueError as e:
             raise InvalidJSONError(f"the JSON schema is not valid JSON: {e}") from e
-        check_json_nesting(obj, "the JSON schema")
-        return obj
     if isinstance(schema, (dict, bool)):
         check_json_nesting(schema, "the JSON schema")
         return schema

@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from .. import gc_pause
 from . import ir
 from .convert import Converter
 from .emit import Emitter
@@ -95,7 +96,8 @@ def _check_excludes(excludes):
 
 def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, separators=None,
                         strict_mode: bool = True, max_whitespace_cnt=None, lenient: bool = False,
-                        ref_resolver=None, any_order: bool = False, excludes=None) -> ConversionResult:
+                        ref_resolver=None, any_order: bool = False, excludes=None,
+                        _key_text: "str | None" = None) -> ConversionResult:
     """Converts a JSON Schema to EBNF (root rule ``root``).
 
     Raises UnsupportedSchemaError (a keyword or value that cannot be enforced exactly; with
@@ -126,10 +128,18 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     opts = (bool(any_whitespace), indent, tuple(separators) if separators else None, bool(strict_mode),
             max_whitespace_cnt, bool(lenient), bool(any_order), excl)
     try:
-        # The repr of JSON data tells any two values apart (1 / "1" / true), keeps the
-        # property order the grammar enforces, and costs half a json.dumps: a tool schema
-        # seen in an earlier request costs one repr and one lookup.
-        key = (repr(s), opts) if ref_resolver is None else None
+        # The repr of JSON data tells any two values apart (1 / "1" / true) and keeps the
+        # property order the grammar enforces: a tool schema seen in an earlier request costs
+        # one repr and one lookup. ``_key_text`` (private: GrammarCompiler.compile_json_schema)
+        # is the compact json.dumps of ``schema`` that the caller already made for its own
+        # compile-cache key; it tells the same values apart as the compile cache does, and
+        # saves the repr (10-20x slower than json.dumps on large schemas with many strings).
+        if ref_resolver is not None:
+            key = None
+        elif _key_text is not None:
+            key = (("json", _key_text), opts)
+        else:
+            key = (repr(s), opts)
     except Exception:  # noqa: BLE001 - a value whose repr fails is converted unkeyed
         key = None
     if key is not None:
@@ -140,12 +150,42 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
         if hit is not None:
             return ConversionResult(hit[0], list(hit[1]))
     # The $id/$anchor index is only needed when such keywords (or draft-04 "id") occur.
-    text_key = key[0] if key is not None else None
-    need_index = text_key is None or any(k in text_key for k in ("'$id'", "'id'", "'$anchor'", "'$dynamicAnchor'",
-                                                                   "'$dynamicRef'"))
+    if key is None:
+        need_index = True
+    elif _key_text is not None:
+        need_index = any(k in _key_text for k in ('"$id"', '"id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
+    else:
+        need_index = any(k in key[0] for k in ("'$id'", "'id'", "'$anchor'", "'$dynamicAnchor'", "'$dynamicRef'"))
+    with gc_pause.paused():  # allocation-heavy: no collector pauses inside (gc_pause.py)
+        # (The converter's objects are freed inside _convert, before the collector is back:
+        # alive, the first collection after the block would walk all of them.)
+        text, warns, notes = _convert(s, need_index, strict_mode=strict_mode, lenient=lenient,
+                                      ref_resolver=ref_resolver, any_whitespace=any_whitespace, indent=indent,
+                                      separators=separators, max_whitespace_cnt=max_whitespace_cnt,
+                                      any_order=any_order, excludes=excl)
+    if text is None:
+        why = ""
+        if notes:
+            why = " (" + "; ".join(notes[:3]) + ("; ..." if len(notes) > 3 else "") + ")"
+        raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it" + why, "#")
+    res = (text, warns)
+    if res[1]:
+        _log.warning("JSON schema converted with %d constraint(s) not enforced: %s", len(res[1]),
+                     "; ".join(res[1]))
+    if key is not None:
+        with _lock:
+            _cache[key] = res
+            if len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return ConversionResult(text, list(res[1]))
+
+
+def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespace, indent, separators,
+             max_whitespace_cnt, any_order, excludes):
+    """One conversion: (EBNF text or None when unsatisfiable, warnings, unsatisfiability notes)."""
     cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
     em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
-                 max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excl)
+                 max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excludes)
     try:
         u = cx.convert(s, "#")
         if "root" in cx.refs:
@@ -159,21 +199,13 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
         raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
     except RecursionError:
         raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
-    if text is None:
-        why = ""
-        if cx.unsat_notes:
-            why = " (" + "; ".join(cx.unsat_notes[:3]) + ("; ..." if len(cx.unsat_notes) > 3 else "") + ")"
-        raise UnsatisfiableSchemaError("schema is unsatisfiable: no JSON value matches it" + why, "#")
-    res = (text, tuple(cx.warnings))
-    if res[1]:
-        _log.warning("JSON schema converted with %d constraint(s) not enforced: %s", len(res[1]),
-                     "; ".join(res[1]))
-    if key is not None:
-        with _lock:
-            _cache[key] = res
-            if len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
-    return ConversionResult(text, list(res[1]))
+    out = text, tuple(cx.warnings), list(cx.unsat_notes)
+    # The emitter, the converter and their memo tables reference each other (closures kept
+    # in memos, the emitter's converter): clearing them frees the whole conversion by
+    # reference counting instead of leaving thousands of tuples to the cyclic collector.
+    em.__dict__.clear()
+    cx.__dict__.clear()
+    return out
 
 
 def builtin_json_ebnf(*, object_only: bool = False, any_whitespace: bool = True, indent=None, separators=None,

@@ -671,6 +671,7 @@ class Emitter:
         if maxn == 0:
             return ea
         first = seq(elems[0], rest(1)) if P > 0 else seq(t, rest(1))
+        rest = None  # a recursive closure is a reference cycle: break it (no work for the collector)
         return alt(ea if minn == 0 else None, seq(ao, first, ac))
 
     def _pos_schema(self, n, i, tail):
@@ -728,6 +729,7 @@ class Emitter:
 
         empty_ok = minn == 0 and cmin == 0
         body = seq(ao, state(0, 0, True), ac)
+        state = None  # (cycle break, as in array)
         return alt(ea if empty_ok else None, body)
 
     def _enum_values(self, u):
@@ -810,6 +812,8 @@ class Emitter:
         except ir.NotExpressible as e:
             self.unsupported("uniqueItems", n.unique, str(e))
             return self.array(n.copy(unique=None), name, depth)
+        finally:
+            state = None  # (cycle break, as in array)
         return alt(ea if minn == 0 else None, body)
 
     # ------------------------------------------------------------ objects
@@ -921,6 +925,7 @@ class Emitter:
             return memo[key]
 
         content = state(0, 0)
+        state = extras_tail = None  # (cycle break, as in array)
         empty_ok = nreq == 0 and pmin == 0
         return alt(eo if empty_ok else None, seq(oo, content, oc) if content is not None else None)
 
@@ -1022,7 +1027,10 @@ class Emitter:
             memo[key] = self.intern(self.g.unique(nm), body)
             return memo[key]
 
-        return state(0, 0)
+        try:
+            return state(0, 0)
+        finally:
+            state = None  # (cycle break, as in array)
 
     def object_extras(self, n, addl, listed, name, depth, kv):
         """Alternatives for one additional property (key, separator, value), or None."""
@@ -1209,6 +1217,7 @@ class Emitter:
         if name not in self._shared:
             self._shared.add(name)
             self.g.define(name, node(trie))
+        node = None  # (cycle break, as in array)
         return seq(Q, ref(name))
 
 

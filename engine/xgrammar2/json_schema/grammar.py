@@ -350,11 +350,20 @@ class Grammar:
         if root not in prod:
             return None
         if len(prod) != len(rules) or missing:
-            rules = {k: _prune(v, prod) for k, v in rules.items() if k in prod}
-            for name, body in rules.items():
+            # Only the bodies that mention an unproductive (or undefined) rule change.
+            pruned = {}
+            for k, v in rules.items():
+                if k not in prod:
+                    continue
+                if all(r in prod for r in refs[k]):
+                    pruned[k] = v
+                    continue
+                v = _prune(v, prod)
+                pruned[k] = v
                 out = []
-                walk_refs(body, out)
-                refs[name] = out
+                walk_refs(v, out)
+                refs[k] = out
+            rules = pruned
         # Reachable rules in BFS order from the root (the printing order).
         order = [root]
         seen_r = {root}
@@ -433,6 +442,7 @@ def dfa_to_rules(g: Grammar, d: fa.DFA, name: str, tail, enc):
 
     for s, nm in names.items():
         g.define(nm, body(s))
+    body = None  # a recursive closure is a reference cycle: break it (no work for the collector)
     return ref(name)
 
 
@@ -453,7 +463,10 @@ def dfa_to_expr(d: fa.DFA, enc):
         memo[s] = alt(*alts)
         return memo[s]
 
-    return body(0)
+    try:
+        return body(0)
+    finally:
+        body = None  # (cycle break, as in dfa_to_rules)
 
 
 # ---------------------------------------------------------------- JSON text encodings
