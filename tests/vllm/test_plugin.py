@@ -138,7 +138,7 @@ def _validation_error(harness, **so):
         ({"regex": "("}, "parenthesis is not closed"),
         ({"regex": "a{5,2}"}, "lower bound 5 is larger than the upper bound 2"),
         ({"grammar": 'root ::= "a" | rule2'}, "rule2"),
-        ({"grammar": "root ::= ("}, "syntax error"),
+        ({"grammar": "root ::= ("}, "EBNF parser error at line 1, column 11"),
         ({"grammar": 'start: /(?<=a)b/'}, "line 1, column 9"),
         ({"grammar": 'start: NAME\n%import common.NOPE -> NAME'}, "line 2"),
     ],
