@@ -8,7 +8,10 @@ request (`<function=NAME>` tags over the BFCL pool, traced with a call of one of
 - *no shared entries*: the process-wide cross-grammar cache is emptied, the request compiled into a fresh grammar
   object and its first decoding pass timed per token (what a process with a warm compile directory does today:
   it computes every shared entry, then this grammar's own layers);
-- *shared entries present*: a second fresh grammar object of the same request, first pass: the cross-grammar
+- *entries from a pack*: the cache emptied again and filled from a mask entry pack of what the first pass
+  computed (`xgr_mask_pack_build` / `xgr_mask_pack_load`, as a process with a warm directory does; the pack's
+  build and load times are reported), then a second fresh grammar object's first pass;
+- *shared entries present*: a third fresh grammar object of the same request, first pass: the cross-grammar
   cache now holds every shared entry the trace needs, so only the per-grammar layers (sharpening, caller-context
   refinement, uncertain-byte copies) are built. This is the best a disk pack of shared entries can do: it leaves
   out the cost of loading the pack and keeps the CPU caches of the first pass;
@@ -28,7 +31,7 @@ import time
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PHASES = ("no shared entries", "shared entries present", "warm grammar")
+PHASES = ("no shared entries", "entries from a pack", "shared entries present", "warm grammar")
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -50,6 +53,7 @@ def measure(n_schemas: int, n_tool_sets: int) -> dict[str, Any]:
     """Per-token first-pass times (us) and first-mask times (us) by phase, per workload."""
     sys.path.insert(0, ROOT)
     import xgrammar2 as xgr
+    from xgrammar2 import _core
     from bench.tools import load_pool, render_call
     from bench.workloads import DATA_DIR, WARMUP_SPEC, Tokenize, jsonschemabench
     from transformers import PreTrainedTokenizerFast
@@ -82,18 +86,33 @@ def measure(n_schemas: int, n_tool_sets: int) -> dict[str, Any]:
     def run(requests: list[tuple[Any, list[list[int]]]]) -> dict[str, Any]:
         tok = {p: [] for p in PHASES}
         first = {p: [] for p in PHASES}
-        entries, nbytes = [], []
+        entries, nbytes, pack_bytes, build_ms, load_ms = [], [], [], [], []
+        ffi, lib = _core.ffi, _core.lib
         for compile_fn, traces in requests:
             xgr.clear_cross_grammar_cache()
             first_pass(compile_fn(fresh()), traces, tok[PHASES[0]], first[PHASES[0]])
             st = xgr.get_cross_grammar_cache_stats()
             entries.append(st["entries"])
             nbytes.append(st["bytes"])
+            out_p, n_p = ffi.new("uint8_t **"), ffi.new("size_t *")
+            seq, cnt, nl = ffi.new("uint64_t *"), ffi.new("int32_t *"), ffi.new("int32_t *")
+            t0 = time.perf_counter()
+            assert lib.xgr_mask_pack_build(ti._handle(), 0, out_p, n_p, seq, cnt) == 0
+            pack = ffi.buffer(out_p[0], n_p[0])[:]
+            lib.xgr_free(out_p[0])
+            build_ms.append(1e3 * (time.perf_counter() - t0))
+            pack_bytes.append(len(pack))
+            xgr.clear_cross_grammar_cache()
+            t0 = time.perf_counter()
+            assert lib.xgr_mask_pack_load(ffi.from_buffer(pack), len(pack), ti._handle(), nl) == 0
+            load_ms.append(1e3 * (time.perf_counter() - t0))
+            first_pass(compile_fn(fresh()), traces, tok[PHASES[1]], first[PHASES[1]])
             cg = compile_fn(fresh())
-            first_pass(cg, traces, tok[PHASES[1]], first[PHASES[1]])
             first_pass(cg, traces, tok[PHASES[2]], first[PHASES[2]])
+            first_pass(cg, traces, tok[PHASES[3]], first[PHASES[3]])
         out = {"tok_us": tok, "first_us": first, "entries": entries, "bytes": nbytes,
-               "rejected_traces": len(rejected) // 3}  # each trace runs in the three phases
+               "pack_bytes": pack_bytes, "pack_build_ms": build_ms, "pack_load_ms": load_ms,
+               "rejected_traces": len(rejected) // len(PHASES)}  # each trace runs in every phase
         rejected.clear()
         return out
 
@@ -140,7 +159,9 @@ def markdown(res: dict[str, Any], args: argparse.Namespace) -> str:
         lines.append(f"- {names[w]}: shared entries built per request: median {_pct(r['entries'], 50):.0f} "
                      f"(max {max(r['entries'])}), {_pct(r['bytes'], 50) / 1024:.0f} KiB "
                      f"(max {max(r['bytes']) / 1024:.0f} KiB); traces cut at a refused token: "
-                     f"{r['rejected_traces']}")
+                     f"{r['rejected_traces']}; packs: median {_pct(r['pack_bytes'], 50) / 1024:.0f} KiB, built in "
+                     f"{_pct(r['pack_build_ms'], 50):.2f} ms, loaded in {_pct(r['pack_load_ms'], 50):.2f} ms "
+                     f"(max {max(r['pack_load_ms']):.2f})")
     return "\n".join(lines)
 
 
