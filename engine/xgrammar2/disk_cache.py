@@ -355,9 +355,13 @@ class DiskCache:
         that fails a check is removed and counted in ``rejected``."""
         st = self._packs
         now = time.monotonic()
-        with st.lock:
-            if not force and now - st.last_scan < _PACK_SCAN_S:
-                return 0
+        if not force and now - st.last_scan < _PACK_SCAN_S:
+            return 0
+        # a pack being written (fsync) holds the lock: a request never waits for the disk,
+        # it looks again on a later compile
+        if not st.lock.acquire(blocking=force):
+            return 0
+        try:
             st.last_scan = now
             prefix = self._pack_prefix()
             try:
@@ -370,6 +374,8 @@ class DiskCache:
                 st.loaded.add(name)  # once per process, loaded or refused
                 done += self._load_pack(os.path.join(self.path, name), vocab)
             return done
+        finally:
+            st.lock.release()
 
     def _load_pack(self, path: str, vocab: Any) -> int:
         try:
