@@ -270,6 +270,22 @@ int xgr_compiled_image(const xgr_compiled *c, uint8_t **out, size_t *out_len);
 int xgr_compiled_from_image(const uint8_t *img, size_t len, const xgr_vocab *v,
                             const xgr_compile_options *opts, xgr_compiled **out);
 
+/* ---- mask entry packs (the on-disk compile cache, docs/disk-cache.md) ----------------
+ * A pack is the cross-grammar cache's shareable mask entries over vocabulary v (native byte
+ * order), so another process with the same vocabulary and core build starts with them.
+ * The caller names and checksums it. */
+/* The entries of v inserted after insertion number after_seq (0: all) and not themselves
+ * loaded from a pack: *out (free with xgr_free; *out_len bytes, *n_entries entries; a pack
+ * with no entries when there are none); *last_seq = the insertion number to pass next
+ * time. Thread-safe. */
+int xgr_mask_pack_build(const xgr_vocab *v, uint64_t after_seq, uint8_t **out, size_t *out_len,
+                        uint64_t *last_seq, int32_t *n_entries);
+/* Checks every count, offset and token id of a pack against v and inserts its entries into
+ * the cross-grammar cache (copies; entries already cached are kept). A truncated, damaged
+ * or hostile pack gives XGR_ERR_INVALID_ARG ("corrupt mask pack: ...") and inserts
+ * nothing, never a crash. Thread-safe. */
+int xgr_mask_pack_load(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded);
+
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
  * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
  * holding them). */

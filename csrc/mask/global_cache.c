@@ -25,6 +25,8 @@ typedef struct gnode {
     xgr_lru_node node; /* node.link.hash: slot_hash(); node.bytes: the entry and the node
                         * (the key is counted once, by key_acquire) */
     int32_t local_state;
+    int from_disk; /* loaded from an entry pack (entry_pack.c): never written again */
+    uint64_t seq;  /* insertion number (g_seq), for xgr_gcache_collect */
     gkey *key;
     xgr_mask_entry *entry;
 } gnode;
@@ -36,7 +38,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static xgr_lru g_map = XGR_LRU_INIT(1024, (size_t)256 << 20, gnode_drop);
 static xgr_chain **g_kbuckets;
 static size_t g_nkbuckets, g_nkeys;
-static uint64_t g_hits, g_misses, g_inserts;
+static uint64_t g_hits, g_misses, g_inserts, g_seq;
 
 void xgr_mask_entry_retain(xgr_mask_entry *e) {
     if (e) atomic_fetch_add(&e->refcount, 1);
@@ -129,6 +131,12 @@ xgr_mask_entry *xgr_gcache_lookup(uint64_t vocab_fp, uint64_t hash, const uint8_
 
 xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
                                   size_t key_len, int32_t local_state, xgr_mask_entry *e) {
+    return xgr_gcache_insert_ex(vocab_fp, hash, key, key_len, local_state, e, 0);
+}
+
+xgr_mask_entry *xgr_gcache_insert_ex(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
+                                     size_t key_len, int32_t local_state, xgr_mask_entry *e,
+                                     int from_disk) {
     xgr_mask_entry *out = NULL;
     size_t bytes = e->bytes + key_len + sizeof(gnode);
     pthread_mutex_lock(&g_lock);
@@ -153,6 +161,8 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
     n->node.link.hash = h;
     n->node.bytes = bytes;
     n->local_state = local_state;
+    n->from_disk = from_disk;
+    n->seq = ++g_seq;
     n->key = k;
     n->entry = e;
     xgr_mask_entry_retain(e); /* the cache's reference */
@@ -163,6 +173,58 @@ xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_
 done:
     pthread_mutex_unlock(&g_lock);
     return out;
+}
+
+int xgr_gcache_collect(uint64_t vocab_fp, uint64_t after_seq, int (*keep)(const xgr_mask_entry *),
+                       xgr_gcache_item **out, size_t *n_out, uint64_t *last_seq) {
+    *out = NULL;
+    *n_out = 0;
+    pthread_mutex_lock(&g_lock);
+    *last_seq = g_seq;
+    size_t n = 0, cap = 0;
+    xgr_gcache_item *items = NULL;
+    int rc = XGR_OK;
+    for (xgr_lru_node *ln = g_map.head; ln; ln = ln->next) {
+        gnode *g = (gnode *)ln;
+        if (g->from_disk || g->seq <= after_seq || g->key->vocab_fp != vocab_fp || !keep(g->entry))
+            continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 64;
+            xgr_gcache_item *ni = realloc(items, nc * sizeof *ni);
+            if (!ni) {
+                rc = XGR_ERR_NOMEM;
+                break;
+            }
+            items = ni;
+            cap = nc;
+        }
+        xgr_gcache_item *it = &items[n];
+        g->key->refs++; /* kept until xgr_gcache_items_free */
+        it->key_ref = g->key;
+        it->key = g->key->bytes;
+        it->key_len = g->key->len;
+        it->hash = g->key->hash;
+        it->local_state = g->local_state;
+        it->entry = g->entry;
+        xgr_mask_entry_retain(it->entry);
+        n++;
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (rc) {
+        xgr_gcache_items_free(items, n); /* takes the lock again */
+        return rc;
+    }
+    *out = items;
+    *n_out = n;
+    return XGR_OK;
+}
+
+void xgr_gcache_items_free(xgr_gcache_item *items, size_t n) {
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < n; i++) key_release(items[i].key_ref);
+    pthread_mutex_unlock(&g_lock);
+    for (size_t i = 0; i < n; i++) xgr_mask_entry_release(items[i].entry);
+    free(items);
 }
 
 void xgr_cache_get_stats(xgr_cache_stats *out) {

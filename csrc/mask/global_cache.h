@@ -19,6 +19,27 @@ xgr_mask_entry *xgr_gcache_lookup(uint64_t vocab_fp, uint64_t hash, const uint8_
  * Returns NULL only on allocation failure (then `e` is simply not cached). */
 xgr_mask_entry *xgr_gcache_insert(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
                                   size_t key_len, int32_t local_state, xgr_mask_entry *e);
+/* The same; from_disk marks an entry loaded from an entry pack (never collected again). */
+xgr_mask_entry *xgr_gcache_insert_ex(uint64_t vocab_fp, uint64_t hash, const uint8_t *key,
+                                     size_t key_len, int32_t local_state, xgr_mask_entry *e,
+                                     int from_disk);
+
+/* One cached entry as xgr_gcache_collect hands it out: its key (held: the bytes stay put
+ * until xgr_gcache_items_free; items of one rule share key_ref) and the entry, retained. */
+typedef struct {
+    void *key_ref;
+    const uint8_t *key;
+    size_t key_len;
+    uint64_t hash;
+    int32_t local_state;
+    xgr_mask_entry *entry;
+} xgr_gcache_item;
+/* The entries of vocabulary vocab_fp inserted after insertion number after_seq, not loaded
+ * from a pack, for which keep() holds (called under the cache's lock: it must only read
+ * the entry); *last_seq = the latest insertion number. Free with xgr_gcache_items_free. */
+int xgr_gcache_collect(uint64_t vocab_fp, uint64_t after_seq, int (*keep)(const xgr_mask_entry *),
+                       xgr_gcache_item **out, size_t *n_out, uint64_t *last_seq);
+void xgr_gcache_items_free(xgr_gcache_item *items, size_t n);
 void xgr_mask_entry_retain(xgr_mask_entry *e);
 void xgr_mask_entry_release(xgr_mask_entry *e);
 

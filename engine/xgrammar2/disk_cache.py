@@ -52,6 +52,29 @@ _HEADER = struct.Struct("<8sII32s32sQ32s")
 _SUFFIX = ".xgc"
 #: A payload larger than this is not read (nor written): no real grammar comes near it.
 _MAX_PAYLOAD = 1 << 30
+#: Mask entry packs (xgr_mask_pack_build): the cross-grammar cache's shareable entries,
+#: one immutable file per flush, named ``<vocabulary tag>-<sha256>.xgm``.
+_PACK_MAGIC = b"XGR2MPK\x00"
+_PACK_SUFFIX = ".xgm"
+#: A process looks for packs other processes wrote at most this often (and always on its
+#: first compile), and writes its own new entries at most this often (and on flush/exit).
+_PACK_SCAN_S = 1.0
+_PACK_WRITE_S = 2.0
+#: Per process and directory+vocabulary: the packs already loaded and the insertion number
+#: up to which this process's entries were written (shared by every compiler there).
+_pack_states: "dict[Tuple[str, bytes], _PackState]" = {}
+_pack_states_lock = threading.Lock()
+
+
+class _PackState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.loaded: set = set()
+        self.seq = 0
+        self.last_scan = -1e9
+        self.last_write = -1e9
+
+
 #: Temporary files older than this (a writer that died mid-write) are removed by scans.
 _STALE_TMP_S = 3600.0
 
@@ -151,6 +174,9 @@ def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], me
     return bool(linked), tuple(warns), buf[pos:]
 
 
+_PACK_JOB = object()  # a queue item: write this process's new mask entries as a pack
+
+
 class DiskCache:
     """One compiler's view of a cache directory (thread-safe; any number of processes may
     share the directory)."""
@@ -164,6 +190,12 @@ class DiskCache:
         self._prefix = hashlib.sha256(
             b"xgrammar2-disk-cache\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
             + _core_build_id() + self._vocab_fp + options_digest).digest()
+        self._pack_id = hashlib.sha256(
+            b"xgrammar2-mask-pack\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
+            + _core_build_id() + self._vocab_fp).digest()
+        with _pack_states_lock:
+            self._packs = _pack_states.setdefault((self.path, self._pack_id), _PackState())
+        self._vocab: Any = None  # the core's vocabulary handle, from the first load()
         self._lock = threading.Lock()
         self._warned = False
         self._writable = True
@@ -173,6 +205,8 @@ class DiskCache:
         self._writer: Optional[threading.Thread] = None
         #: Counters, for tests and benchmarks.
         self.hits = self.misses = self.rejected = self.writes = self.evictions = 0
+        #: Mask entry packs loaded / written by this compiler, and the entries they held.
+        self.pack_loads = self.pack_writes = self.pack_entries_loaded = self.pack_entries_written = 0
 
     @staticmethod
     def _check_limit(limit_bytes: Optional[int]) -> int:
@@ -236,6 +270,8 @@ class DiskCache:
              opts: Any, vocab: Any) -> Any:
         """The compiled grammar of ``key`` from the directory, or None. ``make(ptr, linked,
         warnings)`` wraps the core's handle."""
+        self._vocab = vocab
+        self.sync_packs(vocab)
         digest = self.key_digest(key)
         path = self.file_for(digest)
         try:
@@ -308,6 +344,139 @@ class DiskCache:
         ptr = ffi.gc(out[0], lib.xgr_compiled_release)
         return make(ptr, linked, warns)
 
+    # ---- mask entry packs ------------------------------------------------------------
+
+    def _pack_prefix(self) -> str:
+        return self._pack_id.hex()[:32] + "-"
+
+    def sync_packs(self, vocab: Any, force: bool = False) -> int:
+        """Loads the mask entry packs of this vocabulary that this process has not loaded
+        yet (at most once a second unless ``force``); returns how many were loaded. A pack
+        that fails a check is removed and counted in ``rejected``."""
+        st = self._packs
+        now = time.monotonic()
+        if not force and now - st.last_scan < _PACK_SCAN_S:
+            return 0
+        # a pack being written (fsync) holds the lock: a request never waits for the disk,
+        # it looks again on a later compile
+        if not st.lock.acquire(blocking=force):
+            return 0
+        try:
+            st.last_scan = now
+            prefix = self._pack_prefix()
+            try:
+                names = [n for n in os.listdir(self.path)
+                         if n.startswith(prefix) and n.endswith(_PACK_SUFFIX) and n not in st.loaded]
+            except OSError:
+                return 0
+            done = 0
+            for name in sorted(names):
+                st.loaded.add(name)  # once per process, loaded or refused
+                done += self._load_pack(os.path.join(self.path, name), vocab)
+            return done
+        finally:
+            st.lock.release()
+
+    def _load_pack(self, path: str, vocab: Any) -> int:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(_HEADER.size + _MAX_PAYLOAD + 1)
+        except OSError:
+            return 0
+        view = memoryview(data)
+        if len(view) < _HEADER.size:
+            return self._reject_pack(path, "pack size")
+        magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
+        if magic != _PACK_MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
+            return self._reject_pack(path, "pack header")
+        if vfp != self._vocab_fp or kd != self._pack_id:
+            return self._reject_pack(path, "pack vocabulary")
+        if plen != len(view) - _HEADER.size:
+            return self._reject_pack(path, "pack length")
+        payload = view[_HEADER.size:]
+        if hashlib.sha256(payload).digest() != csum:
+            return self._reject_pack(path, "pack checksum")
+        ffi, lib = _core.ffi, _core.lib
+        n = ffi.new("int32_t *")
+        if lib.xgr_mask_pack_load(ffi.from_buffer(payload), len(payload), vocab, n) != 0:
+            msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
+            return self._reject_pack(path, f"pack: {msg}")
+        self.pack_loads += 1
+        self.pack_entries_loaded += n[0]
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+        return 1
+
+    def _reject_pack(self, path: str, why: str) -> int:
+        """A pack that fails a check: removed (its entries are computed again)."""
+        self.rejected += 1
+        logger.debug("xgrammar2 disk cache: ignoring %s (%s)", path, why)
+        self._cleanup(path)
+        return 0
+
+    def write_pack(self) -> bool:
+        """Writes the mask entries this process computed since its last pack (tmp file,
+        fsync, atomic rename); False when there are none or the directory cannot take it."""
+        vocab = self._vocab
+        if vocab is None or not self._writable or not self._ensure_dir():
+            return False
+        ffi, lib = _core.ffi, _core.lib
+        st = self._packs
+        with st.lock:
+            out = ffi.new("uint8_t **")
+            n = ffi.new("size_t *")
+            seq = ffi.new("uint64_t *")
+            count = ffi.new("int32_t *")
+            if lib.xgr_mask_pack_build(vocab, st.seq, out, n, seq, count) != 0:
+                return False
+            try:
+                payload = ffi.buffer(out[0], n[0])[:] if count[0] > 0 else b""
+            finally:
+                lib.xgr_free(out[0])
+            if not payload or len(payload) > _MAX_PAYLOAD or _HEADER.size + len(payload) > self.limit_bytes:
+                st.seq = seq[0]
+                return False
+            csum = hashlib.sha256(payload).digest()
+            name = self._pack_prefix() + csum.hex() + _PACK_SUFFIX
+            if not self._publish(os.path.join(self.path, name),
+                                 _HEADER.pack(_PACK_MAGIC, DISK_FORMAT_VERSION, 0, self._vocab_fp,
+                                              self._pack_id, len(payload), csum) + payload):
+                return False
+            st.seq = seq[0]
+            st.loaded.add(name)  # its entries are this process's own
+        self.pack_writes += 1
+        self.pack_entries_written += count[0]
+        self._since_scan += _HEADER.size + len(payload)
+        if self._since_scan * 16 >= self.limit_bytes:
+            self.evict()
+        return True
+
+    def _publish(self, path: str, data: bytes) -> bool:
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                         0o600)
+            try:
+                view = memoryview(data)
+                while view:
+                    k = os.write(fd, view)
+                    view = view[k:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except FileNotFoundError:  # the directory vanished: the next write makes it again
+            self._cleanup(tmp)
+            self._ready = False
+            return False
+        except OSError as e:
+            self._cleanup(tmp)
+            self._degrade("written", e)
+            return False
+        return True
+
     # ---- writing ---------------------------------------------------------------------
 
     def store(self, key: Hashable, compiled: Any) -> None:
@@ -323,13 +492,24 @@ class DiskCache:
                 _live.add(self)
         try:
             self._queue.put_nowait((key, compiled))
+            now = time.monotonic()
+            if now - self._packs.last_write >= _PACK_WRITE_S:
+                self._packs.last_write = now
+                self._queue.put_nowait((_PACK_JOB, None))
         except queue.Full:
             pass
 
     def flush(self, timeout: Optional[float] = None) -> None:
-        """Waits until every queued write is done (tests, benchmarks, shutdown)."""
+        """Writes this process's new mask entries as a pack (when it compiled through this
+        cache) and waits until every queued write is done (tests, benchmarks, shutdown)."""
         if self._writer is None:
+            if self._vocab is not None:  # only hits so far: no writer thread to wait for
+                try:
+                    self.write_pack()
+                except Exception as e:  # noqa: BLE001 - a write never fails a caller
+                    logger.debug("xgrammar2 disk cache: pack write failed: %s", e)
             return
+        self._queue.put((_PACK_JOB, None))
         done = threading.Event()
         self._queue.put((None, done))
         done.wait(timeout)
@@ -341,6 +521,9 @@ class DiskCache:
                 compiled.set()
                 continue
             try:
+                if key is _PACK_JOB:
+                    self.write_pack()
+                    continue
                 self.write(key, compiled)
             except Exception as e:  # noqa: BLE001 - a write never fails a request
                 logger.debug("xgrammar2 disk cache: write failed: %s", e)
@@ -436,7 +619,7 @@ class DiskCache:
                     else:
                         total += st.st_size
                     continue
-                if not ent.name.endswith(_SUFFIX):
+                if not ent.name.endswith((_SUFFIX, _PACK_SUFFIX)):
                     continue
                 total += st.st_size
                 files.append((st.st_mtime, st.st_size, ent.path))

@@ -1,0 +1,197 @@
+"""Mask entry packs in the on-disk compile cache (docs/disk-cache.md, "Mask entry packs"): a
+second process with a warm directory starts with the cross-grammar cache entries the first one
+computed and gets the same masks; every damaged pack is ignored (and removed) with equal masks;
+the core's loader refuses truncated and hostile packs whole."""
+
+import glob
+import hashlib
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+
+import xgrammar2 as xgr
+from xgrammar2 import _core
+from xgrammar2 import disk_cache as dcm
+
+from test_disk_cache import EOS, ENGINE, REQUESTS, VOCAB, compile_one, walk
+
+SEEDS = (0, 1, 2)
+
+CHILD = r'''
+import json, sys
+import xgrammar2 as xgr
+sys.path.insert(0, sys.argv[3])
+from test_disk_cache import VOCAB, EOS, REQUESTS, compile_one, walk
+from test_disk_cache_masks import SEEDS
+d = sys.argv[1] or False
+info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
+comp = xgr.GrammarCompiler(info, cache_dir=d)
+grammars = [compile_one(comp, k, a) for k, a in REQUESTS]
+before = xgr.get_cross_grammar_cache_stats()
+out = {"masks": [walk(info, g, seed=s) for g in grammars for s in SEEDS],
+       "computed": xgr.get_cross_grammar_cache_stats()["inserts"] - before["inserts"],
+       "entries_before_walks": before["entries"]}
+dc = comp.disk_cache
+if dc is not None:
+    dc.flush()
+    out.update(rejected=dc.rejected, pack_loads=dc.pack_loads, pack_writes=dc.pack_writes,
+               loaded=dc.pack_entries_loaded, written=dc.pack_entries_written)
+with open(sys.argv[2], "w") as f:
+    json.dump(out, f)
+'''
+
+
+def run_child(tmp_path, d, name):
+    out = tmp_path / f"{name}.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ENGINE, env.get("PYTHONPATH", "")])
+    env.pop(dcm.ENV_CACHE_DIR, None)
+    subprocess.run([sys.executable, "-c", CHILD, str(d or ""), str(out),
+                    os.path.dirname(os.path.abspath(__file__))], check=True, env=env)
+    return json.loads(out.read_text())
+
+
+def packs(d):
+    return sorted(glob.glob(os.path.join(str(d), "v*", "*.xgm")))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return run_child(tmp_path_factory.mktemp("ref"), None, "ref")["masks"]
+
+
+def test_second_process_starts_with_the_first_ones_entries(tmp_path, reference):
+    d = tmp_path / "c"
+    first = run_child(tmp_path, d, "first")
+    assert first["masks"] == reference
+    assert first["pack_writes"] >= 1 and first["written"] > 0 and packs(d)
+    second = run_child(tmp_path, d, "second")
+    assert second["masks"] == reference
+    assert second["rejected"] == 0 and second["pack_loads"] >= 1
+    assert second["loaded"] == first["written"]
+    # the entries were there before the first mask, and the walks computed (almost) none
+    assert second["entries_before_walks"] >= first["written"]
+    assert second["computed"] < first["computed"] / 4
+    # nothing new to write: no second pack of the same entries
+    assert second["written"] == 0
+
+
+def _rewrite(path, payload, *, magic=None, version=None, csum=None):
+    data = open(path, "rb").read()
+    h = list(dcm._HEADER.unpack_from(data, 0))
+    if magic is not None:
+        h[0] = magic
+    if version is not None:
+        h[1] = version
+    h[5] = len(payload)
+    h[6] = csum if csum is not None else hashlib.sha256(payload).digest()
+    with open(path, "wb") as f:
+        f.write(dcm._HEADER.pack(*h) + payload)
+
+
+def _payload(path):
+    return open(path, "rb").read()[dcm._HEADER.size:]
+
+
+CORRUPTIONS = {
+    "truncated file": lambda p: open(p, "r+b").truncate(dcm._HEADER.size + 7),
+    "empty file": lambda p: open(p, "wb").close(),
+    "flipped payload byte": lambda p: _rewrite(p, _payload(p)[:50] + bytes([_payload(p)[50] ^ 1])
+                                               + _payload(p)[51:], csum=hashlib.sha256(_payload(p)).digest()),
+    "wrong magic": lambda p: _rewrite(p, _payload(p), magic=b"XGR2XXX\x00"),
+    "other format version": lambda p: _rewrite(p, _payload(p), version=99),
+    # valid checksums over payloads the core must refuse
+    "core: truncated pack": lambda p: _rewrite(p, _payload(p)[:-8]),
+    "core: trailing bytes": lambda p: _rewrite(p, _payload(p) + bytes(8)),
+    "core: other pack version": lambda p: _rewrite(p, _payload(p)[:12] + struct.pack("=I", 7)
+                                                   + _payload(p)[16:]),
+    "core: other vocabulary": lambda p: _rewrite(p, _payload(p)[:16] + bytes(8) + _payload(p)[24:]),
+    "core: huge entry count": lambda p: _rewrite(p, _payload(p)[:36] + struct.pack("=i", 1 << 30)
+                                                 + _payload(p)[40:]),
+    "core: huge key count": lambda p: _rewrite(p, _payload(p)[:40] + struct.pack("=I", 1 << 31)
+                                               + _payload(p)[44:]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_damaged_packs_are_ignored_with_equal_masks(tmp_path, reference, kind):
+    d = tmp_path / "c"
+    run_child(tmp_path, d, "fill")
+    ps = packs(d)
+    assert ps
+    good = {p: open(p, "rb").read() for p in ps}
+    for p in ps:
+        CORRUPTIONS[kind](p)
+    out = run_child(tmp_path, d, "after")
+    assert out["masks"] == reference
+    assert out["rejected"] >= len(ps) and out["loaded"] == 0
+    # removed, and written again by the process that computed its entries (same content,
+    # same name)
+    assert out["written"] > 0 and packs(d)
+    for p in ps:
+        assert not os.path.exists(p) or open(p, "rb").read() == good[p]
+
+
+# ---- the core's loader, in process ---------------------------------------------------------
+
+def _build(info, after=0):
+    ffi, lib = _core.ffi, _core.lib
+    out, n = ffi.new("uint8_t **"), ffi.new("size_t *")
+    seq, count = ffi.new("uint64_t *"), ffi.new("int32_t *")
+    assert lib.xgr_mask_pack_build(info._handle(), after, out, n, seq, count) == 0
+    try:
+        return ffi.buffer(out[0], n[0])[:], seq[0], count[0]
+    finally:
+        lib.xgr_free(out[0])
+
+
+def _load(info, data):
+    ffi, lib = _core.ffi, _core.lib
+    n = ffi.new("int32_t *")
+    rc = lib.xgr_mask_pack_load(ffi.from_buffer(data), len(data), info._handle(), n)
+    return rc, n[0], ffi.string(lib.xgr_last_error()).decode() if rc else ""
+
+
+def test_core_round_trip_truncations_and_mutations():
+    info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
+    comp = xgr.GrammarCompiler(info, cache_enabled=False, cache_dir=False)
+    xgr.clear_cross_grammar_cache()
+    grammars = [compile_one(comp, k, a) for k, a in REQUESTS]
+    ref = [walk(info, g, seed=s) for g in grammars for s in SEEDS]
+    pack, seq, count = _build(info)
+    assert count > 0
+    assert _build(info, seq)[2] == 0  # nothing new since
+    xgr.clear_cross_grammar_cache()
+    assert _load(info, pack)[:2] == (0, count)
+    assert xgr.get_cross_grammar_cache_stats()["entries"] == count
+    assert _build(info)[2] == 0  # loaded entries are never written again
+    fresh = [compile_one(comp, k, a) for k, a in REQUESTS]
+    assert [walk(info, g, seed=s) for g in fresh for s in SEEDS] == ref
+    # unaligned input is copied, not misread
+    buf = bytearray(b"\0" + pack)
+    xgr.clear_cross_grammar_cache()
+    assert _load(info, memoryview(buf)[1:])[:2] == (0, count)
+    # every proper prefix is refused whole
+    for k in range(0, len(pack), max(1, len(pack) // 400)):
+        xgr.clear_cross_grammar_cache()
+        rc, _, msg = _load(info, pack[:k])
+        assert rc != 0 and "corrupt mask pack" in msg
+        assert xgr.get_cross_grammar_cache_stats()["entries"] == 0
+    # another vocabulary's pack
+    other = xgr.TokenizerInfo(VOCAB + ["zz"], stop_token_ids=[EOS])
+    assert "another vocabulary" in _load(other, pack)[2]
+    # random mutations: refused, or loaded without a fault (ASan/UBSan runs: tests/fuzz)
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        b = bytearray(pack)
+        for _ in range(rng.randrange(1, 4)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        xgr.clear_cross_grammar_cache()
+        _load(info, bytes(b))
+    xgr.clear_cross_grammar_cache()
