@@ -388,6 +388,9 @@ int xgr_matcher_can_end(const xgr_matcher *m);
 void xgr_matcher_reset(xgr_matcher *m);
 /* Number of steps that can currently be rolled back. */
 int32_t xgr_matcher_num_steps(const xgr_matcher *m);
+/* Debugging: the tightest max_tokens deadline (absolute token count) of the open rule
+ * occurrences; INT32_MAX when saturated by a huge budget, -1 when none has one. */
+int32_t xgr_matcher_token_deadline(const xgr_matcher *m);
 /* The sampling temperature the grammar asks for at this point (rule attribute
  * `temperature`, innermost open rule that has one; the largest over ambiguous paths):
  * *has = 0 when no open rule has one. *conflict = 1 when the paths disagree. */

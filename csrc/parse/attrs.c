@@ -164,6 +164,17 @@ void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens
     }
 }
 
+int32_t xgr_parser_token_deadline(const xgr_parser *p) {
+    if (!p->budgets) return -1;
+    int32_t last = xgr_parser_rows(p) - 1, best = XGR_NO_DEADLINE;
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
+        int32_t bud = p->items.data[k].bud;
+        if (bud && p->buds.data[bud].tdl < best) best = p->buds.data[bud].tdl;
+    }
+    if (best == XGR_NO_DEADLINE) return -1;
+    return best == XGR_NO_DEADLINE - 1 ? XGR_NO_DEADLINE : best; /* (add_sat's ceiling) */
+}
+
 /* ---- temperature ----------------------------------------------------------------------- */
 
 /* What the open rules above an occurrence say: temperatures seen (lo..hi) on paths that

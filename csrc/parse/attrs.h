@@ -78,6 +78,10 @@ int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_
  * (*tokens) before some item's deadline passes, XGR_NO_DEADLINE when no item has one. */
 void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens);
 
+/* The tightest token deadline (absolute token count) over the last row's items; a
+ * deadline saturated by a huge max_tokens reads INT32_MAX; -1 when no item has one. */
+int32_t xgr_parser_token_deadline(const xgr_parser *p);
+
 /* The sampling temperature at the last row: over the scannable items whose budget is not
  * spent, the temperature of the innermost open rule that has one (through the rules each
  * was predicted in); *has = 0 when none has one, else *out is the largest and *conflict

@@ -186,6 +186,10 @@ int xgr_matcher_is_terminated(const xgr_matcher *m) {
 
 int32_t xgr_matcher_num_steps(const xgr_matcher *m) { return m ? (int32_t)m->steps.len : 0; }
 
+int32_t xgr_matcher_token_deadline(const xgr_matcher *m) {
+    return m ? xgr_parser_token_deadline(&m->parser) : -1;
+}
+
 static int push_step(xgr_matcher *m, int32_t rows_before, int stop) {
     step_rec s = {rows_before, stop};
     return XGR_VEC_PUSH(m->steps, s) ? XGR_ERR_NOMEM : XGR_OK;

@@ -600,9 +600,11 @@ class GrammarMatcher:
 
     def _debug_print_internal_state(self) -> str:
         """A one-line summary of the matcher's state (format subject to change)."""
+        deadline = int(_lib.xgr_matcher_token_deadline(self._ptr))
+        budget = f", budget_deadline={deadline}" if deadline >= 0 else ""
         return (
             f"GrammarMatcher(steps={self.num_steps}, completed={self.is_completed()}, "
-            f"terminated={self.is_terminated()}, "
+            f"terminated={self.is_terminated()}{budget}, "
             f"jump_forward={self.find_jump_forward_bytes()[:40]!r})"
         )
 
