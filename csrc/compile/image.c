@@ -285,32 +285,6 @@ out:
     return rc;
 }
 
-static xgr_fsm *fsm_new(size_t nr, size_t ns, size_t ne) {
-    xgr_fsm *f = xgr_calloc(1, sizeof *f);
-    if (!f) return NULL;
-    f->rule_name = xgr_calloc(nr + 1, sizeof *f->rule_name);
-    f->rule_start = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->rule_kind = xgr_malloc(nr + 1);
-    f->rule_nullable = xgr_malloc(nr + 1);
-    f->repeat_child = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->repeat_min = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->repeat_max = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->rule_lookahead = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->rule_dispatch = xgr_malloc(nr + 1);
-    f->state_rule = xgr_malloc((ns + 1) * sizeof(int32_t));
-    f->final = xgr_malloc(ns + 1);
-    f->edge_begin = xgr_malloc((ns + 1) * sizeof(int32_t));
-    f->edges = xgr_malloc((ne + 1) * sizeof(xgr_edge));
-    f->n_rules = (int32_t)nr; /* so xgr_fsm_free walks the (NULL) names */
-    f->attr_min_budget = INT32_MAX;
-    if (!f->rule_name || !f->rule_start || !f->rule_kind || !f->rule_nullable ||
-        !f->repeat_child || !f->repeat_min || !f->repeat_max || !f->rule_lookahead ||
-        !f->rule_dispatch || !f->state_rule || !f->final || !f->edge_begin || !f->edges) {
-        xgr_fsm_free(f);
-        return NULL;
-    }
-    return f;
-}
 
 int xgr_compiled_from_image(const uint8_t *img, size_t len, const xgr_vocab *v,
                             const xgr_compile_options *opts, xgr_compiled **out) {
@@ -335,7 +309,7 @@ int xgr_compiled_from_image(const uint8_t *img, size_t len, const xgr_vocab *v,
     uint64_t want = (uint64_t)IMG_HEADER + (uint64_t)nr * 23 + (uint64_t)ns * 5 +
                     ((uint64_t)ns + 1) * 4 + (uint64_t)ne * EDGE_BYTES + (uint64_t)nt * 4;
     if (want != (uint64_t)len) return corrupt(want > len ? "truncated" : "trailing bytes");
-    xgr_fsm *f = fsm_new(nr, ns, ne);
+    xgr_fsm *f = xgr_fsm_alloc(nr, ns, ne);
     int32_t *tokens = xgr_malloc(((size_t)nt + 1) * sizeof *tokens);
     int32_t *seen = xgr_malloc(((size_t)nr + 1) * sizeof *seen);
     if (!f || !tokens || !seen) {

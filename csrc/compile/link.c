@@ -85,32 +85,6 @@ void xgr_fragment_release(xgr_fragment *f) {
     free(f);
 }
 
-/* An empty automaton with room for the given totals (every array allocated). */
-static xgr_fsm *fsm_alloc(size_t nr, size_t ns, size_t ne) {
-    xgr_fsm *f = xgr_calloc(1, sizeof *f);
-    if (!f) return NULL;
-    f->rule_name = xgr_calloc(nr + 1, sizeof *f->rule_name);
-    f->rule_start = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->rule_kind = xgr_malloc(nr + 1);
-    f->rule_nullable = xgr_malloc(nr + 1);
-    f->repeat_child = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->repeat_min = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->repeat_max = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->rule_lookahead = xgr_malloc((nr + 1) * sizeof(int32_t));
-    f->rule_dispatch = xgr_malloc(nr + 1);
-    f->state_rule = xgr_malloc((ns + 1) * sizeof(int32_t));
-    f->final = xgr_malloc(ns + 1);
-    f->edge_begin = xgr_malloc((ns + 1) * sizeof(int32_t));
-    f->edges = xgr_malloc((ne + 1) * sizeof(xgr_edge));
-    f->n_rules = (int32_t)nr; /* so xgr_fsm_free walks the (NULL) names */
-    if (!f->rule_name || !f->rule_start || !f->rule_kind || !f->rule_nullable ||
-        !f->repeat_child || !f->repeat_min || !f->repeat_max || !f->rule_lookahead ||
-        !f->rule_dispatch || !f->state_rule || !f->final || !f->edge_begin || !f->edges) {
-        xgr_fsm_free(f);
-        return NULL;
-    }
-    return f;
-}
 
 /* Appends automaton `src` at rule offset `ro`, state offset `so`, edge offset `eo`; its
  * references go through `remap` (NULL: shift by ro). Names are moved when `take`; else
@@ -279,7 +253,7 @@ int xgr_link(const xgr_grammar *g, const char *const *names, xgr_fragment *const
         int32_t x = ext.rule_extern[r];
         remap[r] = x < 0 ? r : rule_off[frag_of[x]] + frags[frag_of[x]]->fsm->root;
     }
-    if (!(f = fsm_alloc((size_t)nrules, (size_t)ns, (size_t)ne))) {
+    if (!(f = xgr_fsm_alloc((size_t)nrules, (size_t)ns, (size_t)ne))) {
         rc = XGR_ERR_NOMEM;
         goto done;
     }

@@ -118,6 +118,10 @@ typedef struct {
 /* xgr_fsm_build with stand-in rules; ext may be NULL. */
 int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
                      xgr_fsm_externs *ext, xgr_fsm **out);
+/* An empty automaton with room for nr rules, ns states and ne edges: every array
+ * allocated (contents unset, rule names NULL, no rule attributes), n_rules = nr and the
+ * other counts 0; NULL when out of memory. Freed by xgr_fsm_free. */
+xgr_fsm *xgr_fsm_alloc(size_t nr, size_t ns, size_t ne);
 void xgr_fsm_free(xgr_fsm *f);
 /* Bytes held by f, for memory accounting. */
 size_t xgr_fsm_memory(const xgr_fsm *f);

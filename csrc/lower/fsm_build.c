@@ -324,6 +324,33 @@ size_t xgr_fsm_memory(const xgr_fsm *f) {
            ((size_t)f->n_states + 1) * 9 + (size_t)f->n_edges * sizeof *f->edges;
 }
 
+xgr_fsm *xgr_fsm_alloc(size_t nr, size_t ns, size_t ne) {
+    xgr_fsm *f = xgr_calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->rule_name = xgr_calloc(nr + 1, sizeof *f->rule_name);
+    f->rule_start = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->rule_kind = xgr_malloc(nr + 1);
+    f->rule_nullable = xgr_malloc(nr + 1);
+    f->repeat_child = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->repeat_min = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->repeat_max = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->rule_lookahead = xgr_malloc((nr + 1) * sizeof(int32_t));
+    f->rule_dispatch = xgr_malloc(nr + 1);
+    f->state_rule = xgr_malloc((ns + 1) * sizeof(int32_t));
+    f->final = xgr_malloc(ns + 1);
+    f->edge_begin = xgr_malloc((ns + 1) * sizeof(int32_t));
+    f->edges = xgr_malloc((ne + 1) * sizeof(xgr_edge));
+    f->n_rules = (int32_t)nr; /* so xgr_fsm_free walks the (NULL) names */
+    f->attr_min_budget = INT32_MAX;
+    if (!f->rule_name || !f->rule_start || !f->rule_kind || !f->rule_nullable ||
+        !f->repeat_child || !f->repeat_min || !f->repeat_max || !f->rule_lookahead ||
+        !f->rule_dispatch || !f->state_rule || !f->final || !f->edge_begin || !f->edges) {
+        xgr_fsm_free(f);
+        return NULL;
+    }
+    return f;
+}
+
 void xgr_fsm_free(xgr_fsm *f) {
     if (!f) return;
     if (f->rule_name)

@@ -453,7 +453,9 @@ class DiskCache:
             self.evict()
         return True
 
-    def _publish(self, path: str, data: bytes) -> bool:
+    def _write_file(self, path: str, data: bytes) -> None:
+        """Publishes ``data`` at ``path`` atomically: a private temporary file, fsync, then
+        a rename over ``path``. On OSError the temporary file is removed and the error raised."""
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
@@ -467,12 +469,17 @@ class DiskCache:
             finally:
                 os.close(fd)
             os.replace(tmp, path)
-        except FileNotFoundError:  # the directory vanished: the next write makes it again
+        except OSError:
             self._cleanup(tmp)
+            raise
+
+    def _publish(self, path: str, data: bytes) -> bool:
+        try:
+            self._write_file(path, data)
+        except FileNotFoundError:  # the directory vanished: the next write makes it again
             self._ready = False
             return False
         except OSError as e:
-            self._cleanup(tmp)
             self._degrade("written", e)
             return False
         return True
@@ -549,27 +556,14 @@ class DiskCache:
         header = _HEADER.pack(_MAGIC, DISK_FORMAT_VERSION, 0, self._vocab_fp, digest,
                               len(payload), hashlib.sha256(payload).digest())
         path = self.file_for(digest)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                         0o600)
-            try:
-                data = memoryview(header + payload)
-                while data:
-                    k = os.write(fd, data)
-                    data = data[k:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
+            self._write_file(path, header + payload)
         except FileNotFoundError as e:  # the directory vanished: make it again, once
-            self._cleanup(tmp)
             self._ready = False
             if self._ensure_dir():
                 return self._retry_once(key, compiled, e)
             return False
         except OSError as e:  # read-only, full, permissions
-            self._cleanup(tmp)
             self._degrade("written", e)
             return False
         self.writes += 1
