@@ -75,6 +75,56 @@ class _PackState:
         self.last_write = -1e9
 
 
+#: Grammar files up to this size are read with one read (larger ones are mapped).
+_READ_MAX = 1 << 20
+#: A hit touches its file's mtime (the LRU order) unless it is younger than this.
+_TOUCH_S = 60.0
+
+
+def _read_exact(fd: int, size: int) -> Optional[bytes]:
+    """The file's ``size`` bytes from ``fd`` (one read for a regular file), or None when it
+    holds fewer or more."""
+    data = os.read(fd, size + 1)
+    if len(data) < size:  # a short read: only at the end of the file, or a special file
+        parts = [data]
+        got = len(data)
+        while got <= size:
+            more = os.read(fd, size + 1 - got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        data = b"".join(parts)
+    return data if len(data) == size else None
+
+
+def _feed_key(h: Any, key: Any) -> None:
+    """Feeds a compile-cache key to ``h`` as a prefix-free encoding: a type letter, then the
+    length and bytes of str / bytes, the digits of an int, the fields of a tuple; anything
+    else by its repr. (One pass over the request's text, unlike repr, which escapes it.)"""
+    if isinstance(key, str):
+        b = key.encode("utf-8", "surrogatepass")
+        h.update(b"s%d:" % len(b))
+        h.update(b)
+    elif isinstance(key, tuple):
+        h.update(b"t%d:" % len(key))
+        for k in key:
+            _feed_key(h, k)
+    elif key is None:
+        h.update(b"n")
+    elif isinstance(key, bool):
+        h.update(b"T" if key else b"F")
+    elif isinstance(key, int):
+        h.update(b"i%d;" % key)
+    elif isinstance(key, (bytes, bytearray)):
+        h.update(b"b%d:" % len(key))
+        h.update(key)
+    else:
+        b = repr(key).encode("utf-8", "surrogatepass")
+        h.update(b"r%d:" % len(b))
+        h.update(b)
+
+
 #: Temporary files older than this (a writer that died mid-write) are removed by scans.
 _STALE_TMP_S = 3600.0
 
@@ -189,13 +239,16 @@ class DiskCache:
         self._vocab_fp = hashlib.sha256(vocab_fingerprint).digest()
         self._prefix = hashlib.sha256(
             b"xgrammar2-disk-cache\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
-            + _core_build_id() + self._vocab_fp + options_digest).digest()
+            + _core_build_id() + self._vocab_fp + options_digest + b"\0fields").digest()
         self._pack_id = hashlib.sha256(
             b"xgrammar2-mask-pack\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
             + _core_build_id() + self._vocab_fp).digest()
         with _pack_states_lock:
             self._packs = _pack_states.setdefault((self.path, self._pack_id), _PackState())
         self._vocab: Any = None  # the core's vocabulary handle, from the first load()
+        # per thread: (key, digest) of its last miss, so the write that follows a miss does not
+        # hash the request's text again
+        self._last_miss = threading.local()
         self._lock = threading.Lock()
         self._warned = False
         self._writable = True
@@ -257,9 +310,12 @@ class DiskCache:
     # ---- names -----------------------------------------------------------------------
 
     def key_digest(self, key: Hashable) -> bytes:
-        """The content address of a compile-cache key (its repr: the keys are tuples of
-        str, bytes, int, bool and None, whose repr is canonical)."""
-        return hashlib.sha256(self._prefix + repr(key).encode("utf-8", "surrogatepass")).digest()
+        """The content address of a compile-cache key: SHA-256 of the prefix and the key's
+        fields, each typed and length-prefixed (``_feed_key``; the keys are tuples of str,
+        bytes, int, bool and None)."""
+        h = hashlib.sha256(self._prefix)
+        _feed_key(h, key)
+        return h.digest()
 
     def file_for(self, digest: bytes) -> str:
         return os.path.join(self.path, digest.hex() + _SUFFIX)
@@ -274,35 +330,51 @@ class DiskCache:
         self.sync_packs(vocab)
         digest = self.key_digest(key)
         path = self.file_for(digest)
+        self._last_miss.entry = (key, digest)  # cleared below on a hit
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             self.misses += 1
             return None
+        mm = None
         try:
             try:
-                size = os.fstat(fd).st_size
+                st = os.fstat(fd)
+                size = st.st_size
                 if size < _HEADER.size or size > _HEADER.size + _MAX_PAYLOAD:
                     return self._reject(path, "size")
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                if size <= _READ_MAX:
+                    # one read into one buffer: cheaper than mapping (and unmapping) a small
+                    # file; a renamed-over file is another inode, so this one cannot change
+                    data = _read_exact(fd, size)
+                    if data is None:
+                        return self._reject(path, "unreadable")
+                    view = memoryview(data)
+                else:
+                    mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                    view = memoryview(mm)
             except (OSError, ValueError):
                 return self._reject(path, "unreadable")
         finally:
             os.close(fd)
         try:
-            view = memoryview(mm)
             try:
                 result = self._load_mapped(view, digest, path, make, opts, vocab)
             finally:
                 view.release()
         finally:
-            mm.close()
+            if mm is not None:
+                mm.close()
         if result is not None:
             self.hits += 1
-            try:
-                os.utime(path)  # the LRU order every process evicts by
-            except OSError:
-                pass
+            self._last_miss.entry = None
+            # the LRU order every process evicts by; a file touched (or written) within the
+            # last _TOUCH_S seconds is among the newest already, so it is not touched again
+            if time.time() - st.st_mtime >= _TOUCH_S:
+                try:
+                    os.utime(path)
+                except OSError:
+                    pass
         return result
 
     def _reject(self, path: str, why: str) -> None:
@@ -497,8 +569,11 @@ class DiskCache:
                                                 name="xgrammar2-disk-cache")
                 self._writer.start()
                 _live.add(self)
+        last = getattr(self._last_miss, "entry", None)
+        self._last_miss.entry = None
+        digest = last[1] if last is not None and last[0] is key else None
         try:
-            self._queue.put_nowait((key, compiled))
+            self._queue.put_nowait(((key, digest), compiled))
             now = time.monotonic()
             if now - self._packs.last_write >= _PACK_WRITE_S:
                 self._packs.last_write = now
@@ -531,13 +606,14 @@ class DiskCache:
                 if key is _PACK_JOB:
                     self.write_pack()
                     continue
-                self.write(key, compiled)
+                self.write(key[0], compiled, key[1])
             except Exception as e:  # noqa: BLE001 - a write never fails a request
                 logger.debug("xgrammar2 disk cache: write failed: %s", e)
 
-    def write(self, key: Hashable, compiled: Any) -> bool:
-        """Writes ``compiled`` under ``key`` now (tmp file, fsync, atomic rename); False
-        when it has no image or the directory cannot take it."""
+    def write(self, key: Hashable, compiled: Any, digest: Optional[bytes] = None) -> bool:
+        """Writes ``compiled`` under ``key`` (whose ``key_digest`` is ``digest`` when given)
+        now (tmp file, fsync, atomic rename); False when it has no image or the directory
+        cannot take it."""
         if not self._writable or not self._ensure_dir():
             return False
         ffi, lib = _core.ffi, _core.lib
@@ -552,7 +628,8 @@ class DiskCache:
         payload = _pack_payload(bool(compiled._linked), tuple(compiled.warnings), image)
         if len(payload) > _MAX_PAYLOAD or _HEADER.size + len(payload) > self.limit_bytes:
             return False
-        digest = self.key_digest(key)
+        if digest is None:
+            digest = self.key_digest(key)
         header = _HEADER.pack(_MAGIC, DISK_FORMAT_VERSION, 0, self._vocab_fp, digest,
                               len(payload), hashlib.sha256(payload).digest())
         path = self.file_for(digest)
