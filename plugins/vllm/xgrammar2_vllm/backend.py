@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -64,6 +65,11 @@ _NULLABLE = {"max_whitespace_cnt"}
 #: Mask entries each newly compiled grammar builds in the background while its request
 #: waits for prefill (``precompute_k``; 0 turns it off).
 DEFAULT_PRECOMPUTE_K = 8
+
+#: ``XGRAMMAR2_VLLM_LOG_TIMES=1``: log (INFO) the backend's set-up time (tokenizer info,
+#: compiler) and each compile's time with its on-disk cache hits and misses, and the API
+#: server's validation times (``bench/vllm_restart_ttft.py`` reads these lines).
+LOG_TIMES = os.environ.get("XGRAMMAR2_VLLM_LOG_TIMES", "") not in ("", "0")
 
 
 class StructuralTagsUnavailable(ValueError):
@@ -262,7 +268,9 @@ class Xgrammar2Backend(StructuredOutputBackend):
                 cache_mb = 512
         self._cache_limit_bytes = cache_mb * _MIB
 
+        t_info = time.perf_counter()
         self.tokenizer_info, self.vocab_size = _tokenizer_info(self.tokenizer, self.vocab_size)
+        t_compiler = time.perf_counter()
         self.cache_dir = xgr2.serving.engine_cache_dir(self.options.get("cache_dir"), _vllm_cache_root())
         disk_mb = self.options.get("cache_dir_limit_mb")
         self.compiler = xgr2.GrammarCompiler(
@@ -270,6 +278,10 @@ class Xgrammar2Backend(StructuredOutputBackend):
             cache_dir=self.cache_dir or False,
             cache_dir_limit_bytes=disk_mb * _MIB if disk_mb is not None else None,
         )
+        if LOG_TIMES:
+            logger.info("xgrammar2 times: backend set-up: tokenizer info %.1f ms, compiler %.1f ms "
+                        "(cache_dir %s)", 1e3 * (t_compiler - t_info),
+                        1e3 * (time.perf_counter() - t_compiler), self.cache_dir)
 
         spec = getattr(cfg, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0
@@ -361,7 +373,14 @@ class Xgrammar2Backend(StructuredOutputBackend):
         grammar_spec: str,
         stop_token_ids: Optional[Iterable[int]] = None,
     ) -> "Xgrammar2Grammar":
+        t0 = time.perf_counter()
         ctx = self.compile(request_type, grammar_spec)
+        if LOG_TIMES:
+            disk = self.compiler.disk_cache
+            logger.info("xgrammar2 times: compile %s (%d bytes) %.1f ms; disk cache hits %s misses %s "
+                        "packs loaded %s", getattr(request_type, "name", request_type), len(grammar_spec),
+                        1e3 * (time.perf_counter() - t0), disk and disk.hits, disk and disk.misses,
+                        disk and disk.pack_loads)
         # vLLM schedules the request once this returns: its prefill overlaps the build of
         # the grammar's most expensive mask entries (once per compiled grammar).
         self.compiler.precompute_in_background(ctx, self.precompute_k)

@@ -256,9 +256,9 @@ def patch_validation() -> None:
     def validate_xgrammar_grammar(sampling_params):  # noqa: ANN001
         so = sampling_params.structured_outputs
         if so is not None and getattr(so, "_backend", None) == BACKEND:
-            from .validate import validate_xgrammar2_request
+            from .validate import validate_xgrammar2_request, validate_timed
 
-            return validate_xgrammar2_request(sampling_params)
+            return validate_timed(validate_xgrammar2_request, sampling_params)
         return original(sampling_params)
 
     _mark(validate_xgrammar_grammar)

@@ -17,13 +17,31 @@ except those whose special tokens need the tokenizer, which the engine compiles 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Hashable
 
 import xgrammar2 as xgr2
 
-__all__ = ["validate_xgrammar2_request", "configure"]
+__all__ = ["validate_xgrammar2_request", "configure", "validate_timed"]
+
+logger = logging.getLogger("vllm.xgrammar2_vllm")
+#: ``XGRAMMAR2_VLLM_LOG_TIMES=1``: log each validation's time (see backend.LOG_TIMES).
+_LOG_TIMES = os.environ.get("XGRAMMAR2_VLLM_LOG_TIMES", "") not in ("", "0")
+
+
+def validate_timed(validate: Any, sampling_params: Any) -> None:
+    """``validate(sampling_params)``, its time logged when XGRAMMAR2_VLLM_LOG_TIMES is set."""
+    if not _LOG_TIMES:
+        return validate(sampling_params)
+    t0 = time.perf_counter()
+    try:
+        return validate(sampling_params)
+    finally:
+        logger.info("xgrammar2 times: validate (API server) %.1f ms", 1e3 * (time.perf_counter() - t0))
 
 #: The engine's xgrammar2 options that change what compiles (``lenient``), recorded by
 #: :func:`configure` when vLLM builds its input processor in this process.
