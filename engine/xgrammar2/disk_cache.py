@@ -5,15 +5,15 @@ One file per compiled grammar, named by ``sha256(format version, core build, voc
 fingerprint, compile options, canonical key)``. A file is a fixed header (magic, format
 version, the vocabulary fingerprint, the key digest, the payload's length and SHA-256) and
 the payload (whether the grammar was linked, its warnings, and the core's image of its
-automata, ``xgr_compiled_image``). Readers map the file read-only and check the header, the
-length and the checksum before the core checks the image itself
+automata, ``xgr_compiled_image``). Readers read the file (map it when large) and check the
+header, the length and the checksum before the core checks the image itself
 (``xgr_compiled_from_image``: bounds, ids, automata invariants); anything that fails is a
 miss (the file is removed and rewritten). Writers publish with write-to-temporary, fsync
 and an atomic rename, so readers never see a partial file and need no lock. Nothing is
 pickled or executed: a file is data.
 
 The directory is bounded by a byte budget: after writes, any process may scan it and remove
-the least recently used files (by mtime, touched on every hit) down to 90 % of the budget.
+the least recently used files (by mtime, touched on hits) down to 90 % of the budget.
 A directory that cannot be created, written (read-only, full) or that vanishes degrades to
 the in-memory caches with one warning per process; a request never fails because of it.
 """

@@ -207,3 +207,20 @@ def test_other_backends_untouched(registered, model_config, tokenizer):
     sp = SamplingParams(structured_outputs=StructuredOutputsParams(choice=["a", "b"]))
     sp._validate_structured_outputs(model_config, cfg.structured_outputs_config, tokenizer)
     assert sp.structured_outputs.grammar == 'root ::= "a" | "b"'  # upstream's rewrite
+
+
+def test_log_times(harness, monkeypatch, caplog):
+    """XGRAMMAR2_VLLM_LOG_TIMES: the API server's validation and the engine's compiles log
+    their times (bench/vllm_restart_ttft.py reads these lines)."""
+    import logging
+
+    from xgrammar2_vllm import backend, validate
+
+    monkeypatch.setattr(validate, "_LOG_TIMES", True)
+    monkeypatch.setattr(backend, "LOG_TIMES", True)
+    schema = {"type": "object", "properties": {"log_times": {"type": "integer"}}}
+    with caplog.at_level(logging.INFO, logger="vllm.xgrammar2_vllm"):
+        harness.request(json=schema)
+    text = caplog.text
+    assert "xgrammar2 times: validate (API server)" in text, text
+    assert "xgrammar2 times: compile JSON" in text and "disk cache hits" in text, text
