@@ -12,7 +12,7 @@ from . import _core, gc_pause
 from .background import BackgroundPrecompute, check_k
 from .compile_cache import CompileCache
 from .compiled_grammar import CompiledGrammar
-from .disk_cache import DiskCache, resolve_cache_dir
+from .disk_cache import DiskCache, resolve_cache_dir, vocab_fingerprint
 from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
 from .limits import check_input_size, check_structural_tag_args
 from .structural_tag.converter import ebnf_from_api_args
@@ -156,10 +156,8 @@ class GrammarCompiler:
         self._disk: Optional[DiskCache] = None
         disk_path = resolve_cache_dir(cache_dir)
         if disk_path is not None and self._cache_enabled:
-            from .serialization import _tokenizer_digest
-
             lowering = f"inline={opts.inline_max_states};repeat={opts.repeat_threshold}"
-            self._disk = DiskCache(disk_path, _tokenizer_digest(tokenizer_info).encode("ascii"),
+            self._disk = DiskCache(disk_path, vocab_fingerprint(tokenizer_info),
                                    lowering.encode("ascii"), cache_dir_limit_bytes)
         elif cache_dir_limit_bytes is not None:
             DiskCache._check_limit(cache_dir_limit_bytes)

@@ -18,6 +18,7 @@ A directory that cannot be created, written (read-only, full) or that vanishes d
 the in-memory caches with one warning per process; a request never fails because of it.
 """
 
+import array
 import atexit
 import hashlib
 import logging
@@ -25,6 +26,7 @@ import mmap
 import os
 import queue
 import struct
+import sys
 import threading
 import time
 import warnings
@@ -34,7 +36,7 @@ from typing import Any, Callable, Hashable, Optional, Tuple
 from . import _core
 
 __all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_CACHE_DIR",
-           "resolve_cache_dir"]
+           "resolve_cache_dir", "vocab_fingerprint"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +125,45 @@ def _feed_key(h: Any, key: Any) -> None:
         b = repr(key).encode("utf-8", "surrogatepass")
         h.update(b"r%d:" % len(b))
         h.update(b)
+
+
+def vocab_fingerprint(tokenizer_info: Any) -> bytes:
+    """What a cache directory knows a vocabulary by (the name prefix and header of every file):
+    SHA-256 of the tokenizer info's metadata (vocabulary type and size, prefix space, stop,
+    special and added ids) and of every token with its kind (text or bytes): the tokens'
+    kinds, their lengths and their concatenation. The same content as the tokenizer info's
+    serialization (docs/serialization.md), hashed without a Python step per token when the
+    tokens are all text or all bytes: it is computed when a compiler with a directory is made,
+    which an engine does on its first request. Remembered on the object."""
+    fp = getattr(tokenizer_info, "_xgr2_disk_vocab_fp", None)
+    if isinstance(fp, bytes):
+        return fp
+    vocab = tokenizer_info.encoded_vocab
+    types = set(map(type, vocab))
+    if types <= {str}:
+        kinds = b"text"
+        data = "".join(vocab).encode("utf-8", "surrogatepass")  # lengths in code points
+    elif types <= {bytes}:
+        kinds = b"bytes"
+        data = b"".join(vocab)
+    else:
+        kinds = b"mixed:" + bytes(not isinstance(t, str) for t in vocab)
+        vocab = [t.encode("utf-8", "surrogatepass") if isinstance(t, str) else bytes(t) for t in vocab]
+        data = b"".join(vocab)
+    lengths = array.array("Q", map(len, vocab))
+    if sys.byteorder != "little":
+        lengths.byteswap()
+    h = hashlib.sha256(b"xgrammar2-vocabulary\0")
+    meta = tokenizer_info.dump_metadata().encode("utf-8")
+    for part in (meta, kinds, lengths.tobytes(), data):
+        h.update(b"%d:" % len(part))
+        h.update(part)
+    fp = h.digest()
+    try:
+        setattr(tokenizer_info, "_xgr2_disk_vocab_fp", fp)
+    except AttributeError:  # a class with __slots__: computed again next time
+        pass
+    return fp
 
 
 #: Temporary files older than this (a writer that died mid-write) are removed by scans.

@@ -117,3 +117,28 @@ def test_write_after_a_miss_hashes_the_key_once(tmp_path, info, monkeypatch):
     assert comp.disk_cache.write(("custom", "key"), compiled)
     (new,) = set(files(d)) - before
     assert os.path.basename(new) == original(comp.disk_cache, ("custom", "key")).hex() + ".xgc"
+
+
+def test_vocab_fingerprint_covers_tokens_kinds_and_metadata():
+    base = ["a", "b", "ab", "<eos>"]
+    fp = dcm.vocab_fingerprint
+
+    def info(vocab, **kw):
+        return xgr.TokenizerInfo(vocab, stop_token_ids=kw.pop("stop", [len(vocab) - 1]), **kw)
+
+    ref = fp(info(base))
+    assert len(ref) == 32
+    assert fp(info(list(base))) == ref  # by content
+    different = [
+        info(["a", "b", "a" + "b", "<eos>", "c"]),  # one more token
+        info(["ab", "b", "a", "<eos>"]),  # order
+        info(["a", "ba", "b", "<eos>"]),  # same letters, other boundaries
+        info(base, stop=[0]),  # other stop ids
+        info(base, vocab_size=8),  # padded vocabulary
+        info([b"a", b"b", b"ab", b"<eos>"]),  # bytes, not text
+        info(["a", b"b", "ab", "<eos>"]),  # one token as bytes
+    ]
+    fps = [fp(i) for i in different]
+    assert ref not in fps and len(set(fps)) == len(fps)
+    # a compiler's directory knows the vocabulary by it (file header and name prefix)
+    assert fp(info([b"a", "b", b"ab", "<eos>"])) != fp(info(["a", b"b", b"ab", "<eos>"]))
