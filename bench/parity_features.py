@@ -7,6 +7,9 @@ Workloads (each a grammar and a text it accepts):
   in the Earley parser keep it linear);
 * ``substring``: ``Substring(...)`` over 2,000 ten-character chunks (20,000 characters),
   matching a run of 200 of them;
+* ``substring-200k``: ``Substring(...)`` over 200,000 one-character chunks (a seeded random
+  ``acgt`` text), matching a run of 300 characters (fewer compile repeats: one compile takes
+  seconds);
 * ``max-chars``: a Lark rule ``[max_chars=400]`` over free text, 390 characters then ``>``;
 * ``max-tokens``: a Lark rule ``[max_tokens=64]`` over free text (the soft budget), 300 bytes;
 * ``temperature``: EBNF ``value[temperature=0.6]`` inside a JSON-like object, reading
@@ -14,24 +17,44 @@ Workloads (each a grammar and a text it accepts):
 * ``captures``: a Lark list with ``[capture]`` items, ``get_captures()`` at the end;
 * ``draft-tree``: ``traverse_draft_tree`` over a 64-node EAGLE-like tree of a JSON schema.
 
-For each: *compile* (median ms, caches off) and *per token* (median µs of
-fill_next_token_bitmask + accept_token over the text, fed as one token per byte of a
-byte-level vocabulary plus the 94 printable ASCII characters; for the draft tree, one whole
-traversal). Prints a markdown table and the ratio xgrammar2 / upstream (below 1: faster).
+For each: *compile* (median ms, caches off), *first token* (ms of the first
+fill_next_token_bitmask + accept_token after the compile: xgrammar2 builds masks on first
+use, upstream at compile time) and *per token* (median µs of fill_next_token_bitmask +
+accept_token over the rest of the text, fed as one token per byte of a byte-level
+vocabulary plus a few multi-byte tokens; for the draft tree, one whole traversal, the median
+over batches of 200 calls, engines alternating batch by batch).
+Prints a markdown table: each engine's compile and per-token figure side by side and the
+ratio xgrammar2 / upstream (below 1: xgrammar2 faster).
 
-    python -m bench.parity_features [--repeats 5] [--out parity.json]
+``--clock cpu`` times with the process's CPU time (all threads) instead of the wall clock:
+steadier on a machine loaded by other work (upstream's compile may use several threads,
+which CPU time adds up). ``--only NAME[,NAME]`` runs some workloads only.
+
+    python -m bench.parity_features [--repeats 5] [--clock wall|cpu] [--out parity.json]
 """
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+# the clock (seconds); --clock cpu switches it to the process's CPU time
+_now: Callable[[], float] = time.perf_counter
+
 
 def _vocab() -> List[bytes]:
     return [bytes([b]) for b in range(256)] + [b"ab", b"cd", b", ", b'": "', b"item"]
+
+
+def _substring_200k() -> Tuple[str, str]:
+    """Substring over 200,000 one-character chunks and a 300-character run of them."""
+    rng = random.Random(7)
+    text = "".join(rng.choice("acgt") for _ in range(200_000))
+    grammar = "root ::= Substring(" + ", ".join(f'"{ch}"' for ch in text) + ")"
+    return grammar, text[100_000:100_300]
 
 
 def _workloads() -> List[Tuple[str, str, str, str]]:
@@ -51,6 +74,7 @@ def _workloads() -> List[Tuple[str, str, str, str]]:
          'value[temperature=0.6] ::= [0-9]+', "{" + ",".join(f'"k":{i}' for i in range(200)) + "}"),
         ("captures", "lark", 'start: (item ",")* item\nitem[capture]: /[0-9]+/',
          ",".join(str(i) for i in range(300))),
+        ("substring-200k", "ebnf", *_substring_200k()),
     ]
 
 
@@ -61,34 +85,44 @@ def _median(xs: List[float]) -> Optional[float]:
 def _run_engine(mod: Any, kind: str, grammar: str, text: str, repeats: int) -> Dict[str, Optional[float]]:
     info = mod.TokenizerInfo(_vocab())
     compile_ms: List[float] = []
-    token_us: List[float] = []
+    first_ms: List[float] = []  # the first token: fill + accept (xgrammar2 builds masks here)
+    token_us: List[float] = []  # the tokens after it
     for _ in range(repeats):
-        t = time.perf_counter()
+        t = _now()
         try:
             comp = mod.GrammarCompiler(info, cache_enabled=False)
             compiled = comp.compile_lark(grammar) if kind == "lark" else comp.compile_grammar(grammar)
         except Exception as e:  # noqa: BLE001 - an engine that refuses the grammar
             print(f"  {mod.__name__}: {type(e).__name__}: {str(e)[:120]}", file=sys.stderr)
-            return {"compile_ms": None, "token_us": None}
-        compile_ms.append((time.perf_counter() - t) * 1e3)
+            return {"compile_ms": None, "first_ms": None, "token_us": None}
+        compile_ms.append((_now() - t) * 1e3)
         m = mod.GrammarMatcher(compiled, terminate_without_stop_token=True)
         bm = mod.allocate_token_bitmask(1, info.vocab_size)
         data = text.encode()
-        t = time.perf_counter()
+        # (decided once: a substring test per token on a 1 MB grammar would cost 0.3 ms)
+        read_temperature = kind == "ebnf" and "temperature" in grammar
+        read_captures = "capture" in grammar
+        t = _now()
+        t_first = None
         for b in data:
             m.fill_next_token_bitmask(bm)
             if not m.accept_token(b):
                 print(f"  {mod.__name__}: rejected byte {bytes([b])!r}", file=sys.stderr)
-                return {"compile_ms": _median(compile_ms), "token_us": None}
-            if kind == "ebnf" and "temperature" in grammar:
+                return {"compile_ms": _median(compile_ms), "first_ms": None, "token_us": None}
+            if read_temperature:
                 _ = m.temperature
-        if "capture" in grammar:
+            if t_first is None:
+                t_first = _now()
+        if read_captures:
             m.get_captures()
-        token_us.append((time.perf_counter() - t) * 1e6 / len(data))
-    return {"compile_ms": _median(compile_ms), "token_us": _median(token_us)}
+        first_ms.append((t_first - t) * 1e3)
+        token_us.append((_now() - t_first) * 1e6 / max(1, len(data) - 1))
+    return {"compile_ms": _median(compile_ms), "first_ms": _median(first_ms),
+            "token_us": _median(token_us)}
 
 
-def _draft_tree(mod: Any, repeats: int) -> Dict[str, Optional[float]]:
+def _draft_tree_setup(mod: Any) -> Optional[Callable[[], None]]:
+    """A call of ``traverse_draft_tree`` over a 64-node tree, or None without the method."""
     import torch
 
     info = mod.TokenizerInfo(_vocab())
@@ -110,24 +144,47 @@ def _draft_tree(mod: Any, repeats: int) -> Dict[str, Optional[float]]:
         parent = 0 if lvl == 0 else 1 + (lvl - 1) * k
         if base < n:
             nxt[parent] = base
-    args = [torch.tensor(x, dtype=torch.int64) for x in (nxt, sib, tok)]
+    a, b, c = (torch.tensor(x, dtype=torch.int64) for x in (nxt, sib, tok))
     bm = mod.allocate_token_bitmask(n, info.vocab_size)
     m = mod.GrammarMatcher(compiled)
     if not hasattr(m, "traverse_draft_tree"):
-        return {"compile_ms": None, "token_us": None}
-    times = []
-    for _ in range(repeats * 5):
-        t = time.perf_counter()
-        m.traverse_draft_tree(args[0], args[1], args[2], bm)
-        times.append((time.perf_counter() - t) * 1e6)
-    return {"compile_ms": None, "token_us": _median(times)}
+        return None
+    walk = m.traverse_draft_tree
+
+    def call() -> None:
+        walk(a, b, c, bm)
+
+    return call
+
+
+def _draft_trees(engines: Dict[str, Any], repeats: int) -> Dict[str, Dict[str, Optional[float]]]:
+    """µs per traversal for each engine: batches of 200 calls, engines alternating."""
+    calls = {e: _draft_tree_setup(mod) for e, mod in engines.items()}
+    batch = 200
+    times: Dict[str, List[float]] = {e: [] for e in engines}
+    for _ in range(max(10, repeats * 10)):
+        for e, call in calls.items():
+            if call is None:
+                continue
+            t = _now()
+            for _ in range(batch):
+                call()
+            times[e].append((_now() - t) * 1e6 / batch)
+    return {e: {"compile_ms": None, "first_ms": None, "token_us": _median(times[e])}
+            for e in engines}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    global _now
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--only", default="", help="comma-separated workload names")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     a = ap.parse_args(argv)
+    if a.clock == "cpu":
+        _now = time.process_time
+    import torch  # noqa: F401 - imported before any timing (allocate_token_bitmask needs it)
     import xgrammar2
 
     engines: Dict[str, Any] = {"xgrammar2": xgrammar2}
@@ -137,31 +194,40 @@ def main(argv: Optional[List[str]] = None) -> int:
         engines["xgrammar 0.2.8"] = xgrammar
     except ImportError:
         pass
+    only = {w for w in a.only.split(",") if w}
+    draft = "draft-tree (64 nodes, µs per traversal)"
     rows: Dict[str, Dict[str, Dict[str, Optional[float]]]] = {}
     for name, kind, grammar, text in _workloads():
-        rows[name] = {e: _run_engine(mod, kind, grammar, text, a.repeats) for e, mod in engines.items()}
-    rows["draft-tree (64 nodes, µs per traversal)"] = {e: _draft_tree(mod, a.repeats)
-                                                       for e, mod in engines.items()}
+        if only and name not in only:
+            continue
+        reps = min(a.repeats, 2) if name == "substring-200k" else a.repeats
+        rows[name] = {e: _run_engine(mod, kind, grammar, text, reps) for e, mod in engines.items()}
+    if not only or "draft-tree" in only:
+        rows[draft] = _draft_trees(engines, a.repeats)
 
     def fmt(x: Optional[float], digits: int = 2) -> str:
         return "—" if x is None else f"{x:.{digits}f}"
 
-    def ratio(a: Optional[float], b: Optional[float]) -> str:
-        return "—" if a is None or b is None or b == 0 else f"{a / b:.2f}"
+    def ratio(x: Optional[float], y: Optional[float]) -> str:
+        return "—" if x is None or y is None or y == 0 else f"{x / y:.2f}"
 
     names = list(engines)
-    print("| workload | " + " | ".join(f"{e} compile ms" for e in names) + " | "
-          + " | ".join(f"{e} per token µs" for e in names) + " | ratio compile | ratio per token |")
-    print("|---" * (2 * len(names) + 3) + "|")
+    up_name = "xgrammar 0.2.8"
+    cols = (("compile_ms", "compile ms", "compile"), ("first_ms", "first token ms", "first token"),
+            ("token_us", "per token µs", "per token"))
+    print(f"clock: {a.clock}")
+    print("| workload | " + " | ".join(" | ".join(f"{e} {label}" for e in names) + f" | ratio {what}"
+                                       for _, label, what in cols) + " |")
+    print("|---" + "|---:" * (len(cols) * (len(names) + 1)) + "|")
     for w, r in rows.items():
-        ours, up = r["xgrammar2"], r.get("xgrammar 0.2.8", {})
-        print(f"| {w} | " + " | ".join(fmt(r[e]["compile_ms"]) for e in names) + " | "
-              + " | ".join(fmt(r[e]["token_us"]) for e in names) + " | "
-              + ratio(ours["compile_ms"], up.get("compile_ms")) + " | "
-              + ratio(ours["token_us"], up.get("token_us")) + " |")
+        ours, up = r["xgrammar2"], r.get(up_name, {})
+        cells = []
+        for key, _, _ in cols:
+            cells += [fmt(r[e][key]) for e in names] + [ratio(ours[key], up.get(key))]
+        print(f"| {w} | " + " | ".join(cells) + " |")
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"clock": a.clock, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -376,6 +376,17 @@ int xgr_matcher_traverse_draft_tree(xgr_matcher *m, const int64_t *next_token,
                                     const int64_t *next_sibling, const int64_t *draft_tokens,
                                     int32_t n, int32_t *bitmask, size_t row_stride,
                                     size_t row_words, double time_threshold, int *completed);
+/* The same walk for bindings, one call per tree: the three arrays' addresses as integers
+ * (Python passes tensor data_ptr()s without boxing them as pointers) and their lengths,
+ * the bitmask's rows; the lengths must agree (the same messages as upstream's checks).
+ * Returns 1 (walked), 0 (time_threshold ran out) or minus a status (XGR_ERR_INVALID_ARG
+ * for a bad shape or tree, with the message in xgr_last_error). */
+int xgr_matcher_traverse_draft_tree_ret(xgr_matcher *m, uintptr_t next_token,
+                                        uintptr_t next_sibling, uintptr_t draft_tokens,
+                                        int64_t n_next_token, int64_t n_next_sibling,
+                                        int64_t n_draft_tokens, int32_t *bitmask,
+                                        int64_t bitmask_rows, size_t row_stride,
+                                        size_t row_words, double time_threshold);
 /* Longest prefix of `tokens` that would be accepted, without changing state. */
 int xgr_matcher_validate_tokens(xgr_matcher *m, const int32_t *tokens, size_t n,
                                 size_t *n_accepted);

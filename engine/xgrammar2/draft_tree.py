@@ -15,7 +15,10 @@ matcher ends in the state it started in). A node whose token the grammar rejects
 all-zero row; nodes below a rejected or terminated node, nodes not reachable from the root,
 and nodes not reached before the time limit keep whatever their rows held.
 
-The walk runs in the core (``xgr_matcher_traverse_draft_tree``, csrc/runtime/draft_tree.c).
+The walk runs in the core (``xgr_matcher_traverse_draft_tree_ret``, csrc/runtime/draft_tree.c),
+one call per tree; the core also checks the lengths and the edges. For the usual arguments
+(plain CPU torch tensors, contiguous) the Python side reads only what the core needs (dtype,
+device, layout, length and address of each tensor): about 1 µs on top of the walk.
 Two cases walk in Python with the same result: per-node ``temperatures`` (read from the
 matcher at each node), and a rollback limit (``max_rollback_tokens``: each level of the path
 is then a fork).
@@ -29,12 +32,16 @@ the optional per-node ``temperatures`` output.
 
 import sys
 import time
-from typing import TYPE_CHECKING, Any, List, Optional
+import weakref
+from typing import TYPE_CHECKING, Any, List, NoReturn, Optional
 
 from . import _core
 from .exception import InvalidArgumentError
-from .matcher import _accept_ret, _fill_ret, _lib
 
+_lib = _core.lib
+_accept_ret = _lib.xgr_matcher_accept_token_ret
+_fill_ret = _lib.xgr_matcher_fill_bitmask_ret
+_traverse_ret = _lib.xgr_matcher_traverse_draft_tree_ret
 _XGR_ERR_INVALID_ARG = _lib.XGR_ERR_INVALID_ARG  # read from xgr2.h through the cdef
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,11 +87,10 @@ def _int64_array(x: Any, name: str) -> Any:
     )
 
 
-def _int64_pointer(a: Any) -> Any:
-    """``int64_t *`` to the data of a contiguous array from :func:`_int64_array` (kept alive
-    by the caller)."""
-    addr = a.data_ptr() if _is_torch(a) else a.ctypes.data
-    return _core.ffi.cast("int64_t *", addr)
+def _address(a: Any) -> int:
+    """The data address of a contiguous array from :func:`_int64_array` (kept alive by the
+    caller)."""
+    return a.data_ptr() if _is_torch(a) else a.ctypes.data
 
 
 def _check_bitmask_2d(bitmask: Any) -> int:
@@ -222,6 +228,60 @@ def _temperature(matcher: "GrammarMatcher") -> float:
     return -1.0 if t is None else float(t)
 
 
+# torch.Tensor and torch.int64 once torch is imported (resolved on the first call that sees
+# it); the fast path below takes exactly these, anything else goes through _checked_walk.
+_TENSOR: Any = None
+_I64: Any = None
+# (weakref to the bitmask tensor, data_ptr, _version, checked view) of the last bitmask
+# checked here: the same tensor, unchanged, skips the dtype / device / layout checks (as
+# GrammarMatcher._check_bitmask does for fills).
+_LAST_BITMASK: Optional[tuple] = None
+
+
+def _resolve_torch() -> Any:
+    global _TENSOR, _I64
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    _TENSOR, _I64 = torch.Tensor, torch.int64
+    return _TENSOR
+
+
+def _bitmask_view(matcher: "GrammarMatcher", bitmask: Any) -> tuple:
+    """The matcher's checked view (pointer, rows, words, stride) of the bitmask, remembered
+    for the next traversal when the tensor tracks a version."""
+    global _LAST_BITMASK
+    last = _LAST_BITMASK
+    if (last is not None and last[0]() is bitmask and bitmask.data_ptr() == last[1]
+            and bitmask._version == last[2]):
+        base = last[3]
+        if base[2] >= matcher._row_words:
+            return base
+    _check_bitmask_2d(bitmask)
+    base = matcher._check_bitmask(bitmask)
+    version = matcher._bm_version if matcher._bm is bitmask else None
+    if version is not None:
+        _LAST_BITMASK = (weakref.ref(bitmask), bitmask.data_ptr(), version, base)
+    return base
+
+
+def _walk_in_core(matcher: "GrammarMatcher", next_token: int, next_sibling: int,
+                  tokens: int, n: int, n_sibling: int, n_tokens: int, token_bitmask: Any,
+                  threshold: float) -> bool:
+    """One core call for the whole tree (addresses of contiguous int64 arrays)."""
+    base = _bitmask_view(matcher, token_bitmask)
+    r = _traverse_ret(matcher._ptr, next_token, next_sibling, tokens, n, n_sibling, n_tokens,
+                      base[0], base[1], base[3], base[2], threshold)
+    return r == 1 if r >= 0 else _raise_status(r)
+
+
+def _raise_status(r: int) -> NoReturn:
+    """Raises the error of a negative return of xgr_matcher_traverse_draft_tree_ret."""
+    if -r == _XGR_ERR_INVALID_ARG:
+        raise InvalidDraftTreeError(_core.last_error())
+    raise _core.error_from_status(-r, "traversing the draft tree")
+
+
 def traverse_draft_tree(
     matcher: "GrammarMatcher",
     retrieve_next_token: Any,
@@ -241,6 +301,50 @@ def traverse_draft_tree(
     InvalidDraftTreeError (a RuntimeError)
         Wrong shapes, dtypes or tree edges.
     """
+    T = _TENSOR or _resolve_torch()
+    # The fast path: plain contiguous 1-D int64 CPU tensors, no temperatures, unlimited
+    # rollback (the core walks with accept / rollback). Only what the core cannot see is
+    # read here; it checks the lengths, the bitmask rows and the edges itself.
+    if (type(retrieve_next_token) is T and type(retrieve_next_sibling) is T
+            and type(draft_tokens) is T and temperatures is None
+            and matcher._max_rollback_tokens == -1):
+        a, b, c, i64 = retrieve_next_token, retrieve_next_sibling, draft_tokens, _I64
+        if (a.dtype is i64 and b.dtype is i64 and c.dtype is i64
+                and a.ndim == 1 and b.ndim == 1 and c.ndim == 1
+                and a.is_cpu and b.is_cpu and c.is_cpu
+                and a.is_contiguous() and b.is_contiguous() and c.is_contiguous()):
+            threshold = time_threshold
+            if type(threshold) is not float:
+                try:
+                    threshold = float(threshold)
+                except (TypeError, ValueError):
+                    threshold = None
+            bm = token_bitmask
+            last = _LAST_BITMASK  # (inlined _bitmask_view: this path runs once per step)
+            if (last is not None and last[0]() is bm and bm.data_ptr() == last[1]
+                    and bm._version == last[2] and last[3][2] >= matcher._row_words):
+                base = last[3]
+            elif threshold is not None:
+                base = _bitmask_view(matcher, bm)
+            if threshold is not None:
+                r = _traverse_ret(matcher._ptr, a.data_ptr(), b.data_ptr(), c.data_ptr(),
+                                  a.numel(), b.numel(), c.numel(), base[0], base[1], base[3],
+                                  base[2], threshold)
+                return r == 1 if r >= 0 else _raise_status(r)
+    return _checked_walk(matcher, retrieve_next_token, retrieve_next_sibling, draft_tokens,
+                         token_bitmask, time_threshold, temperatures)
+
+
+def _checked_walk(
+    matcher: "GrammarMatcher",
+    retrieve_next_token: Any,
+    retrieve_next_sibling: Any,
+    draft_tokens: Any,
+    token_bitmask: Any,
+    time_threshold: float,
+    temperatures: Optional[Any],
+) -> bool:
+    """traverse_draft_tree for any accepted argument types, with every check in Python."""
     start = time.perf_counter()
     next_token_a = _int64_array(retrieve_next_token, "retrieve_next_token")
     next_sibling_a = _int64_array(retrieve_next_sibling, "retrieve_next_sibling")
@@ -274,16 +378,8 @@ def traverse_draft_tree(
         ) from None
     if temperatures is None and matcher.max_rollback_tokens == -1:
         # the whole walk in the core (csrc/runtime/draft_tree.c)
-        base, _, words, stride = matcher._check_bitmask(token_bitmask)
-        done = _core.ffi.new("int *")
-        rc = _lib.xgr_matcher_traverse_draft_tree(
-            matcher._ptr, _int64_pointer(next_token_a), _int64_pointer(next_sibling_a),
-            _int64_pointer(tokens_a), n, base, stride, words, threshold, done,
-        )
-        if rc == _XGR_ERR_INVALID_ARG:
-            raise InvalidDraftTreeError(_core.last_error())
-        _core.check(rc, "traversing the draft tree")
-        return bool(done[0])
+        return _walk_in_core(matcher, _address(next_token_a), _address(next_sibling_a),
+                             _address(tokens_a), n, n, n, token_bitmask, threshold)
     next_token = next_token_a.tolist()
     next_sibling = next_sibling_a.tolist()
     tokens = tokens_a.tolist()

@@ -206,6 +206,83 @@ out:
     free(rows);
 }
 
+/* xgr_matcher_traverse_draft_tree_ret (the bindings' call): the same rows as the plain
+ * call, 1 / 0 for walked / timed out, minus XGR_ERR_INVALID_ARG for lengths that disagree,
+ * an empty tree (NULL addresses allowed then) and too many nodes; stack (small) and heap
+ * (large) scratch both. */
+static void ret_variant(xgr_compiled *c) {
+    enum { N = 600 };
+    int64_t *nt = malloc(N * sizeof *nt), *ns = malloc(N * sizeof *ns);
+    int64_t *dt = malloc(N * sizeof *dt);
+    int32_t *rows = malloc(N * sizeof *rows), *rows2 = malloc(N * sizeof *rows2);
+    xgr_matcher *m = NULL;
+    if (!nt || !ns || !dt || !rows || !rows2 || xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m)) {
+        CHECK(0, "setup");
+        goto out;
+    }
+    /* a chain of "a" (odd nodes; node i + 2 is the first child of node i) with a rejected
+     * "}" sibling (even nodes) at every level */
+    for (int i = 0; i < N; i++) {
+        int odd = i % 2 == 1;
+        dt[i] = odd ? 0 : 3;
+        nt[i] = i == 0 ? 1 : odd && i + 2 < N ? i + 2 : -1;
+        ns[i] = odd && i + 1 < N ? i + 1 : -1;
+    }
+    int sizes[2] = {40, N};
+    for (int k = 0; k < 2; k++) {
+        int n = sizes[k];
+        int64_t nt_n[N];
+        for (int i = 0; i < n; i++) nt_n[i] = nt[i] < n ? nt[i] : -1;
+        int64_t ns_n[N];
+        for (int i = 0; i < n; i++) ns_n[i] = ns[i] < n ? ns[i] : -1;
+        int done = -1;
+        memset(rows, 0x5A, (size_t)n * sizeof *rows);
+        memset(rows2, 0x5A, (size_t)n * sizeof *rows2);
+        int rc = xgr_matcher_traverse_draft_tree(m, nt_n, ns_n, dt, n, rows, 1, 1, -1.0, &done);
+        int r = xgr_matcher_traverse_draft_tree_ret(m, (uintptr_t)nt_n, (uintptr_t)ns_n,
+                                                    (uintptr_t)dt, n, n, n, rows2, n, 1, 1, -1.0);
+        CHECK(!rc && done == 1 && r == 1, "ret n=%d: rc %d done %d r %d (%s)", n, rc, done, r,
+              xgr_last_error());
+        CHECK(memcmp(rows, rows2, (size_t)n * sizeof *rows) == 0, "ret n=%d: rows differ", n);
+        CHECK(xgr_matcher_num_steps(m) == 0, "ret n=%d: state", n);
+        r = xgr_matcher_traverse_draft_tree_ret(m, (uintptr_t)nt_n, (uintptr_t)ns_n,
+                                                (uintptr_t)dt, n, n, n, rows2, n, 1, 1, 1e-12);
+        CHECK(r == 0 && xgr_matcher_num_steps(m) == 0, "ret n=%d timeout: %d", n, r);
+    }
+    struct {
+        int64_t n_nt, n_ns, n_dt, rows;
+        const char *msg;
+    } bad[] = {
+        {3, 2, 3, 3, "retrieve_next_sibling tensors must have the same length"},
+        {3, 3, 4, 3, "draft_tokens tensors must have the same length"},
+        {3, 3, 3, 2, "batch size must match the number of nodes in the tree (3), got 2"},
+        {0, 0, 0, 0, "must not be empty"},
+        {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31,
+         "at most 2**31 - 1"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        int empty = bad[k].n_nt == 0;
+        int r = xgr_matcher_traverse_draft_tree_ret(
+            m, empty ? 0 : (uintptr_t)nt, empty ? 0 : (uintptr_t)ns, empty ? 0 : (uintptr_t)dt,
+            bad[k].n_nt, bad[k].n_ns, bad[k].n_dt, empty ? NULL : rows, bad[k].rows, 1, 1, -1.0);
+        CHECK(r == -XGR_ERR_INVALID_ARG && strstr(xgr_last_error(), bad[k].msg),
+              "bad %zu: %d %s", k, r, xgr_last_error());
+    }
+    int64_t cyc_nt[3] = {1, 1, -1}, cyc_ns[3] = {-1, -1, -1};
+    int r = xgr_matcher_traverse_draft_tree_ret(m, (uintptr_t)cyc_nt, (uintptr_t)cyc_ns,
+                                                (uintptr_t)dt, 3, 3, 3, rows, 3, 1, 1, -1.0);
+    CHECK(r == -XGR_ERR_INVALID_ARG && strstr(xgr_last_error(), "cycles or shared nodes"),
+          "shared node: %d %s", r, xgr_last_error());
+    CHECK(xgr_matcher_num_steps(m) == 0, "bad trees: state");
+out:
+    xgr_matcher_free(m);
+    free(nt);
+    free(ns);
+    free(dt);
+    free(rows);
+    free(rows2);
+}
+
 int main(void) {
     xgr_vocab *v = make_vocab();
     xgr_compiled *json = v ? compile(v, "root ::= \"{\" [ab]* \"}\" | \"a\" root | \"b\"") : NULL;
@@ -213,6 +290,7 @@ int main(void) {
     CHECK(json && chain, "setup: %s", xgr_last_error());
     if (json) random_trees(json), bad_trees(json);
     if (chain) deep_chain_and_timeout(chain);
+    if (json) ret_variant(json);
     xgr_compiled_release(json);
     xgr_compiled_release(chain);
     xgr_vocab_release(v);

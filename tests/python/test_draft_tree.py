@@ -255,3 +255,104 @@ def test_core_walk_matches_python_walks(json_cg, seed):
         assert m.num_steps == steps
         rows.append(bm[:, 0].tolist())
     assert rows[0] == rows[1] == rows[2]
+
+
+# ---- the fast path (plain torch tensors, one core call) against the checked path ---------
+
+
+def _checked(m, nt, ns, dt, bm, **kw):
+    from xgrammar2.draft_tree import _checked_walk
+
+    return _checked_walk(m, nt, ns, dt, bm, kw.get("time_threshold", -1.0), None)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_fast_path_matches_checked_path(json_cg, seed):
+    # the same rows, results and final state whichever argument form takes which path:
+    # plain tensors (fast), numpy arrays and non-contiguous views (checked in Python)
+    np = pytest.importorskip("numpy")
+    rng = random.Random(9000 + seed)
+    nt, ns, dt = _random_tree(rng, rng.randrange(1, 40))
+    n = len(nt)
+    prefix = rng.choice(["", "{", '{"a": [1, {"b": '])
+    outs = []
+    for form in ("fast", "checked", "numpy", "strided"):
+        m = xgr.GrammarMatcher(json_cg)
+        assert m.accept_string(prefix)
+        steps = m.num_steps
+        bm = torch.full((n, 1), -1, dtype=torch.int32)
+        if form == "fast":
+            assert m.traverse_draft_tree(*_tensors(nt, ns, dt), bm) is True
+        elif form == "checked":
+            assert _checked(m, *_tensors(nt, ns, dt), bm) is True
+        elif form == "numpy":
+            arrs = [np.array(x, dtype=np.int64) for x in (nt, ns, dt)]
+            bm_np = bm.numpy()
+            assert m.traverse_draft_tree(*arrs, bm_np) is True
+        else:  # every other element of a twice-as-long tensor
+            views = []
+            for x in (nt, ns, dt):
+                t = torch.zeros(2 * n, dtype=torch.int64)
+                t[::2] = torch.tensor(x, dtype=torch.int64)
+                views.append(t[::2])
+            assert not views[0].is_contiguous() or n == 1
+            assert m.traverse_draft_tree(*views, bm) is True
+        assert m.num_steps == steps
+        outs.append(bm[:, 0].tolist())
+    assert outs[0] == outs[1] == outs[2] == outs[3]
+
+
+@pytest.mark.parametrize(
+    "nt, ns, dt, bm_rows, match",
+    [
+        ([1, -1], [-1], [0, 0], 2, "same length"),
+        ([1, -1], [-1, -1], [0], 2, "same length"),
+        ([1, -1], [-1, -1], [0, 0], 3, "batch size"),
+        ([], [], [], 0, "must not be empty"),
+        ([1, -1], [1, -1], [0, 0], 2, "root node must not have siblings"),
+        ([5, -1], [-1, -1], [0, 0], 2, "out of bounds"),
+        ([1, 1, -1], [-1, -1, -1], [0, 0, 0], 3, "cycles or shared nodes"),
+    ],
+)
+def test_fast_and_checked_paths_raise_the_same(json_cg, nt, ns, dt, bm_rows, match):
+    m = xgr.GrammarMatcher(json_cg)
+    messages = []
+    for walk in (m.traverse_draft_tree, lambda *a: _checked(m, *a)):
+        with pytest.raises(InvalidDraftTreeError, match=match) as e:
+            walk(*_tensors(nt, ns, dt), xgr.allocate_token_bitmask(bm_rows, len(VOCAB)))
+        messages.append(str(e.value))
+        assert m.num_steps == 0
+    assert messages[0] == messages[1]
+
+
+def test_fast_path_bitmask_reuse_and_versionless_tensors(json_cg):
+    # the checked view of a bitmask is reused while the tensor is unchanged; a tensor made
+    # under inference_mode (no version counter) is checked every time; a bitmask too narrow
+    # for another matcher's vocabulary is refused even when it was checked before
+    tree = _tensors([1, 2, -1], [-1, -1, -1], [0, 3, 5])
+    m = xgr.GrammarMatcher(json_cg)
+    bm = xgr.allocate_token_bitmask(3, len(VOCAB))
+    for _ in range(3):
+        bm.fill_(-1)
+        assert m.traverse_draft_tree(*tree, bm)
+        assert _vocab_bits(bm)[:2] == [1 << 3, (1 << 4) | (1 << 5) | (1 << 8)]
+    with torch.inference_mode():
+        bm_inf = xgr.allocate_token_bitmask(3, len(VOCAB))
+        tree_inf = _tensors([1, 2, -1], [-1, -1, -1], [0, 3, 5])
+        for _ in range(2):
+            assert m.traverse_draft_tree(*tree_inf, bm_inf)
+            assert torch.equal(bm_inf, bm)
+    big = xgr.TokenizerInfo(VOCAB + [f"t{i}" for i in range(40)], stop_token_ids=[STOP])
+    m_big = xgr.GrammarMatcher(xgr.GrammarCompiler(big).compile_grammar(
+        xgr.Grammar.builtin_json_grammar()))
+    with pytest.raises(RuntimeError):
+        m_big.traverse_draft_tree(*tree, bm)
+    assert m_big.num_steps == 0
+    # a 1-D bitmask, a 2-D int64 one: refused on the fast path too
+    with pytest.raises(InvalidDraftTreeError, match="2D int32"):
+        m.traverse_draft_tree(*_tensors([-1], [-1], [0]), bm[0])
+    with pytest.raises(InvalidDraftTreeError, match="2D int32"):
+        m.traverse_draft_tree(*tree, bm.to(torch.int64))
+    # a time_threshold that is no number
+    with pytest.raises(InvalidDraftTreeError, match="time_threshold"):
+        m.traverse_draft_tree(*tree, bm, time_threshold="soon")
