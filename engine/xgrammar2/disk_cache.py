@@ -88,6 +88,14 @@ class _PackState:
         self.idle = threading.Event()
         self.idle.set()
 
+    def reset_after_fork(self) -> None:
+        self.lock = threading.Lock()
+        self.state_lock = threading.Lock()
+        self.pending = False
+        self.last_request = -1e9
+        self.idle = threading.Event()
+        self.idle.set()
+
 
 #: Temporary files older than this (a writer that died mid-write) are removed by scans.
 _STALE_TMP_S = 3600.0
@@ -111,6 +119,25 @@ def _flush_at_exit() -> None:
 
 
 atexit.register(_flush_at_exit)
+
+#: Every cache of the process, so a forked child can drop the parent's background thread.
+_caches: "weakref.WeakSet[DiskCache]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: each cache starts its own again
+    (with fresh locks and queue), and pack loads the parent had in flight are forgotten."""
+    global _pack_states_lock, _build_lock
+    _pack_states_lock = threading.Lock()
+    _build_lock = threading.Lock()
+    for st in list(_pack_states.values()):
+        st.reset_after_fork()
+    for cache in list(_caches):
+        cache._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _core_build_id() -> bytes:
@@ -222,6 +249,12 @@ class DiskCache:
         self.hits = self.misses = self.rejected = self.writes = self.evictions = 0
         #: Mask entry packs loaded / written by this compiler, and the entries they held.
         self.pack_loads = self.pack_writes = self.pack_entries_loaded = self.pack_entries_written = 0
+        _caches.add(self)
+
+    def _reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._queue = queue.Queue(maxsize=256)
+        self._writer = None
 
     @staticmethod
     def _check_limit(limit_bytes: Optional[int]) -> int:

@@ -283,3 +283,37 @@ def test_core_round_trip_truncations_and_mutations():
         xgr.clear_cross_grammar_cache()
         _load(info, bytes(b))
     xgr.clear_cross_grammar_cache()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_starts_its_own_background_thread(tmp_path):
+    """A child forked after the compiler was made (its background thread started) loads packs
+    and writes files on a thread of its own: none of the parent's locks or queue is used."""
+    import warnings
+
+    d = tmp_path / "c"
+    run_child(tmp_path, d, "fill")
+    info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
+    comp = xgr.GrammarCompiler(info, cache_dir=str(d))
+    dc = comp.disk_cache
+    assert dc.wait_packs(60) and dc._writer is not None
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = False
+        try:
+            dc._request_sync(info._handle(), force=True)
+            ok = dc.wait_packs(30)
+            comp.compile_grammar('root ::= "zz" [a-c]* "b"\n')  # a miss: written by the child
+            dc.flush(30)
+            ok = ok and dc.writes == 1 and dc._writer is not None and dc._writer.is_alive()
+        finally:
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == b"1"
