@@ -66,14 +66,7 @@ def _child(args: argparse.Namespace) -> None:
     comp = xgr.GrammarCompiler(ti, cache_dir=args.dir or False,
                                cache_dir_limit_bytes=args.limit or None)
     t_made = time.perf_counter()
-    bm = xgr.allocate_token_bitmask(1, ti.vocab_size)
     out: dict[str, Any] = {"phase": args.phase}
-
-    def first_mask(cg: Any) -> Any:
-        m = xgr.GrammarMatcher(cg)
-        m.fill_next_token_bitmask(bm)
-        return m
-
     if args.phase == "rss":
         dc = comp.disk_cache
         dc.wait_packs(120)
@@ -87,6 +80,12 @@ def _child(args: argparse.Namespace) -> None:
         _barrier(args.barrier, "measured", args.seed, 4)
         print(json.dumps(out))
         return
+    bm = xgr.allocate_token_bitmask(1, ti.vocab_size)
+
+    def first_mask(cg: Any) -> Any:
+        m = xgr.GrammarMatcher(cg)
+        m.fill_next_token_bitmask(bm)
+        return m
 
     if args.phase == "concurrent":
         pool = load_pool()
