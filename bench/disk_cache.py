@@ -12,8 +12,12 @@ as a server after its first request):
 - *warm*: the same requests in a new process with the warm directory;
 - per token: the first decoding pass over each schema's valid instances in the warm-directory process, against a
   second pass over the same grammar in the same process (a warm in-memory grammar);
+- *warm, copied packs*: the warm phase again with ``XGRAMMAR2_CACHE_MMAP=0`` (the packs' entries copied into
+  the cache instead of borrowing from the read-only mappings);
 - *concurrent*: four processes compile overlapping 20-tool sets into one directory at once under a small budget;
-  afterwards every file must load (header, checksum, image checks) and the directory must be within its budget.
+  afterwards every file must load (header, checksum, image checks) and the directory must be within its budget;
+- *rss*: four processes at once load the warm directory's packs (mapped, then copied), and each reads its
+  ``/proc/self/smaps_rollup`` and the ``.xgm`` mappings of ``/proc/self/smaps`` while all four hold them.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,10 +62,25 @@ def _child(args: argparse.Namespace) -> None:
 
     hf = PreTrainedTokenizerFast(tokenizer_file=tok_json)
     ti = xgr.TokenizerInfo.from_huggingface(hf, stop_token_ids=[128009])
+    t_comp = time.perf_counter()
     comp = xgr.GrammarCompiler(ti, cache_dir=args.dir or False,
                                cache_dir_limit_bytes=args.limit or None)
-    bm = xgr.allocate_token_bitmask(1, ti.vocab_size)
+    t_made = time.perf_counter()
     out: dict[str, Any] = {"phase": args.phase}
+    if args.phase == "rss":
+        dc = comp.disk_cache
+        dc.wait_packs(120)
+        out["make_ms"] = 1e3 * (t_made - t_comp)  # the compiler (with the vocabulary's handle)
+        out["load_ms"] = 1e3 * (time.perf_counter() - t_made)  # packs loaded after that
+        out["pack_loads"], out["entries"] = dc.pack_loads, dc.pack_entries_loaded
+        out["cache_bytes"] = xgr.get_cross_grammar_cache_stats()["bytes"]
+        _barrier(args.barrier, "ready", args.seed, 4)
+        out["rollup"] = _smaps_rollup()
+        out["xgm"] = _smaps_files(".xgm")
+        _barrier(args.barrier, "measured", args.seed, 4)
+        print(json.dumps(out))
+        return
+    bm = xgr.allocate_token_bitmask(1, ti.vocab_size)
 
     def first_mask(cg: Any) -> Any:
         m = xgr.GrammarMatcher(cg)
@@ -83,6 +102,10 @@ def _child(args: argparse.Namespace) -> None:
     first_mask(comp.compile_json_schema(json.dumps(WARMUP_SPEC["schema"])))
     out["warmup_ms"] = 1e3 * (time.perf_counter() - t0)
     out["setup_ms"] = 1e3 * (time.perf_counter() - t_start)
+    if comp.disk_cache is not None:  # packs load in the background: what is left after the warm-up
+        t0 = time.perf_counter()
+        comp.disk_cache.wait_packs(120)
+        out["pack_wait_ms"] = 1e3 * (time.perf_counter() - t0)
     tokenize = Tokenize(tok_json)
     schemas = []
     for it in jsonschemabench(args.schemas, 0, 3, False):
@@ -128,10 +151,54 @@ def _child(args: argparse.Namespace) -> None:
     print(json.dumps(out))
 
 
-def _run(phase: str, d: str, args: argparse.Namespace, extra: list[str] = ()) -> subprocess.Popen:
+def _barrier(d: str, name: str, me: int, n: int) -> None:
+    """Waits until n processes reached `name` (files in d)."""
+    open(os.path.join(d, f"{name}.{me}"), "w").close()
+    deadline = time.monotonic() + 300
+    while sum(f.startswith(name + ".") for f in os.listdir(d)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _smaps_rollup() -> dict[str, int]:
+    """kB fields of /proc/self/smaps_rollup (empty where there is none)."""
+    out: dict[str, int] = {}
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            for line in f:
+                k, _, rest = line.partition(":")
+                if rest.strip().endswith("kB"):
+                    out[k] = int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def _smaps_files(suffix: str) -> dict[str, int]:
+    """kB fields summed over the mappings of files ending with suffix (/proc/self/smaps)."""
+    out: dict[str, int] = {"mappings": 0}
+    inside = False
+    try:
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                head = line.split()
+                if head and "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                    name = " ".join(head[5:])
+                    inside = name.replace(" (deleted)", "").endswith(suffix)
+                    out["mappings"] += inside
+                elif inside and line.rstrip().endswith("kB"):
+                    k, _, rest = line.partition(":")
+                    out[k] = out.get(k, 0) + int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def _run(phase: str, d: str, args: argparse.Namespace, extra: list[str] = (),
+         env_extra: Optional[dict[str, str]] = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "bench.disk_cache", "--child", phase, "--dir", d,
            "--schemas", str(args.schemas), "--tool-sets", str(args.tool_sets), *extra]
     env = dict(os.environ)
+    env.update(env_extra or {})
     env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "engine"), ROOT, env.get("PYTHONPATH", "")])
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
 
@@ -159,6 +226,9 @@ def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out["tools_ms"] = [_pct([r["tools_ms"][k] for r in runs], 50) for k in range(len(runs[0]["tools_ms"]))]
     out["setup_ms"] = _pct([r["setup_ms"] for r in runs], 50)
     out["warmup_ms"] = _pct([r["warmup_ms"] for r in runs], 50)
+    out["warmup_ms_all"] = [r["warmup_ms"] for r in runs]
+    if all("pack_wait_ms" in r for r in runs):
+        out["pack_wait_ms"] = _pct([r["pack_wait_ms"] for r in runs], 50)
     return out
 
 
@@ -186,6 +256,7 @@ def _verify_dir(d: str) -> dict[str, Any]:
 def markdown(rows: dict[str, Any], args: argparse.Namespace) -> str:
     s, t, c = rows["schemas"], rows["tools100"], rows["concurrent"]
     ft, wt = s["per_token_first_pass_us"], s["per_token_warm_grammar_us"]
+    fc = s["per_token_first_pass_copied_us"]
     ct = s["per_token_cold_first_pass_us"]
     lines = [
         "# On-disk compile cache: a second process with a warm directory",
@@ -233,12 +304,39 @@ def markdown(rows: dict[str, Any], args: argparse.Namespace) -> str:
         f"| first pass, cold process (no directory) | {ct['n']} | {ct['p50']:.1f} | {ct['p90']:.1f} | {ct['p99']:.1f} |",
         f"| first pass over a grammar loaded from the warm directory (with its mask entry packs) | {ft['n']} | "
         f"{ft['p50']:.1f} | {ft['p90']:.1f} | {ft['p99']:.1f} |",
+        f"| the same with the packs' entries copied (`XGRAMMAR2_CACHE_MMAP=0`) | {fc['n']} | "
+        f"{fc['p50']:.1f} | {fc['p90']:.1f} | {fc['p99']:.1f} |",
         f"| the same pass again (warm in-memory grammar) | {wt['n']} | {wt['p50']:.1f} | {wt['p90']:.1f} | "
         f"{wt['p99']:.1f} |",
         "",
         f"Mask entry packs: the warm processes loaded {rows['disk']['warm'] and rows['disk']['warm'].get('pack_entries_loaded')} "
         f"entries from {rows['disk']['warm'] and rows['disk']['warm'].get('pack_loads')} pack(s) "
         "([../disk-cache.md](../disk-cache.md), \"Mask entry packs\").",
+        "",
+        "## A process's first compile (the warm-up schema, compile to first mask)",
+        "",
+        "| process | first compile (ms), per process | packs still loading in the background after it (ms) |",
+        "| --- | --- | --- |",
+        *[f"| {k} | {', '.join('%.1f' % x for x in p['warmup_ms_all'])} | "
+          f"{'-' if p.get('pack_wait_ms') is None else '%.1f' % p['pack_wait_ms']} |"
+          for k, p in rows["process"].items()],
+        "",
+        "## Memory of four processes holding the same packs",
+        "",
+        "Four processes at once load the warm directory's packs and read `/proc/self/smaps_rollup` (and the `.xgm` "
+        "mappings of `/proc/self/smaps`) while all four hold them; MiB, median of the four:",
+        "",
+        "| packs | entries | packs loaded after the compiler was made (ms) | Rss | Pss | Shared_Clean | Private_Dirty | .xgm mapped: Rss | .xgm Pss | "
+        ".xgm Shared_Clean | cross-grammar cache bytes (MiB) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *[f"| {mode} | {rs[0]['entries']} | {_pct([r['load_ms'] for r in rs], 50):.1f} | "
+          + " | ".join(f"{_pct([r['rollup'].get(k, 0) for r in rs], 50) / 1024:.1f}"
+                       for k in ("Rss", "Pss", "Shared_Clean", "Private_Dirty"))
+          + " | "
+          + " | ".join(f"{_pct([r['xgm'].get(k, 0) for r in rs], 50) / 1024:.1f}"
+                       for k in ("Rss", "Pss", "Shared_Clean"))
+          + f" | {_pct([r['cache_bytes'] for r in rs], 50) / 2**20:.1f} |"
+          for mode, rs in rows["rss"].items()],
         "",
         "## Four processes, one directory",
         "",
@@ -261,6 +359,7 @@ def main() -> None:
     ap.add_argument("--dir", default="")
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--barrier", default="")
     ap.add_argument("--repeats", type=int, default=3, help="cold and warm processes each (per-item medians)")
     args = ap.parse_args()
     if args.child:
@@ -273,7 +372,17 @@ def main() -> None:
         colds = [_result(_run("cold", "", args)) for _ in range(args.repeats)]
         fill = _result(_run("fill", d, args))
         warms = [_result(_run("warm", d, args)) for _ in range(args.repeats)]
-        cold, warm = _median_run(colds), _median_run(warms)
+        copies = [_result(_run("warm", d, args, env_extra={"XGRAMMAR2_CACHE_MMAP": "0"}))
+                  for _ in range(args.repeats)]
+        cold, warm, copied = _median_run(colds), _median_run(warms), _median_run(copies)
+        rss = {}
+        for mode, flag in (("mapped", "1"), ("copied", "0")):
+            bar = os.path.join(tmp, f"barrier-{mode}")
+            os.mkdir(bar)
+            procs = [_run("rss", d, args, ["--seed", str(i), "--barrier", bar],
+                          env_extra={"XGRAMMAR2_CACHE_MMAP": flag}) for i in range(4)]
+            rss[mode] = [_result(p) for p in procs]
+        rows["rss"] = rss
         cd = os.path.join(tmp, "concurrent")
         budget = 2 << 20
         procs = [_run("concurrent", cd, args, ["--limit", str(budget), "--seed", str(i)]) for i in range(4)]
@@ -289,6 +398,7 @@ def main() -> None:
     tool_ratios = [w / c for w, c in zip(warm["tools_ms"], cold["tools_ms"])]
     cold_first = [x for i in ok for x in cold["schemas"][i]["first_us"]]
     first = [x for i in ok for x in warm["schemas"][i]["first_us"]]
+    first_copied = [x for i in ok for x in copied["schemas"][i]["first_us"]]
     again = [x for i in ok for x in warm["schemas"][i]["again_us"]]
     rows["schemas"] = {
         "n": len(ok), "ids": [cold["schemas"][i]["id"] for i in ok],
@@ -303,15 +413,20 @@ def main() -> None:
                                          "p99": _pct(cold_first, 99), "n": len(cold_first)},
         "per_token_first_pass_us": {"p50": _pct(first, 50), "p90": _pct(first, 90), "p99": _pct(first, 99),
                                     "n": len(first)},
+        "per_token_first_pass_copied_us": {"p50": _pct(first_copied, 50), "p90": _pct(first_copied, 90),
+                                           "p99": _pct(first_copied, 99), "n": len(first_copied)},
         "per_token_warm_grammar_us": {"p50": _pct(again, 50), "p90": _pct(again, 90), "p99": _pct(again, 99),
                                       "n": len(again)},
     }
     rows["tools100"] = {"cold_ms": cold["tools_ms"], "fill_ms": fill["tools_ms"], "warm_ms": warm["tools_ms"],
                         "ratio": tool_ratios, "ratio_p50": _pct(tool_ratios, 50),
                         "ratio_max": max(tool_ratios) if tool_ratios else None}
-    rows["process"] = {k: {"setup_ms": r["setup_ms"], "warmup_ms": r["warmup_ms"]}
-                       for k, r in (("cold", cold), ("fill", fill), ("warm", warm))}
-    rows["disk"] = {"fill": fill.get("disk"), "warm": warm.get("disk"), "flush_ms": fill.get("flush_ms")}
+    rows["process"] = {k: {"setup_ms": r["setup_ms"], "warmup_ms": r["warmup_ms"],
+                           "warmup_ms_all": r.get("warmup_ms_all", [r["warmup_ms"]]),
+                           "pack_wait_ms": r.get("pack_wait_ms")}
+                       for k, r in (("cold", cold), ("fill", fill), ("warm", warm), ("warm_copied", copied))}
+    rows["disk"] = {"fill": fill.get("disk"), "warm": warm.get("disk"), "warm_copied": copied.get("disk"),
+                    "flush_ms": fill.get("flush_ms")}
     text = json.dumps(rows, indent=1)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
@@ -330,6 +445,11 @@ def main() -> None:
           f"ratio p50 {t['ratio_p50']:.3f} max {t['ratio_max']:.3f}")
     print("concurrent:", json.dumps(rows["concurrent"]))
     print("disk:", json.dumps(rows["disk"]), "process:", json.dumps(rows["process"]))
+    for mode, rs in rows["rss"].items():
+        print(f"rss {mode}:", json.dumps([{k: r["rollup"].get(k) for k in ("Rss", "Pss", "Shared_Clean",
+                                                                       "Private_Clean", "Private_Dirty")}
+                                          | {"xgm": r["xgm"], "load_ms": r["load_ms"], "entries": r["entries"]}
+                                          for r in rs]))
 
 
 if __name__ == "__main__":

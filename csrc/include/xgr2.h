@@ -286,6 +286,42 @@ int xgr_mask_pack_build(const xgr_vocab *v, uint64_t after_seq, uint8_t **out, s
  * nothing, never a crash. Thread-safe. */
 int xgr_mask_pack_load(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded);
 
+/* A read-only file image with a reference count: a file's bytes mapped read-only (mmap)
+ * where that is safe, else read into memory; released (unmapped or freed) when its last
+ * reference goes. Mask entries loaded from one borrow their arrays from it (no copy), and
+ * each holds a reference, so the image lives until the last of them is evicted. The file
+ * may be renamed over or unlinked while mapped (the mapping keeps the old file); it must
+ * not be written in place or truncated (the on-disk cache never does: it publishes by
+ * rename and evicts by unlink). */
+typedef struct xgr_file_map xgr_file_map;
+enum {
+    XGR_FILE_MAP_AUTO = 0, /* map on local filesystems; read into memory on network ones
+                            * (NFS, SMB, Lustre, FUSE, ...: a file another node removes can
+                            * fault a mapping) */
+    XGR_FILE_MAP_READ = 1, /* always read into memory */
+    XGR_FILE_MAP_MMAP = 2  /* always map (tests) */
+};
+/* Opens `path` (a regular file of at most max_len bytes) read-only: *out holds one
+ * reference. XGR_ERR_INVALID_ARG when it cannot be opened or is not a regular file (the
+ * message has the reason), XGR_ERR_LIMIT when longer than max_len. Thread-safe. */
+int xgr_file_map_open(const char *path, int mode, size_t max_len, xgr_file_map **out);
+/* An image of a copy of buf (heap, exactly len bytes): for tests and fuzzing. */
+int xgr_file_map_from_bytes(const uint8_t *buf, size_t len, xgr_file_map **out);
+/* The image's bytes (*len bytes; valid while a reference is held). */
+const uint8_t *xgr_file_map_data(const xgr_file_map *m, size_t *len);
+/* 1 when the image is a mapping, 0 when it was read into memory. */
+int xgr_file_map_is_mapped(const xgr_file_map *m);
+/* The current number of references (the caller's, and one per entry borrowing from it). */
+int32_t xgr_file_map_refs(const xgr_file_map *m);
+/* Drops one reference (NULL-safe); the last one unmaps or frees the image. */
+void xgr_file_map_release(xgr_file_map *m);
+/* xgr_mask_pack_load over m's bytes [offset, offset + len) without copying: the same checks,
+ * all of them before anything is inserted, then every inserted entry points into m and
+ * holds a reference to it (entries already cached are kept, and the pack's duplicates
+ * dropped). A region that is not 8-aligned is loaded as copies. Thread-safe. */
+int xgr_mask_pack_load_mapped(xgr_file_map *m, size_t offset, size_t len, const xgr_vocab *v,
+                              int32_t *n_loaded);
+
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
  * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
  * holding them). */

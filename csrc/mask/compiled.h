@@ -101,6 +101,10 @@ typedef struct xgr_mask_entry_s {
      * xgr_entry_block): arrays that point there are not freed on their own. 0: none. */
     size_t block;
     int32_t in_arena; /* the entry lies in its grammar's arena, freed with the grammar */
+    /* An entry loaded from a mapped pack (entry_pack.c): its arrays (and its psfx's) point
+     * into this read-only image, which the entry holds a reference to; only the entry and
+     * its psfx struct are its own. NULL else. */
+    xgr_file_map *map;
 } xgr_mask_entry;
 
 /* Next-state table of a reference-free (or opaque) rule over its byte classes. */

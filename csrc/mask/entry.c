@@ -2,6 +2,7 @@
  * and the forms a classification or a refinement is turned into. */
 #include "entry.h"
 
+#include "../common/file_map.h"
 #include "descend.h"
 #include "global_cache.h"
 #include "suffix_set.h"
@@ -20,6 +21,12 @@ static void free_array(const xgr_mask_entry *e, void *p) {
 
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
+    if (e->map) { /* borrowed arrays (entry_pack.c): only the structs are the entry's */
+        xgr_file_map_release(e->map);
+        free(e->psfx);
+        free(e);
+        return;
+    }
     if (e->owns_base) xgr_mask_entry_release(e->base);
     free_array(e, e->ids_by_len);
     free_array(e, e->run_begin);

@@ -11,10 +11,14 @@
  *   n_unit_ids, psfx groups or -1, psfx bytes, 0), then ids (or the bitset), uncertain,
  *   pop_begin, pop_depth (u16), run_begin, run_pos, unit_ids, unit_end, psfx group, off,
  *   bytes.
- * Loading copies the entries (one block each, as entry.c builds them) into the cache;
- * a pack that fails any check is refused whole. */
+ * Loading checks the whole pack, then inserts its entries into the cache: copies (one
+ * block each, as entry.c builds them; xgr_mask_pack_load), or entries that borrow their
+ * arrays from a read-only file image and hold a reference to it (xgr_mask_pack_load_mapped:
+ * no copy, so processes that map the same pack share its pages). A pack that fails any
+ * check is refused whole: nothing of it is inserted. */
 #include "entry_pack.h"
 
+#include "../common/file_map.h"
 #include "entry.h"
 #include "global_cache.h"
 
@@ -204,9 +208,67 @@ typedef struct {
     xgr_mask_entry *e;
 } loaded;
 
-/* One entry, checked and copied; *why names the first failed check. */
+/* An entry whose arrays point into map (the pack's checked bytes), holding a reference to
+ * it; e->bytes counts the arrays as a copy would, so the cache's budget is unchanged. */
+static xgr_mask_entry *borrowed_entry(xgr_file_map *map, int32_t form, int32_t n_ids, const int32_t *ids,
+                                      const uint32_t *bits, size_t rw, int32_t n_unc, const int32_t *unc,
+                                      const int32_t *pb, int32_t n_pops, const uint16_t *pd,
+                                      int32_t n_runs, const int32_t *rb, const int32_t *rp,
+                                      int32_t max_units, int32_t n_unit, const int32_t *ui,
+                                      const int32_t *ue, int32_t ps_n, const int32_t *pg,
+                                      const uint32_t *po, const uint8_t *pbytes, int32_t ps_bytes) {
+    xgr_mask_entry *e = xgr_calloc(1, sizeof *e);
+    xgr_region_sfx *S = pg && e ? xgr_calloc(1, sizeof *S) : NULL;
+    if (!e || (pg && !S)) {
+        free(e);
+        return NULL;
+    }
+    atomic_init(&e->refcount, 1);
+    e->form = form;
+    e->bytes = sizeof *e;
+    if (bits) {
+        e->bits = (uint32_t *)bits;
+        e->bytes += rw * 4;
+    } else {
+        e->ids = (int32_t *)ids;
+        e->n_ids = n_ids;
+        e->bytes += ((size_t)n_ids + 1) * 4;
+    }
+    e->n_uncertain = n_unc;
+    e->uncertain = (int32_t *)unc;
+    e->pop_begin = (int32_t *)pb;
+    e->pop_depth = (uint16_t *)pd;
+    e->bytes += ((size_t)n_unc + 1) * 8 + ((size_t)n_pops + 1) * 2;
+    if (rb) {
+        e->n_runs = n_runs;
+        e->run_begin = (int32_t *)rb;
+        e->run_pos = (int32_t *)rp;
+        e->bytes += ((size_t)n_runs + 1) * 8;
+    }
+    if (ue) {
+        e->max_units = max_units;
+        e->unit_ids = (int32_t *)ui;
+        e->unit_end = (int32_t *)ue;
+        e->bytes += ((size_t)n_unit + 1) * 4 + ((size_t)max_units + 2) * 4;
+    }
+    if (S) {
+        S->n = ps_n;
+        S->group = (int32_t *)pg;
+        S->off = (uint32_t *)po;
+        S->bytes = (uint8_t *)pbytes;
+        S->mem = sizeof *S + ((size_t)n_unc + 1) * 4 + ((size_t)ps_n + 2) * 4 + (size_t)ps_bytes + 1;
+        e->psfx = S;
+        e->bytes += S->mem;
+    }
+    e->map = map;
+    xgr_file_map_retain(map);
+    return e;
+}
+
+/* One entry, checked, then copied (map NULL) or borrowed from map; *why names the first
+ * failed check. */
 static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys, uint32_t n_keys,
-                      loaded *out, const char **why) {
+                      loaded *out, const char **why, xgr_file_map *map) {
     const uint8_t *hp = take(r, 8, 1);
     const int32_t *f = hp ? take(r, PACK_FIELDS, 4) : NULL;
     if (!f) return *why = "truncated entry", XGR_ERR_INVALID_ARG;
@@ -289,6 +351,16 @@ static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys
             if (po[g + 1] < po[g]) BAD("suffix offsets");
     }
 #undef BAD
+    if (map) {
+        xgr_mask_entry *e = borrowed_entry(map, form, n_ids, ids, bits, rw, n_unc, unc, pb, n_pops, pd,
+                                           n_runs, rb, rp, max_units, n_unit, ui, ue, ps_n, pg, po,
+                                           pbytes, ps_bytes);
+        if (!e) return XGR_ERR_NOMEM;
+        e->n_accepted = n_acc;
+        e->wants_context = wants;
+        out->e = e;
+        return XGR_OK;
+    }
     /* the copy: one block as entry.c builds them, the optional parts on their own */
     size_t list = form == XGR_MASK_BITSET ? rw * 4 : ((size_t)n_ids + 1) * 4;
     size_t extra = list + ((size_t)n_unc + 1) * 8 + ((size_t)n_pops + 1) * 2;
@@ -365,22 +437,36 @@ static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys
     return XGR_OK;
 }
 
-static int load_aligned(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded);
+static int load_aligned(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded,
+                        xgr_file_map *map);
 
 int xgr_mask_pack_load(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded) {
     if (!v || !n_loaded || (!buf && len))
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_mask_pack_load: NULL argument");
     *n_loaded = 0;
-    if (!((uintptr_t)buf & 7)) return load_aligned(buf, len, v, n_loaded);
+    if (!((uintptr_t)buf & 7)) return load_aligned(buf, len, v, n_loaded, NULL);
     uint8_t *copy = xgr_malloc(len ? len : 1); /* the arrays are read in place */
     if (!copy) return xgr_fail(XGR_ERR_NOMEM, "xgr_mask_pack_load: out of memory");
     memcpy(copy, buf, len);
-    int rc = load_aligned(copy, len, v, n_loaded);
+    int rc = load_aligned(copy, len, v, n_loaded, NULL);
     free(copy);
     return rc;
 }
 
-static int load_aligned(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded) {
+int xgr_mask_pack_load_mapped(xgr_file_map *m, size_t offset, size_t len, const xgr_vocab *v,
+                              int32_t *n_loaded) {
+    if (!m || !v || !n_loaded)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_mask_pack_load_mapped: NULL argument");
+    *n_loaded = 0;
+    if (offset > m->len || len > m->len - offset)
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_mask_pack_load_mapped: region outside the image");
+    const uint8_t *buf = m->data + offset;
+    if ((uintptr_t)buf & 7) return xgr_mask_pack_load(buf, len, v, n_loaded);
+    return load_aligned(buf, len, v, n_loaded, m);
+}
+
+static int load_aligned(const uint8_t *buf, size_t len, const xgr_vocab *v, int32_t *n_loaded,
+                        xgr_file_map *map) {
     reader r = {buf, len};
     const uint8_t *h = take(&r, 40, 1);
     uint32_t order, version;
@@ -423,7 +509,7 @@ static int load_aligned(const uint8_t *buf, size_t len, const xgr_vocab *v, int3
     if (!rc && !ents) rc = XGR_ERR_NOMEM;
     int32_t got = 0;
     for (; !rc && got < n; got++)
-        if ((rc = read_entry(&r, v, keys, n_keys, &ents[got], &why))) break;
+        if ((rc = read_entry(&r, v, keys, n_keys, &ents[got], &why, map))) break;
     if (!rc && r.left) rc = XGR_ERR_INVALID_ARG, why = "trailing bytes";
     if (!rc)
         for (int32_t i = 0; i < n; i++) {

@@ -35,7 +35,7 @@ from typing import Any, Callable, Hashable, Optional, Tuple
 
 from . import _core
 
-__all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_CACHE_DIR",
+__all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_CACHE_DIR", "ENV_CACHE_MMAP",
            "resolve_cache_dir", "vocab_fingerprint"]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +62,14 @@ _PACK_SUFFIX = ".xgm"
 #: first compile), and writes its own new entries at most this often (and on flush/exit).
 _PACK_SCAN_S = 1.0
 _PACK_WRITE_S = 2.0
+#: ``XGRAMMAR2_CACHE_MMAP=0`` makes a process copy the entries of the packs it loads instead of
+#: mapping the files read-only and letting the entries borrow their arrays from the mapping
+#: (the default; network filesystems are read into memory either way: ``xgr_file_map_open``).
+ENV_CACHE_MMAP = "XGRAMMAR2_CACHE_MMAP"
+
+
+def _pack_mmap() -> bool:
+    return os.environ.get(ENV_CACHE_MMAP, "1").strip().lower() not in ("0", "off", "false", "no")
 #: Per process and directory+vocabulary: the packs already loaded and the insertion number
 #: up to which this process's entries were written (shared by every compiler there).
 _pack_states: "dict[Tuple[str, bytes], _PackState]" = {}
@@ -70,11 +78,25 @@ _pack_states_lock = threading.Lock()
 
 class _PackState:
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held while packs are loaded or one is written
         self.loaded: set = set()
         self.seq = 0
         self.last_scan = -1e9
         self.last_write = -1e9
+        # background loads (DiskCache._request_sync): at most one queued or running
+        self.state_lock = threading.Lock()
+        self.pending = False
+        self.last_request = -1e9
+        self.idle = threading.Event()
+        self.idle.set()
+
+    def reset_after_fork(self) -> None:
+        self.lock = threading.Lock()
+        self.state_lock = threading.Lock()
+        self.pending = False
+        self.last_request = -1e9
+        self.idle = threading.Event()
+        self.idle.set()
 
 
 #: Grammar files up to this size are read with one read (larger ones are mapped).
@@ -189,6 +211,25 @@ def _flush_at_exit() -> None:
 
 atexit.register(_flush_at_exit)
 
+#: Every cache of the process, so a forked child can drop the parent's background thread.
+_caches: "weakref.WeakSet[DiskCache]" = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's threads: each cache starts its own again
+    (with fresh locks and queue), and pack loads the parent had in flight are forgotten."""
+    global _pack_states_lock, _build_lock
+    _pack_states_lock = threading.Lock()
+    _build_lock = threading.Lock()
+    for st in list(_pack_states.values()):
+        st.reset_after_fork()
+    for cache in list(_caches):
+        cache._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def _core_build_id() -> bytes:
     """SHA-256 of the core's shared library: a rebuilt core (whose lowering may differ)
@@ -266,6 +307,7 @@ def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], me
 
 
 _PACK_JOB = object()  # a queue item: write this process's new mask entries as a pack
+_SYNC_JOB = object()  # a queue item: load the packs other processes wrote (sync_packs)
 
 
 class DiskCache:
@@ -301,6 +343,12 @@ class DiskCache:
         self.hits = self.misses = self.rejected = self.writes = self.evictions = 0
         #: Mask entry packs loaded / written by this compiler, and the entries they held.
         self.pack_loads = self.pack_writes = self.pack_entries_loaded = self.pack_entries_written = 0
+        _caches.add(self)
+
+    def _reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._queue = queue.Queue(maxsize=256)
+        self._writer = None
 
     @staticmethod
     def _check_limit(limit_bytes: Optional[int]) -> int:
@@ -366,9 +414,10 @@ class DiskCache:
     def load(self, key: Hashable, make: Callable[[Any, bool, Tuple[str, ...]], Any],
              opts: Any, vocab: Any) -> Any:
         """The compiled grammar of ``key`` from the directory, or None. ``make(ptr, linked,
-        warnings)`` wraps the core's handle."""
+        warnings)`` wraps the core's handle. New mask entry packs are looked for in the
+        background (at most once a second): the request never waits for them."""
         self._vocab = vocab
-        self.sync_packs(vocab)
+        self._request_sync(vocab)
         digest = self.key_digest(key)
         path = self.file_for(digest)
         self._last_miss.entry = (key, digest)  # cleared below on a hit
@@ -462,6 +511,46 @@ class DiskCache:
     def _pack_prefix(self) -> str:
         return self._pack_id.hex()[:32] + "-"
 
+    def prefetch_packs(self, vocab: Any) -> None:
+        """Starts loading this vocabulary's mask entry packs on the background thread (the
+        compiler calls it when it is made, so a server's first request finds them loaded;
+        a compile never waits for it)."""
+        self._vocab = vocab
+        self._request_sync(vocab, force=True)
+
+    def wait_packs(self, timeout: Optional[float] = None) -> bool:
+        """Waits until no background pack load is queued or running (tests, benchmarks);
+        False on timeout."""
+        return self._packs.idle.wait(timeout)
+
+    def _request_sync(self, vocab: Any, force: bool = False) -> None:
+        """Queues a sync_packs on the background thread unless one is queued or running, or
+        (without ``force``) one was queued less than a second ago."""
+        st = self._packs
+        now = time.monotonic()
+        with st.state_lock:
+            if st.pending or (not force and now - st.last_request < _PACK_SCAN_S):
+                return
+            st.pending = True
+            st.last_request = now
+            st.idle.clear()
+        queued = False
+        try:
+            self._start_worker()
+            self._queue.put_nowait((_SYNC_JOB, vocab))
+            queued = True
+        except (queue.Full, RuntimeError):
+            pass
+        finally:
+            if not queued:
+                self._sync_done()
+
+    def _sync_done(self) -> None:
+        st = self._packs
+        with st.state_lock:
+            st.pending = False
+            st.idle.set()
+
     def sync_packs(self, vocab: Any, force: bool = False) -> int:
         """Loads the mask entry packs of this vocabulary that this process has not loaded
         yet (at most once a second unless ``force``); returns how many were loaded. A pack
@@ -491,35 +580,83 @@ class DiskCache:
             st.lock.release()
 
     def _load_pack(self, path: str, vocab: Any) -> int:
+        """Checks and loads one pack: mapped read-only, its entries borrowing their arrays
+        from the mapping (no copy), unless XGRAMMAR2_CACHE_MMAP=0 (then copied)."""
+        if _pack_mmap():
+            return self._load_pack_mapped(path, vocab)
         try:
             with open(path, "rb") as f:
                 data = f.read(_HEADER.size + _MAX_PAYLOAD + 1)
         except OSError:
             return 0
         view = memoryview(data)
-        if len(view) < _HEADER.size:
-            return self._reject_pack(path, "pack size")
-        magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
-        if magic != _PACK_MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
-            return self._reject_pack(path, "pack header")
-        if vfp != self._vocab_fp or kd != self._pack_id:
-            return self._reject_pack(path, "pack vocabulary")
-        if plen != len(view) - _HEADER.size:
-            return self._reject_pack(path, "pack length")
+        plen, why = self._check_pack(view)
+        if plen < 0:
+            return self._reject_pack(path, why)
         payload = view[_HEADER.size:]
-        if hashlib.sha256(payload).digest() != csum:
-            return self._reject_pack(path, "pack checksum")
         ffi, lib = _core.ffi, _core.lib
         n = ffi.new("int32_t *")
         if lib.xgr_mask_pack_load(ffi.from_buffer(payload), len(payload), vocab, n) != 0:
             msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
             return self._reject_pack(path, f"pack: {msg}")
-        self.pack_loads += 1
-        self.pack_entries_loaded += n[0]
+        self._loaded_pack(path, n[0])
+        return 1
+
+    def _check_pack(self, view: memoryview) -> Tuple[int, str]:
+        """(payload length, "") for a pack file's bytes whose header, length and checksum
+        are sound, else (-1, the failed check)."""
+        if len(view) < _HEADER.size:
+            return -1, "pack size"
+        magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
+        if magic != _PACK_MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
+            return -1, "pack header"
+        if vfp != self._vocab_fp or kd != self._pack_id:
+            return -1, "pack vocabulary"
+        if plen != len(view) - _HEADER.size:
+            return -1, "pack length"
+        payload = view[_HEADER.size:]
         try:
-            os.utime(path)
+            if hashlib.sha256(payload).digest() != csum:
+                return -1, "pack checksum"
+        finally:
+            payload.release()
+        return plen, ""
+
+    def _loaded_pack(self, path: str, entries: int) -> None:
+        self.pack_loads += 1
+        self.pack_entries_loaded += entries
+        try:
+            os.utime(path)  # the LRU order every process evicts by
         except OSError:
             pass
+
+    def _load_pack_mapped(self, path: str, vocab: Any) -> int:
+        ffi, lib = _core.ffi, _core.lib
+        out = ffi.new("xgr_file_map **")
+        rc = lib.xgr_file_map_open(os.fsencode(path), lib.XGR_FILE_MAP_AUTO,
+                                   _HEADER.size + _MAX_PAYLOAD, out)
+        if rc == lib.XGR_ERR_LIMIT:
+            return self._reject_pack(path, "pack size")
+        if rc != 0:  # removed meanwhile (evicted, or replaced and gone), or unreadable
+            return 0
+        fm = out[0]
+        try:
+            size = ffi.new("size_t *")
+            data = lib.xgr_file_map_data(fm, size)
+            view = memoryview(ffi.buffer(data, size[0]))
+            try:
+                plen, why = self._check_pack(view)
+            finally:
+                view.release()  # no Python view outlives our reference
+            if plen < 0:
+                return self._reject_pack(path, why)
+            n = ffi.new("int32_t *")
+            if lib.xgr_mask_pack_load_mapped(fm, _HEADER.size, plen, vocab, n) != 0:
+                msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
+                return self._reject_pack(path, f"pack: {msg}")
+        finally:
+            lib.xgr_file_map_release(fm)  # the loaded entries hold their own references
+        self._loaded_pack(path, n[0])
         return 1
 
     def _reject_pack(self, path: str, why: str) -> int:
@@ -599,17 +736,21 @@ class DiskCache:
 
     # ---- writing ---------------------------------------------------------------------
 
-    def store(self, key: Hashable, compiled: Any) -> None:
-        """Queues ``compiled`` to be written under ``key`` by a background thread (the
-        request does not wait for the disk); dropped when the queue is full."""
-        if not self._writable:
-            return
+    def _start_worker(self) -> None:
+        """Starts this cache's background thread (writes, pack loads) once."""
         with self._lock:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write_loop, daemon=True,
                                                 name="xgrammar2-disk-cache")
                 self._writer.start()
                 _live.add(self)
+
+    def store(self, key: Hashable, compiled: Any) -> None:
+        """Queues ``compiled`` to be written under ``key`` by a background thread (the
+        request does not wait for the disk); dropped when the queue is full."""
+        if not self._writable:
+            return
+        self._start_worker()
         last = getattr(self._last_miss, "entry", None)
         self._last_miss.entry = None
         digest = last[1] if last is not None and last[0] is key else None
@@ -644,6 +785,12 @@ class DiskCache:
                 compiled.set()
                 continue
             try:
+                if key is _SYNC_JOB:
+                    try:
+                        self.sync_packs(compiled, force=True)
+                    finally:
+                        self._sync_done()
+                    continue
                 if key is _PACK_JOB:
                     self.write_pack()
                     continue

@@ -2,9 +2,11 @@
  * loader of cross-grammar mask entries; docs/disk-cache.md). A real pack is made once from
  * a few grammars over the fuzz vocabulary; an input whose first byte is even edits it
  * (then: pairs of a 2-byte offset and a byte to write), any other input is a pack as it
- * is. A pack the core accepts is loaded into an empty cross-grammar cache and the same
- * grammars are driven through it, so hostile entries reach every consumer of the cache.
- * The cached-vs-brute-force mask oracle is off: an accepted but altered entry changes
+ * is; when the first byte has bit 1 set it is loaded through the borrowing path
+ * (xgr_mask_pack_load_mapped over a heap image of exactly its bytes, released by the
+ * caller at once, so the entries alone keep it), else copied. A pack the core accepts is
+ * loaded into an empty cross-grammar cache and the same grammars are driven through it,
+ * so hostile entries reach every consumer of the cache. The cached-vs-brute-force mask oracle is off: an accepted but altered entry changes
  * masks; memory safety is the finding (ASan/UBSan). */
 #define FZ_NO_MASK_ORACLE 1
 #include "fuzz_common.h"
@@ -79,7 +81,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     xgr_cache_clear();
     int32_t n = 0;
-    if (xgr_mask_pack_load(buf, len, fz_vocab(), &n) == XGR_OK) fzp_drive_all();
+    if (size >= 1 && (data[0] & 2)) {
+        /* the borrowing path: entries point into an image of exactly len bytes (a heap
+         * block, so ASan sees a read past it), which only they hold while driven */
+        xgr_file_map *m = NULL;
+        if (xgr_file_map_from_bytes(buf, len, &m) == XGR_OK) {
+            int ok = xgr_mask_pack_load_mapped(m, 0, len, fz_vocab(), &n) == XGR_OK;
+            xgr_file_map_release(m);
+            if (ok) fzp_drive_all();
+            else (void)xgr_last_error();
+        }
+    } else if (xgr_mask_pack_load(buf, len, fz_vocab(), &n) == XGR_OK) fzp_drive_all();
     else (void)xgr_last_error();
     xgr_cache_clear();
     free(buf);

@@ -22,36 +22,59 @@ from test_disk_cache import EOS, ENGINE, REQUESTS, VOCAB, compile_one, walk
 SEEDS = (0, 1, 2)
 
 CHILD = r'''
-import json, sys
+import gc, json, sys
 import xgrammar2 as xgr
 sys.path.insert(0, sys.argv[3])
 from test_disk_cache import VOCAB, EOS, REQUESTS, compile_one, walk
-from test_disk_cache_masks import SEEDS
+from test_disk_cache_masks import SEEDS, mapped_packs
 d = sys.argv[1] or False
 info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
 comp = xgr.GrammarCompiler(info, cache_dir=d)
+dc = comp.disk_cache
+if dc is not None and sys.argv[4] == "wait":  # the background pack load, before any compile
+    assert dc.wait_packs(60)
 grammars = [compile_one(comp, k, a) for k, a in REQUESTS]
 before = xgr.get_cross_grammar_cache_stats()
 out = {"masks": [walk(info, g, seed=s) for g in grammars for s in SEEDS],
        "computed": xgr.get_cross_grammar_cache_stats()["inserts"] - before["inserts"],
        "entries_before_walks": before["entries"]}
-dc = comp.disk_cache
 if dc is not None:
     dc.flush()
+    dc.wait_packs(60)
     out.update(rejected=dc.rejected, pack_loads=dc.pack_loads, pack_writes=dc.pack_writes,
                loaded=dc.pack_entries_loaded, written=dc.pack_entries_written)
+# the packs this process maps while their entries are cached, and after every entry is gone
+out["mapped"] = mapped_packs()
+del grammars
+comp.clear_cache()
+gc.collect()
+xgr.clear_cross_grammar_cache()
+out["mapped_after_clear"] = mapped_packs()
 with open(sys.argv[2], "w") as f:
     json.dump(out, f)
 '''
 
 
-def run_child(tmp_path, d, name):
+def mapped_packs():
+    """The pack files (.xgm) this process has mapped (Linux: /proc/self/maps), or None."""
+    try:
+        with open("/proc/self/maps") as f:
+            return len({ln.split()[-1] for ln in f if ln.rstrip().endswith(dcm._PACK_SUFFIX)
+                        or ".xgm (deleted)" in ln})
+    except OSError:
+        return None
+
+
+def run_child(tmp_path, d, name, *, wait=True, env_extra=None):
     out = tmp_path / f"{name}.json"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([ENGINE, env.get("PYTHONPATH", "")])
     env.pop(dcm.ENV_CACHE_DIR, None)
+    env.pop(dcm.ENV_CACHE_MMAP, None)
+    env.update(env_extra or {})
     subprocess.run([sys.executable, "-c", CHILD, str(d or ""), str(out),
-                    os.path.dirname(os.path.abspath(__file__))], check=True, env=env)
+                    os.path.dirname(os.path.abspath(__file__)), "wait" if wait else "race"],
+                   check=True, env=env)
     return json.loads(out.read_text())
 
 
@@ -78,6 +101,71 @@ def test_second_process_starts_with_the_first_ones_entries(tmp_path, reference):
     assert second["computed"] < first["computed"] / 4
     # nothing new to write: no second pack of the same entries
     assert second["written"] == 0
+    # the entries borrow from the mapped packs (no copy); the maps go with the last entry
+    if second["mapped"] is not None:
+        assert second["mapped"] >= 1 and first["mapped"] == 0
+        assert second["mapped_after_clear"] == 0
+
+
+def test_copied_packs_give_the_same_masks(tmp_path, reference):
+    """XGRAMMAR2_CACHE_MMAP=0: entries copied out of the packs, nothing stays mapped."""
+    d = tmp_path / "c"
+    first = run_child(tmp_path, d, "first")
+    second = run_child(tmp_path, d, "second", env_extra={dcm.ENV_CACHE_MMAP: "0"})
+    assert second["masks"] == reference
+    assert second["loaded"] == first["written"] and second["rejected"] == 0
+    assert second["mapped"] in (None, 0)
+
+
+def test_first_compile_does_not_wait_for_packs(tmp_path, reference):
+    """The packs load on the background thread while the process compiles and walks (no
+    wait): whatever the interleaving, the masks are those of a process without a directory."""
+    d = tmp_path / "c"
+    run_child(tmp_path, d, "first")
+    for k in range(2):
+        out = run_child(tmp_path, d, f"race{k}", wait=False)
+        assert out["masks"] == reference
+        assert out["rejected"] == 0 and out["pack_loads"] >= 1
+
+
+def test_packs_replaced_or_unlinked_while_mapped(tmp_path, reference):
+    """A pack renamed over (same name, as a rewrite publishes it) or unlinked (eviction) while
+    its entries are in use: the mapping keeps the old file, the masks stay the same."""
+    d = tmp_path / "c"
+    run_child(tmp_path, d, "fill")
+    ps = packs(d)
+    assert ps
+    info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
+    xgr.clear_cross_grammar_cache()
+    comp = xgr.GrammarCompiler(info, cache_dir=str(d))
+    assert comp.disk_cache.wait_packs(60)
+    assert comp.disk_cache.pack_loads == len(ps) and comp.disk_cache.rejected == 0
+    grammars = [compile_one(comp, k, a) for k, a in REQUESTS]
+    half = [walk(info, g, seed=SEEDS[0]) for g in grammars]
+    for i, p in enumerate(ps):
+        data = open(p, "rb").read()
+        if i % 2 == 0:
+            os.unlink(p)
+        else:  # rename-publish of a new file under the same name
+            with open(p + ".new", "wb") as f:
+                f.write(data)
+            os.replace(p + ".new", p)
+    # drop every file: the mappings are all that is left
+    for p in packs(d):
+        os.unlink(p)
+    xgr.clear_cross_grammar_cache()  # the grammars keep the entries they published
+    assert [walk(info, g, seed=SEEDS[0]) for g in grammars] == half
+    fresh = xgr.GrammarCompiler(info, cache_enabled=False, cache_dir=False)
+    assert [walk(info, compile_one(fresh, k, a), seed=s) for k, a in REQUESTS
+            for s in SEEDS] == reference
+    del grammars
+    comp.clear_cache()
+    import gc
+
+    gc.collect()
+    xgr.clear_cross_grammar_cache()
+    if mapped_packs() is not None:
+        assert mapped_packs() == 0
 
 
 def _rewrite(path, payload, *, magic=None, version=None, csum=None):
@@ -195,3 +283,37 @@ def test_core_round_trip_truncations_and_mutations():
         xgr.clear_cross_grammar_cache()
         _load(info, bytes(b))
     xgr.clear_cross_grammar_cache()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_starts_its_own_background_thread(tmp_path):
+    """A child forked after the compiler was made (its background thread started) loads packs
+    and writes files on a thread of its own: none of the parent's locks or queue is used."""
+    import warnings
+
+    d = tmp_path / "c"
+    run_child(tmp_path, d, "fill")
+    info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
+    comp = xgr.GrammarCompiler(info, cache_dir=str(d))
+    dc = comp.disk_cache
+    assert dc.wait_packs(60) and dc._writer is not None
+    r, w = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        ok = False
+        try:
+            dc._request_sync(info._handle(), force=True)
+            ok = dc.wait_packs(30)
+            comp.compile_grammar('root ::= "zz" [a-c]* "b"\n')  # a miss: written by the child
+            dc.flush(30)
+            ok = ok and dc.writes == 1 and dc._writer is not None and dc._writer.is_alive()
+        finally:
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert got == b"1"
