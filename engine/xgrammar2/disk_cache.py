@@ -62,6 +62,12 @@ _PACK_SUFFIX = ".xgm"
 #: first compile), and writes its own new entries at most this often (and on flush/exit).
 _PACK_SCAN_S = 1.0
 _PACK_WRITE_S = 2.0
+#: After a compile or a hit, the background thread also writes the entries computed since
+#: (decoding computes most of them, after the compile) on its own: _PACK_WRITE_S later, then
+#: at doubling intervals up to this, reset by the next compile. A process that is killed
+#: (vLLM SIGKILLs its engine core on shutdown, so exit hooks never run) keeps all but the
+#: last interval's entries, and a long-running one adds at most one pack a minute.
+_PACK_IDLE_MAX_S = 60.0
 #: ``XGRAMMAR2_CACHE_MMAP=0`` makes a process copy the entries of the packs it loads instead of
 #: mapping the files read-only and letting the entries borrow their arrays from the mapping
 #: (the default; network filesystems are read into memory either way: ``xgr_file_map_open``).
@@ -83,6 +89,9 @@ class _PackState:
         self.seq = 0
         self.last_scan = -1e9
         self.last_write = -1e9
+        # timed writes by the background thread (DiskCache._arm_pack_timer)
+        self.due: Optional[float] = None
+        self.interval = _PACK_WRITE_S
         # background loads (DiskCache._request_sync): at most one queued or running
         self.state_lock = threading.Lock()
         self.pending = False
@@ -91,6 +100,8 @@ class _PackState:
         self.idle.set()
 
     def reset_after_fork(self) -> None:
+        self.due = None
+        self.interval = _PACK_WRITE_S
         self.lock = threading.Lock()
         self.state_lock = threading.Lock()
         self.pending = False
@@ -418,6 +429,7 @@ class DiskCache:
         background (at most once a second): the request never waits for them."""
         self._vocab = vocab
         self._request_sync(vocab)
+        self._arm_pack_timer(reset=False)
         digest = self.key_digest(key)
         path = self.file_for(digest)
         self._last_miss.entry = (key, digest)  # cleared below on a hit
@@ -754,6 +766,7 @@ class DiskCache:
         last = getattr(self._last_miss, "entry", None)
         self._last_miss.entry = None
         digest = last[1] if last is not None and last[0] is key else None
+        self._arm_pack_timer(reset=True)
         try:
             self._queue.put_nowait(((key, digest), compiled))
             now = time.monotonic()
@@ -778,9 +791,44 @@ class DiskCache:
         self._queue.put((None, done))
         done.wait(timeout)
 
+    def _arm_pack_timer(self, reset: bool) -> None:
+        """Schedules a timed pack write on the background thread: ``_PACK_WRITE_S`` from now
+        when ``reset`` (a compile) or when none is scheduled (a hit)."""
+        st = self._packs
+        with st.state_lock:
+            if reset or st.due is None:
+                st.interval = _PACK_WRITE_S
+                st.due = time.monotonic() + _PACK_WRITE_S
+
+    def _pack_timeout(self) -> Optional[float]:
+        st = self._packs
+        with st.state_lock:
+            due = st.due
+        return None if due is None else max(0.0, due - time.monotonic())
+
+    def _timed_pack_write(self) -> None:
+        """The timer fired: writes the entries computed since the last pack (if any) and
+        doubles the interval up to ``_PACK_IDLE_MAX_S``."""
+        st = self._packs
+        with st.state_lock:
+            if st.due is None or time.monotonic() < st.due:
+                return
+            st.interval = min(st.interval * 2.0, _PACK_IDLE_MAX_S)
+            st.due = time.monotonic() + st.interval
+        if self._vocab is not None:
+            self.write_pack()
+            st.last_write = time.monotonic()
+
     def _write_loop(self) -> None:
         while True:
-            key, compiled = self._queue.get()
+            try:
+                key, compiled = self._queue.get(timeout=self._pack_timeout())
+            except queue.Empty:
+                try:
+                    self._timed_pack_write()
+                except Exception as e:  # noqa: BLE001 - a write never fails a request
+                    logger.debug("xgrammar2 disk cache: timed pack write failed: %s", e)
+                continue
             if key is None:
                 compiled.set()
                 continue

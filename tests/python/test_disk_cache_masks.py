@@ -317,3 +317,49 @@ def test_forked_child_starts_its_own_background_thread(tmp_path):
     os.close(r)
     os.waitpid(pid, 0)
     assert got == b"1"
+
+
+KILLED_CHILD = r'''
+import sys, time
+import xgrammar2 as xgr
+sys.path.insert(0, sys.argv[2])
+from test_disk_cache import VOCAB, EOS, REQUESTS, compile_one, walk
+info = xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
+comp = xgr.GrammarCompiler(info, cache_dir=sys.argv[1])
+grammars = [compile_one(comp, k, a) for k, a in REQUESTS]
+for g in grammars:  # decoding computes the entries, after the compiles
+    walk(info, g, seed=0)
+print("walked", flush=True)
+time.sleep(600)  # killed here: no flush, no exit hook
+'''
+
+
+def test_a_killed_process_leaves_the_entries_it_computed_while_decoding(tmp_path, reference):
+    """vLLM SIGKILLs its engine core on shutdown (exit hooks never run): the background
+    thread writes the entries decoding computed on a timer, so they survive the kill."""
+    import signal
+    import time
+    d = tmp_path / "c"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([ENGINE, env.get("PYTHONPATH", "")])
+    env.pop(dcm.ENV_CACHE_DIR, None)
+    p = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(d),
+                          os.path.dirname(os.path.abspath(__file__))],
+                         env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "walked"
+        # the timer writes within _PACK_WRITE_S of the last compile, then at doubling intervals
+        deadline = time.monotonic() + 20 * dcm._PACK_WRITE_S
+        while not packs(d) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(2 * dcm._PACK_WRITE_S + 1)  # a second timed write covers the last walks
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    assert packs(d), "no pack written before the kill"
+    second = run_child(tmp_path, d, "second")
+    assert second["masks"] == reference
+    assert second["rejected"] == 0 and second["loaded"] > 0
+    # the walks of the second process found (almost) every entry in the dead one's packs
+    fresh = run_child(tmp_path, None, "fresh")
+    assert second["computed"] < fresh["computed"]
