@@ -543,8 +543,7 @@ static int collect_states(xgr_matcher *m) {
         xgr_item it = p->items.data[k];
         if (!c->scannable[it.state]) continue;
         int32_t rule = f->state_rule[it.state];
-        if (p->lazy && (p->attrs[rule].lazy || it.bud) &&
-            xgr_lazy_closed(p, rule, it.origin, last))
+        if (p->lazy && xgr_item_ended(p, it, rule, last))
             continue; /* ended where it completed: scans nothing */
         int plain = 0, any = 0, rc;
         /* Parent-context slots cost a vocabulary pass each: use them only for states
@@ -813,6 +812,9 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
     /* (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
     if (f->attr_lazy_rules && lim > 1) lim = 1;
+    /* a forced close (ir.h forced_body) is an end wherever the entries' walks met it, even
+     * at a token's first byte: every accepted token is checked */
+    if (f->attr_forced) lim = 0;
     if (lim >= v->max_token_len) return XGR_OK;
     /* the tokens to decide again, in sorted order so check_uncertain shares prefixes */
     m->extra.len = 0;
