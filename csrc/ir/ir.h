@@ -89,7 +89,7 @@ typedef struct {
      * suffix / stop rule with a budget whose body is not free text (upstream closes it
      * without its marker where the body can end once the budget is spent). The rule's
      * start state then has a reference edge to this output rule (the body alone, minus
-     * "") leading to an edgeless final state that counts as an end only when the
+     * "") leading to an edgeless state that is not final but counts as an end once the
      * occurrence's budget is spent (parse/attrs.h xgr_forced_state). -1: none. */
     int32_t forced_body;
 } xgr_rule_attrs;

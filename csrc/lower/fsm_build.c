@@ -485,11 +485,12 @@ static int wants_forced_close(const lw_ctx *c, const lw_orule *r) {
 
 /* *out = d plus the forced close of output rule `rule`: a reference edge from the start to
  * the body alone (minus "", its own output rule, recorded in the rule's `forced`) leading
- * to a new edgeless final state. The parser counts that state as an end only once the
- * occurrence's budget is spent (parse/attrs.h); the mask cache sees a plain final state,
- * so its entries accept a superset that the matcher checks exactly. A start state that
- * edges lead back to gets a fresh copy as the new start, so the body starts only where
- * the rule does. */
+ * to a new edgeless state that is not final: the parser counts it as an end only once the
+ * occurrence's budget is spent (parse/attrs.h xgr_forced_spent). For the mask cache it is
+ * a dead end where an entry's walk leaves the rule from a row's item (the matcher adds the
+ * tokens such a close allows near a deadline: runtime/matcher.c); inside a token the
+ * cache's parser applies the budgets the token enters. A start state that edges lead back
+ * to gets a fresh copy as the new start, so the body starts only where the rule does. */
 static int add_forced_close(lw_ctx *c, int32_t rule, const lw_dfa *d, lw_dfa *out) {
     int32_t body;
     int rc = lw_ref_rule(c, c->g->rules.data[c->orules.data[rule].a].attrs.hidden_body, 1, &body);
@@ -505,7 +506,7 @@ static int add_forced_close(lw_ctx *c, int32_t rule, const lw_dfa *d, lw_dfa *ou
     out->n = n;
     for (int32_t s = 0; s < n; s++) {
         int32_t src = s == ff ? -1 : s < shift ? 0 : s - shift; /* (the old state copied) */
-        out->final.data[s] = src < 0 ? 1 : d->final.data[src];
+        out->final.data[s] = src < 0 ? 0 : d->final.data[src];
         out->ebeg.data[s] = (int32_t)out->edges.len;
         if (src < 0) continue;
         int added = s != 0; /* the body's edge: start only, among the refs by id */

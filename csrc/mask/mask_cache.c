@@ -286,7 +286,6 @@ int xgr_mask_scratch_init(xgr_mask_scratch *s, const xgr_compiled *c) {
     s->p.ref_begin = c->ref_begin;
     s->p.leo_rules = c->rule_leo;
     s->p.max_work = c->opts.max_step_work;
-    s->p.forced_open = 1; /* (entries: a superset, see parse/earley.h) */
     return XGR_OK;
 }
 

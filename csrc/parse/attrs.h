@@ -40,8 +40,8 @@ static inline int xgr_bud_expired(const xgr_parser *p, int32_t bud) {
     int32_t tdl = p->buds.data[bud].tdl, tc = p->cur_tk >> 1;
     return tc > tdl || (tc == tdl && !(p->cur_tk & 1));
 }
-/* The edgeless final state a forced close of `rule` ends in (ir.h forced_body: the target
- * of its start state's reference to the body), or -1. */
+/* The edgeless state a forced close of `rule` ends in (ir.h forced_body: the target of
+ * its start state's reference to the body; not final), or -1. */
 static inline int32_t xgr_forced_state(const xgr_fsm *f, const xgr_rule_attrs *a, int32_t rule) {
     if (a->forced_body < 0) return -1;
     int32_t s = f->rule_start[rule];
@@ -59,8 +59,7 @@ static inline int xgr_forced_spent(const xgr_parser *p, xgr_item it, int32_t cp,
     int32_t tc = tk >> 1;
     return cp >= b->cdl || tc > b->tdl || (tc == b->tdl && !(tk & 1));
 }
-/* Is the completion of item `it` of `rule` a forced close (its state is the forced-close
- * state)? */
+/* Is item `it` of `rule` in its rule's forced-close state? */
 static inline int xgr_forced_item(const xgr_parser *p, int32_t rule, xgr_item it) {
     return p->attrs && p->attrs[rule].forced_body >= 0 &&
            it.state == xgr_forced_state(p->fsm, &p->attrs[rule], rule);

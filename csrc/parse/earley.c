@@ -284,18 +284,15 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         xgr_item it = p->items.data[j];
         if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
-        int done = xgr_item_complete(f, it), forced = 0;
-        if (done && xgr_forced_item(p, r, it)) {
-            /* a forced close ends the rule only once its budget is spent */
-            forced = 1;
-            if (!p->forced_open && !xgr_forced_spent(p, it, p->cur_cp, p->cur_tk)) done = 0;
-        }
+        /* (a forced close ends its rule only once the budget is spent) */
+        int done = xgr_item_complete(f, it) ||
+                   (xgr_forced_item(p, r, it) && xgr_forced_spent(p, it, p->cur_cp, p->cur_tk));
         if (done) {
             if (p->captures && it.origin >= 0 && xgr_capture_wanted(p, r, it, cur_row)) {
                 int rc = xgr_capture_note(p, r, it.origin, it.state);
                 if (rc) return rc;
             }
-            if (p->lazy && it.origin >= 0 && !(forced && p->forced_open) &&
+            if (p->lazy && it.origin >= 0 &&
                 (p->attrs[r].lazy || (it.bud && xgr_bud_expired(p, it.bud)))) {
                 int rc = xgr_lazy_note(p, r, it.origin);
                 if (rc) return rc;
@@ -576,8 +573,9 @@ int xgr_parser_can_end(const xgr_parser *p) {
     int32_t last = xgr_parser_rows(p) - 1;
     for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
         xgr_item it = p->items.data[k];
-        if (it.origin == 0 && f->state_rule[it.state] == f->root && xgr_item_complete(f, it) &&
-            (!xgr_forced_item(p, f->root, it) ||
+        if (it.origin != 0 || f->state_rule[it.state] != f->root) continue;
+        if (xgr_item_complete(f, it) ||
+            (xgr_forced_item(p, f->root, it) &&
              xgr_forced_spent(p, it, p->row_cp.data[last], p->row_tk.data[last])))
             return 1;
     }

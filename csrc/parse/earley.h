@@ -90,10 +90,6 @@ typedef struct {
     uint8_t cur_byte;
     int32_t cur_cp, cur_tk; /* of the row under construction */
     int32_t next_tk;        /* row_tk for rows the next steps build (set by the matcher) */
-    /* Mask-cache parsers (mask/mask_cache.c): a forced close (ir.h forced_body) is an end
-     * whatever the budgets say and closes nothing, so their entries accept a superset of
-     * what the real parser does (the matcher checks them exactly). */
-    int forced_open;
     const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
     const uint8_t *leo_rules; /* optional: xgr_leo_rules of fsm (NULL: every rule may) */
 } xgr_parser;
