@@ -164,6 +164,7 @@ static int link_attrs(xgr_fsm *f, xgr_fsm *sk, xgr_fragment *const *frags, size_
             if (a.stop_capture_off >= 0) a.stop_capture_off += (int32_t)at;
             if (a.hidden_body >= 0) a.hidden_body += ro;
             if (a.hidden_marker >= 0) a.hidden_marker += ro;
+            if (a.forced_body >= 0) a.forced_body += ro;
             f->rule_attrs[ro + r] = a;
         }
         at += q->attr_names_len;
@@ -171,6 +172,7 @@ static int link_attrs(xgr_fsm *f, xgr_fsm *sk, xgr_fragment *const *frags, size_
         f->attr_lazy |= q->attr_lazy;
         f->attr_captures |= q->attr_captures;
         f->attr_lazy_rules |= q->attr_lazy_rules;
+        f->attr_forced |= q->attr_forced;
         if (q->attr_min_budget < f->attr_min_budget) f->attr_min_budget = q->attr_min_budget;
     }
     f->attr_names_len = at;

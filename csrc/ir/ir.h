@@ -85,6 +85,13 @@ typedef struct {
     /* (while an EBNF text is parsed, a rule named in the text: -2 - its name's offset in
      * the names pool; the parser resolves it) */
     int32_t stop_capture_off; /* stop_capture label (into names pool), -1: none */
+    /* Set by the lowering only (never in the IR, never printed): the forced close of a
+     * suffix / stop rule with a budget whose body is not free text (upstream closes it
+     * without its marker where the body can end once the budget is spent). The rule's
+     * start state then has a reference edge to this output rule (the body alone, minus
+     * "") leading to an edgeless state that is not final but counts as an end once the
+     * occurrence's budget is spent (parse/attrs.h xgr_forced_state). -1: none. */
+    int32_t forced_body;
 } xgr_rule_attrs;
 
 enum { XGR_HIDDEN_SUFFIX = 1, XGR_HIDDEN_STOP = 2 };
@@ -98,7 +105,7 @@ typedef struct {
 
 /* No attributes. */
 static inline xgr_rule_attrs xgr_attrs_none(void) {
-    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1};
+    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1, -1};
     return a;
 }
 static inline int xgr_attrs_any(const xgr_rule_attrs *a) {

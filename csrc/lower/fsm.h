@@ -62,6 +62,7 @@ typedef struct xgr_fsm {
                                * occurrences early: parse/attrs.h) */
     uint8_t attr_captures;    /* some rule has a capture label */
     uint8_t attr_lazy_rules;  /* some rule has the lazy attribute itself */
+    uint8_t attr_forced;      /* some rule has a forced close (ir.h forced_body) */
     int32_t attr_min_budget;  /* smallest max_chars (0 if some max_tokens is 0), or
                                * INT32_MAX: a token of at most this many bytes cannot
                                * overrun a budget of a rule it enters */

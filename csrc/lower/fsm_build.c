@@ -91,7 +91,7 @@ static int get_rule(lw_ctx *c, int32_t src, int32_t a, int32_t b, int32_t cc,
         free(name);
         return rc;
     }
-    lw_orule o = {src, a, b, cc, XGR_RULE_NORMAL, 0, 0, -1, name, 0};
+    lw_orule o = {src, a, b, cc, XGR_RULE_NORMAL, 0, 0, -1, name, 0, -1};
     if (src == LW_SRC_RULE) {
         uint8_t f = c->rflags[a];
         o.nullable = (uint8_t)(!b && (f & RF_NULLABLE));
@@ -444,6 +444,7 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             } else {
                 w->hidden_body = w->hidden_marker = -1;
             }
+            w->forced_body = c->orules.data[i].forced;
             const xgr_rule_attrs *a = w;
             if (a->max_chars >= 0 || a->max_tokens >= 0) f->attr_budgets = 1;
             if (a->max_chars >= 0 && a->max_chars < f->attr_min_budget)
@@ -451,6 +452,7 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             if (a->max_tokens == 0) f->attr_min_budget = 0;
             if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
             if (a->lazy) f->attr_lazy_rules = 1;
+            if (a->forced_body >= 0) f->attr_forced = 1;
             /* (a suffix / stop marker alone records nothing: it only edits captures) */
             if (a->capture_off >= 0 || a->stop_capture_off >= 0) f->attr_captures = 1;
         }
@@ -468,6 +470,66 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
     f->edges = shrink_to(o->edges.data, (o->edges.len + 1) * sizeof *o->edges.data);
     o->edges.data = NULL;
     *out = f;
+    return XGR_OK;
+}
+
+/* The forced close of a suffix / stop rule with a budget (ir.h forced_body): does output
+ * rule `rule` get one? The body must derive some non-empty string (an empty body could
+ * only close at the rule's entry, which is not modelled). */
+static int wants_forced_close(const lw_ctx *c, const lw_orule *r) {
+    if (r->src != LW_SRC_RULE || r->kind != XGR_RULE_NORMAL) return 0;
+    const xgr_rule_attrs *a = &c->g->rules.data[r->a].attrs;
+    return a->hidden_kind && !a->hidden_before && a->hidden_body >= 0 && a->hidden_marker >= 0 &&
+           (a->max_chars >= 0 || a->max_tokens >= 0) && (c->rflags[a->hidden_body] & RF_NE);
+}
+
+/* *out = d plus the forced close of output rule `rule`: a reference edge from the start to
+ * the body alone (minus "", its own output rule, recorded in the rule's `forced`) leading
+ * to a new edgeless state that is not final: the parser counts it as an end only once the
+ * occurrence's budget is spent (parse/attrs.h xgr_forced_spent). For the mask cache it is
+ * a dead end where an entry's walk leaves the rule from a row's item (the matcher adds the
+ * tokens such a close allows near a deadline: runtime/matcher.c); inside a token the
+ * cache's parser applies the budgets the token enters. A start state that edges lead back
+ * to gets a fresh copy as the new start, so the body starts only where the rule does. */
+static int add_forced_close(lw_ctx *c, int32_t rule, const lw_dfa *d, lw_dfa *out) {
+    int32_t body;
+    int rc = lw_ref_rule(c, c->g->rules.data[c->orules.data[rule].a].attrs.hidden_body, 1, &body);
+    if (rc) return rc;
+    int back = 0; /* an edge into the start state */
+    for (size_t e = 0; e < d->edges.len && !back; e++) back = d->edges.data[e].target == 0;
+    int32_t shift = back ? 1 : 0, n = d->n + shift + 1, ff = n - 1;
+    size_t ne = d->edges.len + 1 + (back ? (size_t)(d->ebeg.data[1] - d->ebeg.data[0]) : 0);
+    out->edges.len = 0;
+    if (XGR_VEC_RESERVE(out->final, (size_t)n) || XGR_VEC_RESERVE(out->ebeg, (size_t)n + 1) ||
+        XGR_VEC_RESERVE(out->edges, ne))
+        return XGR_ERR_NOMEM;
+    out->n = n;
+    for (int32_t s = 0; s < n; s++) {
+        int32_t src = s == ff ? -1 : s < shift ? 0 : s - shift; /* (the old state copied) */
+        out->final.data[s] = src < 0 ? 0 : d->final.data[src];
+        out->ebeg.data[s] = (int32_t)out->edges.len;
+        if (src < 0) continue;
+        int added = s != 0; /* the body's edge: start only, among the refs by id */
+        for (int32_t e = d->ebeg.data[src]; e < d->ebeg.data[src + 1]; e++) {
+            xgr_edge ed = d->edges.data[e];
+            if (!added && ed.ref >= body) {
+                if (ed.ref == body) return XGR_OK; /* (referenced already: no forced close) */
+                xgr_edge f = {ff, body, 0, 0};
+                out->edges.data[out->edges.len++] = f;
+                added = 1;
+            }
+            ed.target += shift;
+            out->edges.data[out->edges.len++] = ed;
+        }
+        if (!added) {
+            xgr_edge f = {ff, body, 0, 0};
+            out->edges.data[out->edges.len++] = f;
+        }
+    }
+    out->ebeg.data[n] = (int32_t)out->edges.len;
+    out->final.len = (size_t)n;
+    out->ebeg.len = (size_t)n + 1;
+    c->orules.data[rule].forced = body;
     return XGR_OK;
 }
 
@@ -568,6 +630,8 @@ int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
     lw_dfa_ws *ws = lw_dfa_ws_new();
     lw_dfa tdd; /* automata built directly: TagDispatch rules, literal-led alternations */
     memset(&tdd, 0, sizeof tdd);
+    lw_dfa fcd; /* a rule's automaton with its forced close (add_forced_close) */
+    memset(&fcd, 0, sizeof fcd);
     int rc = ws ? XGR_OK : XGR_ERR_NOMEM;
     int32_t root;
     if (rc || (rc = lw_analyze(&c))) goto done;
@@ -636,6 +700,11 @@ int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
             int built = 0;
             rc = lw_trie_build(&c, (int32_t)i, remaining, &tdd, &built);
             if (!rc && !built) rc = build_rule_dfa(&c, ws, (int32_t)i, remaining, &d);
+            if (!rc && wants_forced_close(&c, &r)) {
+                if (!(rc = add_forced_close(&c, (int32_t)i, d, &fcd)) &&
+                    c.orules.data[i].forced >= 0)
+                    d = &fcd;
+            }
         }
         if (rc || (rc = emit(&c, &o, (int32_t)i, d))) goto done;
     }
@@ -660,6 +729,7 @@ int xgr_fsm_build_ex(const xgr_grammar *g, const xgr_compile_options *opts,
 done:
     lw_dfa_ws_free(ws);
     lw_td_dfa_free(&tdd);
+    lw_td_dfa_free(&fcd);
     lw_td_dfa_free(&c.memo_out);
     out_free(&o);
     ctx_free(&c);

@@ -114,6 +114,8 @@ typedef struct {
     int32_t lookahead; /* output rule id or -1 */
     char *name;
     uint8_t dispatch;  /* built from a TagDispatch body */
+    int32_t forced;    /* output rule of the body a forced close runs (fsm_build.c
+                        * add_forced_close), or -1 */
 } lw_orule;
 
 typedef struct lw_ctx {

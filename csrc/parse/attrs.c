@@ -6,7 +6,7 @@ int xgr_attrs_init(xgr_parser *p) {
     p->attrs = f->rule_attrs;
     p->budgets = f->attr_budgets;
     p->lazy = f->attr_lazy; /* (set for token budgets too: they end occurrences) */
-    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE};
+    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE, -1, -1};
     p->captures = f->attr_captures;
     if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16) ||
         XGR_VEC_RESERVE(p->cap_begin, 16))
@@ -57,11 +57,17 @@ int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent) {
         int32_t tdl = add_sat(p->cur_tk >> 1, a->max_tokens) - (p->cur_tk & 1);
         b.tdl = min32(b.tdl, tdl);
     }
+    if (a->forced_body >= 0) { /* its own context: it names the occurrence */
+        b.own_rule = rule;
+        b.own_origin = (int32_t)p->row_begin.len - 1; /* (the row under construction) */
+    }
     /* contexts entered in one row repeat: look back a little before adding one */
     size_t n = p->buds.len;
     for (size_t k = n; k > 1 && k + 8 > n; k--) {
         const xgr_budget *o = &p->buds.data[k - 1];
-        if (o->cdl == b.cdl && o->tdl == b.tdl) return (int32_t)(k - 1);
+        if (o->cdl == b.cdl && o->tdl == b.tdl && o->own_rule == b.own_rule &&
+            o->own_origin == b.own_origin)
+            return (int32_t)(k - 1);
     }
     if (n >= (size_t)INT32_MAX || XGR_VEC_PUSH(p->buds, b)) return -1;
     return (int32_t)n;
@@ -326,6 +332,7 @@ int xgr_parser_temperature(const xgr_parser *p, int *has, float *out, int *confl
         if (p->lazy && p->attrs[f->state_rule[it.state]].lazy &&
             xgr_lazy_closed(p, f->state_rule[it.state], it.origin, last))
             continue;
+        if (p->lazy && it.bud && xgr_bud_dead(p, it.bud, last)) continue;
         temp_set t;
         if (!(rc = item_temps(&m, it, 0, &t))) temp_merge(&all, &t);
     }

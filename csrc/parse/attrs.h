@@ -40,8 +40,45 @@ static inline int xgr_bud_expired(const xgr_parser *p, int32_t bud) {
     int32_t tdl = p->buds.data[bud].tdl, tc = p->cur_tk >> 1;
     return tc > tdl || (tc == tdl && !(p->cur_tk & 1));
 }
+/* The edgeless state a forced close of `rule` ends in (ir.h forced_body: the target of
+ * its start state's reference to the body; not final), or -1. */
+static inline int32_t xgr_forced_state(const xgr_fsm *f, const xgr_rule_attrs *a, int32_t rule) {
+    if (a->forced_body < 0) return -1;
+    int32_t s = f->rule_start[rule];
+    for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
+        if (f->edges[e].ref == a->forced_body) return f->edges[e].target;
+    return -1;
+}
+/* Is item `it`, in its rule's forced-close state, at a position (code points cp, token
+ * position tk as in row_tk) where its budget is spent: no code point left, or the token
+ * budget expired (xgr_bud_expired)? Only then does the rule end there, without its
+ * marker (upstream xgrammar's forced close). */
+static inline int xgr_forced_spent(const xgr_parser *p, xgr_item it, int32_t cp, int32_t tk) {
+    if (!it.bud) return 0;
+    const xgr_budget *b = &p->buds.data[it.bud];
+    int32_t tc = tk >> 1;
+    return cp >= b->cdl || tc > b->tdl || (tc == b->tdl && !(tk & 1));
+}
+/* Is item `it` of `rule` in its rule's forced-close state? */
+static inline int xgr_forced_item(const xgr_parser *p, int32_t rule, xgr_item it) {
+    return p->attrs && p->attrs[rule].forced_body >= 0 &&
+           it.state == xgr_forced_state(p->fsm, &p->attrs[rule], rule);
+}
 /* Has the lazy occurrence (rule, origin) completed in a row in [origin, upto]? */
 int xgr_lazy_closed(const xgr_parser *p, int32_t rule, int32_t origin, int32_t upto);
+/* Has the occurrence that budget context `bud` was entered for (xgr_budget.own_rule)
+ * ended in a row up to `upto`? Then its items are dead. */
+static inline int xgr_bud_dead(const xgr_parser *p, int32_t bud, int32_t upto) {
+    const xgr_budget *b = &p->buds.data[bud];
+    return b->own_rule >= 0 && xgr_lazy_closed(p, b->own_rule, b->own_origin, upto);
+}
+/* Is item `it` (of `rule`) dead at rows up to `upto`: its lazy occurrence (or one with a
+ * token budget) completed, or the forced-close occurrence its context belongs to ended? */
+static inline int xgr_item_ended(const xgr_parser *p, xgr_item it, int32_t rule, int32_t upto) {
+    if (!p->lazy || it.origin < 0) return 0;
+    if ((p->attrs[rule].lazy || it.bud) && xgr_lazy_closed(p, rule, it.origin, upto)) return 1;
+    return it.bud && xgr_bud_dead(p, it.bud, upto);
+}
 /* The same, also counting the row under construction. */
 int xgr_lazy_closed_now(const xgr_parser *p, int32_t rule, int32_t origin);
 /* Records that lazy occurrence (rule, origin) completed in the row under construction. */

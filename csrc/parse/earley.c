@@ -137,12 +137,9 @@ static inline int same_item(xgr_item a, xgr_item b) {
  * run out, or it belongs to a lazy occurrence that completed in an earlier row. */
 static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
     if (it.bud && !xgr_bud_alive(p, it.bud)) return XGR_OK;
-    if (p->lazy && it.origin >= 0) {
-        int32_t r = p->fsm->state_rule[it.state];
-        if ((p->attrs[r].lazy || it.bud) &&
-            xgr_lazy_closed(p, r, it.origin, (int32_t)p->row_begin.len - 2))
-            return XGR_OK;
-    }
+    if (p->lazy && it.origin >= 0 &&
+        xgr_item_ended(p, it, p->fsm->state_rule[it.state], (int32_t)p->row_begin.len - 2))
+        return XGR_OK;
     size_t row_len = p->items.len - row_start;
     if ((row_len + 1) * 2 > p->slot_cap) {
         int rc = dedup_grow(p);
@@ -287,7 +284,10 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         xgr_item it = p->items.data[j];
         if (++work > p->max_work) return work_limit(p);
         int32_t r = f->state_rule[it.state];
-        if (xgr_item_complete(f, it)) {
+        /* (a forced close ends its rule only once the budget is spent) */
+        int done = xgr_item_complete(f, it) ||
+                   (xgr_forced_item(p, r, it) && xgr_forced_spent(p, it, p->cur_cp, p->cur_tk));
+        if (done) {
             if (p->captures && it.origin >= 0 && xgr_capture_wanted(p, r, it, cur_row)) {
                 int rc = xgr_capture_note(p, r, it.origin, it.state);
                 if (rc) return rc;
@@ -526,8 +526,7 @@ int xgr_parser_step_with(xgr_parser *p, uint8_t byte, const xgr_item *extra, siz
     }
     for (int32_t k = b; k < e; k++) {
         xgr_item it = p->items.data[k];
-        if (p->lazy && (p->attrs[f->state_rule[it.state]].lazy || it.bud) &&
-            xgr_lazy_closed(p, f->state_rule[it.state], it.origin, last))
+        if (p->lazy && xgr_item_ended(p, it, f->state_rule[it.state], last))
             continue; /* a lazy occurrence ended where it completed */
         for (int32_t x = f->edge_begin[it.state]; x < f->edge_begin[it.state + 1]; x++) {
             const xgr_edge *ed = &f->edges[x];
@@ -574,7 +573,10 @@ int xgr_parser_can_end(const xgr_parser *p) {
     int32_t last = xgr_parser_rows(p) - 1;
     for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
         xgr_item it = p->items.data[k];
-        if (it.origin == 0 && f->state_rule[it.state] == f->root && xgr_item_complete(f, it))
+        if (it.origin != 0 || f->state_rule[it.state] != f->root) continue;
+        if (xgr_item_complete(f, it) ||
+            (xgr_forced_item(p, f->root, it) &&
+             xgr_forced_spent(p, it, p->row_cp.data[last], p->row_tk.data[last])))
             return 1;
     }
     return 0;

@@ -31,6 +31,11 @@ typedef struct {
  * code-point count is <= cdl and its token count <= tdl (parse/attrs.c). */
 typedef struct {
     int32_t cdl, tdl;
+    /* The occurrence (rule, origin row) of a rule with a forced close (ir.h forced_body)
+     * that this context was entered for, inherited by the contexts inside it: once that
+     * occurrence has ended, every item of this context is dead (parse/attrs.h
+     * xgr_item_ended). -1: none. */
+    int32_t own_rule, own_origin;
 } xgr_budget;
 
 /* A Leo item (the transitive item of Leo (1991), "A general context-free parsing

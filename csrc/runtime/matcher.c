@@ -543,8 +543,7 @@ static int collect_states(xgr_matcher *m) {
         xgr_item it = p->items.data[k];
         if (!c->scannable[it.state]) continue;
         int32_t rule = f->state_rule[it.state];
-        if (p->lazy && (p->attrs[rule].lazy || it.bud) &&
-            xgr_lazy_closed(p, rule, it.origin, last))
+        if (p->lazy && xgr_item_ended(p, it, rule, last))
             continue; /* ended where it completed: scans nothing */
         int plain = 0, any = 0, rc;
         /* Parent-context slots cost a vocabulary pass each: use them only for states
@@ -813,15 +812,28 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
     /* (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
     if (f->attr_lazy_rules && lim > 1) lim = 1;
-    if (lim >= v->max_token_len) return XGR_OK;
+    /* A forced close (ir.h forced_body) of an occurrence open in the row happens where its
+     * budget is spent, which the entries do not see (they leave the rule there only when
+     * the token enters it): near a deadline, a token that reaches it (as many bytes as
+     * code points are left, or any once a token budget has expired) is checked exactly
+     * whether or not its entry allowed it. */
+    int64_t add = INT64_MAX;
+    if (f->attr_forced && m->parser.budgets) {
+        if (tokens < 1) add = 1;
+        else if (chars != XGR_NO_DEADLINE) add = chars > 1 ? chars : 1;
+    }
+    if (lim >= v->max_token_len && add > v->max_token_len) return XGR_OK;
     /* the tokens to decide again, in sorted order so check_uncertain shares prefixes */
     m->extra.len = 0;
     for (int32_t i = 0; i < v->n_sorted; i++) {
         int32_t id = v->sorted[i];
-        if (!get_bit(row, id)) continue;
         uint32_t len;
         xgr_vocab_token(v, id, &len);
-        if ((int64_t)len <= lim) continue;
+        if ((int64_t)len < add) {
+            if (!get_bit(row, id) || (int64_t)len <= lim) continue;
+        } else if (!len) {
+            continue;
+        }
         clear_bit(row, id);
         if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
     }

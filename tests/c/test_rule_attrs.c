@@ -220,10 +220,42 @@ static void hidden_markers(void) {
     xgr_vocab_release(v);
 }
 
+/* The forced close (ir.h forced_body): a stop rule with a token budget and split rules ends
+ * where its body can once the budget is spent, without the marker or a stop_capture event;
+ * the marker path is kept before that, and rollback crosses the close. */
+static void forced_close(void) {
+    const char *toks[] = {"a", "b", "!", ">", "a!"};
+    xgr_vocab *v = vocab(toks, 5);
+    CHECK(v, "vocab: %s", xgr_last_error());
+    if (!v) return;
+    xgr_compiled *c = NULL;
+    xgr_matcher *m = matcher("root[capture=\"o\"] ::= r \">\"\nbody ::= [ab]*\nmark ::= \"!\"\n"
+                             "r[max_tokens=2, capture=\"i\", capture_hidden_stop_bytes=1, "
+                             "capture_hidden_body_rule_id=body, capture_hidden_marker_rule_id=mark, "
+                             "stop_capture=\"m\", lazy] ::= [ab]* \"!\"",
+                             v, &c);
+    if (m) {
+        CHECK(accept(m, 0) && accept(m, 1), "ab: the budget is spent");
+        CHECK(mask0(m) == 8, "closed without the marker: only '>' (%x)", (unsigned)mask0(m));
+        CHECK(!accept(m, 2) && mask0(m) == 8, "the marker is refused, nothing committed");
+        CHECK(accept(m, 3) && xgr_matcher_is_terminated(m), "ab>");
+        const char *forced[] = {"i", "ab", "o", "ab>"};
+        CHECK(captures_are(m, forced, 2), "forced: the body whole, no marker event");
+        CHECK(!xgr_matcher_rollback(m, 3), "rollback across the close");
+        CHECK(accept(m, 4) && accept(m, 3) && xgr_matcher_is_terminated(m), "a!>");
+        const char *marked[] = {"m", "!", "i", "a", "o", "a>"};
+        CHECK(captures_are(m, marked, 3), "marker first: the marker recorded and hidden");
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     heads();
     runtime();
     hidden_markers();
+    forced_close();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

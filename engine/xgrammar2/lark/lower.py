@@ -309,7 +309,12 @@ class _Doc:
             label = a["capture"].value or d.name
             parts.append(f"capture={json.dumps(label)}")
         if hidden is not None:
-            parts.extend(self.hidden_attrs(d, *hidden))
+            # A budget on a marker rule whose body is not free text: the runtime closes it
+            # without its marker once the budget is spent, where the body alone can end
+            # (it runs the body rule: capture_hidden_body_rule_id, as upstream prints).
+            budget = any(p.startswith(("max_tokens=", "max_chars=")) for p in parts)
+            split = budget and self.trigger(d, allow_regex=False) is None
+            parts.extend(self.hidden_attrs(d, *hidden, split=split))
         if "temperature" in a:
             parts.append(f"temperature={float(a['temperature'].value)!r}")
         return "[" + ", ".join(parts) + "]" if parts else ""
@@ -328,11 +333,13 @@ class _Doc:
         except Exception:  # reported where the marker is lowered
             return None
 
-    def hidden_attrs(self, d: A.Definition, kind: str, n: Optional[int]) -> List[str]:
+    def hidden_attrs(self, d: A.Definition, kind: str, n: Optional[int],
+                     split: bool = False) -> List[str]:
         """The attribute items of a stop / suffix marker of n bytes; for a marker of several
-        lengths (n None), upstream's split rules: the body and the marker alone, defined
-        here (the runtime finds the first split of an occurrence into the two)."""
-        if n is None:
+        lengths (n None), or with ``split`` (a budget: the forced close runs the body),
+        upstream's split rules: the body and the marker alone, defined here (the runtime
+        finds the first split of an occurrence into the two)."""
+        if n is None or split:
             rules = self.ctx.rules
             name = self.names[d.name]
             parts = []
