@@ -118,6 +118,14 @@ typedef struct {
                         * add_forced_close), or -1 */
 } lw_orule;
 
+/* A sequence of rule references already built into the current NFA, ending at state b:
+ * its fragment starts at the fresh state s (see nfa.c, shared_seq). */
+typedef struct {
+    int32_t ids[4];
+    int32_t n, b, s;
+} lw_share;
+#define LW_SHARE_MAX 64
+
 typedef struct lw_ctx {
     const xgr_grammar *g;
     int32_t max_rules, inline_max, rthresh;
@@ -146,6 +154,7 @@ typedef struct lw_ctx {
                   * counter rules, so nondeterminism moves into the Earley parser */
     int safe_differs; /* the last NFA build inlined or unrolled something safe mode keeps */
     lw_nfa nfa, nfa2;
+    XGR_VEC(lw_share) share; /* per NFA build: at most LW_SHARE_MAX entries */
     lw_range_vec ranges;
     lw_seq_vec seqs;
 } lw_ctx;

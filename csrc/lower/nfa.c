@@ -22,6 +22,52 @@ int lw_nfa_edge(lw_ctx *c, int32_t from, int32_t to, int32_t label, uint8_t lo, 
 }
 #define EPS(c, a, b) add_edge(&(c)->nfa, (a), (b), LW_EPS, 0, 0)
 
+static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth);
+
+/* A sequence of 2-4 rule references whose first rule is inlined (`"\\" kchar_x key_rest`
+ * in a trie of property names, hundreds of times in one rule), ending at `b`: built once
+ * from a fresh state s, then every other occurrence with the same rules and end is one
+ * epsilon edge a -> s. The fragment's states are fresh and only lead to b, and only
+ * epsilon edges enter s, so each user still spells exactly the sequence; the subset
+ * construction then visits one copy of the inlined rule instead of one per occurrence
+ * (the minimal DFA is the same). Sets *done when it built the sequence. */
+static int shared_seq(lw_ctx *c, const xgr_node *n, int32_t a, int32_t b, int depth,
+                      int *done) {
+    const xgr_grammar *g = c->g;
+    *done = 0;
+    if (c->safe || n->count < 2 || n->count > 4) return XGR_OK;
+    lw_share key;
+    memset(&key, 0, sizeof key);
+    key.n = n->count;
+    key.b = b;
+    for (int32_t i = 0; i < n->count; i++) {
+        const xgr_node *k = &g->nodes.data[g->kids.data[n->off + i]];
+        if (k->kind != XGR_NODE_REF || !(c->rflags[k->a] & RF_PROD)) return XGR_OK;
+        key.ids[i] = k->a;
+    }
+    if (!(c->rflags[key.ids[0]] & RF_INLINED)) return XGR_OK;
+    for (size_t i = 0; i < c->share.len; i++) {
+        const lw_share *e = &c->share.data[i];
+        if (e->n == key.n && e->b == b && !memcmp(e->ids, key.ids, sizeof key.ids)) {
+            *done = 1;
+            return EPS(c, a, e->s);
+        }
+    }
+    if (c->share.len >= LW_SHARE_MAX) return XGR_OK;
+    int rc;
+    if ((rc = new_state(c, &key.s)) || (rc = EPS(c, a, key.s))) return rc;
+    int32_t cur = key.s;
+    for (int32_t i = 0; i < n->count; i++) {
+        int32_t nxt = b;
+        if (i + 1 < n->count && (rc = new_state(c, &nxt))) return rc;
+        if ((rc = build(c, g->kids.data[n->off + i], cur, nxt, depth + 1))) return rc;
+        cur = nxt;
+    }
+    if (XGR_VEC_PUSH(c->share, key)) return XGR_ERR_NOMEM;
+    *done = 1;
+    return XGR_OK;
+}
+
 /* Adds states/edges so that the paths a -> b spell exactly L(node). Edges only leave
  * `a` or fresh states and only enter `b` or fresh states, so sibling fragments that
  * share a and b (alternatives) cannot leak into each other. */
@@ -90,6 +136,8 @@ static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth) {
     }
     case XGR_NODE_SEQ: {
         if (n.count == 0) return EPS(c, a, b);
+        int done;
+        if ((rc = shared_seq(c, &n, a, b, depth, &done)) || done) return rc;
         int32_t cur = a;
         for (int32_t i = 0; i < n.count; i++) {
             int32_t nxt = b;
@@ -215,6 +263,7 @@ int lw_build_nfa(lw_ctx *c, int32_t orule) {
     c->nfa.edges.len = 0;
     c->nfa.may_dead = 0;
     c->safe_differs = 0;
+    c->share.len = 0;
     int rc;
     int32_t a = -1, b = -1;
     if ((rc = new_state(c, &a)) || (rc = new_state(c, &b))) return rc;

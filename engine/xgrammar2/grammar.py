@@ -45,7 +45,11 @@ def _schema_to_ebnf(schema: Any, *, _warnings_out: Optional[list] = None, **opti
     # Imported lazily: the JSON-schema front end is a separate module with its own cost.
     from .json_schema import json_schema_to_ebnf
 
-    result = json_schema_to_ebnf(_schema_to_obj(schema), **options)
+    # ``_key_text`` (GrammarCompiler.compile_json_schema) comes with a schema object that
+    # _schema_to_obj has already checked: no second walk over it.
+    if not (options.get("_key_text") is not None and isinstance(schema, (dict, bool))):
+        schema = _schema_to_obj(schema)
+    result = json_schema_to_ebnf(schema, **options)
     if isinstance(result, str):
         return result
     # A ConversionResult: EBNF text plus the constraints not enforced (formats that are

@@ -927,6 +927,47 @@ static void test_nullable_repeat_children(void) {
     xgr_ir_free(G);
 }
 
+/* A rule that spells "<inlined rule> <rule>" after many different prefixes (a trie of
+ * property names, each branch ending in "any other character, then the rest"): the
+ * sequences share one copy of the inlined rule (nfa.c, shared_seq); the language, and
+ * the automaton, are those of separate copies. */
+static void test_shared_ref_sequences(void) {
+    NEWG();
+    DEF("k", A(2, C(1, 3, 'a', 'c', '"', '"', 0, 0x1f), S(2, L("\\"), C(0, 2, 'n', 'n', 't', 't'))));
+    DEF("rest", S(2, REP(C(1, 1, '"', '"'), 0, -1), L("\"")));
+    DEF("j", A(2, C(0, 1, 'x', 'z'), L("w")));
+    int32_t alts[40];
+    for (int i = 0; i < 36; i++) {
+        char w[4] = {(char)('a' + i % 3), (char)('a' + (i / 3) % 3), (char)('a' + i / 9), 0};
+        alts[i] = S(2, L(w), i % 4 == 3 ? S(2, R("j"), R("rest")) : S(2, R("k"), R("rest")));
+    }
+    alts[36] = S(2, R("k"), R("rest"));
+    alts[37] = S(3, L("q"), R("k"), A(2, S(2, R("k"), R("rest")), L("!")));
+    alts[38] = S(3, R("k"), R("rest"), L("."));
+    alts[39] = L("\"");
+    int32_t body = A(2, alts[0], alts[1]);
+    for (int i = 2; i < 40; i++) body = A(2, body, alts[i]);
+    DEF("root", body);
+    ROOT("root");
+    check_all_opts("shared ref sequences", 3000);
+    xgr_compile_options on = OPTS(64, 16);
+    xgr_fsm *f = build(&on);
+    if (f) {
+        const char *yes[] = {"aab\\n\"", "abcd\"", "\\tzz\"", "qd\\n\"", "qd!", "e\".", "\""};
+        const char *no[] = {"aaa\"", "qd", "qa", "\"x", "e\"x"};
+        for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) {
+            CHECK(fsm_accepts_str(f, yes[i]) == 1);
+            CHECK(ir_accepts(G, (const uint8_t *)yes[i], (int)strlen(yes[i])) == 1);
+        }
+        for (size_t i = 0; i < sizeof no / sizeof *no; i++) {
+            CHECK(fsm_accepts_str(f, no[i]) == 0);
+            CHECK(ir_accepts(G, (const uint8_t *)no[i], (int)strlen(no[i])) == 0);
+        }
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+}
+
 static void test_inlining_and_recursion(void) {
     /* JSON-like nested arrays */
     NEWG();
@@ -1663,6 +1704,7 @@ int main(void) {
     RUN(test_large_repeats());
     RUN(test_nullable_repeat_children());
     RUN(test_inlining_and_recursion());
+    RUN(test_shared_ref_sequences());
     RUN(test_lookahead());
     RUN(test_literal_led_alternations());
     RUN(test_limits());

@@ -6,7 +6,8 @@ import functools
 import itertools
 import re
 from decimal import Decimal
-from urllib.parse import unquote, urldefrag, urljoin
+from urllib.parse import unquote, urljoin
+from urllib.parse import urldefrag as _urldefrag
 
 from . import formats as fmts
 from . import ir
@@ -36,6 +37,15 @@ _UNSUPPORTED = frozenset(k for k, (p, _) in KEYWORD_POLICY.items() if p is Polic
 _IN_PROGRESS = object()
 
 
+@functools.lru_cache(maxsize=4096)
+def urldefrag(uri: str) -> tuple:
+    """urllib's urldefrag as a plain (uri, fragment) pair, memoised: a schema's $refs
+    repeat the same few bases and pointers."""
+    r = _urldefrag(uri)
+    return (r[0], r[1])
+
+
+@functools.lru_cache(maxsize=4096)
 def uri_join(base: str, ref: str) -> str:
     """urljoin that also handles bases without a hierarchical scheme (urn:, tag:)."""
     if ref.startswith("#"):
@@ -100,6 +110,7 @@ class Converter:
         self._synth = 0
         self._keep: list = []
         self._expanding: set = set()
+        self._loc_memo: dict = {}  # ($ref, base) -> _locate's result
         self.root_base = DEFAULT_BASE
         if isinstance(root, dict):
             rid = root.get("$id")
@@ -206,6 +217,15 @@ class Converter:
 
     def _locate(self, ref, base, ptr):
         """$ref URI → (schema, absolute ptr, base) or None (unsupported, lenient)."""
+        key = (ref, base)
+        hit = self._loc_memo.get(key)
+        if hit is None:
+            hit = self._locate_uncached(ref, base, ptr)
+            if hit is not None:  # (a failure is reported again, at its own pointer)
+                self._loc_memo[key] = hit
+        return hit
+
+    def _locate_uncached(self, ref, base, ptr):
         uri = uri_join(base, ref)
         doc, frag = urldefrag(uri)
         res = self.resources.get(doc)

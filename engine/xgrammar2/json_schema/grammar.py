@@ -242,23 +242,43 @@ def walk_refs(e, out):
     k = e[0]
     if k == "ref":
         out.append(e[1])
-    elif k in ("seq", "alt"):
+    elif k == "seq" or k == "alt":
         for x in e[1]:
-            walk_refs(x, out)
+            if x is None:
+                continue
+            kx = x[0]
+            if kx == "ref":
+                out.append(x[1])
+            elif kx != "lit" and kx != "cls":  # (leaves inline: most nodes are leaves)
+                walk_refs(x, out)
     elif k == "rep":
         walk_refs(e[1], out)
 
 
 def _productive(e, prod) -> bool:
     k = e[0]
-    if k in ("lit", "cls"):
+    if k == "lit" or k == "cls":
         return True
     if k == "ref":
         return e[1] in prod
     if k == "seq":
-        return all(_productive(x, prod) for x in e[1])
+        for x in e[1]:
+            kx = x[0]
+            if kx == "ref":
+                if x[1] not in prod:
+                    return False
+            elif kx != "lit" and kx != "cls" and not _productive(x, prod):
+                return False
+        return True
     if k == "alt":
-        return any(_productive(x, prod) for x in e[1])
+        for x in e[1]:
+            kx = x[0]
+            if kx == "ref":
+                if x[1] in prod:
+                    return True
+            elif kx == "lit" or kx == "cls" or _productive(x, prod):
+                return True
+        return False
     if k == "rep":
         return e[2] == 0 or _productive(e[1], prod)
     raise AssertionError(k)
@@ -337,9 +357,32 @@ class Grammar:
             work = list(rules)
         rev: dict = {}
         if work:
-            for name, rs in refs.items():
-                for r in rs:
-                    rev.setdefault(r, set()).add(name)
+            # One pass callees-first (post-order from every rule) finds nearly every
+            # productive rule with one check each; only rules on reference cycles whose
+            # productivity depends on a later rule are left to the worklist below. (The
+            # result is the same least fixpoint: every rule added is productive.)
+            done: set = set()
+            for top in rules:
+                if top in done:
+                    continue
+                done.add(top)
+                stack = [(top, iter(refs[top]))]
+                while stack:
+                    name, it = stack[-1]
+                    for r in it:
+                        if r not in done and r in rules:
+                            done.add(r)
+                            stack.append((r, iter(refs[r])))
+                            break
+                    else:
+                        stack.pop()
+                        if _productive(rules[name], prod):
+                            prod.add(name)
+            work = [name for name in rules if name not in prod]
+            if work:
+                for name, rs in refs.items():
+                    for r in rs:
+                        rev.setdefault(r, set()).add(name)
         while work:
             name = work.pop()
             if name in prod:
