@@ -137,6 +137,9 @@ def _times(log: str) -> Dict[str, Any]:
         elif text.startswith("backend set-up"):
             out["tokenizer_info_ms"] = float(re.search(r"tokenizer info ([\d.]+) ms", text).group(1))
             out["compiler_ms"] = float(re.search(r"compiler ([\d.]+) ms", text).group(1))
+            out["setup_at_start"] = "xgrammar2-backend-setup" in text
+        elif text.startswith("first request waited"):
+            out["backend_wait_ms"] = float(re.search(r"waited ([\d.]+) ms", text).group(1))
         elif text.startswith("compile"):
             m2 = re.search(r"compile (\S+) \((\d+) bytes\) ([\d.]+) ms; disk cache hits (\S+) misses (\S+)"
                            r" packs loaded (\S+)", text)
