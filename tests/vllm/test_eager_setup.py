@@ -154,3 +154,24 @@ def test_validation_memo_is_bounded(harness, monkeypatch):
         harness.params(regex=f"memo{i}[0-9]")
     assert len(validate._ok) == 4
     assert ("regex", "memo9[0-9]") in validate._ok and ("regex", "memo0[0-9]") not in validate._ok
+
+
+def test_thread_that_cannot_start_leaves_the_lazy_path(registered, vllm_config, model_config,
+                                                       monkeypatch, caplog):
+    from xgrammar2_vllm import patches
+
+    class NoThread:
+        def __init__(self, *a, **k):
+            pass
+
+        def start(self):
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(patches.threading, "Thread", NoThread)
+    with caplog.at_level(logging.WARNING, logger="vllm.xgrammar2_vllm"):
+        m = make_manager(vllm_config)
+    assert "could not start the backend set-up" in caplog.text
+    assert getattr(m, patches._PENDING, None) is None  # nothing for the request to wait on
+    monkeypatch.undo()
+    Harness(m, model_config).request(regex="[xy]+")
+    assert m.backend is not None and not m.backend.built_at_start

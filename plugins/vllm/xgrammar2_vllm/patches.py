@@ -11,7 +11,7 @@ name with a pydantic Literal, so there is no registry to add to. What is changed
    request's ``_backend`` is "xgrammar2", then defers to vLLM (which skips its factory because
    ``self.backend`` is set). When the engine's configured backend is "xgrammar2", the
    manager's ``__init__`` (engine start) already starts building it on a daemon thread (the
-   tokenizer info, the compiler and its directory's vocabulary fingerprint: 0.1-0.5 s that
+   tokenizer info, the compiler and its directory's vocabulary fingerprint: 0.1-1.4 s that
    the first request paid before); the first request takes it, waiting if it is not done
    (``XGRAMMAR2_VLLM_EAGER=0``: the lazy build only). Offline beam search has its own
    factory, wrapped the same way.
@@ -159,8 +159,9 @@ def start_backend_setup(manager: Any) -> Optional["concurrent.futures.Future"]:
         except BaseException as e:  # noqa: BLE001 - re-raised (or rebuilt) by take_backend
             fut.set_exception(e)
 
-    setattr(manager, _PENDING, fut)
+    # started first: a thread that cannot start leaves no future for the request to wait on
     threading.Thread(target=build, name="xgrammar2-backend-setup", daemon=True).start()
+    setattr(manager, _PENDING, fut)
     return fut
 
 
