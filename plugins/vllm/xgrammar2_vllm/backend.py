@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
@@ -158,8 +159,8 @@ def _vllm_cache_root() -> Optional[str]:
 
 def _read_options(vllm_config: Any) -> Dict[str, Any]:
     """xgrammar2 options from ``--additional-config '{"xgrammar2": {...}}'`` (invalid ones are
-    logged and ignored: the backend is built lazily by the first request, where raising would
-    fail the engine rather than the request)."""
+    logged and ignored: the backend is built at engine start or by the first request, where
+    raising would fail the engine rather than the request)."""
     extra = getattr(vllm_config, "additional_config", None) or {}
     raw = extra.get("xgrammar2") if isinstance(extra, dict) else None
     if not raw:
@@ -240,9 +241,13 @@ def _rebuildable(err: BaseException) -> bool:
 
 @dataclass
 class Xgrammar2Backend(StructuredOutputBackend):
-    """One per engine; created lazily by the first ``xgrammar2`` request."""
+    """One per engine: built at engine start when the engine's configured backend is
+    ``xgrammar2`` (:func:`xgrammar2_vllm.patches.start_backend_setup`), else by the first
+    ``xgrammar2`` request."""
 
     def __post_init__(self) -> None:
+        #: Whether it was built when the engine started (set by ``patches.make_backend``).
+        self.built_at_start = False
         cfg = self.vllm_config
         so_cfg = getattr(cfg, "structured_outputs_config", None)
         self.options = _read_options(cfg)
@@ -280,8 +285,9 @@ class Xgrammar2Backend(StructuredOutputBackend):
         )
         if LOG_TIMES:
             logger.info("xgrammar2 times: backend set-up: tokenizer info %.1f ms, compiler %.1f ms "
-                        "(cache_dir %s)", 1e3 * (t_compiler - t_info),
-                        1e3 * (time.perf_counter() - t_compiler), self.cache_dir)
+                        "(cache_dir %s; thread %s)", 1e3 * (t_compiler - t_info),
+                        1e3 * (time.perf_counter() - t_compiler), self.cache_dir,
+                        threading.current_thread().name)
 
         spec = getattr(cfg, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0) if spec else 0

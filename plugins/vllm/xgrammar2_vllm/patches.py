@@ -7,9 +7,14 @@ name with a pydantic Literal, so there is no registry to add to. What is changed
    pydantic dataclasses are rebuilt, so ``--structured-outputs-config.backend xgrammar2``
    (dotted or JSON form) and ``LLM(structured_outputs_config={"backend": "xgrammar2"})``
    parse. The config's model validator also allows ``disable_any_whitespace`` with xgrammar2.
-2. ``StructuredOutputManager.grammar_init``: builds :class:`Xgrammar2Backend` when the first
+2. ``StructuredOutputManager.grammar_init``: sets :class:`Xgrammar2Backend` when the first
    request's ``_backend`` is "xgrammar2", then defers to vLLM (which skips its factory because
-   ``self.backend`` is set). Offline beam search has its own factory, wrapped the same way.
+   ``self.backend`` is set). When the engine's configured backend is "xgrammar2", the
+   manager's ``__init__`` (engine start) already starts building it on a daemon thread (the
+   tokenizer info, the compiler and its directory's vocabulary fingerprint: 0.1-1.4 s that
+   the first request paid before); the first request takes it, waiting if it is not done
+   (``XGRAMMAR2_VLLM_EAGER=0``: the lazy build only). Offline beam search has its own
+   factory, wrapped the same way.
 3. Validation: vLLM calls upstream xgrammar's validator for every backend name starting with
    "xgrammar"; a dispatcher sends ``xgrammar2`` requests to
    :func:`xgrammar2_vllm.validate.validate_xgrammar2_request` and everything else to the
@@ -28,13 +33,18 @@ name with a pydantic Literal, so there is no registry to add to. What is changed
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
-from typing import Any, Callable, List
+import os
+import threading
+import time
+from typing import Any, Callable, List, Optional
 
 logger = logging.getLogger("vllm.xgrammar2_vllm")
 
 BACKEND = "xgrammar2"
+LOG_TIMES = os.environ.get("XGRAMMAR2_VLLM_LOG_TIMES", "") not in ("", "0")
 SHORT_FLAG = "--structured-output-backend"
 _MARK = "_xgrammar2_patched"
 
@@ -103,16 +113,94 @@ def _request_backend(request: Any) -> Any:
     return getattr(so, "_backend", None) if so is not None else None
 
 
-def make_backend(vllm_config: Any, tokenizer: Any) -> Any:
+def make_backend(vllm_config: Any, tokenizer: Any, eager: bool = False) -> Any:
     from .backend import Xgrammar2Backend
 
-    return Xgrammar2Backend(
+    backend = Xgrammar2Backend(
         vllm_config, tokenizer=tokenizer, vocab_size=vllm_config.model_config.get_vocab_size()
     )
+    backend.built_at_start = eager
+    return backend
+
+
+#: ``XGRAMMAR2_VLLM_EAGER=0``: build the backend on the first xgrammar2 request (as vLLM does
+#: for its own backends) instead of when the engine's StructuredOutputManager is created.
+EAGER = os.environ.get("XGRAMMAR2_VLLM_EAGER", "1") != "0"
+_PENDING = "_xgrammar2_pending_backend"
+
+
+def _wants_eager_backend(manager: Any) -> bool:
+    cfg = getattr(manager, "vllm_config", None)
+    so = getattr(cfg, "structured_outputs_config", None)
+    return (
+        EAGER
+        and getattr(so, "backend", None) == BACKEND
+        and getattr(manager, "tokenizer", None) is not None
+        and getattr(manager, "backend", None) is None
+    )
+
+
+def start_backend_setup(manager: Any) -> Optional["concurrent.futures.Future"]:
+    """Builds the manager's xgrammar2 backend (tokenizer info, compiler, the directory's
+    vocabulary fingerprint) on a daemon thread, so that the first request finds it ready
+    instead of paying for it; :func:`take_backend` collects it. Only when the engine's
+    configured backend is xgrammar2 (every request then resolves to it). Returns the
+    future, or None when nothing was started."""
+    if not _wants_eager_backend(manager):
+        return None
+    fut: "concurrent.futures.Future" = concurrent.futures.Future()
+    vllm_config, tokenizer = manager.vllm_config, manager.tokenizer
+
+    def build() -> None:
+        if not fut.set_running_or_notify_cancel():
+            return
+        try:
+            fut.set_result(make_backend(vllm_config, tokenizer, eager=True))
+        except BaseException as e:  # noqa: BLE001 - re-raised (or rebuilt) by take_backend
+            fut.set_exception(e)
+
+    # started first: a thread that cannot start leaves no future for the request to wait on
+    threading.Thread(target=build, name="xgrammar2-backend-setup", daemon=True).start()
+    setattr(manager, _PENDING, fut)
+    return fut
+
+
+def take_backend(manager: Any) -> Any:
+    """The backend :func:`start_backend_setup` built for ``manager`` (waiting for it), or a
+    new one when none was started or the background build failed (its error is then
+    raised here, on the first request, as without the eager build)."""
+    fut = getattr(manager, _PENDING, None)
+    if fut is not None:
+        setattr(manager, _PENDING, None)
+        t0 = time.perf_counter()
+        try:
+            backend = fut.result()
+        except Exception as e:  # noqa: BLE001 - built again below, where it fails the request
+            logger.warning("xgrammar2: building the backend at engine start failed (%s); "
+                           "building it for the first request", e)
+        else:
+            if LOG_TIMES:
+                logger.info("xgrammar2 times: first request waited %.1f ms for the backend "
+                            "built at engine start", 1e3 * (time.perf_counter() - t0))
+            return backend
+    return make_backend(manager.vllm_config, manager.tokenizer)
 
 
 def patch_manager() -> None:
     from vllm.v1.structured_output import StructuredOutputManager as M
+
+    if not _is_patched(M.__init__):
+        original_init = M.__init__
+
+        @functools.wraps(original_init)
+        def __init__(self, *args, **kwargs):  # noqa: ANN001
+            original_init(self, *args, **kwargs)
+            try:
+                start_backend_setup(self)
+            except Exception as e:  # noqa: BLE001 - never fail the engine: the lazy path remains
+                logger.warning("xgrammar2: could not start the backend set-up (%s)", e)
+
+        M.__init__ = _mark(__init__)
 
     if not _is_patched(M.grammar_init):
         original = M.grammar_init
@@ -124,7 +212,7 @@ def patch_manager() -> None:
                 and getattr(request, "structured_output_request", None) is not None
                 and _request_backend(request) == BACKEND
             ):
-                self.backend = make_backend(self.vllm_config, self.tokenizer)
+                self.backend = take_backend(self)
                 # vLLM 0.33 remembers the backend name and rejects later requests that
                 # resolve to another one; 0.32 has no such attribute (harmless there).
                 self.backend_name = BACKEND

@@ -56,8 +56,13 @@ def configure(options: "dict[str, Any]") -> None:
     with _ok_lock:
         _ok.clear()
 
-# Requests often repeat the same schema / tool set; converting a large JSON schema takes tens
-# of milliseconds on the API server's event loop, so successful validations are remembered.
+# Requests often repeat the same schema / tool set; converting a large JSON schema (or a
+# 100-tool structural tag: 130-345 ms on a loaded 2-core machine) takes that long on the API
+# server's event loop, so successful validations are remembered, keyed by the request's
+# canonical text (a bounded LRU; only successes: a refused request is converted, and
+# refused, again). The memo is per process: the first request of a tool set after a restart
+# is still converted here (the on-disk compile cache is keyed by the engine's vocabulary
+# fingerprint, which this process does not have).
 _CACHE_SIZE = 512
 _ok: "OrderedDict[Hashable, Any]" = OrderedDict()
 _ok_lock = threading.Lock()
@@ -123,9 +128,17 @@ def validate_xgrammar2_request(sampling_params: Any) -> None:
 
     if so.choice is not None:
         try:
+            key = ("choice", json.dumps(so.choice))
+        except (TypeError, ValueError):
+            key = None  # not JSON-able: validated (and refused) below, never remembered
+        if key is not None and _seen(key):
+            return
+        try:
             xgr2.Grammar.from_ebnf(choice_to_ebnf(so.choice))
         except Exception as e:  # noqa: BLE001
             raise _fail("invalid choice", "structured_outputs.choice", e) from e
+        if key is not None:
+            _remember(key)
         return
 
     if so.json is not None:
