@@ -556,12 +556,11 @@ static int collect_states(xgr_matcher *m) {
         int plain = 0, any = 0, rc;
         /* Parent-context slots cost a vocabulary pass each: use them only for states
          * whose plain entry leaves many tokens to the exact check. */
-        const xgr_mask_entry *pe;
-        if (!xgr_cover_loop_body(c, p, it, rule)) {
-            if ((rc = xgr_mask_entry_get(m->c, &m->scratch, it.state, &pe))) return rc;
-        } else {
-            pe = NULL; /* a loop body: its plain entry would leave nearly every token open */
-        }
+        /* (a loop body's plain entry would leave nearly every token open: cover.h) */
+        const xgr_mask_entry *pe = xgr_slot_load(c, it.state);
+        if (!pe && !xgr_cover_loop_body(c, p, it, rule) &&
+            (rc = xgr_mask_entry_get(m->c, &m->scratch, it.state, &pe)))
+            return rc;
         if (pe && !pe->wants_context) {
             if ((rc = push_key(m, it.state, INT32_MAX))) return rc;
             continue;
