@@ -30,14 +30,9 @@ typedef xgr_pop_list pop_list;
  * few KB. */
 #define XGR_KEY_MAX_BYTES ((size_t)64 << 10)
 
-/* Sparse states (descend.h) whose rule's closure key would pass this size take the
- * descent without the cross-grammar cache (raw_entry). */
-#define XGR_KEY_SPARSE_BYTES ((size_t)4 << 10)
-
 /* The closure key of `rule`, computed once per compiled grammar and published with a
- * compare-and-swap like the entries. With `cap` below XGR_KEY_MAX_BYTES, a closure past
- * `cap` answers XGR_ERR_LIMIT with *out NULL and publishes nothing. */
-static int rule_key_cap(xgr_compiled *c, int32_t rule, size_t cap, const xgr_rule_key **out) {
+ * compare-and-swap like the entries. */
+static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
     xgr_rule_key *k = atomic_load_explicit(&c->rule_keys[rule], memory_order_acquire);
     if (!k) {
         k = xgr_calloc(1, sizeof *k);
@@ -45,13 +40,7 @@ static int rule_key_cap(xgr_compiled *c, int32_t rule, size_t cap, const xgr_rul
         int rc = c->rule_unique[rule]
                      ? XGR_ERR_LIMIT /* (a tag group's entries see its references: classify) */
                      : xgr_closure_key(c->fsm, rule, c->rule_opaque[rule], c->rule_unique, 1,
-                                       cap, &k->bytes, &k->len, &k->hash);
-        if (rc == XGR_ERR_LIMIT && cap < XGR_KEY_MAX_BYTES && !c->rule_unique[rule]) {
-            free(k->bytes);
-            free(k);
-            *out = NULL;
-            return XGR_ERR_LIMIT;
-        }
+                                       XGR_KEY_MAX_BYTES, &k->bytes, &k->len, &k->hash);
         if (rc == XGR_ERR_LIMIT) {
             k->unshareable = 1; /* too big to be worth sharing, or this request's own */
         } else if (rc) {
@@ -71,15 +60,12 @@ static int rule_key_cap(xgr_compiled *c, int32_t rule, size_t cap, const xgr_rul
     return XGR_OK;
 }
 
-static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
-    return rule_key_cap(c, rule, XGR_KEY_MAX_BYTES, out);
-}
-
-/* The context-free entry of a sparse `state` by descent (descend.h), or XGR_DESCEND_STOP
- * when the state does not take it or a token reached a reference of a hybrid rule. */
-static int descend_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
-                         xgr_mask_entry **out) {
+/* The context-free entry of `state` by one pass over the whole sorted vocabulary. */
+static int classify_all(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
+                        xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
+    xgr_parser *p = &s->p;
+    xgr_follow *fo = &s->fo;
     int32_t rule = c->fsm->state_rule[state];
     int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
     int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
@@ -99,27 +85,13 @@ static int descend_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
         /* (kept for the next entry unless a wide state made them large) */
         if (acc->cap > SCRATCH_KEEP) XGR_VEC_FREE(*acc);
         if (pops->cap > SCRATCH_KEEP) XGR_VEC_FREE(*pops);
-        return rc;
+        if (rc != XGR_DESCEND_STOP) return rc;
     }
-    return XGR_DESCEND_STOP;
-}
-
-/* The context-free entry of `state` by one pass over the whole sorted vocabulary (by
- * descent where it applies, unless `tried`). */
-static int classify_all(xgr_compiled *c, xgr_mask_scratch *s, int32_t state, int tried,
-                        xgr_mask_entry **out) {
-    const struct xgr_vocab *v = c->vocab;
-    xgr_parser *p = &s->p;
-    xgr_follow *fo = &s->fo;
-    int32_t rule = c->fsm->state_rule[state];
-    int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
-    int rc = tried ? XGR_DESCEND_STOP : descend_entry(c, s, state, out);
-    if (rc != XGR_DESCEND_STOP) return rc;
     token_list tl = {v, NULL, v->n_sorted, NULL};
     pop_list pops = {0}, groups = {0};
     uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
     cl_out o = {NULL, &pops, NULL, bits, runs ? &groups : NULL, NULL};
-    rc = bits ? xgr_walk_classify(c, p, fo, state, &tl, &o, 0) : XGR_ERR_NOMEM;
+    int rc = bits ? xgr_walk_classify(c, p, fo, state, &tl, &o, 0) : XGR_ERR_NOMEM;
     if (!rc) rc = xgr_mask_entry_from_bits(v, bits, &pops, out);
     if (!rc && (rc = runs ? xgr_entry_set_runs(*out, &groups, &pops) : xgr_entry_pop_suffixes(v, *out, &pops))) {
         xgr_mask_entry_free(*out);
@@ -142,23 +114,8 @@ static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     int32_t rule = c->fsm->state_rule[state], local = state - c->fsm->rule_start[rule];
     const xgr_rule_key *key = NULL;
     int rc;
-    int tried = 0;
     if (c->opts.cross_grammar_cache > 0) {
-        /* A sparse state of an ordinary rule (a key's letters, punctuation) costs a few
-         * dozen tokens by descent: less than a large closure key. The rules of a long
-         * property list each refer to the rest of the list, so their keys are kilobytes
-         * each, serialised for hundreds of rules after a `{"`; past XGR_KEY_SPARSE_BYTES
-         * such a state is not shared, only descended. */
-        rc = !c->rule_opaque[rule] && xgr_descend_applies(c->fsm, state)
-                 ? rule_key_cap(c, rule, XGR_KEY_SPARSE_BYTES, &key)
-                 : rule_key(c, rule, &key);
-        if (rc == XGR_ERR_LIMIT && !key) {
-            tried = 1;
-            if ((rc = descend_entry(c, s, state, out)) != XGR_DESCEND_STOP) return rc;
-            if ((rc = rule_key(c, rule, &key))) return rc; /* the full pass: share it */
-        } else if (rc) {
-            return rc;
-        }
+        if ((rc = rule_key(c, rule, &key))) return rc;
         if (key->unshareable) key = NULL;
     }
     if (key && (*out = xgr_gcache_lookup(v->fingerprint, key->hash, key->bytes, key->len, local)))
@@ -167,7 +124,7 @@ static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[rule] &&
         (rc = xgr_region_raw_entry(c, p, state, &e)))
         return rc;
-    if (!e && (rc = classify_all(c, s, state, tried, &e))) return rc;
+    if (!e && (rc = classify_all(c, s, state, &e))) return rc;
     if (key) {
         xgr_mask_entry *shared =
             xgr_gcache_insert(v->fingerprint, key->hash, key->bytes, key->len, local, e);
