@@ -20,7 +20,6 @@
  * and repetition rules (whose entries ignore counters) are never counted as covering. */
 #include "cover.h"
 
-#include "../mask/stay.h"
 #include "../mask/walk.h"
 
 void xgr_cover_free(xgr_cover *cv) {
