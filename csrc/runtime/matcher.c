@@ -4,6 +4,7 @@
 #include "../mask/mask_cache.h"
 #include "../common/token_marker.h"
 #include "../parse/attrs.h"
+#include "cover.h"
 #include "token_class.h"
 
 typedef struct {
@@ -44,6 +45,7 @@ struct xgr_matcher {
     int memo_ok, memo_need_apply;
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
     uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
+    xgr_cover cover;      /* collect_states: items another item's entry covers (cover.h) */
 };
 
 #ifdef XGR_STATS
@@ -85,6 +87,7 @@ void xgr_matcher_free(xgr_matcher *m) {
     free(m->memo_row);
     free(m->class_bits);
     XGR_VEC_FREE(m->memo_items);
+    xgr_cover_free(&m->cover);
     xgr_compiled_release(m->c);
     free(m);
 }
@@ -539,18 +542,25 @@ static int collect_states(xgr_matcher *m) {
     int32_t last = xgr_parser_rows(p) - 1;
     m->states.len = 0;
     m->lims.len = 0;
-    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
+    int32_t k0 = p->row_begin.data[last];
+    int32_t covered = xgr_cover_mark(c, p, &m->cover);
+    if (covered < 0) return XGR_ERR_NOMEM;
+    for (int32_t k = k0; k < p->row_begin.data[last + 1]; k++) {
         xgr_item it = p->items.data[k];
         if (!c->scannable[it.state]) continue;
+        if (covered && m->cover.drop[k - k0]) continue; /* an earlier item's entry decides */
         int32_t rule = f->state_rule[it.state];
         if (p->lazy && xgr_item_ended(p, it, rule, last))
             continue; /* ended where it completed: scans nothing */
         int plain = 0, any = 0, rc;
         /* Parent-context slots cost a vocabulary pass each: use them only for states
          * whose plain entry leaves many tokens to the exact check. */
-        const xgr_mask_entry *pe;
-        if ((rc = xgr_mask_entry_get(m->c, &m->scratch, it.state, &pe))) return rc;
-        if (!pe->wants_context) {
+        /* (a loop body's plain entry would leave nearly every token open: cover.h) */
+        const xgr_mask_entry *pe = xgr_slot_load(c, it.state);
+        if (!pe && !xgr_cover_loop_body(c, p, it, rule) &&
+            (rc = xgr_mask_entry_get(m->c, &m->scratch, it.state, &pe)))
+            return rc;
+        if (pe && !pe->wants_context) {
             if ((rc = push_key(m, it.state, INT32_MAX))) return rc;
             continue;
         }
