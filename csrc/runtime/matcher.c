@@ -5,6 +5,7 @@
 #include "../common/token_marker.h"
 #include "../parse/attrs.h"
 #include "cover.h"
+#include "lazy_tokens.h"
 #include "token_class.h"
 
 typedef struct {
@@ -46,6 +47,13 @@ struct xgr_matcher {
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
     uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
     xgr_cover cover;      /* collect_states: items another item's entry covers (cover.h) */
+    /* Lazy rules (lazy_tokens.h): the tokens that may close a lazy occurrence before their
+     * last byte, in sorted order and as a row_words bit set; n_lazy_risky -1 when every
+     * token may (a nullable lazy rule). Built on the first fill that needs them. */
+    int32_t *lazy_risky;
+    uint32_t *lazy_bits;
+    int32_t n_lazy_risky;
+    int lazy_ready;
 };
 
 #ifdef XGR_STATS
@@ -86,6 +94,8 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->ents);
     free(m->memo_row);
     free(m->class_bits);
+    free(m->lazy_risky);
+    free(m->lazy_bits);
     XGR_VEC_FREE(m->memo_items);
     xgr_cover_free(&m->cover);
     xgr_compiled_release(m->c);
@@ -805,12 +815,33 @@ static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
     m->memo_ok = 1;
 }
 
+/* Builds m->lazy_risky / lazy_bits (lazy_tokens.h) once per matcher. */
+static int lazy_prepare(xgr_matcher *m) {
+    if (m->lazy_ready) return XGR_OK;
+    const struct xgr_vocab *v = m->c->vocab;
+    uint32_t ends[8];
+    int all = xgr_lazy_end_bytes(m->c->fsm, ends);
+    if (all < 0 || xgr_lazy_risky_tokens(v, ends, all, &m->lazy_risky, &m->n_lazy_risky))
+        return XGR_ERR_NOMEM;
+    if (m->n_lazy_risky >= 0) {
+        m->lazy_bits = xgr_calloc((size_t)v->row_words, sizeof *m->lazy_bits);
+        if (!m->lazy_bits) return XGR_ERR_NOMEM;
+        for (int32_t i = 0; i < m->n_lazy_risky; i++) set_bit(m->lazy_bits, m->lazy_risky[i]);
+    }
+    m->lazy_ready = 1;
+    return XGR_OK;
+}
+
 /* Budgets and lazy rules hold per occurrence, which the mask cache (keyed by automaton
  * state) does not see: its entries start from a rule's state as if the occurrence had no
  * budget and were open, so they accept a superset. A token of at most as many bytes as
  * code points every item's budget has left (and with a token of budget left), nor than
- * the smallest budget of the grammar (a rule the token enters), cannot meet a deadline, nor can a one-byte token close a lazy occurrence and go on in it: the
- * entry's verdict stands. Every other accepted token is checked exactly. */
+ * the smallest budget of the grammar (a rule the token enters), cannot meet a deadline;
+ * nor can a token close a lazy occurrence and go on in it unless it holds, before its
+ * last byte, a byte after which a lazy rule may complete (lazy_tokens.h: on Llama-3.1,
+ * `a[stop="END"]` over a regex of [a-z ] leaves a few thousand such tokens of 128k, where every
+ * token of two bytes or more used to be checked): the entry's verdict stands. Every
+ * other accepted token is checked exactly. */
 static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     const struct xgr_vocab *v = m->c->vocab;
     const xgr_fsm *f = m->c->fsm;
@@ -820,8 +851,18 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     if (tokens < 1) lim = 0;
     /* (entries need not bake in the budgets of rules a token enters either) */
     if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
-    /* (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
-    if (f->attr_lazy_rules && lim > 1) lim = 1;
+    /* the lazy rules' risky tokens, or (a nullable lazy rule) every token past one byte
+     * (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
+    const uint32_t *risky = NULL;
+    if (f->attr_lazy_rules) {
+        int rc = lazy_prepare(m);
+        if (rc) return rc;
+        if (m->n_lazy_risky < 0) {
+            if (lim > 1) lim = 1;
+        } else if (m->n_lazy_risky > 0) {
+            risky = m->lazy_bits;
+        }
+    }
     /* A forced close (ir.h forced_body) of an occurrence open in the row happens where its
      * budget is spent, which the entries do not see (they leave the rule there only when
      * the token enters it): near a deadline, a token that reaches it (as many bytes as
@@ -832,20 +873,30 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
         if (tokens < 1) add = 1;
         else if (chars != XGR_NO_DEADLINE) add = chars > 1 ? chars : 1;
     }
-    if (lim >= v->max_token_len && add > v->max_token_len) return XGR_OK;
     /* the tokens to decide again, in sorted order so check_uncertain shares prefixes */
     m->extra.len = 0;
-    for (int32_t i = 0; i < v->n_sorted; i++) {
-        int32_t id = v->sorted[i];
-        uint32_t len;
-        xgr_vocab_token(v, id, &len);
-        if ((int64_t)len < add) {
-            if (!get_bit(row, id) || (int64_t)len <= lim) continue;
-        } else if (!len) {
-            continue;
+    if (lim >= v->max_token_len && add > v->max_token_len) {
+        if (!risky) return XGR_OK;
+        for (int32_t i = 0; i < m->n_lazy_risky; i++) {
+            int32_t id = m->lazy_risky[i];
+            if (!get_bit(row, id)) continue;
+            clear_bit(row, id);
+            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
         }
-        clear_bit(row, id);
-        if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+    } else {
+        for (int32_t i = 0; i < v->n_sorted; i++) {
+            int32_t id = v->sorted[i];
+            uint32_t len;
+            xgr_vocab_token(v, id, &len);
+            if ((int64_t)len < add) {
+                if (!get_bit(row, id) || ((int64_t)len <= lim && !(risky && get_bit(risky, id))))
+                    continue;
+            } else if (!len) {
+                continue;
+            }
+            clear_bit(row, id);
+            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+        }
     }
     if (!m->extra.len) return XGR_OK;
     int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
