@@ -95,7 +95,11 @@ int xgr_cover_loop_body(const xgr_compiled *c, const xgr_parser *p, xgr_item it,
         int32_t ps = p->items.data[q].state;
         for (int32_t e = c->ref_begin[ps]; e < f->edge_begin[ps + 1]; e++) {
             if (f->edges[e].ref != rule) continue;
-            if (xgr_walk_loop_child(c, f->state_rule[ps]) != rule || xgr_pair_base(c, e) < 0)
+            /* Unbounded repetitions only: under a bounded caller ({n}, {m,n}) the pair
+             * slots' per-caller limits left tokens out that the plain entry keeps (a
+             * fuzz_regex input, tests/fuzz/regressions/regex-loop-body-bounded). */
+            if (xgr_walk_loop_child(c, f->state_rule[ps]) != rule || xgr_pair_base(c, e) < 0 ||
+                f->repeat_max[f->state_rule[ps]] >= 0)
                 return 0;
             any = 1;
         }
