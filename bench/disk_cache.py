@@ -12,6 +12,8 @@ as a server after its first request):
 - *warm*: the same requests in a new process with the warm directory;
 - per token: the first decoding pass over each schema's valid instances in the warm-directory process, against a
   second pass over the same grammar in the same process (a warm in-memory grammar);
+- *warm, no layer files*: the warm phase again with ``XGRAMMAR2_CACHE_LAYERS=0`` (grammars and packs from the
+  directory, each grammar's own mask layers built on first use, as before layer files existed);
 - *warm, copied packs*: the warm phase again with ``XGRAMMAR2_CACHE_MMAP=0`` (the packs' entries copied into
   the cache instead of borrowing from the read-only mappings);
 - *concurrent*: four processes compile overlapping 20-tool sets into one directory at once under a small budget;
@@ -147,7 +149,9 @@ def _child(args: argparse.Namespace) -> None:
         out["disk"] = {"hits": dc.hits, "misses": dc.misses, "rejected": dc.rejected,
                        "writes": dc.writes, "bytes": dc.size_bytes(), "pack_loads": dc.pack_loads,
                        "pack_entries_loaded": dc.pack_entries_loaded, "pack_writes": dc.pack_writes,
-                       "pack_entries_written": dc.pack_entries_written}
+                       "pack_entries_written": dc.pack_entries_written, "layer_loads": dc.layer_loads,
+                       "layer_entries_loaded": dc.layer_entries_loaded, "layer_writes": dc.layer_writes,
+                       "layer_entries_written": dc.layer_entries_written}
     print(json.dumps(out))
 
 
@@ -257,6 +261,7 @@ def markdown(rows: dict[str, Any], args: argparse.Namespace) -> str:
     s, t, c = rows["schemas"], rows["tools100"], rows["concurrent"]
     ft, wt = s["per_token_first_pass_us"], s["per_token_warm_grammar_us"]
     fc = s["per_token_first_pass_copied_us"]
+    fn = s["per_token_first_pass_nolayers_us"]
     ct = s["per_token_cold_first_pass_us"]
     lines = [
         "# On-disk compile cache: a second process with a warm directory",
@@ -304,6 +309,8 @@ def markdown(rows: dict[str, Any], args: argparse.Namespace) -> str:
         f"| first pass, cold process (no directory) | {ct['n']} | {ct['p50']:.1f} | {ct['p90']:.1f} | {ct['p99']:.1f} |",
         f"| first pass over a grammar loaded from the warm directory (with its mask entry packs) | {ft['n']} | "
         f"{ft['p50']:.1f} | {ft['p90']:.1f} | {ft['p99']:.1f} |",
+        f"| the same without layer files (`XGRAMMAR2_CACHE_LAYERS=0`: packs only) | {fn['n']} | "
+        f"{fn['p50']:.1f} | {fn['p90']:.1f} | {fn['p99']:.1f} |",
         f"| the same with the packs' entries copied (`XGRAMMAR2_CACHE_MMAP=0`) | {fc['n']} | "
         f"{fc['p50']:.1f} | {fc['p90']:.1f} | {fc['p99']:.1f} |",
         f"| the same pass again (warm in-memory grammar) | {wt['n']} | {wt['p50']:.1f} | {wt['p90']:.1f} | "
@@ -311,7 +318,12 @@ def markdown(rows: dict[str, Any], args: argparse.Namespace) -> str:
         "",
         f"Mask entry packs: the warm processes loaded {rows['disk']['warm'] and rows['disk']['warm'].get('pack_entries_loaded')} "
         f"entries from {rows['disk']['warm'] and rows['disk']['warm'].get('pack_loads')} pack(s) "
-        "([../disk-cache.md](../disk-cache.md), \"Mask entry packs\").",
+        "([../disk-cache.md](../disk-cache.md), \"Mask entry packs\"), and "
+        f"{rows['disk']['warm'] and rows['disk']['warm'].get('layer_entries_loaded')} slot entries from "
+        f"{rows['disk']['warm'] and rows['disk']['warm'].get('layer_loads')} layer file(s) (\"Layer packs\"). "
+        "Compile to first mask without layer files (ms, p50 / p99): schemas "
+        f"{_pct(s['warm_nolayers_ms'], 50):.2f} / {_pct(s['warm_nolayers_ms'], 99):.2f}, 100-tool requests "
+        f"{_pct(t['warm_nolayers_ms'], 50):.2f} / {_pct(t['warm_nolayers_ms'], 99):.2f}.",
         "",
         "## A process's first compile (the warm-up schema, compile to first mask)",
         "",
@@ -374,7 +386,10 @@ def main() -> None:
         warms = [_result(_run("warm", d, args)) for _ in range(args.repeats)]
         copies = [_result(_run("warm", d, args, env_extra={"XGRAMMAR2_CACHE_MMAP": "0"}))
                   for _ in range(args.repeats)]
+        nolayers = [_result(_run("warm", d, args, env_extra={"XGRAMMAR2_CACHE_LAYERS": "0"}))
+                    for _ in range(args.repeats)]
         cold, warm, copied = _median_run(colds), _median_run(warms), _median_run(copies)
+        nolayer = _median_run(nolayers)
         rss = {}
         for mode, flag in (("mapped", "1"), ("copied", "0")):
             bar = os.path.join(tmp, f"barrier-{mode}")
@@ -399,6 +414,7 @@ def main() -> None:
     cold_first = [x for i in ok for x in cold["schemas"][i]["first_us"]]
     first = [x for i in ok for x in warm["schemas"][i]["first_us"]]
     first_copied = [x for i in ok for x in copied["schemas"][i]["first_us"]]
+    first_nolayers = [x for i in ok for x in nolayer["schemas"][i]["first_us"]]
     again = [x for i in ok for x in warm["schemas"][i]["again_us"]]
     rows["schemas"] = {
         "n": len(ok), "ids": [cold["schemas"][i]["id"] for i in ok],
@@ -415,10 +431,14 @@ def main() -> None:
                                     "n": len(first)},
         "per_token_first_pass_copied_us": {"p50": _pct(first_copied, 50), "p90": _pct(first_copied, 90),
                                            "p99": _pct(first_copied, 99), "n": len(first_copied)},
+        "warm_nolayers_ms": [nolayer["schemas"][i]["ms"] for i in ok],
+        "per_token_first_pass_nolayers_us": {"p50": _pct(first_nolayers, 50), "p90": _pct(first_nolayers, 90),
+                                             "p99": _pct(first_nolayers, 99), "n": len(first_nolayers)},
         "per_token_warm_grammar_us": {"p50": _pct(again, 50), "p90": _pct(again, 90), "p99": _pct(again, 99),
                                       "n": len(again)},
     }
     rows["tools100"] = {"cold_ms": cold["tools_ms"], "fill_ms": fill["tools_ms"], "warm_ms": warm["tools_ms"],
+                        "warm_nolayers_ms": nolayer["tools_ms"],
                         "ratio": tool_ratios, "ratio_p50": _pct(tool_ratios, 50),
                         "ratio_max": max(tool_ratios) if tool_ratios else None}
     rows["process"] = {k: {"setup_ms": r["setup_ms"], "warmup_ms": r["warmup_ms"],
@@ -426,6 +446,7 @@ def main() -> None:
                            "pack_wait_ms": r.get("pack_wait_ms")}
                        for k, r in (("cold", cold), ("fill", fill), ("warm", warm), ("warm_copied", copied))}
     rows["disk"] = {"fill": fill.get("disk"), "warm": warm.get("disk"), "warm_copied": copied.get("disk"),
+                    "warm_nolayers": nolayer.get("disk"),
                     "flush_ms": fill.get("flush_ms")}
     text = json.dumps(rows, indent=1)
     if args.out:

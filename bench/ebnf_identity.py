@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Iterator
 
 OPTION_SETS = [
     {},
@@ -43,20 +44,31 @@ def _schemas(data_dir: str) -> list[tuple[str, object]]:
     return out
 
 
-def _worker(data_dir: str, out_path: str, only: str | None) -> None:
+def conversions(data_dir: str, only: str | None) -> Iterator[tuple[str, int, object]]:
+    """(schema id, option set index, ``json_schema_to_ebnf``'s result or the exception it
+    raised) for every corpus schema whose id contains ``only`` (all when None), with the
+    converter of the tree on PYTHONPATH."""
     from xgrammar2.json_schema import json_schema_to_ebnf  # the tree on PYTHONPATH
 
+    for sid, s in _schemas(data_dir):
+        if only and only not in sid:
+            continue
+        for k, opts in enumerate(OPTION_SETS):
+            try:
+                r: object = json_schema_to_ebnf(s, **opts)
+            except Exception as ex:  # noqa: BLE001 - an error is a result too
+                r = ex
+            yield sid, k, r
+
+
+def _worker(data_dir: str, out_path: str, only: str | None) -> None:
     with open(out_path, "w", encoding="utf-8") as f:
-        for sid, s in _schemas(data_dir):
-            if only and only not in sid:
-                continue
-            for k, opts in enumerate(OPTION_SETS):
-                try:
-                    r = json_schema_to_ebnf(s, **opts)
-                    res = "OK " + r.ebnf + "\nW " + json.dumps(r.warnings)
-                except Exception as ex:  # noqa: BLE001 - an error is a result too
-                    res = f"ERR {type(ex).__name__}: {ex}"
-                f.write(json.dumps([sid, k, hashlib.sha256(res.encode()).hexdigest(), res[:200]]) + "\n")
+        for sid, k, r in conversions(data_dir, only):
+            if isinstance(r, Exception):
+                res = f"ERR {type(r).__name__}: {r}"
+            else:
+                res = "OK " + r.ebnf + "\nW " + json.dumps(r.warnings)
+            f.write(json.dumps([sid, k, hashlib.sha256(res.encode()).hexdigest(), res[:200]]) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,11 @@ request (`<function=NAME>` tags over the BFCL pool, traced with a call of one of
 - *entries from a mapped pack*: the same with the pack written to a file, mapped read-only and its entries
   borrowing their arrays from the mapping (`xgr_file_map_open` / `xgr_mask_pack_load_mapped`, as a process with
   a warm directory does; open + map + load timed, without the disk cache's SHA-256), a third fresh grammar;
+- *grammar + layers from the directory*: what a process with a warm directory now does: the cache emptied and
+  filled from the mapped pack as above, a grammar object made from the first grammar's image
+  (`xgr_compiled_image` / `xgr_compiled_from_image`, as a directory hit does) and its own layers loaded from a
+  mapped layer file of the first grammar's published slot entries (`xgr_layer_pack_build` / `xgr_file_map_open`
+  / `xgr_layer_pack_load_mapped`; open + map + checks + publish timed, without the SHA-256), then its first pass;
 - *shared entries present*: a third fresh grammar object of the same request, first pass: the cross-grammar
   cache now holds every shared entry the trace needs, so only the per-grammar layers (sharpening, caller-context
   refinement, uncertain-byte copies) are built. This is the best a disk pack of shared entries can do: it leaves
@@ -34,8 +39,8 @@ import time
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PHASES = ("no shared entries", "entries from a pack", "entries from a mapped pack", "shared entries present",
-          "warm grammar")
+PHASES = ("no shared entries", "entries from a pack", "entries from a mapped pack",
+          "grammar + layers from the directory", "shared entries present", "warm grammar")
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -58,6 +63,7 @@ def measure(n_schemas: int, n_tool_sets: int) -> dict[str, Any]:
     sys.path.insert(0, ROOT)
     import xgrammar2 as xgr
     from xgrammar2 import _core
+    from xgrammar2.compiled_grammar import CompiledGrammar
     from bench.tools import load_pool, render_call
     from bench.workloads import DATA_DIR, WARMUP_SPEC, Tokenize, jsonschemabench
     from transformers import PreTrainedTokenizerFast
@@ -91,10 +97,21 @@ def measure(n_schemas: int, n_tool_sets: int) -> dict[str, Any]:
         tok = {p: [] for p in PHASES}
         first = {p: [] for p in PHASES}
         entries, nbytes, pack_bytes, build_ms, load_ms, map_ms = [], [], [], [], [], []
+        layer_bytes, layer_entries, layer_ms = [], [], []
         ffi, lib = _core.ffi, _core.lib
         for compile_fn, traces in requests:
             xgr.clear_cross_grammar_cache()
-            first_pass(compile_fn(fresh()), traces, tok[PHASES[0]], first[PHASES[0]])
+            cg0 = compile_fn(fresh())
+            first_pass(cg0, traces, tok[PHASES[0]], first[PHASES[0]])
+            out_l, n_l, cnt_l = ffi.new("uint8_t **"), ffi.new("size_t *"), ffi.new("int32_t *")
+            assert lib.xgr_layer_pack_build(cg0._ptr, out_l, n_l, cnt_l) == 0
+            layers = ffi.buffer(out_l[0], n_l[0])[:]
+            lib.xgr_free(out_l[0])
+            layer_bytes.append(len(layers))
+            layer_entries.append(cnt_l[0])
+            assert lib.xgr_compiled_image(cg0._ptr, out_l, n_l) == 0
+            image = ffi.buffer(out_l[0], n_l[0])[:]
+            lib.xgr_free(out_l[0])
             st = xgr.get_cross_grammar_cache_stats()
             entries.append(st["entries"])
             nbytes.append(st["bytes"])
@@ -122,12 +139,39 @@ def measure(n_schemas: int, n_tool_sets: int) -> dict[str, Any]:
             map_ms.append(1e3 * (time.perf_counter() - t0))
             os.unlink(pack_file)  # the mapping keeps it while its entries live
             first_pass(compile_fn(fresh()), traces, tok[PHASES[2]], first[PHASES[2]])
+            # a warm directory: shared entries from the mapped pack, the grammar from its image,
+            # its own layers from a mapped layer file
+            xgr.clear_cross_grammar_cache()
+            fm = ffi.new("xgr_file_map **")
+            with open(pack_file, "wb") as f:
+                f.write(pack)
+            assert lib.xgr_file_map_open(pack_file.encode(), lib.XGR_FILE_MAP_AUTO, len(pack), fm) == 0
+            assert lib.xgr_mask_pack_load_mapped(fm[0], 0, len(pack), ti._handle(), nl) == 0
+            lib.xgr_file_map_release(fm[0])
+            os.unlink(pack_file)
+            cp = ffi.new("xgr_compiled **")
+            assert lib.xgr_compiled_from_image(ffi.from_buffer(image), len(image), ti._handle(),
+                                               fresh()._opts, cp) == 0
+            cg1 = CompiledGrammar._create(ffi.gc(cp[0], lib.xgr_compiled_release), ti, None,
+                                          linked=cg0._linked)
+            with open(layer_file, "wb") as f:
+                f.write(layers)
+            t0 = time.perf_counter()
+            assert lib.xgr_file_map_open(layer_file.encode(), lib.XGR_FILE_MAP_AUTO, len(layers), fm) == 0
+            assert lib.xgr_layer_pack_load_mapped(cp[0], fm[0], 0, len(layers), nl) == 0
+            assert nl[0] == cnt_l[0], (nl[0], cnt_l[0])
+            lib.xgr_file_map_release(fm[0])
+            layer_ms.append(1e3 * (time.perf_counter() - t0))
+            os.unlink(layer_file)
+            first_pass(cg1, traces, tok[PHASES[3]], first[PHASES[3]])
+            del cg0, cg1
             cg = compile_fn(fresh())
-            first_pass(cg, traces, tok[PHASES[3]], first[PHASES[3]])
             first_pass(cg, traces, tok[PHASES[4]], first[PHASES[4]])
+            first_pass(cg, traces, tok[PHASES[5]], first[PHASES[5]])
         out = {"tok_us": tok, "first_us": first, "entries": entries, "bytes": nbytes,
                "pack_bytes": pack_bytes, "pack_build_ms": build_ms, "pack_load_ms": load_ms,
-               "pack_map_ms": map_ms,
+               "pack_map_ms": map_ms, "layer_bytes": layer_bytes, "layer_entries": layer_entries,
+               "layer_map_ms": layer_ms,
                "rejected_traces": len(rejected) // len(PHASES)}  # each trace runs in every phase
         rejected.clear()
         return out
@@ -135,6 +179,7 @@ def measure(n_schemas: int, n_tool_sets: int) -> dict[str, Any]:
     import tempfile
 
     pack_file = os.path.join(tempfile.mkdtemp(prefix="xgr2-pack-bench-"), "bench.xgm")
+    layer_file = pack_file[:-4] + ".xgl"
     warm = fresh().compile_json_schema(json.dumps(WARMUP_SPEC["schema"]))
     xgr.GrammarMatcher(warm).fill_next_token_bitmask(bm)
     reqs: list[tuple[Any, list[list[int]]]] = []
@@ -181,7 +226,11 @@ def markdown(res: dict[str, Any], args: argparse.Namespace) -> str:
                      f"{r['rejected_traces']}; packs: median {_pct(r['pack_bytes'], 50) / 1024:.0f} KiB, built in "
                      f"{_pct(r['pack_build_ms'], 50):.2f} ms, loaded as copies in {_pct(r['pack_load_ms'], 50):.3f} ms "
                      f"(max {max(r['pack_load_ms']):.2f}), mapped (open + map + checks + insert) in "
-                     f"{_pct(r['pack_map_ms'], 50):.3f} ms (max {max(r['pack_map_ms']):.2f})")
+                     f"{_pct(r['pack_map_ms'], 50):.3f} ms (max {max(r['pack_map_ms']):.2f}); layer files: "
+                     f"median {_pct(r['layer_entries'], 50):.0f} slot entries (max {max(r['layer_entries'])}), "
+                     f"{_pct(r['layer_bytes'], 50) / 1024:.0f} KiB (max {max(r['layer_bytes']) / 1024:.0f} KiB), "
+                     f"mapped (open + map + checks + publish) in {_pct(r['layer_map_ms'], 50):.3f} ms "
+                     f"(max {max(r['layer_map_ms']):.2f})")
     return "\n".join(lines)
 
 

@@ -33,14 +33,31 @@ static int edge_productive(const xgr_fsm *f, const uint8_t *prod_state, int32_t 
  * and re-examined alone when one of them becomes productive, so this is linear in the
  * edges even for free-text states with hundreds of them. */
 int xgr_fsm_check_productive(const xgr_fsm *f) {
+    uint8_t *prod_state = xgr_malloc((size_t)f->n_states + 1);
+    if (!prod_state) return XGR_ERR_NOMEM;
+    int rc = xgr_fsm_productive_states(f, prod_state);
+    for (int32_t r = 0; !rc && r < f->n_rules; r++)
+        if (!prod_state[f->rule_start[r]]) {
+            rc = xgr_fail(XGR_ERR_SEMANTIC,
+                          "rule '%s' can never finish: it matches no string (every "
+                          "alternative recurses forever or has a character class that "
+                          "admits no character)",
+                          f->rule_name[r] ? f->rule_name[r] : "?");
+            break;
+        }
+    free(prod_state);
+    return rc;
+}
+
+int xgr_fsm_productive_states(const xgr_fsm *f, uint8_t *prod_state) {
     int32_t ns = f->n_states, ne = f->n_edges;
-    uint8_t *prod_state = xgr_calloc((size_t)ns + 1, 1);
+    memset(prod_state, 0, (size_t)ns);
     int32_t *dep_begin = xgr_calloc((size_t)ns + 2, sizeof *dep_begin);
     int32_t *dep = xgr_malloc(((size_t)ne * 2 + 1) * sizeof *dep);
     int32_t *src = xgr_malloc(((size_t)ne + 1) * sizeof *src);
     int32_t *work = xgr_malloc(((size_t)ns + 1) * sizeof *work);
     int rc = XGR_OK;
-    if (!prod_state || !dep_begin || !dep || !src || !work) {
+    if (!dep_begin || !dep || !src || !work) {
         rc = XGR_ERR_NOMEM;
         goto out;
     }
@@ -76,17 +93,7 @@ int xgr_fsm_check_productive(const xgr_fsm *f) {
             work[n_work++] = s;
         }
     }
-    for (int32_t r = 0; r < f->n_rules; r++)
-        if (!prod_state[f->rule_start[r]]) {
-            rc = xgr_fail(XGR_ERR_SEMANTIC,
-                          "rule '%s' can never finish: it matches no string (every "
-                          "alternative recurses forever or has a character class that "
-                          "admits no character)",
-                          f->rule_name[r] ? f->rule_name[r] : "?");
-            break;
-        }
 out:
-    free(prod_state);
     free(dep_begin);
     free(dep);
     free(src);

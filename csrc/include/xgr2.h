@@ -322,6 +322,31 @@ void xgr_file_map_release(xgr_file_map *m);
 int xgr_mask_pack_load_mapped(xgr_file_map *m, size_t offset, size_t len, const xgr_vocab *v,
                               int32_t *n_loaded);
 
+/* ---- layer packs (the on-disk compile cache, docs/disk-cache.md, "Layer packs") ---------
+ * A layer pack is one compiled grammar's own mask layers (its published slot entries:
+ * sharpened plain entries, caller-context entries, TagDispatch views) with the context-free
+ * entries they refine, so a process that loads the same grammar from the directory starts
+ * with them. Native byte order; the caller names and checksums it. */
+/* The number of c's published slot entries (cheap: a look at its slot table); a layer
+ * pack is worth writing again when it grew. Thread-safe. */
+int32_t xgr_compiled_layer_count(const xgr_compiled *c);
+/* c's published slot entries that a pack can hold: *out (free with xgr_free; *out_len
+ * bytes, *n_entries slot entries). Thread-safe (entries published meanwhile may be left
+ * out). */
+int xgr_layer_pack_build(const xgr_compiled *c, uint8_t **out, size_t *out_len,
+                         int32_t *n_entries);
+/* Checks the whole pack against c (version, vocabulary, the grammar's automata, slot
+ * layout and options, every count, token id, slot and reference) and publishes its
+ * entries in c's empty slots, borrowing their arrays from m's bytes [offset, offset + len)
+ * (each holds a reference to m; a region that is not 8-aligned is loaded as one copy). A
+ * truncated, damaged, hostile or foreign pack gives XGR_ERR_INVALID_ARG ("corrupt layer
+ * pack: ...") and publishes nothing, never a crash. *n_loaded: entries published.
+ * Thread-safe. */
+int xgr_layer_pack_load_mapped(xgr_compiled *c, xgr_file_map *m, size_t offset, size_t len,
+                               int32_t *n_loaded);
+/* The same over a copy of buf (one heap block the entries borrow from). */
+int xgr_layer_pack_load(xgr_compiled *c, const uint8_t *buf, size_t len, int32_t *n_loaded);
+
 /* Bytes held by the compiled grammar: its grammar (unless dropped), automata, slot tables
  * and mask cache (grows as masks are JIT-built; shared entries count in every grammar
  * holding them). */

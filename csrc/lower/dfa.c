@@ -32,7 +32,8 @@ struct lw_dfa_ws {
     lw_i32v rbeg, rsrc, newid, bfs;
     lw_u8v live;
     lw_i32v cls, elems, pos, bfirst, bend, mcount, dirty, next, touched, base, sorttmp;
-    lw_u8v dflag, match;
+    lw_i32v gid, gcnt, gslot, gtab; /* grouping a block's dirty states by signature */
+    lw_u8v dflag;
     lw_u32v sig;
     lw_i32v sig_off, sig_len;
     XGR_VEC(uint64_t) sig_hash;
@@ -87,7 +88,10 @@ void lw_dfa_ws_free(lw_dfa_ws *w) {
     XGR_VEC_FREE(w->base);
     XGR_VEC_FREE(w->sorttmp);
     XGR_VEC_FREE(w->dflag);
-    XGR_VEC_FREE(w->match);
+    XGR_VEC_FREE(w->gid);
+    XGR_VEC_FREE(w->gcnt);
+    XGR_VEC_FREE(w->gslot);
+    XGR_VEC_FREE(w->gtab);
     XGR_VEC_FREE(w->sig);
     XGR_VEC_FREE(w->sig_off);
     XGR_VEC_FREE(w->sig_len);
@@ -124,15 +128,30 @@ void lw_sort_i32(int32_t *a, size_t n, int32_t *tmp, lw_cmp_fn cmp, const void *
     memcpy(a, tmp, n * sizeof *a);
 }
 
-static int cmp_i32(const void *x, const void *y) {
-    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
-    return (a > b) - (a < b);
-}
-
+/* Ascending sort of ints (closure sets: distinct NFA states): quicksort with a middle
+ * pivot (Hoare partition), the smaller side recursed, insertion sort below 17. */
 static void sort_small_i32(int32_t *a, size_t n) {
-    if (n > 24) {
-        qsort(a, n, sizeof *a, cmp_i32);
-        return;
+    while (n > 16) {
+        int32_t p = a[(n - 1) / 2];
+        size_t i = 0, j = n - 1;
+        for (;;) {
+            while (a[i] < p) i++;
+            while (a[j] > p) j--;
+            if (i >= j) break;
+            int32_t t = a[i];
+            a[i++] = a[j];
+            a[j--] = t;
+        }
+        /* [0, j] <= p <= [j + 1, n) */
+        size_t left = j + 1;
+        if (left < n - left) {
+            sort_small_i32(a, left);
+            a += left;
+            n -= left;
+        } else {
+            sort_small_i32(a + left, n - left);
+            n = left;
+        }
     }
     for (size_t i = 1; i < n; i++) {
         int32_t x = a[i];
@@ -227,12 +246,19 @@ static void closure(lw_dfa_ws *w, const int32_t *seeds, size_t k) {
     w->cset.len = no;
 }
 
-/* Multiply-xor per element and one final mix: cheaper than a full mix per element and
- * good enough for tables whose keys are also compared in full. */
+/* Multiply-xor over pairs of words in two independent lanes (a short dependency chain)
+ * and one final mix: good enough for tables whose keys are also compared in full. */
 static uint64_t hash_words(const uint32_t *s, size_t n) {
-    uint64_t h = n;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL + (h >> 29);
-    return xgr_mix64(h);
+    uint64_t h0 = n, h1 = 0x9e3779b97f4a7c15ULL;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        h0 = (h0 ^ (s[i] | (uint64_t)s[i + 1] << 32)) * 0x9e3779b97f4a7c15ULL;
+        h1 = (h1 ^ (s[i + 2] | (uint64_t)s[i + 3] << 32)) * 0xbf58476d1ce4e5b9ULL;
+        h0 ^= h0 >> 29;
+        h1 ^= h1 >> 31;
+    }
+    for (; i < n; i++) h0 = (h0 ^ s[i]) * 0x100000001b3ULL + (h0 >> 29);
+    return xgr_mix64(h0 ^ (h1 * 0x94d049bb133111ebULL));
 }
 
 static uint64_t hash_set(const int32_t *s, size_t n) {
@@ -553,19 +579,32 @@ static int sig_eq(const lw_dfa_ws *w, int32_t a, int32_t b) {
                    (size_t)w->sig_len.data[a] * sizeof(uint32_t)) == 0);
 }
 
-/* Orders dirty states of a block: those matching the block's untouched members last,
- * the rest grouped by signature. */
-static int cmp_dirty(const void *ctx, int32_t a, int32_t b) {
-    const lw_dfa_ws *w = ctx;
-    int ma = w->match.data[a], mb = w->match.data[b];
-    if (ma != mb) return ma - mb;
-    uint64_t ha = w->sig_hash.data[a], hb = w->sig_hash.data[b];
-    if (ha != hb) return ha < hb ? -1 : 1;
-    int32_t la = w->sig_len.data[a], lb = w->sig_len.data[b];
-    if (la != lb) return la - lb;
-    if (la == 0) return 0;
-    return memcmp(w->sig.data + w->sig_off.data[a], w->sig.data + w->sig_off.data[b],
-                  (size_t)la * sizeof(uint32_t));
+/* Group of s among a block's signatures so far (w->gtab: an open-addressing table of
+ * states, gcap slots, -1 = free; *ng groups, numbered in order of first appearance; the
+ * slot of group g's entry in gslot[g], for clearing). */
+static int32_t sig_group(lw_dfa_ws *w, size_t gcap, int32_t s, int32_t *ng) {
+    size_t mask = gcap - 1;
+    for (size_t i = w->sig_hash.data[s] & mask;; i = (i + 1) & mask) {
+        int32_t t = w->gtab.data[i];
+        if (t < 0) {
+            int32_t g = (*ng)++;
+            w->gtab.data[i] = s;
+            w->gid.data[s] = g;
+            w->gcnt.data[g] = 0;
+            w->gslot.data[g] = (int32_t)i;
+            return g;
+        }
+        if (sig_eq(w, s, t)) return w->gid.data[s] = w->gid.data[t];
+    }
+}
+
+/* End of group g laid out by minimize: groups 1.. (0.. without a rep) in order from the
+ * block's start, then rep's group 0, which runs on to the block's end e. */
+static int32_t group_end(const int32_t *gstart, int32_t g, int32_t ng, int has_rep, int32_t e,
+                         int32_t dirty_end) {
+    if (has_rep && g == 0) return e;
+    if (g + 1 < ng) return gstart[g + 1];
+    return has_rep ? gstart[0] : dirty_end;
 }
 
 /* Partition refinement by signatures with a worklist: only states with a successor
@@ -587,9 +626,17 @@ static int minimize(lw_dfa_ws *w, const lw_dfa *d) {
     RESERVE(w->next, (size_t)n);
     RESERVE(w->touched, (size_t)n);
     RESERVE(w->base, (size_t)n);
-    RESERVE(w->sorttmp, (size_t)n);
+    RESERVE(w->sorttmp, 2 * (size_t)n + 1);
     RESERVE(w->dflag, (size_t)n);
-    RESERVE(w->match, (size_t)n);
+    RESERVE(w->gid, (size_t)n);
+    RESERVE(w->gcnt, (size_t)n + 1);
+    RESERVE(w->gslot, (size_t)n + 1);
+    size_t gcap = 16;
+    while (gcap < 2 * ((size_t)n + 1)) gcap *= 2;
+    if (w->gtab.cap < gcap) { /* every slot stays -1 between uses */
+        RESERVE(w->gtab, gcap);
+        memset(w->gtab.data, 0xff, w->gtab.cap * sizeof(int32_t));
+    }
     RESERVE(w->sig_off, (size_t)n);
     RESERVE(w->sig_len, (size_t)n);
     RESERVE(w->sig_hash, (size_t)n);
@@ -669,59 +716,60 @@ static int minimize(lw_dfa_ws *w, const lw_dfa *d) {
             int same = rep < 0 || sig_eq(w, s0, rep);
             for (int32_t i = f + 1; same && i < f + mc; i++) same = sig_eq(w, w->elems.data[i], s0);
             if (same) continue;
-            for (int32_t i = f; i < f + mc; i++) {
-                int32_t s = w->elems.data[i];
-                w->match.data[s] = (uint8_t)(rep >= 0 && sig_eq(w, s, rep));
+            /* Group the dirty states by signature (hashing, not sorting); group 0 is the
+             * untouched members' (rep's) when there are any. */
+            int32_t ng = 0, *el = w->elems.data + f;
+            if (rep >= 0) sig_group(w, gcap, rep, &ng);
+            for (int32_t i = 0; i < mc; i++) w->gcnt.data[sig_group(w, gcap, el[i], &ng)]++;
+            for (int32_t g = 0; g < ng; g++) w->gtab.data[w->gslot.data[g]] = -1;
+            if (ng <= 1) continue;
+            /* Lay the groups out in order, rep's last (it runs on into the untouched part
+             * [f + mc, e)); the largest keeps the block's id. */
+            int32_t *gstart = w->sorttmp.data + mc; /* (sorttmp holds 2n + 1 >= mc + ng) */
+            int32_t at = f, g0 = rep >= 0 ? 1 : 0, best_g = -1, best_len = -1;
+            for (int32_t g = g0; g < ng; g++) {
+                gstart[g] = at;
+                at += w->gcnt.data[g];
             }
-            lw_sort_i32(w->elems.data + f, (size_t)mc, w->sorttmp.data, cmp_dirty, w);
-            for (int32_t i = f; i < f + mc; i++) w->pos.data[w->elems.data[i]] = i;
-            /* groups: [gs, ge) ranges; a matching group runs on to the block's end */
-            int32_t ngroups = 0, best_s = f, best_e = f;
-            for (int32_t gs = f; gs < f + mc || (gs < e && rep >= 0);) {
-                int32_t ge = gs + 1;
-                int32_t s0 = w->elems.data[gs];
-                if (gs >= f + mc || w->match.data[s0]) {
-                    ge = e;
-                } else {
-                    while (ge < f + mc && !w->match.data[w->elems.data[ge]] &&
-                           sig_eq(w, s0, w->elems.data[ge]))
-                        ge++;
-                }
-                if (ge - gs > best_e - best_s) {
+            if (rep >= 0) gstart[0] = at;
+            for (int32_t i = 0; i < mc; i++) w->sorttmp.data[i] = el[i];
+            for (int32_t i = 0; i < mc; i++) {
+                int32_t st = w->sorttmp.data[i];
+                int32_t p = gstart[w->gid.data[st]] + w->gcnt.data[w->gid.data[st]] - 1;
+                w->gcnt.data[w->gid.data[st]]--; /* fills each group from its end */
+                w->elems.data[p] = st;
+                w->pos.data[st] = p;
+            }
+            int32_t best_s = f, best_e = f;
+            for (int32_t g = 0; g < ng; g++) {
+                int32_t gs = gstart[g];
+                int32_t ge = group_end(gstart, g, ng, rep >= 0, e, f + mc);
+                if (ge - gs > best_len) {
+                    best_len = ge - gs;
+                    best_g = g;
                     best_s = gs;
                     best_e = ge;
                 }
-                ngroups++;
-                gs = ge;
             }
-            if (ngroups <= 1) continue;
-            for (int32_t gs = f; gs < e;) {
-                int32_t s0 = w->elems.data[gs], ge = gs + 1;
-                if (gs >= f + mc || w->match.data[s0]) {
-                    ge = e;
-                } else {
-                    while (ge < f + mc && !w->match.data[w->elems.data[ge]] &&
-                           sig_eq(w, s0, w->elems.data[ge]))
-                        ge++;
-                }
-                if (gs != best_s) {
-                    int32_t nbk = nb++;
-                    w->bfirst.data[nbk] = gs;
-                    w->bend.data[nbk] = ge;
-                    w->mcount.data[nbk] = 0;
-                    for (int32_t i = gs; i < ge; i++) {
-                        int32_t s = w->elems.data[i];
-                        w->cls.data[s] = nbk;
-                        for (int32_t r = w->rbeg.data[s]; r < w->rbeg.data[s + 1]; r++) {
-                            int32_t p = w->rsrc.data[r];
-                            if (!w->dflag.data[p]) {
-                                w->dflag.data[p] = 1;
-                                w->next.data[w->next.len++] = p;
-                            }
+            for (int32_t g = 0; g < ng; g++) {
+                if (g == best_g) continue;
+                int32_t gs = gstart[g];
+                int32_t ge = group_end(gstart, g, ng, rep >= 0, e, f + mc);
+                int32_t nbk = nb++;
+                w->bfirst.data[nbk] = gs;
+                w->bend.data[nbk] = ge;
+                w->mcount.data[nbk] = 0;
+                for (int32_t i = gs; i < ge; i++) {
+                    int32_t s = w->elems.data[i];
+                    w->cls.data[s] = nbk;
+                    for (int32_t r = w->rbeg.data[s]; r < w->rbeg.data[s + 1]; r++) {
+                        int32_t p = w->rsrc.data[r];
+                        if (!w->dflag.data[p]) {
+                            w->dflag.data[p] = 1;
+                            w->next.data[w->next.len++] = p;
                         }
                     }
                 }
-                gs = ge;
             }
             w->bfirst.data[b] = best_s;
             w->bend.data[b] = best_e;

@@ -306,9 +306,12 @@ static void ctx_free(lw_ctx *c) {
     free(c->est);
     free(c->nprops);
     free(c->nest);
+    free(c->grp);
+    free(c->nwide);
     XGR_VEC_FREE(c->nfa.edges);
     XGR_VEC_FREE(c->nfa2.edges);
     XGR_VEC_FREE(c->share);
+    free(c->share_tab);
     XGR_VEC_FREE(c->ranges);
     XGR_VEC_FREE(c->seqs);
 }

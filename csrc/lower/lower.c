@@ -148,10 +148,90 @@ static int walk_refs(lw_ctx *c, int32_t id, lw_i32v *out, int depth) {
 
 static int64_t est_node(lw_ctx *c, int32_t id, int depth);
 
+/* Marks in first[8] (bit b of word b / 32) the bytes that can start a non-empty match of
+ * node `id`, over-approximated. Returns 0, or -1 when unknown: a TagDispatch node, or
+ * more than *budget nodes visited (rules are followed into their bodies whether inlined
+ * or not, so a recursive rule spends the budget). */
+static int node_first(lw_ctx *c, int32_t id, uint32_t first[8], int *budget) {
+    if (--*budget < 0) return -1;
+    const xgr_grammar *g = c->g;
+    const xgr_node *n = &g->nodes.data[id];
+    switch (n->kind) {
+    case XGR_NODE_EMPTY: return 0;
+    case XGR_NODE_BYTES:
+        if (n->count > 0) {
+            uint8_t b = g->bytes.data[n->off];
+            first[b >> 5] |= 1u << (b & 31);
+        }
+        return 0;
+    case XGR_NODE_CLASS:
+    case XGR_NODE_BYTE_CLASS: {
+        int rc = n->kind == XGR_NODE_CLASS
+                     ? lw_norm_class(g->ranges.data + n->off, n->count, n->negated, &c->ranges)
+                     : lw_norm_byte_class(g->ranges.data + n->off, n->count, n->negated, &c->ranges);
+        if (rc) return -1;
+        /* UTF-8 lead bytes, monotone within each encoded length */
+        static const uint32_t band_lo[4] = {0, 0x80, 0x800, 0x10000},
+                              band_hi[4] = {0x7F, 0x7FF, 0xFFFF, 0x10FFFF};
+        for (size_t i = 0; i < c->ranges.len; i++) {
+            uint32_t lo = c->ranges.data[i].lo, hi = c->ranges.data[i].hi;
+            for (int k = 0; k < 4; k++) {
+                uint32_t a = lo > band_lo[k] ? lo : band_lo[k], z = hi < band_hi[k] ? hi : band_hi[k];
+                if (n->kind == XGR_NODE_BYTE_CLASS && k) break;
+                if (a > z) continue;
+                uint32_t la = a, lz = z;
+                if (n->kind == XGR_NODE_CLASS && k) {
+                    int sh = 6 * k;
+                    uint32_t tag = k == 1 ? 0xC0 : k == 2 ? 0xE0 : 0xF0;
+                    la = tag | (a >> sh);
+                    lz = tag | (z >> sh);
+                }
+                for (uint32_t b = la; b <= lz && b < 256; b++) first[b >> 5] |= 1u << (b & 31);
+            }
+        }
+        return 0;
+    }
+    case XGR_NODE_SEQ:
+        for (int32_t i = 0; i < n->count; i++) {
+            int32_t k = g->kids.data[n->off + i];
+            if (node_first(c, k, first, budget)) return -1;
+            if (!(lw_node_props(c, k, 0) & NP_NULLABLE)) break;
+        }
+        return 0;
+    case XGR_NODE_ALT:
+    case XGR_NODE_SUBSTRING: /* any run of chunks starts with one of them */
+        for (int32_t i = 0; i < n->count; i++)
+            if (node_first(c, g->kids.data[n->off + i], first, budget)) return -1;
+        return 0;
+    case XGR_NODE_REF: {
+        int32_t body = g->rules.data[n->a].body;
+        return body < 0 ? -1 : node_first(c, body, first, budget);
+    }
+    case XGR_NODE_REPEAT: return n->max == 0 ? 0 : node_first(c, n->a, first, budget);
+    default: return -1;
+    }
+}
+
+/* Is bounded REPEAT node `id`'s body wide (lower_internal.h lw_repeat_compressed)? */
+static int repeat_wide(lw_ctx *c, int32_t id) {
+    if (c->nwide[id]) return c->nwide[id] == 2;
+    uint32_t first[8] = {0};
+    int budget = 256, wide = 0;
+    if (!node_first(c, c->g->nodes.data[id].a, first, &budget)) {
+        int bytes = 0;
+        for (int w = 0; w < 8; w++)
+            for (uint32_t x = first[w]; x; x &= x - 1) bytes++;
+        wide = bytes >= LW_WIDE_FIRST_BYTES;
+    }
+    c->nwide[id] = wide ? 2 : 1;
+    return wide;
+}
+
 int lw_repeat_compressed(lw_ctx *c, int32_t id) {
     const xgr_node *n = &c->g->nodes.data[id];
     if (n->max >= 0 ? n->max > c->rthresh : n->min > c->rthresh) return 1;
     if (n->max == 0) return 0;
+    if (n->max >= 2 && repeat_wide(c, id)) return 1;
     int64_t copies = n->max >= 0 ? n->max : (int64_t)n->min + 1;
     return est_node(c, n->a, 0) * copies > LW_MAX_UNROLL;
 }
@@ -245,6 +325,164 @@ static int finish_scc(lw_ctx *c, const int32_t *m, size_t k, const lw_i32v *refs
     return XGR_OK;
 }
 
+/* ---- Group inlining --------------------------------------------------------------
+ * A regular sub-language that a front end split into non-recursive rules referring to
+ * each other, such as a pattern's automaton emitted one rule per state
+ * (`q8 ::= "." [0-9] q16 | [0-9] q13`) or the shared branches of a key trie, is larger
+ * than inline_max as a whole, so each rule got its own automaton with a reference edge
+ * to the next, and a first mask in such a state walked the vocabulary through the Earley
+ * parser (a semver pattern: 148k tokens, 300k Earley steps, 11 ms). Such a rule joins its
+ * callers' output rule instead (a *group* around one non-inlined *host*) when
+ *  - it could be inlined but for its size (not recursive, not the root, no lookahead,
+ *    attributes, hidden / extern / TagDispatch role), or it is inlined already (small:
+ *    then it is built once in the group instead of copied into every use);
+ *  - every reference to it is in tail position (nothing follows it up to the end of the
+ *    referring rule's body: not inside a repetition or a lookahead) of the host or of a
+ *    member of the host's group, so it is always built ending at the host's final state;
+ *  - every rule it references is inlined or in the same group (a regular language: the
+ *    host's automaton then reads it without reference edges; this keeps out the chains of
+ *    optional properties, `p_k ::= ws "," "\"k\"" ws ":" value p_{k+1} | p_{k+1}`,
+ *    whose automaton as one rule would hold a different key trie after every value);
+ *  - the group's estimated size (sum of the members' own estimates, as nfa.c builds each
+ *    member once per end state: shared_ref) stays within LW_GROUP_MAX.
+ * The last three depend on each other, so the groups are recomputed until they no longer
+ * change (a few rounds: each round can only drop rules); if they have not settled after
+ * GROUP_ROUNDS, there is no group at all. */
+#define GROUP_ROUNDS 8
+
+/* Per reference occurrence in node `id` of a body whose host is hp (-1: copied, no
+ * host): updates occ[] of the target. Returns 1 where nesting is too deep to tell (walk_refs
+ * has refused such bodies already; then there are no groups at all). */
+static int group_occ(lw_ctx *c, int32_t id, int tail, int32_t hp, int32_t *occ, int depth) {
+    const xgr_grammar *g = c->g;
+    if (depth > LW_MAX_DEPTH) return 1;
+    const xgr_node *n = &g->nodes.data[id];
+    switch (n->kind) {
+    case XGR_NODE_SEQ:
+        for (int32_t i = 0; i < n->count; i++)
+            if (group_occ(c, g->kids.data[n->off + i], tail && i + 1 == n->count, hp, occ, depth + 1))
+                return 1;
+        return 0;
+    case XGR_NODE_ALT:
+        for (int32_t i = 0; i < n->count; i++)
+            if (group_occ(c, g->kids.data[n->off + i], tail, hp, occ, depth + 1)) return 1;
+        return 0;
+    case XGR_NODE_REPEAT: return group_occ(c, n->a, 0, hp, occ, depth + 1);
+    case XGR_NODE_REF: {
+        /* occ: -1 unseen, -2 disqualified, else the one host of every occurrence */
+        int32_t *o = &occ[n->a];
+        if (!tail || hp < 0) *o = -2;
+        else if (*o == -1) *o = hp;
+        else if (*o != hp) *o = -2;
+        return 0;
+    }
+    default: return 0; /* no references (TagDispatch targets are never candidates) */
+    }
+}
+
+/* Does node `id` reference only inlined rules, or candidates (cand[t])? */
+static int group_pure(lw_ctx *c, int32_t id, const uint8_t *cand, const uint8_t *elig,
+                      int depth) {
+    const xgr_grammar *g = c->g;
+    if (depth > LW_MAX_DEPTH) return 0;
+    const xgr_node *n = &g->nodes.data[id];
+    switch (n->kind) {
+    case XGR_NODE_SEQ:
+    case XGR_NODE_ALT:
+        for (int32_t i = 0; i < n->count; i++)
+            if (!group_pure(c, g->kids.data[n->off + i], cand, elig, depth + 1)) return 0;
+        return 1;
+    case XGR_NODE_REPEAT: return group_pure(c, n->a, cand, elig, depth + 1);
+    case XGR_NODE_REF: return cand[n->a] || ((c->rflags[n->a] & RF_INLINED) && !elig[n->a]);
+    case XGR_NODE_TAG_DISPATCH: return 0;
+    default: return 1;
+    }
+}
+
+/* Decides the groups (c->grp) over the rules in `order` (callees first, as the SCCs were
+ * finished) and marks their members RF_INLINED. */
+static int group_inline(lw_ctx *c, const int32_t *order, size_t n) {
+    const xgr_grammar *g = c->g;
+    size_t nr = g->rules.len;
+    if (c->inline_max < 0 || !nr) return XGR_OK;
+    uint8_t *elig = xgr_calloc(nr, 1), *cand = xgr_calloc(nr, 1);
+    int32_t *occ = xgr_malloc(nr * sizeof *occ), *prev = xgr_malloc(nr * sizeof *prev);
+    int64_t *size = xgr_calloc(nr, sizeof *size);
+    c->grp = xgr_malloc(4 * nr * sizeof *c->grp);
+    int rc = XGR_OK;
+    if (!elig || !cand || !occ || !prev || !size || !c->grp) {
+        rc = XGR_ERR_NOMEM;
+        goto done;
+    }
+    c->grp_stamp = c->grp + nr;
+    c->grp_state = c->grp + 2 * nr;
+    c->grp_end = c->grp + 3 * nr;
+    memset(c->grp_stamp, 0, nr * sizeof *c->grp_stamp); /* nfa_builds starts at 1 */
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t r = order[i];
+        uint8_t f = c->rflags[r];
+        elig[r] = !(f & (RF_RECURSIVE | RF_HIDDEN | RF_TD_TARGET)) && r != g->root &&
+                  g->rules.data[r].lookahead < 0 && !xgr_attrs_any(&g->rules.data[r].attrs) &&
+                  !(c->externs && c->externs[r]) && (f & RF_PROD);
+        any |= elig[r];
+    }
+    for (size_t r = 0; r < nr; r++) c->grp[r] = -1;
+    if (!any) goto done;
+    int settled = 0, too_deep = 0;
+    for (int round = 0; round < GROUP_ROUNDS && !settled; round++) {
+        /* candidates, callees first: eligible and referencing only inlined rules, members
+         * of the last round's groups, or (first round) other candidates */
+        for (size_t i = 0; i < n; i++) {
+            int32_t r = order[i];
+            cand[r] = elig[r] && (round == 0 || c->grp[r] >= 0 || (c->rflags[r] & RF_INLINED)) &&
+                      group_pure(c, g->rules.data[r].body, cand, elig, 0);
+        }
+        /* hosts, callers first */
+        for (size_t r = 0; r < nr; r++) {
+            occ[r] = -1;
+            size[r] = 0;
+            prev[r] = c->grp[r];
+            c->grp[r] = -1;
+        }
+        for (size_t i = n; i-- > 0;) {
+            int32_t r = order[i];
+            const xgr_rule *ru = &g->rules.data[r];
+            if (cand[r] && occ[r] >= 0 && size[occ[r]] + c->est[r] <= LW_GROUP_MAX) {
+                c->grp[r] = occ[r];
+                size[occ[r]] += c->est[r];
+            }
+            /* an ordinary inlined rule is copied wherever it is used: no host */
+            int32_t hp = c->grp[r] >= 0 ? c->grp[r] : (c->rflags[r] & RF_INLINED) ? -1 : r;
+            if (group_occ(c, ru->body, 1, hp, occ, 0) ||
+                (ru->lookahead >= 0 && group_occ(c, ru->lookahead, 0, -1, occ, 0))) {
+                too_deep = 1;
+                break;
+            }
+            if (ru->attrs.hidden_kind) { /* parse/captures.c runs these on their own */
+                if (ru->attrs.hidden_body >= 0) occ[ru->attrs.hidden_body] = -2;
+                if (ru->attrs.hidden_marker >= 0) occ[ru->attrs.hidden_marker] = -2;
+            }
+        }
+        if (too_deep) break; /* settled stays 0: no groups */
+        settled = 1;
+        for (size_t r = 0; r < nr && settled; r++)
+            if (c->grp[r] != prev[r]) settled = 0;
+    }
+    /* settled: every member references only inlined rules or members */
+    for (size_t r = 0; r < nr; r++) {
+        if (!settled) c->grp[r] = -1;
+        if (c->grp[r] >= 0) c->rflags[r] |= RF_INLINED;
+    }
+done:
+    free(elig);
+    free(cand);
+    free(occ);
+    free(prev);
+    free(size);
+    return rc;
+}
+
 typedef struct {
     int32_t r, i;
 } tj_frame;
@@ -258,7 +496,7 @@ int lw_analyze(lw_ctx *c) {
     if (g->root < 0 || (size_t)g->root >= nr)
         return xgr_fail(XGR_ERR_SEMANTIC, "grammar has no root rule");
     int rc = XGR_OK;
-    lw_i32v refs = {0}, stk = {0};
+    lw_i32v refs = {0}, stk = {0}, order = {0};
     XGR_VEC(tj_frame) frames = {0};
     int32_t *roff = xgr_malloc(nr * sizeof *roff);
     int32_t *rlen = xgr_calloc(nr, sizeof *rlen);
@@ -271,7 +509,8 @@ int lw_analyze(lw_ctx *c) {
     c->nprops = xgr_calloc(g->nodes.len, 1);
     c->nest = xgr_malloc((g->nodes.len ? g->nodes.len : 1) * sizeof *c->nest);
     if (c->nest) memset(c->nest, 0xff, g->nodes.len * sizeof *c->nest);
-    if (!c->nest || !roff || !rlen || !queue || !idx || !low || !onstk || !c->rflags || !c->est ||
+    c->nwide = xgr_calloc(g->nodes.len ? g->nodes.len : 1, 1);
+    if (!c->nest || !c->nwide || !roff || !rlen || !queue || !idx || !low || !onstk || !c->rflags || !c->est ||
         !c->nprops) {
         rc = XGR_ERR_NOMEM;
         goto done;
@@ -351,6 +590,11 @@ int lw_analyze(lw_ctx *c) {
                 for (size_t j = b; j < stk.len; j++) onstk[stk.data[j]] = 0;
                 if ((rc = finish_scc(c, stk.data + b, stk.len - b, &refs, roff, rlen)))
                     goto done;
+                for (size_t j = b; j < stk.len; j++)
+                    if (XGR_VEC_PUSH(order, stk.data[j])) {
+                        rc = XGR_ERR_NOMEM;
+                        goto done;
+                    }
                 stk.len = b;
             }
             if (frames.len) {
@@ -360,6 +604,7 @@ int lw_analyze(lw_ctx *c) {
         }
     }
     c->memo_on = 1;
+    rc = group_inline(c, order.data, order.len);
 done:
     free(roff);
     free(rlen);
@@ -369,6 +614,7 @@ done:
     free(onstk);
     XGR_VEC_FREE(refs);
     XGR_VEC_FREE(stk);
+    XGR_VEC_FREE(order);
     XGR_VEC_FREE(frames);
     return rc;
 }

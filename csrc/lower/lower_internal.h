@@ -118,13 +118,14 @@ typedef struct {
                         * add_forced_close), or -1 */
 } lw_orule;
 
-/* A sequence of rule references already built into the current NFA, ending at state b:
- * its fragment starts at the fresh state s (see nfa.c, shared_seq). */
+/* An inlined rule (n = 1) or a sequence of 2-4 rule references led by one (n >= 2)
+ * already built into the current NFA, ending at state b: its fragment starts at the
+ * fresh state s (see nfa.c, shared_frag). */
 typedef struct {
-    int32_t ids[4];
+    int32_t ids[4]; /* unused ones 0 */
     int32_t n, b, s;
+    int32_t slot; /* its place in share_tab */
 } lw_share;
-#define LW_SHARE_MAX 64
 
 typedef struct lw_ctx {
     const xgr_grammar *g;
@@ -142,6 +143,7 @@ typedef struct lw_ctx {
     int32_t *est;
     uint8_t *nprops; /* memo, valid once memo_on */
     int32_t *nest;   /* size-estimate memo per node, -1 = unknown */
+    uint8_t *nwide;  /* per REPEAT node: 0 unknown, 1 narrow body, 2 wide (lw_repeat_compressed) */
     int memo_on;
 
     /* output rules, in id order; processed as a FIFO worklist */
@@ -154,19 +156,36 @@ typedef struct lw_ctx {
                   * counter rules, so nondeterminism moves into the Earley parser */
     int safe_differs; /* the last NFA build inlined or unrolled something safe mode keeps */
     lw_nfa nfa, nfa2;
-    XGR_VEC(lw_share) share; /* per NFA build: at most LW_SHARE_MAX entries */
+    XGR_VEC(lw_share) share; /* per NFA build */
+    int32_t *share_tab;      /* open-addressing index of `share` (-1 = free) */
+    size_t share_cap;        /* 0 or a power of two, > 2 * share.len */
+    /* Group inlining (lower.c lw_group_inline): per IR rule, grp[r] is the host rule whose
+     * output rule r is built into, or -1; a member's fragment is built once per NFA build
+     * and end state (nfa.c): grp_stamp[r] == nfa_builds when grp_state[r] is the start
+     * of its fragment ending at grp_end[r]. One block of 4 * rules int32 (grp owns it). */
+    int32_t *grp, *grp_stamp, *grp_state, *grp_end;
+    int32_t nfa_builds;
     lw_range_vec ranges;
     lw_seq_vec seqs;
 } lw_ctx;
 
 /* lower.c */
 int lw_analyze(lw_ctx *c);
+/* Largest sum of member size estimates of one inlining group (lower.c). */
+#define LW_GROUP_MAX 16384
 /* NP_* bits of node `id` (memoised once the analysis is done). */
 uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth);
 /* Is REPEAT node `id` lowered to a counter rule rather than unrolled? Yes when its
  * bound exceeds opts->repeat_threshold, or when unrolling would copy the body into
- * more than LW_MAX_UNROLL states (nested small repeats multiply). */
+ * more than LW_MAX_UNROLL states (nested small repeats multiply), or when it is bounded
+ * (max >= 2) and its body is wide: it can start with at least LW_WIDE_FIRST_BYTES of
+ * the 256 bytes (a JSON string's `char` in `char{0,15}`, `[^;]{2,8}`). Unrolled, each
+ * position of such a body is its own automaton state, and each state's first mask is a
+ * walk of most of the vocabulary (4-6 ms at 150k tokens); as a counter rule every
+ * position and every bound shares one loop entry of the body (mask/walk.c
+ * xgr_walk_loop_child), the counter applied per fill. */
 #define LW_MAX_UNROLL 1024
+#define LW_WIDE_FIRST_BYTES 96
 int lw_repeat_compressed(lw_ctx *c, int32_t id);
 
 /* fsm_build.c: output-rule lookup / creation (may grow c->orules). */

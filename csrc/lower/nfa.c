@@ -24,13 +24,91 @@ int lw_nfa_edge(lw_ctx *c, int32_t from, int32_t to, int32_t label, uint8_t lo, 
 
 static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth);
 
-/* A sequence of 2-4 rule references whose first rule is inlined (`"\\" kchar_x key_rest`
- * in a trie of property names, hundreds of times in one rule), ending at `b`: built once
- * from a fresh state s, then every other occurrence with the same rules and end is one
- * epsilon edge a -> s. The fragment's states are fresh and only lead to b, and only
- * epsilon edges enter s, so each user still spells exactly the sequence; the subset
- * construction then visits one copy of the inlined rule instead of one per occurrence
- * (the minimal DFA is the same). Sets *done when it built the sequence. */
+/* ---- shared fragments ----------------------------------------------------------------
+ * An inlined rule, or a sequence of 2-4 rule references whose first rule is inlined
+ * (`"\\" kchar_x key_rest` in a trie of property names, hundreds of times in one rule),
+ * ending at `b`: built once from a fresh state s, then every other occurrence with the
+ * same rules and end is one epsilon edge a -> s. The fragment's states are fresh and
+ * only lead to b, and only epsilon edges enter s, so each user still spells exactly the
+ * rules' language; the subset construction then visits one copy of the inlined rule
+ * instead of one per occurrence (the minimal DFA is the same). An object's optional
+ * property chain `p_k ::= ws "," ... p_{k+1} | p_{k+1}` with p_{k+1} inlined builds
+ * p_{k+1} once instead of twice (and so on down the inlined chain). */
+
+static uint64_t share_hash(const lw_share *k) {
+    uint64_t h = xgr_mix64(((uint64_t)(uint32_t)k->n << 32) | (uint32_t)k->b);
+    for (int32_t i = 0; i < k->n; i++) h = xgr_hash_combine(h, (uint32_t)k->ids[i]);
+    return h;
+}
+
+static int share_same(const lw_share *x, const lw_share *y) {
+    return x->n == y->n && x->b == y->b && !memcmp(x->ids, y->ids, sizeof x->ids);
+}
+
+/* The fragment already built for key's rules and end, or NULL. */
+static const lw_share *share_find(const lw_ctx *c, const lw_share *key) {
+    if (!c->share_cap) return NULL;
+    size_t mask = c->share_cap - 1;
+    for (size_t i = share_hash(key) & mask; c->share_tab[i] >= 0; i = (i + 1) & mask)
+        if (share_same(&c->share.data[c->share_tab[i]], key))
+            return &c->share.data[c->share_tab[i]];
+    return NULL;
+}
+
+static int share_add(lw_ctx *c, lw_share key) {
+    if ((c->share.len + 1) * 2 > c->share_cap) {
+        size_t cap = c->share_cap ? c->share_cap * 2 : 64;
+        int32_t *t = xgr_malloc(cap * sizeof *t);
+        if (!t) return XGR_ERR_NOMEM;
+        memset(t, 0xff, cap * sizeof *t);
+        for (size_t k = 0; k < c->share.len; k++) {
+            size_t i = share_hash(&c->share.data[k]) & (cap - 1);
+            while (t[i] >= 0) i = (i + 1) & (cap - 1);
+            t[i] = (int32_t)k;
+            c->share.data[k].slot = (int32_t)i;
+        }
+        free(c->share_tab);
+        c->share_tab = t;
+        c->share_cap = cap;
+    }
+    size_t mask = c->share_cap - 1, i = share_hash(&key) & mask;
+    for (; c->share_tab[i] >= 0; i = (i + 1) & mask)
+        if (share_same(&c->share.data[c->share_tab[i]], &key)) return XGR_OK;
+    key.slot = (int32_t)i;
+    if (XGR_VEC_PUSH(c->share, key)) return XGR_ERR_NOMEM;
+    c->share_tab[i] = (int32_t)c->share.len - 1;
+    return XGR_OK;
+}
+
+/* Forgets every fragment (a new NFA). */
+static void share_reset(lw_ctx *c) {
+    for (size_t k = 0; k < c->share.len; k++) c->share_tab[c->share.data[k].slot] = -1;
+    c->share.len = 0;
+}
+
+/* Builds kids[0..n) (references; the first one inlined) in sequence from a to b through
+ * a shared fragment. */
+static int shared_frag(lw_ctx *c, const int32_t *kids, int32_t n, const lw_share *key, int32_t a,
+                       int32_t b, int depth) {
+    const lw_share *e = share_find(c, key);
+    if (e) return EPS(c, a, e->s);
+    lw_share k = *key;
+    int rc;
+    if ((rc = new_state(c, &k.s)) || (rc = EPS(c, a, k.s))) return rc;
+    int32_t cur = k.s;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t nxt = b;
+        if (i + 1 < n && (rc = new_state(c, &nxt))) return rc;
+        /* (a single inlined rule: its body; kids = NULL) */
+        int32_t node = kids ? kids[i] : c->g->rules.data[k.ids[0]].body;
+        if ((rc = build(c, node, cur, nxt, depth + 1))) return rc;
+        cur = nxt;
+    }
+    return share_add(c, k);
+}
+
+/* A sequence of 2-4 productive rule references led by an inlined one: shared. Sets *done
+ * when it built the sequence. */
 static int shared_seq(lw_ctx *c, const xgr_node *n, int32_t a, int32_t b, int depth,
                       int *done) {
     const xgr_grammar *g = c->g;
@@ -46,25 +124,26 @@ static int shared_seq(lw_ctx *c, const xgr_node *n, int32_t a, int32_t b, int de
         key.ids[i] = k->a;
     }
     if (!(c->rflags[key.ids[0]] & RF_INLINED)) return XGR_OK;
-    for (size_t i = 0; i < c->share.len; i++) {
-        const lw_share *e = &c->share.data[i];
-        if (e->n == key.n && e->b == b && !memcmp(e->ids, key.ids, sizeof key.ids)) {
-            *done = 1;
-            return EPS(c, a, e->s);
-        }
-    }
-    if (c->share.len >= LW_SHARE_MAX) return XGR_OK;
-    int rc;
-    if ((rc = new_state(c, &key.s)) || (rc = EPS(c, a, key.s))) return rc;
-    int32_t cur = key.s;
-    for (int32_t i = 0; i < n->count; i++) {
-        int32_t nxt = b;
-        if (i + 1 < n->count && (rc = new_state(c, &nxt))) return rc;
-        if ((rc = build(c, g->kids.data[n->off + i], cur, nxt, depth + 1))) return rc;
-        cur = nxt;
-    }
-    if (XGR_VEC_PUSH(c->share, key)) return XGR_ERR_NOMEM;
     *done = 1;
+    return shared_frag(c, g->kids.data + n->off, n->count, &key, a, b, depth);
+}
+
+/* A member of an inlining group (lower.c lw_group_inline), referenced at `a` and ending
+ * at `b`: its body is built once per NFA build and end state from a fresh state s, and
+ * every other reference with the same end is one epsilon edge a -> s (as shared_seq:
+ * only epsilon edges enter s and its fragment only leads to b). A pattern's automaton
+ * emitted one rule per state refers to most states from two or more others; without
+ * sharing the inlined copies would multiply along every path. */
+static int shared_ref(lw_ctx *c, int32_t r, int32_t a, int32_t b, int depth) {
+    if (c->grp_stamp[r] == c->nfa_builds && c->grp_end[r] == b) return EPS(c, a, c->grp_state[r]);
+    int32_t s = -1;
+    int rc;
+    if ((rc = new_state(c, &s)) || (rc = EPS(c, a, s)) ||
+        (rc = build(c, c->g->rules.data[r].body, s, b, depth + 1)))
+        return rc;
+    c->grp_stamp[r] = c->nfa_builds;
+    c->grp_end[r] = b;
+    c->grp_state[r] = s;
     return XGR_OK;
 }
 
@@ -160,7 +239,13 @@ static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth) {
         }
         if ((f & RF_INLINED) && !c->safe) {
             c->safe_differs = 1;
-            return build(c, g->rules.data[n.a].body, a, b, depth + 1);
+            if (c->grp && c->grp[n.a] >= 0) return shared_ref(c, n.a, a, b, depth);
+            lw_share key;
+            memset(&key, 0, sizeof key);
+            key.n = 1;
+            key.b = b;
+            key.ids[0] = n.a;
+            return shared_frag(c, NULL, 1, &key, a, b, depth);
         }
         /* A rule deriving only "" needs no Earley item. */
         if (!(f & RF_NE)) return EPS(c, a, b);
@@ -263,7 +348,8 @@ int lw_build_nfa(lw_ctx *c, int32_t orule) {
     c->nfa.edges.len = 0;
     c->nfa.may_dead = 0;
     c->safe_differs = 0;
-    c->share.len = 0;
+    share_reset(c);
+    c->nfa_builds++; /* invalidates every group member's shared fragment (shared_ref) */
     int rc;
     int32_t a = -1, b = -1;
     if ((rc = new_state(c, &a)) || (rc = new_state(c, &b))) return rc;

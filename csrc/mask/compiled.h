@@ -89,6 +89,10 @@ typedef struct xgr_mask_entry_s {
      * follow the repetition, so a dropped token that holds none of them after its first
      * byte cannot leave the repetition and is rejected without an exact check. */
     uint32_t *exit_first;
+    /* With exit_first: the tokens (a row_words bitset by id) that hold, after their first
+     * byte, a byte of exit_first, so the matcher's counter trim (drop_units) reads one bit
+     * per dropped token instead of its bytes. NULL else. */
+    uint32_t *unit_open;
     xgr_region_sfx *sfx;  /* region entries only, else NULL */
     xgr_region_sfx *psfx; /* context-free entries with many uncertain tokens, else NULL */
     /* A grammar's published entry with at most XGR_UBYTES_MAX uncertain tokens: their bytes

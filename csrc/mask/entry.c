@@ -21,7 +21,9 @@ static void free_array(const xgr_mask_entry *e, void *p) {
 
 void xgr_mask_entry_free(xgr_mask_entry *e) {
     if (!e) return;
-    if (e->map) { /* borrowed arrays (entry_pack.c): only the structs are the entry's */
+    if (e->map) { /* borrowed arrays (entry_pack.c, layer_pack.c): only the structs are
+                   * the entry's, and a layer's REFINED entry holds its base */
+        if (e->owns_base) xgr_mask_entry_release(e->base);
         xgr_file_map_release(e->map);
         free(e->psfx);
         free(e);
@@ -39,6 +41,7 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     free_array(e, e->unit_ids);
     free_array(e, e->unit_end);
     free_array(e, e->exit_first);
+    free_array(e, e->unit_open);
     xgr_region_sfx_free(e->sfx);
     xgr_region_sfx_free(e->psfx);
     free(e->uoff);

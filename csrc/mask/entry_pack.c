@@ -30,7 +30,7 @@
 
 int xgr_entry_packable(const xgr_mask_entry *e) {
     if (e->form < XGR_MASK_ACCEPTED_LIST || e->form > XGR_MASK_BITSET) return 0;
-    if (e->base || e->owns_base || e->ids_by_len || e->exit_first || e->uoff || e->sfx ||
+    if (e->base || e->owns_base || e->ids_by_len || e->exit_first || e->unit_open || e->uoff || e->sfx ||
         e->in_arena)
         return 0;
     if (e->form == XGR_MASK_BITSET ? !e->bits : !e->ids) return 0;
@@ -43,9 +43,9 @@ int xgr_entry_packable(const xgr_mask_entry *e) {
 
 /* ---- writing -------------------------------------------------------------------------- */
 
-typedef XGR_VEC(uint8_t) bytes_out;
+typedef xgr_pack_bytes bytes_out;
 
-static int put(bytes_out *b, const void *p, size_t n) {
+int xgr_pack_put(bytes_out *b, const void *p, size_t n) {
     size_t pad = (8 - (n & 7)) & 7;
     if (XGR_VEC_RESERVE(*b, b->len + n + pad)) return XGR_ERR_NOMEM;
     if (n) memcpy(b->data + b->len, p, n);
@@ -53,19 +53,17 @@ static int put(bytes_out *b, const void *p, size_t n) {
     b->len += n + pad;
     return XGR_OK;
 }
+#define put xgr_pack_put
 
-static int put_entry(bytes_out *b, const struct xgr_vocab *v, const xgr_gcache_item *it,
-                     uint32_t key_index) {
-    const xgr_mask_entry *e = it->entry;
+int xgr_pack_put_plain(xgr_pack_bytes *b, const struct xgr_vocab *v, const xgr_mask_entry *e) {
     int32_t n_unc = e->n_uncertain, n_pops = n_unc ? e->pop_begin[n_unc] : 0;
     int32_t f[PACK_FIELDS] = {e->form, e->form == XGR_MASK_BITSET ? 0 : e->n_ids, e->n_accepted,
                               e->wants_context ? 1 : 0, n_unc, n_pops,
                               e->run_begin ? e->n_runs : -1, e->unit_ids ? e->max_units : 0,
                               e->unit_ids ? e->unit_end[0] : 0, e->psfx ? e->psfx->n : -1,
                               e->psfx ? (int32_t)e->psfx->off[e->psfx->n] : 0, 0};
-    int32_t h[2] = {(int32_t)key_index, it->local_state}, zero = 0;
-    int rc = put(b, h, sizeof h);
-    if (!rc) rc = put(b, f, sizeof f);
+    int32_t zero = 0;
+    int rc = put(b, f, sizeof f);
     if (!rc) rc = e->form == XGR_MASK_BITSET ? put(b, e->bits, (size_t)v->row_words * 4)
                                             : put(b, e->ids, (size_t)e->n_ids * 4);
     if (!rc) rc = put(b, e->uncertain, (size_t)n_unc * 4);
@@ -79,6 +77,13 @@ static int put_entry(bytes_out *b, const struct xgr_vocab *v, const xgr_gcache_i
     if (!rc && e->psfx) rc = put(b, e->psfx->off, ((size_t)e->psfx->n + 1) * 4);
     if (!rc && e->psfx) rc = put(b, e->psfx->bytes, e->psfx->off[e->psfx->n]);
     return rc;
+}
+
+static int put_entry(bytes_out *b, const struct xgr_vocab *v, const xgr_gcache_item *it,
+                     uint32_t key_index) {
+    int32_t h[2] = {(int32_t)key_index, it->local_state};
+    int rc = put(b, h, sizeof h);
+    return rc ? rc : xgr_pack_put_plain(b, v, it->entry);
 }
 
 /* kidx[i] = the index of item i's key among the distinct keys, in order of first use;
@@ -169,13 +174,10 @@ int xgr_mask_pack_build(const xgr_vocab *v, uint64_t after_seq, uint8_t **out, s
 
 /* ---- reading -------------------------------------------------------------------------- */
 
-typedef struct {
-    const uint8_t *p;
-    size_t left;
-} reader;
+typedef xgr_pack_reader reader;
 
 /* The next count * size bytes (8-padded), or NULL when the pack is shorter. */
-static const void *take(reader *r, size_t count, size_t size) {
+const void *xgr_pack_take(reader *r, size_t count, size_t size) {
     if (size && count > r->left / size) return NULL;
     size_t n = count * size, pad = (8 - (n & 7)) & 7;
     if (n + pad > r->left) return NULL;
@@ -184,11 +186,14 @@ static const void *take(reader *r, size_t count, size_t size) {
     r->left -= n + pad;
     return p;
 }
+#define take xgr_pack_take
 
-static int is_text(const struct xgr_vocab *v, int32_t id) {
+int xgr_pack_is_text(const struct xgr_vocab *v, int32_t id) {
     return id >= 0 && id < v->vocab_size && id < v->n_tokens &&
            (v->text_bits[id >> 5] >> (id & 31) & 1u);
 }
+
+#define is_text xgr_pack_is_text
 
 static int ids_ok(const struct xgr_vocab *v, const int32_t *ids, int32_t n) {
     for (int32_t i = 0; i < n; i++)
@@ -270,15 +275,23 @@ static xgr_mask_entry *borrowed_entry(xgr_file_map *map, int32_t form, int32_t n
 static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys, uint32_t n_keys,
                       loaded *out, const char **why, xgr_file_map *map) {
     const uint8_t *hp = take(r, 8, 1);
-    const int32_t *f = hp ? take(r, PACK_FIELDS, 4) : NULL;
-    if (!f) return *why = "truncated entry", XGR_ERR_INVALID_ARG;
+    if (!hp) return *why = "truncated entry", XGR_ERR_INVALID_ARG;
     uint32_t key_index;
     memcpy(&key_index, hp, 4);
     memcpy(&out->local, hp + 4, 4);
+    if (out->local < -1) return *why = "local state", XGR_ERR_INVALID_ARG;
+    if (key_index >= n_keys) return *why = "key index", XGR_ERR_INVALID_ARG;
+    out->key = &keys[key_index];
+    return xgr_pack_read_plain(r, v, &out->e, why, map);
+}
+
+int xgr_pack_read_plain(reader *r, const struct xgr_vocab *v, xgr_mask_entry **out,
+                        const char **why, xgr_file_map *map) {
+    const int32_t *f = take(r, PACK_FIELDS, 4);
+    if (!f) return *why = "truncated entry", XGR_ERR_INVALID_ARG;
     int32_t form = f[0], n_ids = f[1], n_acc = f[2], wants = f[3], n_unc = f[4], n_pops = f[5];
     int32_t n_runs = f[6], max_units = f[7], n_unit = f[8], ps_n = f[9], ps_bytes = f[10];
 #define BAD(msg) return *why = (msg), XGR_ERR_INVALID_ARG
-    if (out->local < -1) BAD("local state");
     if (form < XGR_MASK_ACCEPTED_LIST || form > XGR_MASK_BITSET) BAD("form");
     if (n_ids < 0 || n_ids > v->n_sorted || (form == XGR_MASK_BITSET && n_ids)) BAD("id count");
     if (n_acc < 0 || n_acc > v->vocab_size || (wants != 0 && wants != 1) || f[11]) BAD("fields");
@@ -289,8 +302,6 @@ static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys
         (!max_units && n_unit))
         BAD("unit count");
     if (ps_n < -1 || ps_n > n_unc || ps_bytes < 0 || (ps_n < 0 && ps_bytes)) BAD("suffix count");
-    if (key_index >= n_keys) BAD("key index");
-    out->key = &keys[key_index];
     size_t rw = (size_t)v->row_words;
     const int32_t *ids = form == XGR_MASK_BITSET ? NULL : take(r, (size_t)n_ids, 4);
     const uint32_t *bits = form == XGR_MASK_BITSET ? take(r, rw, 4) : NULL;
@@ -358,7 +369,7 @@ static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys
         if (!e) return XGR_ERR_NOMEM;
         e->n_accepted = n_acc;
         e->wants_context = wants;
-        out->e = e;
+        *out = e;
         return XGR_OK;
     }
     /* the copy: one block as entry.c builds them, the optional parts on their own */
@@ -433,7 +444,7 @@ static int read_entry(reader *r, const struct xgr_vocab *v, const pack_key *keys
         xgr_mask_entry_free(e);
         return rc;
     }
-    out->e = e;
+    *out = e;
     return XGR_OK;
 }
 

@@ -332,6 +332,12 @@ int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_
         xgr_mask_entry_free(e);
         return rc;
     }
+    if ((rc = xgr_mask_slot_publish(c, slot_id, e, out)) > 0) rc = XGR_OK;
+    return rc;
+}
+
+int xgr_mask_slot_publish(xgr_compiled *c, int32_t slot_id, xgr_mask_entry *e,
+                          const xgr_mask_entry **out) {
     _Atomic(_Atomic(xgr_mask_entry *) *) *cp = &c->entry_chunks[slot_id / XGR_SLOT_CHUNK];
     _Atomic(xgr_mask_entry *) *chunk = atomic_load_explicit(cp, memory_order_acquire);
     if (!chunk) {
@@ -355,9 +361,9 @@ int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot_
                                                 memory_order_acq_rel, memory_order_acquire)) {
         atomic_fetch_add(&c->memory, e->in_arena ? e->bytes - sizeof *e - e->block : e->bytes);
         *out = e;
-    } else {
-        xgr_mask_entry_free(e);
-        *out = expected;
+        return XGR_OK;
     }
-    return XGR_OK;
+    xgr_mask_entry_free(e);
+    *out = expected;
+    return 1;
 }

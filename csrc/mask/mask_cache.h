@@ -24,6 +24,12 @@ void xgr_mask_scratch_free(xgr_mask_scratch *s);
 int xgr_mask_entry_get(xgr_compiled *c, xgr_mask_scratch *scratch, int32_t slot,
                        const xgr_mask_entry **out);
 
+/* Publishes e (owned) in `slot` unless one is there already: then e is freed and *out is
+ * the published one, and it returns 1; XGR_OK when e was published; XGR_ERR_NOMEM (e
+ * freed). */
+int xgr_mask_slot_publish(xgr_compiled *c, int32_t slot, xgr_mask_entry *e,
+                          const xgr_mask_entry **out);
+
 /* Published entries with at most this many uncertain tokens carry their bytes (compiled.h
  * uoff / ubytes). */
 #define XGR_UBYTES_MAX 1024

@@ -149,6 +149,35 @@ static int sharpen_dispatch(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int3
     return rc;
 }
 
+/* open[] (row_words, by id, written whole) = the tokens that hold, after their first
+ * byte, a byte of `ex` (a 256-bit set). Only tokens holding such a byte at all (the
+ * vocabulary's folded byte sets, 64 sorted tokens a word) have their bytes read. */
+static void unit_open_bits(const struct xgr_vocab *v, const uint32_t ex[8], uint32_t *open) {
+    memset(open, 0, (size_t)v->row_words * sizeof *open);
+    uint8_t fold[128] = {0};
+    int rows[128], nrows = 0;
+    for (int b = 0; b < 256; b++)
+        if ((ex[b >> 5] >> (b & 31)) & 1) {
+            if (b < 0x80) fold[b] = 1;
+            else fold[0] = fold[XGR_FOLD_CHAR] = 1;
+        }
+    for (int b = 0; b < 128; b++)
+        if (fold[b]) rows[nrows++] = b;
+    size_t W = (size_t)v->set_words;
+    for (size_t w = 0; w < W && nrows; w++) {
+        uint64_t cand = 0;
+        for (int k = 0; k < nrows; k++) cand |= v->byte_sets[(size_t)rows[k] * W + w];
+        for (; cand; cand &= cand - 1) {
+            int32_t i = (int32_t)(w * 64 + (size_t)xgr_ctz64(cand));
+            uint32_t len;
+            const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
+            int o = 0;
+            for (uint32_t j = 1; j < len && !o; j++) o = (ex[tok[j] >> 5] >> (tok[j] & 31)) & 1;
+            if (o) open[v->sorted[i] >> 5] |= 1u << (v->sorted[i] & 31);
+        }
+    }
+}
+
 /* This grammar's view of a context-free entry: its uncertain tokens whose bytes after a
  * pop could follow the rule somewhere in this grammar (stack-free over-approximation); the
  * rest are rejected. A TagDispatch state's entry (which always records its runs) is
@@ -165,8 +194,10 @@ int xgr_sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
     const xgr_fsm *f = c->fsm;
     int32_t rule = rep >= 0 ? rep : f->state_rule[state];
     size_t nu = (size_t)raw->n_uncertain + 1, nx = rep >= 0 ? 8 : 0;
+    /* (the counter trim runs only under a bounded repetition) */
+    size_t no = rep >= 0 && raw->unit_ids && f->repeat_max[rep] >= 0 ? (size_t)v->row_words : 0;
     char *tail = NULL;
-    xgr_mask_entry *e = xgr_entry_grammar_block(c, (nu + nx) * 4, &tail);
+    xgr_mask_entry *e = xgr_entry_grammar_block(c, (nu + nx + no) * 4, &tail);
     const xgr_region_sfx *S = raw->psfx;
     int8_t gkeep_local[256]; /* per suffix group, -1: not yet */
     int8_t *gkeep = !S || S->n <= 256 ? gkeep_local : xgr_malloc((size_t)S->n);
@@ -187,6 +218,10 @@ int xgr_sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
             xgr_mask_entry_free(e);
             if (gkeep != gkeep_local) free(gkeep);
             return rc;
+        }
+        if (no) {
+            e->unit_open = xgr_entry_block_take(&tail, no * sizeof *e->unit_open);
+            unit_open_bits(v, e->exit_first, e->unit_open);
         }
     }
     int opaque = c->rule_opaque[rule];

@@ -55,6 +55,9 @@ typedef struct {
     int hybrid;
     int32_t sw;
     const int32_t *ref_begin;
+    /* Hybrid, start state with byte and reference edges whose references the callees'
+     * own items decide (xgr_walk_refs_to_callees): no hand-over at depth 0. */
+    int skip0;
 } walker;
 
 /* Rules with more states than this walk their edges instead of building a table. */
@@ -206,12 +209,35 @@ int32_t xgr_walk_loop_child(const xgr_compiled *c, int32_t rep) {
     return r;
 }
 
+int xgr_walk_refs_to_callees(const xgr_compiled *c, int32_t state) {
+    const xgr_fsm *f = c->fsm;
+    int32_t r = f->state_rule[state];
+    if (c->rule_flat[r] || c->rule_opaque[r] || f->rule_kind[r] != XGR_RULE_NORMAL ||
+        !c->scannable[state])
+        return 0;
+    int32_t e0 = c->ref_begin[state], e1 = f->edge_begin[state + 1];
+    if (e0 == e1) return 0;
+    for (int32_t e = e0; e < e1; e++) {
+        int32_t t = f->edges[e].ref;
+        if (t < 0) return 0;
+        /* a callee whose start refers on (an optional-property chain: p_k's start predicts
+         * p_k+1, which predicts p_k+2, ...): one walk through the parser here covers the
+         * whole chain (cover.c), cheaper than an entry per predicted rule */
+        int32_t s0 = f->rule_start[t];
+        if (c->ref_begin[s0] != f->edge_begin[s0 + 1]) return 0;
+    }
+    return 1;
+}
+
 /* Hybrid walks: at depth d, on a state with reference edges, hand over to the parser
- * (row 0 = the closure of that state as the outer item). Returns whether it did. */
+ * (row 0 = the closure of that state as the outer item). Returns whether it did. At
+ * depth 0 of a start state whose references its callees' items decide (skip0), it walks
+ * on over the byte edges only. */
 static inline int walker_switch(walker *w, int32_t d, int *rc) {
     int32_t s = w->dstate[d];
     *rc = XGR_OK;
-    if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1]) return 0;
+    if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1] || (d == 0 && w->skip0))
+        return 0;
     xgr_item it = {s, XGR_ORIGIN_OUTER, 0, 0};
     if ((*rc = xgr_parser_start(w->p, it))) return 0;
     w->sw = d;
@@ -290,7 +316,7 @@ static int first_bytes(const xgr_compiled *c, const walker *w, int32_t state, ui
         xgr_parser_next_bytes(w->p, out);
         return 1;
     }
-    if (w->hybrid && c->ref_begin[state] != f->edge_begin[state + 1]) return 0;
+    if (w->hybrid && !w->skip0 && c->ref_begin[state] != f->edge_begin[state + 1]) return 0;
     memset(out, 0, 8 * sizeof *out);
     xgr_fsm_byte_set(f, state, out);
     return 1;
@@ -326,6 +352,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
         rc = walker_flat_init(c, &w, state, -1, depth_cap);
         w.hybrid = 1;
         w.ref_begin = c->ref_begin;
+        w.skip0 = xgr_walk_refs_to_callees(c, state);
     } else {
         xgr_item init = {state, XGR_ORIGIN_OUTER, 0, 0};
         rc = xgr_parser_start(p, init);

@@ -57,6 +57,16 @@ int xgr_walk_flat_table(xgr_compiled *c, int32_t r, int utf8, const xgr_flat_tab
  * else -1. */
 int32_t xgr_walk_loop_child(const xgr_compiled *c, int32_t rep);
 
+/* Does the vocabulary pass of plain slot `state` (a hybrid walk) leave the state's own
+ * reference edges to the callees' items? True for a state of an ordinary rule with byte
+ * edges and references whose callees start on byte edges only (after `{"` in an object
+ * with named properties and additionalProperties: a listed name's first byte and the
+ * key rule): the pass then walks the byte edges alone at the first byte instead of every
+ * token through the parser, and the callee's predicted item, which the row always holds,
+ * gets its own entry, shareable across grammars. cover.c must then not count the state as
+ * covering what it predicts. */
+int xgr_walk_refs_to_callees(const xgr_compiled *c, int32_t state);
+
 int xgr_walk_first_cache_init(xgr_walk_first_cache *fc, const xgr_fsm *f);
 void xgr_walk_first_cache_free(xgr_walk_first_cache *fc);
 /* Can byte b start what a reference at `state` enters? */

@@ -17,7 +17,11 @@
  * through X: it accepts T, or keeps it uncertain when T leaves K's rule (the matcher then
  * checks it on the real parser), and rejects it only when T has no derivation there, which
  * is every derivation T has through X. Opaque rules (whose entries stop at references)
- * and repetition rules (whose entries ignore counters) are never counted as covering. */
+ * and repetition rules (whose entries ignore counters) are never counted as covering, nor
+ * is a state whose vocabulary pass leaves its own references to the callees' items
+ * (walk.h xgr_walk_refs_to_callees: a listed name's byte edge beside the reference to an
+ * additionalProperties key rule): its entry walks only its byte edges at the first byte,
+ * so the callee's item keeps its own entry. */
 #include "cover.h"
 
 #include "../mask/walk.h"
@@ -72,7 +76,9 @@ int32_t xgr_cover_mark(const xgr_compiled *c, const xgr_parser *p, xgr_cover *cv
         /* then: this item as a predictor of the rules its reference edges enter */
         int32_t e0 = c->ref_begin[s], e1 = f->edge_begin[s + 1];
         if (e0 == e1) continue;
-        uint8_t good = c->scannable[s] && f->rule_kind[r] == XGR_RULE_NORMAL && !c->rule_opaque[r];
+        /* (a state whose entry leaves its references to the callees' items covers none) */
+        uint8_t good = c->scannable[s] && f->rule_kind[r] == XGR_RULE_NORMAL &&
+                       !c->rule_opaque[r] && !xgr_walk_refs_to_callees(c, s);
         for (int32_t e = e0; e < e1; e++) {
             int32_t t = f->edges[e].ref;
             if (t < 0) continue;
@@ -95,11 +101,10 @@ int xgr_cover_loop_body(const xgr_compiled *c, const xgr_parser *p, xgr_item it,
         int32_t ps = p->items.data[q].state;
         for (int32_t e = c->ref_begin[ps]; e < f->edge_begin[ps + 1]; e++) {
             if (f->edges[e].ref != rule) continue;
-            /* Unbounded repetitions only: under a bounded caller ({n}, {m,n}) the pair
-             * slots' per-caller limits left tokens out that the plain entry keeps (a
-             * fuzz_regex input, tests/fuzz/regressions/regex-loop-body-bounded). */
-            if (xgr_walk_loop_child(c, f->state_rule[ps]) != rule || xgr_pair_base(c, e) < 0 ||
-                f->repeat_max[f->state_rule[ps]] >= 0)
+            /* Bounded callers too: the matcher keeps, per pair slot, the largest count of
+             * repetitions its callers have left (matcher.c push_key), so the loop entry's
+             * counter trim is exact whatever the callers' counts. */
+            if (xgr_walk_loop_child(c, f->state_rule[ps]) != rule || xgr_pair_base(c, e) < 0)
                 return 0;
             any = 1;
         }

@@ -28,8 +28,9 @@ void xgr_cover_free(xgr_cover *cv);
  * has lazy rules or budgets: none then), or -1 when out of memory. */
 int32_t xgr_cover_mark(const xgr_compiled *c, const xgr_parser *p, xgr_cover *cv);
 
-/* Is every caller of item `it` (of rule `rule`) in its origin row an unbounded unit repetition whose
- * body is `rule` as a loop table (mask/walk.c xgr_walk_loop_child), with pair slots? Then
+/* Is every caller of item `it` (of rule `rule`) in its origin row a unit repetition
+ * (bounded or not) whose body is `rule` as a loop table (mask/walk.c
+ * xgr_walk_loop_child), with pair slots? Then
  * the matcher goes to those pair slots, loop entries (one table walk over the vocabulary
  * each, shared by every bound), without building the item's plain entry: a JSON string's
  * `char` alone ends after one character, so that entry would leave every longer token open

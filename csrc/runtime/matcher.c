@@ -6,6 +6,7 @@
 #include "../parse/attrs.h"
 #include "cover.h"
 #include "lazy_tokens.h"
+#include "tail_memo.h"
 #include "token_class.h"
 
 typedef struct {
@@ -44,6 +45,24 @@ struct xgr_matcher {
     uint32_t *memo_row; /* row_words, allocated on first use */
     XGR_VEC(xgr_item) memo_items;
     int memo_ok, memo_need_apply;
+    /* Verdicts of exact checks (check_uncertain), kept while the last parser row holds the
+     * same items up to the counters of bounded repetitions (vm_count): inside a string
+     * with maxLength, successive fills differ only by that counter, so the whole-row memo
+     * above misses, yet the tokens that close the string and go on in a wide object
+     * (`1","next_key"`) get the same verdict at each step. A verdict holds at any counter
+     * k >= min of a repetition whose child cannot be empty when the token has fewer bytes
+     * than max - k (each repetition the token completes consumes one of its bytes): so a
+     * token is read from the memo only when shorter than vm_room, the smallest such room
+     * of every fill since the memo was started. */
+    uint32_t *vm_known, *vm_acc; /* row_words each, allocated on first use */
+    XGR_VEC(int32_t) vm_ids;     /* the tokens in vm_known, to clear it */
+    XGR_VEC(xgr_item) vm_items;  /* the row the verdicts hold for (vm_item) */
+    int32_t vm_room;
+    int vm_ok;     /* vm_items is valid: the rows its origins point to are unchanged */
+    int vm_active; /* this fill reads and writes the verdicts */
+    xgr_tail_memo tail;        /* verdicts of token tails by parser row (tail_memo.h) */
+    XGR_VEC(int32_t) tail_rid; /* check_uncertain: per depth, the tail memo's row id */
+    int tail_stale;            /* rows it knows may have changed: clear before use */
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
     uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
     xgr_cover cover;      /* collect_states: items another item's entry covers (cover.h) */
@@ -97,6 +116,12 @@ void xgr_matcher_free(xgr_matcher *m) {
     free(m->lazy_risky);
     free(m->lazy_bits);
     XGR_VEC_FREE(m->memo_items);
+    free(m->vm_known);
+    free(m->vm_acc);
+    XGR_VEC_FREE(m->vm_ids);
+    XGR_VEC_FREE(m->vm_items);
+    xgr_tail_memo_free(&m->tail);
+    XGR_VEC_FREE(m->tail_rid);
     xgr_cover_free(&m->cover);
     xgr_compiled_release(m->c);
     free(m);
@@ -107,6 +132,8 @@ static int start_root(xgr_matcher *m) {
     xgr_item root = {f->rule_start[f->root], 0, 0, 0};
     m->terminated = 0;
     m->memo_ok = 0;
+    m->vm_ok = 0;
+    m->tail_stale = 1;
     m->steps.len = 0;
     return xgr_parser_start(&m->parser, root);
 }
@@ -367,6 +394,8 @@ int xgr_matcher_rollback(xgr_matcher *m, int32_t n) {
     step_rec first = m->steps.data[m->steps.len - (size_t)n];
     m->steps.len -= (size_t)n;
     m->memo_ok = 0; /* rows its origins point to may be rebuilt otherwise */
+    m->vm_ok = 0;
+    m->tail_stale = 1;
     xgr_parser_truncate(&m->parser, first.rows_before);
     m->terminated = 0;
     for (size_t i = 0; i < m->steps.len; i++)
@@ -449,6 +478,11 @@ static int check_token(xgr_matcher *m, int32_t token, int *ok) {
     return rc;
 }
 
+#define TM_UNKNOWN (-2)
+/* Lists of more tokens than this (a key trie's first letters: tens of thousands of tokens
+ * that rarely meet a row twice) skip the tail memo. */
+#define TM_MAX_CHECKS 8192
+
 /* Decides the uncertain tokens `ids` (in sorted-vocabulary order) exactly, setting the
  * accepted ones in `row`. Consecutive tokens share parser rows for their common prefix,
  * and a prefix that dies rejects every later token that starts with it. */
@@ -464,14 +498,24 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
     uint32_t prev_len = 0, valid = 0; /* rows base..base+valid hold prev's prefix */
     int64_t dead_len = -1;            /* prev's first dead prefix length, or -1 */
     int rc = XGR_OK;
+    /* The tail memo (tail_memo.h) with the verdict memo's conditions (no budgets nor lazy
+     * rules; captures left alone), for lists short enough: rid[d] is the memo's id of row
+     * base + d (TM_UNKNOWN until asked, -1 none). */
+    int32_t *rid = NULL;
+    int tm = m->vm_active && !p->captures && n <= TM_MAX_CHECKS;
+    if (tm) {
+        if (m->tail_stale || xgr_tail_memo_full(&m->tail)) {
+            xgr_tail_memo_clear(&m->tail);
+            m->tail_stale = 0;
+        }
+        if (XGR_VEC_RESERVE(m->tail_rid, (size_t)v->max_token_len + 1)) tm = 0;
+        else rid = m->tail_rid.data, rid[0] = TM_UNKNOWN;
+    }
     for (int32_t i = 0; i < n && !rc; i++) {
         int32_t id = ids[i];
         if (get_bit(row, id) || get_bit(m->checked_bits, id)) continue;
         set_bit(m->checked_bits, id);
         m->worked = 1;
-#ifdef XGR_STATS
-        xgr_stat_checks++;
-#endif
         uint32_t len;
         const uint8_t *tok;
         if (uoff) {
@@ -480,6 +524,14 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
         } else {
             tok = xgr_vocab_token(v, id, &len);
         }
+        if (m->vm_active && get_bit(m->vm_known, id) && (int64_t)len < m->vm_room) {
+            if (get_bit(m->vm_acc, id)) set_bit(row, id);
+            continue;
+        }
+#ifdef XGR_STATS
+        xgr_stat_checks++;
+#endif
+        int limited = 0, verdict = -1;
         uint32_t l = prev ? xgr_common_prefix(prev, prev_len, tok, len) : 0;
         if (dead_len >= 0 && (int64_t)l >= dead_len) continue; /* shares a dead prefix */
         uint32_t d = l < valid ? l : valid;
@@ -488,6 +540,12 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
         prev_len = len;
         dead_len = -1;
         for (; d < len; d++) {
+            /* a tail already decided from this row (tail_memo.h) */
+            if (tm && len - d <= XGR_TAIL_MAX_SUFFIX) {
+                if (rid[d] == TM_UNKNOWN) rid[d] = xgr_tail_row(&m->tail, p, base + (int32_t)d, base);
+                if (rid[d] >= 0 && (verdict = xgr_tail_get(&m->tail, rid[d], tok + d, len - d)) >= 0)
+                    break;
+            }
             int alive;
             if ((rc = xgr_parser_step(p, tok[d], &alive))) {
                 /* Too much parser work (max_step_work / max_row_items): the token is not
@@ -496,14 +554,31 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
                 if (rc != XGR_ERR_LIMIT) break;
                 rc = XGR_OK;
                 alive = 0;
+                limited = 1;
             }
             if (!alive) {
                 dead_len = (int64_t)d + 1;
                 break;
             }
+            if (tm) rid[d + 1] = TM_UNKNOWN;
         }
         valid = d;
-        if (!rc && dead_len < 0) set_bit(row, id);
+        if (rc) break;
+        int acc = verdict >= 0 ? verdict : dead_len < 0;
+        if (acc) set_bit(row, id);
+        if (limited) continue;
+        if (m->vm_active && !get_bit(m->vm_known, id) && !XGR_VEC_PUSH(m->vm_ids, id)) {
+            set_bit(m->vm_known, id);
+            if (acc) set_bit(m->vm_acc, id);
+        }
+        /* the verdict holds for every tail of the token from the rows it went through,
+         * up to where it was decided (rows base..base+valid exist) */
+        for (uint32_t e = 0; tm && e <= valid && e < len; e++) {
+            if (len - e > XGR_TAIL_MAX_SUFFIX) continue;
+            if (rid[e] == TM_UNKNOWN) rid[e] = xgr_tail_row(&m->tail, p, base + (int32_t)e, base);
+            if (rid[e] >= 0 && (verdict < 0 || e < valid))
+                xgr_tail_put(&m->tail, rid[e], tok + e, len - e, acc);
+        }
     }
     xgr_parser_truncate(p, base + 1);
     return rc;
@@ -533,10 +608,18 @@ static void apply_accepted(xgr_matcher *m, const xgr_mask_entry *e, uint32_t *ro
     }
 }
 
+/* Adds cache slot `key` with `lim` repetitions left to its REPEAT caller (INT32_MAX: no
+ * counter). One slot may come from several callers: the same caller state at different
+ * counts (`x+ y{22}` predicts y's body under y{22} at every count after each character).
+ * A token is allowed when one of them allows it, and the slot's entry decides it alike
+ * under each, except that it must not run more repetitions than its caller has left: so
+ * the slot keeps the largest `lim` of its callers. (The smallest, as before, made a loop
+ * entry's drop_units reject tokens that only the callers with fewer repetitions left
+ * cannot take: a fuzz_regex input, tests/fuzz/regressions/regex/regex-loop-body-bounded.) */
 static int push_key(xgr_matcher *m, int32_t key, int32_t lim) {
     for (size_t j = 0; j < m->states.len; j++)
         if (m->states.data[j] == key) {
-            if (lim < m->lims.data[j]) m->lims.data[j] = lim;
+            if (lim > m->lims.data[j]) m->lims.data[j] = lim;
             return XGR_OK;
         }
     if (XGR_VEC_PUSH(m->states, key) || XGR_VEC_PUSH(m->lims, lim)) return XGR_ERR_NOMEM;
@@ -632,11 +715,15 @@ static int drop_units(xgr_matcher *m, const xgr_mask_entry *top, const xgr_mask_
                       int32_t lim, uint32_t *row) {
     if (lim > base->max_units) return XGR_OK;
     const struct xgr_vocab *v = m->c->vocab;
-    const uint32_t *ex = top->exit_first;
+    const uint32_t *ex = top->exit_first, *ob = top->unit_open;
     int32_t n = base->unit_end[lim < 0 ? 0 : lim];
     for (int32_t k = 0; k < n; k++) {
         int32_t id = base->unit_ids[k];
         clear_bit(row, id);
+        if (ob) {
+            if (((ob[id >> 5] >> (id & 31)) & 1) && XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+            continue;
+        }
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, id, &len);
         int open = !ex;
@@ -815,6 +902,83 @@ static void memo_store(xgr_matcher *m, const uint32_t *row, int need) {
     m->memo_ok = 1;
 }
 
+/* An item's counter as the verdict memo compares it: a bounded or unbounded repetition of
+ * a child that cannot be empty, at or above its minimum, compares equal at every count
+ * (-2); its room (max - count) goes to *room. Below the minimum the count stays. */
+static inline int32_t vm_count(const xgr_fsm *f, xgr_item it, int32_t *room) {
+    int32_t r = f->state_rule[it.state];
+    if (f->rule_kind[r] != XGR_RULE_REPEAT || f->repeat_child[r] < 0 ||
+        f->rule_nullable[f->repeat_child[r]] || it.count < f->repeat_min[r])
+        return it.count;
+    if (f->repeat_max[r] >= 0 && f->repeat_max[r] - it.count < *room)
+        *room = f->repeat_max[r] - it.count;
+    return -2;
+}
+
+/* Starts a fill's use of the verdict memo (the vm_* fields): kept when the last row holds
+ * the memo's items (origins at or past the row as -1, counters as vm_count), else emptied
+ * and keyed by this row. Without memory the fill just does not use it. */
+static void vm_begin(xgr_matcher *m) {
+    const xgr_fsm *f = m->c->fsm;
+    const xgr_parser *p = &m->parser;
+    size_t rw = (size_t)m->c->vocab->row_words;
+    int32_t last = xgr_parser_rows(p) - 1;
+    int32_t b = p->row_begin.data[last], e = p->row_begin.data[last + 1], room = INT32_MAX;
+    m->vm_active = 0;
+    if (!m->vm_known) {
+        m->vm_known = xgr_calloc(rw, sizeof *m->vm_known);
+        m->vm_acc = xgr_calloc(rw, sizeof *m->vm_acc);
+        if (!m->vm_known || !m->vm_acc) {
+            free(m->vm_known);
+            free(m->vm_acc);
+            m->vm_known = m->vm_acc = NULL;
+            return;
+        }
+        m->vm_ok = 0;
+    }
+    int same = m->vm_ok;
+    size_t j = 0;
+    for (int32_t k = b; k < e && same; k++) {
+        xgr_item it = p->items.data[k];
+        if (!memo_keeps(f, it)) continue;
+        if (j == m->vm_items.len) same = 0;
+        else {
+            xgr_item mt = m->vm_items.data[j++];
+            same = it.state == mt.state && (it.origin >= last ? -1 : it.origin) == mt.origin &&
+                   vm_count(f, it, &room) == mt.count;
+        }
+    }
+    if (same && j == m->vm_items.len) {
+        if (room < m->vm_room) m->vm_room = room;
+        m->vm_active = 1;
+        return;
+    }
+    /* a new row: forget the verdicts (by list when few) and key the memo by this row */
+    m->vm_ok = 0;
+    if (m->vm_ids.len > rw / 4) {
+        memset(m->vm_known, 0, rw * sizeof *m->vm_known);
+        memset(m->vm_acc, 0, rw * sizeof *m->vm_acc);
+    } else {
+        for (size_t i = 0; i < m->vm_ids.len; i++)
+            m->vm_known[m->vm_ids.data[i] >> 5] = m->vm_acc[m->vm_ids.data[i] >> 5] = 0;
+    }
+    m->vm_ids.len = 0;
+    if (XGR_VEC_RESERVE(m->vm_items, (size_t)(e - b))) return;
+    m->vm_items.len = 0;
+    room = INT32_MAX;
+    for (int32_t k = b; k < e; k++) {
+        xgr_item it = p->items.data[k];
+        if (!memo_keeps(f, it)) continue;
+        xgr_item *o = &m->vm_items.data[m->vm_items.len++];
+        *o = it;
+        o->origin = it.origin >= last ? -1 : it.origin;
+        o->count = vm_count(f, it, &room);
+    }
+    m->vm_room = room;
+    m->vm_ok = 1;
+    m->vm_active = 1;
+}
+
 /* Builds m->lazy_risky / lazy_bits (lazy_tokens.h) once per matcher. */
 static int lazy_prepare(xgr_matcher *m) {
     if (m->lazy_ready) return XGR_OK;
@@ -940,6 +1104,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     uint32_t *row = (uint32_t *)row_out;
     int rc = XGR_OK;
     m->worked = 0;
+    m->vm_active = 0;
     if (m->terminated) {
         /* After a stop token nothing more can be accepted: the row is zeroed and, as in
          * upstream xgrammar, asking for it is an error. */
@@ -954,11 +1119,13 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         if (need_apply) *need_apply = m->memo_need_apply;
         return XGR_OK;
     } else {
+        if (!m->parser.budgets && !m->parser.lazy) vm_begin(m);
         if ((rc = collect_states(m))) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
         }
         rc = fill_states(m, row, row_words);
+        m->vm_active = 0;
         if (!rc && (m->parser.budgets || m->parser.lazy)) rc = check_attr_tokens(m, row);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);

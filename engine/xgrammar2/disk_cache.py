@@ -1,8 +1,8 @@
 """The on-disk compile cache: compiled grammars shared by every process of a node (and kept
 across restarts) through one directory. Layout, format, failure behaviour: docs/disk-cache.md.
 
-One file per compiled grammar, named by ``sha256(format version, core build, vocabulary
-fingerprint, compile options, canonical key)``. A file is a fixed header (magic, format
+One file per compiled grammar, named by ``sha256(format version, core build, package
+sources, vocabulary fingerprint, compile options, canonical key)``. A file is a fixed header (magic, format
 version, the vocabulary fingerprint, the key digest, the payload's length and SHA-256) and
 the payload (whether the grammar was linked, its warnings, and the core's image of its
 automata, ``xgr_compiled_image``). Readers read the file (map it when large) and check the
@@ -34,6 +34,11 @@ import weakref
 from typing import Any, Callable, Hashable, Optional, Tuple
 
 from . import _core
+from .build_id import package_source_id
+from .disk_layers import HEADER as _HEADER
+from .disk_layers import (LAYER_JOB, LAYER_SUFFIX, LayerStore, check_header, open_checked, pack_header,
+                          take_core_bytes)
+from .envvars import env_flag
 
 __all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_CACHE_DIR", "ENV_CACHE_MMAP",
            "resolve_cache_dir", "vocab_fingerprint"]
@@ -41,16 +46,13 @@ __all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the file layout changes (it is part of every file name and header).
-DISK_FORMAT_VERSION = 1
+DISK_FORMAT_VERSION = 2
 #: The directory's byte budget when none is given: finite, so a node's disk stays bounded.
 DEFAULT_DISK_LIMIT_BYTES = 1 << 30
 #: The environment variable naming the directory when the compiler is given none.
 ENV_CACHE_DIR = "XGRAMMAR2_CACHE_DIR"
 
 _MAGIC = b"XGR2DSK\x00"
-# magic, format version, flags (0), vocabulary fingerprint, key digest, payload length,
-# payload SHA-256
-_HEADER = struct.Struct("<8sII32s32sQ32s")
 _SUFFIX = ".xgc"
 #: A payload larger than this is not read (nor written): no real grammar comes near it.
 _MAX_PAYLOAD = 1 << 30
@@ -75,7 +77,7 @@ ENV_CACHE_MMAP = "XGRAMMAR2_CACHE_MMAP"
 
 
 def _pack_mmap() -> bool:
-    return os.environ.get(ENV_CACHE_MMAP, "1").strip().lower() not in ("0", "off", "false", "no")
+    return env_flag(ENV_CACHE_MMAP, True)
 #: Per process and directory+vocabulary: the packs already loaded and the insertion number
 #: up to which this process's entries were written (shared by every compiler there).
 _pack_states: "dict[Tuple[str, bytes], _PackState]" = {}
@@ -333,7 +335,8 @@ class DiskCache:
         self._vocab_fp = hashlib.sha256(vocab_fingerprint).digest()
         self._prefix = hashlib.sha256(
             b"xgrammar2-disk-cache\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
-            + _core_build_id() + self._vocab_fp + options_digest + b"\0fields").digest()
+            + _core_build_id() + package_source_id() + self._vocab_fp + options_digest
+            + b"\0fields").digest()
         self._pack_id = hashlib.sha256(
             b"xgrammar2-mask-pack\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
             + _core_build_id() + self._vocab_fp).digest()
@@ -354,7 +357,28 @@ class DiskCache:
         self.hits = self.misses = self.rejected = self.writes = self.evictions = 0
         #: Mask entry packs loaded / written by this compiler, and the entries they held.
         self.pack_loads = self.pack_writes = self.pack_entries_loaded = self.pack_entries_written = 0
+        #: Layer files (each grammar's own mask layers, disk_layers.py) loaded / written /
+        #: refused, and the slot entries they held.
+        self.layer_loads = self.layer_writes = self.layer_rejected = 0
+        self.layer_entries_loaded = self.layer_entries_written = 0
+        self._layers = LayerStore(self)
+        #: Grammars of this process still alive somewhere (a request holds them), by key
+        #: digest: a grammar the memory cache did not admit (a linked tool set's first
+        #: compile) is handed out again instead of a second copy read from the file, which
+        #: would start without the first one's masks and compete with it for the layer file.
+        self._alive: "weakref.WeakValueDictionary[bytes, Any]" = weakref.WeakValueDictionary()
+        #: Loads answered by such a live grammar (also counted in ``hits``).
+        self.live_hits = 0
         _caches.add(self)
+
+    #: The format version and payload bound of every file (for disk_layers.LayerStore).
+    format_version = DISK_FORMAT_VERSION
+    max_payload = _MAX_PAYLOAD
+
+    @staticmethod
+    def mmap_packs() -> bool:
+        """Whether pack and layer files are mapped (``XGRAMMAR2_CACHE_MMAP``)."""
+        return _pack_mmap()
 
     def _reset_after_fork(self) -> None:
         self._lock = threading.Lock()
@@ -431,6 +455,12 @@ class DiskCache:
         self._request_sync(vocab)
         self._arm_pack_timer(reset=False)
         digest = self.key_digest(key)
+        with self._lock:
+            alive = self._alive.get(digest)
+        if alive is not None:
+            self.hits += 1
+            self.live_hits += 1
+            return alive
         path = self.file_for(digest)
         self._last_miss.entry = (key, digest)  # cleared below on a hit
         try:
@@ -470,6 +500,8 @@ class DiskCache:
         if result is not None:
             self.hits += 1
             self._last_miss.entry = None
+            self._remember(digest, result)
+            self._layers.attach(digest, result)
             # the LRU order every process evicts by; a file touched (or written) within the
             # last _TOUCH_S seconds is among the newest already, so it is not touched again
             if time.time() - st.st_mtime >= _TOUCH_S:
@@ -478,6 +510,14 @@ class DiskCache:
                 except OSError:
                     pass
         return result
+
+    def _remember(self, digest: bytes, compiled: Any) -> None:
+        """Hands ``compiled`` out for ``digest`` while it lives (``_alive``)."""
+        try:
+            with self._lock:
+                self._alive[digest] = compiled
+        except TypeError:  # not weakly referenceable: nothing to share
+            pass
 
     def _reject(self, path: str, why: str) -> None:
         """A file that fails a check: a miss; removed so the compile rewrites it."""
@@ -557,6 +597,15 @@ class DiskCache:
             if not queued:
                 self._sync_done()
 
+    def _queue_job(self, kind: Any, arg: Any) -> bool:
+        """Queues a job for the background thread; False when the queue is full."""
+        try:
+            self._start_worker()
+            self._queue.put_nowait((kind, arg))
+            return True
+        except (queue.Full, RuntimeError):
+            return False
+
     def _sync_done(self) -> None:
         st = self._packs
         with st.state_lock:
@@ -617,22 +666,7 @@ class DiskCache:
     def _check_pack(self, view: memoryview) -> Tuple[int, str]:
         """(payload length, "") for a pack file's bytes whose header, length and checksum
         are sound, else (-1, the failed check)."""
-        if len(view) < _HEADER.size:
-            return -1, "pack size"
-        magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
-        if magic != _PACK_MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
-            return -1, "pack header"
-        if vfp != self._vocab_fp or kd != self._pack_id:
-            return -1, "pack vocabulary"
-        if plen != len(view) - _HEADER.size:
-            return -1, "pack length"
-        payload = view[_HEADER.size:]
-        try:
-            if hashlib.sha256(payload).digest() != csum:
-                return -1, "pack checksum"
-        finally:
-            payload.release()
-        return plen, ""
+        return check_header(view, _PACK_MAGIC, DISK_FORMAT_VERSION, self._vocab_fp, self._pack_id, "pack ")
 
     def _loaded_pack(self, path: str, entries: int) -> None:
         self.pack_loads += 1
@@ -644,24 +678,11 @@ class DiskCache:
 
     def _load_pack_mapped(self, path: str, vocab: Any) -> int:
         ffi, lib = _core.ffi, _core.lib
-        out = ffi.new("xgr_file_map **")
-        rc = lib.xgr_file_map_open(os.fsencode(path), lib.XGR_FILE_MAP_AUTO,
-                                   _HEADER.size + _MAX_PAYLOAD, out)
-        if rc == lib.XGR_ERR_LIMIT:
-            return self._reject_pack(path, "pack size")
-        if rc != 0:  # removed meanwhile (evicted, or replaced and gone), or unreadable
-            return 0
-        fm = out[0]
+        fm, plen, why = open_checked(path, lib.XGR_FILE_MAP_AUTO, _HEADER.size + _MAX_PAYLOAD,
+                                     self._check_pack, too_large="pack size")
+        if fm is None:  # removed meanwhile (evicted, or replaced and gone), unreadable, or failed a check
+            return self._reject_pack(path, why) if why else 0
         try:
-            size = ffi.new("size_t *")
-            data = lib.xgr_file_map_data(fm, size)
-            view = memoryview(ffi.buffer(data, size[0]))
-            try:
-                plen, why = self._check_pack(view)
-            finally:
-                view.release()  # no Python view outlives our reference
-            if plen < 0:
-                return self._reject_pack(path, why)
             n = ffi.new("int32_t *")
             if lib.xgr_mask_pack_load_mapped(fm, _HEADER.size, plen, vocab, n) != 0:
                 msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
@@ -693,26 +714,19 @@ class DiskCache:
             count = ffi.new("int32_t *")
             if lib.xgr_mask_pack_build(vocab, st.seq, out, n, seq, count) != 0:
                 return False
-            try:
-                payload = ffi.buffer(out[0], n[0])[:] if count[0] > 0 else b""
-            finally:
-                lib.xgr_free(out[0])
+            payload = take_core_bytes(out, n, keep=count[0] > 0)
             if not payload or len(payload) > _MAX_PAYLOAD or _HEADER.size + len(payload) > self.limit_bytes:
                 st.seq = seq[0]
                 return False
             csum = hashlib.sha256(payload).digest()
             name = self._pack_prefix() + csum.hex() + _PACK_SUFFIX
-            if not self._publish(os.path.join(self.path, name),
-                                 _HEADER.pack(_PACK_MAGIC, DISK_FORMAT_VERSION, 0, self._vocab_fp,
-                                              self._pack_id, len(payload), csum) + payload):
+            if not self._publish_file(os.path.join(self.path, name), _PACK_MAGIC, self._pack_id,
+                                      payload, csum):
                 return False
             st.seq = seq[0]
             st.loaded.add(name)  # its entries are this process's own
         self.pack_writes += 1
         self.pack_entries_written += count[0]
-        self._since_scan += _HEADER.size + len(payload)
-        if self._since_scan * 16 >= self.limit_bytes:
-            self.evict()
         return True
 
     def _write_file(self, path: str, data: bytes) -> None:
@@ -735,16 +749,29 @@ class DiskCache:
             self._cleanup(tmp)
             raise
 
-    def _publish(self, path: str, data: bytes) -> bool:
+    def _publish_file(self, path: str, magic: bytes, key: bytes, payload: bytes,
+                      csum: Optional[bytes] = None) -> bool:
+        """Publishes a cache file (header with ``magic`` and ``key``, then ``payload``) at
+        ``path`` (``_write_file``), and evicts when this process wrote a sixteenth of the
+        budget since its last scan; False when the directory cannot take it (a vanished
+        directory is made again by the next write)."""
         try:
-            self._write_file(path, data)
+            self._write_file(path, pack_header(magic, DISK_FORMAT_VERSION, self._vocab_fp, key,
+                                               payload, csum) + payload)
         except FileNotFoundError:  # the directory vanished: the next write makes it again
             self._ready = False
             return False
         except OSError as e:
             self._degrade("written", e)
             return False
+        self._wrote(_HEADER.size + len(payload))
         return True
+
+    def _wrote(self, size: int, first: bool = False) -> None:
+        """Counts ``size`` bytes written; evicts after a sixteenth of the budget (or ``first``)."""
+        self._since_scan += size
+        if self._since_scan * 16 >= self.limit_bytes or first:
+            self.evict()
 
     # ---- writing ---------------------------------------------------------------------
 
@@ -766,6 +793,8 @@ class DiskCache:
         last = getattr(self._last_miss, "entry", None)
         self._last_miss.entry = None
         digest = last[1] if last is not None and last[0] is key else None
+        if digest is not None:  # (a load of this key just missed: the common case)
+            self._remember(digest, compiled)
         self._arm_pack_timer(reset=True)
         try:
             self._queue.put_nowait(((key, digest), compiled))
@@ -783,6 +812,7 @@ class DiskCache:
             if self._vocab is not None:  # only hits so far: no writer thread to wait for
                 try:
                     self.write_pack()
+                    self._layers.write_all()
                 except Exception as e:  # noqa: BLE001 - a write never fails a caller
                     logger.debug("xgrammar2 disk cache: pack write failed: %s", e)
             return
@@ -817,6 +847,7 @@ class DiskCache:
             st.due = time.monotonic() + st.interval
         if self._vocab is not None:
             self.write_pack()
+            self._layers.write_all()
             st.last_write = time.monotonic()
 
     def _write_loop(self) -> None:
@@ -839,8 +870,12 @@ class DiskCache:
                     finally:
                         self._sync_done()
                     continue
+                if key is LAYER_JOB:
+                    self._layers.attach_now(*compiled)
+                    continue
                 if key is _PACK_JOB:
                     self.write_pack()
+                    self._layers.write_all()
                     continue
                 self.write(key[0], compiled, key[1])
             except Exception as e:  # noqa: BLE001 - a write never fails a request
@@ -857,17 +892,13 @@ class DiskCache:
         n = ffi.new("size_t *")
         if lib.xgr_compiled_image(compiled._ptr, out, n) != 0 or out[0] == ffi.NULL:
             return False
-        try:
-            image = ffi.buffer(out[0], n[0])[:]
-        finally:
-            lib.xgr_free(out[0])
+        image = take_core_bytes(out, n)
         payload = _pack_payload(bool(compiled._linked), tuple(compiled.warnings), image)
         if len(payload) > _MAX_PAYLOAD or _HEADER.size + len(payload) > self.limit_bytes:
             return False
         if digest is None:
             digest = self.key_digest(key)
-        header = _HEADER.pack(_MAGIC, DISK_FORMAT_VERSION, 0, self._vocab_fp, digest,
-                              len(payload), hashlib.sha256(payload).digest())
+        header = pack_header(_MAGIC, DISK_FORMAT_VERSION, self._vocab_fp, digest, payload)
         path = self.file_for(digest)
         try:
             self._write_file(path, header + payload)
@@ -880,9 +911,9 @@ class DiskCache:
             self._degrade("written", e)
             return False
         self.writes += 1
-        self._since_scan += _HEADER.size + len(payload)
-        if self._since_scan * 16 >= self.limit_bytes or self.writes == 1:
-            self.evict()
+        self._remember(digest, compiled)
+        self._layers.track(digest, compiled)
+        self._wrote(_HEADER.size + len(payload), first=self.writes == 1)
         return True
 
     def _retry_once(self, key: Hashable, compiled: Any, first: BaseException) -> bool:
@@ -926,7 +957,7 @@ class DiskCache:
                     else:
                         total += st.st_size
                     continue
-                if not ent.name.endswith((_SUFFIX, _PACK_SUFFIX)):
+                if not ent.name.endswith((_SUFFIX, _PACK_SUFFIX, LAYER_SUFFIX)):
                     continue
                 total += st.st_size
                 files.append((st.st_mtime, st.st_size, ent.path))

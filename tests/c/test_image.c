@@ -184,8 +184,119 @@ static void test_images(void) {
     xgr_vocab_release(v);
 }
 
+/* A hand-made image (image.c's layout, no token ids): n_rules plain rules
+ * starting at starts[], state rules in srule[], finals in fin[], edges (source, target, ref,
+ * lo, hi) sorted by source; nullable[] per rule. Returns the length written into buf. */
+typedef struct {
+    int32_t src, target, ref;
+    uint8_t lo, hi;
+} hand_edge;
+
+static size_t put_u32(uint8_t *p, uint32_t x) {
+    memcpy(p, &x, 4);
+    return 4;
+}
+
+static size_t hand_image(uint8_t *buf, int32_t nr, const int32_t *starts, const uint8_t *nullable,
+                         int32_t ns, const int32_t *srule, const uint8_t *fin, int32_t ne,
+                         const hand_edge *ed) {
+    uint8_t *p = buf;
+    memcpy(p, "XGR2FSM", 8);
+    p += 8;
+    p += put_u32(p, 0x01020304u);
+    p += put_u32(p, 1);
+    p += put_u32(p, (uint32_t)nr);
+    p += put_u32(p, 0); /* root */
+    p += put_u32(p, (uint32_t)ns);
+    p += put_u32(p, (uint32_t)ne);
+    p += put_u32(p, 0); /* token ids */
+    p += put_u32(p, 0);
+    for (int32_t r = 0; r < nr; r++) p += put_u32(p, (uint32_t)starts[r]);
+    for (int32_t r = 0; r < nr; r++) *p++ = 0; /* XGR_RULE_NORMAL */
+    for (int32_t r = 0; r < nr; r++) *p++ = nullable[r];
+    for (int32_t r = 0; r < nr; r++) p += put_u32(p, (uint32_t)-1); /* repeat_child */
+    for (int32_t r = 0; r < nr; r++) p += put_u32(p, 0);            /* repeat_min */
+    for (int32_t r = 0; r < nr; r++) p += put_u32(p, 0);            /* repeat_max */
+    for (int32_t r = 0; r < nr; r++) p += put_u32(p, (uint32_t)-1); /* lookahead */
+    for (int32_t r = 0; r < nr; r++) *p++ = 0;                      /* dispatch */
+    for (int32_t s = 0; s < ns; s++) p += put_u32(p, (uint32_t)srule[s]);
+    for (int32_t s = 0; s < ns; s++) *p++ = fin[s];
+    int32_t e = 0;
+    for (int32_t s = 0; s <= ns; s++) {
+        p += put_u32(p, (uint32_t)e);
+        while (e < ne && ed[e].src == s) e++;
+    }
+    for (e = 0; e < ne; e++) {
+        p += put_u32(p, (uint32_t)ed[e].target);
+        p += put_u32(p, (uint32_t)ed[e].ref);
+        *p++ = ed[e].lo;
+        *p++ = ed[e].hi;
+    }
+    return (size_t)(p - buf);
+}
+
+/* Refused as a corrupt image (XGR_ERR_INVALID_ARG, "corrupt compiled image: ..."). */
+static int refused_as_corrupt(const uint8_t *img, size_t len, xgr_vocab *v) {
+    xgr_compiled *c = NULL;
+    int rc = xgr_compiled_from_image(img, len, v, NULL, &c);
+    if (rc == XGR_OK) {
+        xgr_compiled_release(c);
+        return 0;
+    }
+    return rc == XGR_ERR_INVALID_ARG && c == NULL &&
+           strstr(xgr_last_error(), "corrupt compiled image") != NULL;
+}
+
+/* Automata that pass the per-edge checks but break a whole-automaton invariant: a state
+ * that cannot reach an end, a rule that can never finish although every state reaches a
+ * final state over some edge, an unreachable state. (The first is what the productivity
+ * pass checks for every state since it replaced the backward pass over reversed edges.) */
+static void test_handmade_images(void) {
+    xgr_vocab *v = vocab();
+    uint8_t buf[512];
+    const int32_t st0[1] = {0};
+    const uint8_t notnull[1] = {0};
+    /* root: 0 -a-> 1 (final): loads */
+    {
+        const int32_t srule[2] = {0, 0};
+        const uint8_t fin[2] = {0, 1};
+        const hand_edge ed[1] = {{0, 1, -1, 'a', 'a'}};
+        size_t len = hand_image(buf, 1, st0, notnull, 2, srule, fin, 1, ed);
+        xgr_compiled *c = NULL;
+        CHECK(xgr_compiled_from_image(buf, len, v, NULL, &c) == XGR_OK && c != NULL);
+        xgr_compiled_release(c);
+    }
+    /* 0 -a-> 1 (final), 0 -b-> 2 (no edges, not final): state 2 cannot end */
+    {
+        const int32_t srule[3] = {0, 0, 0};
+        const uint8_t fin[3] = {0, 1, 0};
+        const hand_edge ed[2] = {{0, 1, -1, 'a', 'a'}, {0, 2, -1, 'b', 'b'}};
+        size_t len = hand_image(buf, 1, st0, notnull, 3, srule, fin, 2, ed);
+        CHECK(refused_as_corrupt(buf, len, v));
+    }
+    /* 0 -ref root-> 1 -a-> 2 (final): every state reaches a final state, the rule never
+     * finishes (root ::= root "a") */
+    {
+        const int32_t srule[3] = {0, 0, 0};
+        const uint8_t fin[3] = {0, 0, 1};
+        const hand_edge ed[2] = {{0, 1, 0, 0, 0}, {1, 2, -1, 'a', 'a'}};
+        size_t len = hand_image(buf, 1, st0, notnull, 3, srule, fin, 2, ed);
+        CHECK(refused_as_corrupt(buf, len, v));
+    }
+    /* 0 -a-> 1 (final), 2 -a-> 1: state 2 is unreachable */
+    {
+        const int32_t srule[3] = {0, 0, 0};
+        const uint8_t fin[3] = {0, 1, 0};
+        const hand_edge ed[2] = {{0, 1, -1, 'a', 'a'}, {2, 1, -1, 'a', 'a'}};
+        size_t len = hand_image(buf, 1, st0, notnull, 3, srule, fin, 2, ed);
+        CHECK(refused_as_corrupt(buf, len, v));
+    }
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     test_images();
+    test_handmade_images();
     printf("test_image: %d checks, %d failures\n", n_check, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -14,17 +14,7 @@
 
 #include <unistd.h>
 
-#include "xgr2.h"
-
-static int failures, checks;
-#define CHECK(c)                                                             \
-    do {                                                                     \
-        checks++;                                                            \
-        if (!(c)) {                                                          \
-            failures++;                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-        }                                                                    \
-    } while (0)
+#include "pack_common.h"
 
 static const char *const pieces[] = {"a", "b", "c", "ab", "{", "}", "[", "]", "\"", ":", ",",
                                      " ", "0", "1", "9", "x", "<function=", ">", "</function>",
@@ -32,14 +22,6 @@ static const char *const pieces[] = {"a", "b", "c", "ab", "{", "}", "[", "]", "\
 #define NP ((int32_t)(sizeof pieces / sizeof *pieces))
 #define WORDS ((NP + 31) / 32)
 
-static const char *const grammars[] = {
-    "root ::= \"{\" (s \":\" v (\",\" s \":\" v)*)? \"}\"\n"
-    "s ::= \"\\\"\" [a-z]* \"\\\"\"\nv ::= s | [0-9]+ | root | \"[\" (v (\",\" v)*)? \"]\"\n",
-    "root ::= x{2,30} \"}\"\nx ::= \"ab\" | \"c\" | [0-9]\n",
-    "root ::= TagDispatch((\"<function=\", f), loop_after_dispatch=true)\n"
-    "f ::= [a-z]+ \">\" \"{\" [a-z \"]* \"}\" \"</function>\"\n",
-};
-#define NG (sizeof grammars / sizeof *grammars)
 #define STEPS 24
 
 /* The masks along a walk that takes the lowest allowed non-stop token at every step. */
@@ -48,15 +30,15 @@ static void walk(xgr_vocab *v, int32_t *rows) {
     memset(&o, 0, sizeof o);
     o.cross_grammar_cache = 1;
     memset(rows, 0, sizeof(int32_t) * NG * STEPS * WORDS);
-    for (size_t g = 0; g < NG; g++) {
+    for (int g = 0; g < NG; g++) {
         xgr_grammar *gr = NULL;
         xgr_compiled *c = NULL;
         xgr_matcher *m = NULL;
-        CHECK(xgr_grammar_from_ebnf(grammars[g], strlen(grammars[g]), "root", 4, &gr) == XGR_OK);
+        CHECK(xgr_grammar_from_ebnf(pack_grammars[g], strlen(pack_grammars[g]), "root", 4, &gr) == XGR_OK);
         CHECK(gr && xgr_compile(gr, v, &o, &c) == XGR_OK);
         CHECK(c && xgr_matcher_new(c, NULL, 0, 0, 0, -1, &m) == XGR_OK);
         for (int s = 0; m && s < STEPS; s++) {
-            int32_t *row = rows + (g * STEPS + (size_t)s) * WORDS;
+            int32_t *row = rows + ((size_t)g * STEPS + (size_t)s) * WORDS;
             int need = 0, acc = 0;
             CHECK(xgr_matcher_fill_bitmask(m, row, WORDS, &need) == XGR_OK);
             int32_t pick = -1;
@@ -200,18 +182,7 @@ static void mapped_packs(xgr_vocab *v, const uint8_t *pack, size_t len, int32_t 
 }
 
 int main(void) {
-    uint8_t data[256];
-    uint32_t off[NP + 1], pos = 0;
-    for (int32_t i = 0; i < NP; i++) {
-        off[i] = pos;
-        size_t l = strlen(pieces[i]);
-        memcpy(data + pos, pieces[i], l);
-        pos += (uint32_t)l;
-    }
-    off[NP] = pos;
-    int32_t stop = NP - 1;
-    xgr_vocab *v = NULL;
-    CHECK(xgr_vocab_new(data, off, NP, NP, NULL, 0, &stop, 1, &v) == XGR_OK);
+    xgr_vocab *v = pack_vocab(pieces, NP);
     if (!v) return 1;
     static int32_t ref[NG * STEPS * WORDS], got[NG * STEPS * WORDS];
     xgr_cache_clear();

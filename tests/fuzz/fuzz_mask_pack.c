@@ -9,18 +9,9 @@
  * so hostile entries reach every consumer of the cache. The cached-vs-brute-force mask oracle is off: an accepted but altered entry changes
  * masks; memory safety is the finding (ASan/UBSan). */
 #define FZ_NO_MASK_ORACLE 1
-#include "fuzz_common.h"
+#include "fuzz_pack_common.h"
 
-static const char *const fzp_grammars[] = {
-    "root ::= \"{\" (s \":\" v (\",\" s \":\" v)*)? \"}\"\n"
-    "s ::= \"\\\"\" [a-z]* \"\\\"\"\nv ::= s | [0-9]+ | root | \"[\" (v (\",\" v)*)? \"]\"\n",
-    "root ::= x{2,30} \"}\"\nx ::= \"ab\" | \"c\" | [0-9]\n",
-    "root ::= TagDispatch((\"<function=\", f), loop_after_dispatch=true)\n"
-    "f ::= [a-z]+ \">\" \"{\" [a-z \"]* \"}\" \"</function>\"\n",
-};
-#define FZP_N (sizeof fzp_grammars / sizeof *fzp_grammars)
-
-static const uint8_t fzp_ops[] = {6, 0, 3, 6, 1, 5, 6, 10, 3, 'a', 'b', 'c', 6, 7, 2, 6, 11, 4, 6, 0, 1, 2};
+#define FZP_N 3 /* the first three of fzk_grammars */
 
 /* Compiles the grammars with the cross-grammar cache on and drives each once. */
 static void fzp_drive_all(void) {
@@ -29,17 +20,10 @@ static void fzp_drive_all(void) {
     for (size_t i = 0; i < FZP_N; i++) {
         xgr_grammar *g = NULL;
         xgr_compiled *c = NULL;
-        if (xgr_grammar_from_ebnf(fzp_grammars[i], strlen(fzp_grammars[i]), "root", 4, &g) != XGR_OK)
+        if (xgr_grammar_from_ebnf(fzk_grammars[i], strlen(fzk_grammars[i]), "root", 4, &g) != XGR_OK)
             continue;
         if (xgr_compile(g, fz_vocab(), &o, &c) == XGR_OK) {
-            for (int ctx = 0; ctx < 2; ctx++) {
-                xgr_matcher *m = NULL;
-                if (xgr_matcher_new(c, NULL, 0, 0, ctx, -1, &m) == XGR_OK) {
-                    fz_check_masks(m);
-                    fz_drive(m, fzp_ops, sizeof fzp_ops);
-                    xgr_matcher_free(m);
-                }
-            }
+            fzk_drive(c);
             xgr_compiled_release(c);
         }
         xgr_grammar_release(g);
@@ -63,27 +47,12 @@ static void fzp_make_pack(void) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fzp_make_pack();
-    uint8_t *buf;
     size_t len;
-    if (size >= 1 && !(data[0] & 1)) { /* edits of the real pack */
-        len = fzp_len;
-        if (!(buf = malloc(len))) return 0;
-        memcpy(buf, fzp_pack, len);
-        for (size_t i = 1; i + 2 < size; i += 3) {
-            size_t at = (size_t)data[i] | (size_t)data[i + 1] << 8;
-            if (at < len) buf[at] = data[i + 2];
-        }
-        if (size % 3 == 2 && len > 8) len -= data[size - 1] % 64; /* sometimes cut the end */
-    } else {
-        len = size;
-        if (!(buf = malloc(len ? len : 1))) return 0;
-        if (len) memcpy(buf, data, len);
-    }
+    uint8_t *buf = fzk_input(data, size, fzp_pack, fzp_len, &len);
+    if (!buf) return 0;
     xgr_cache_clear();
     int32_t n = 0;
-    if (size >= 1 && (data[0] & 2)) {
-        /* the borrowing path: entries point into an image of exactly len bytes (a heap
-         * block, so ASan sees a read past it), which only they hold while driven */
+    if (fzk_borrow(data, size)) {
         xgr_file_map *m = NULL;
         if (xgr_file_map_from_bytes(buf, len, &m) == XGR_OK) {
             int ok = xgr_mask_pack_load_mapped(m, 0, len, fz_vocab(), &n) == XGR_OK;

@@ -238,6 +238,48 @@ def test_every_corruption_is_ignored(tmp_path, info, reference, index):
     assert hostile_loaded < len([c for c in cases if c[0].startswith("flip+reseal")]) // 2
 
 
+@pytest.mark.parametrize("index", [0, 2, 5])
+def test_resealed_dead_end_states_are_refused(tmp_path, info, reference, index, caplog):
+    """A hostile file (valid checksum) whose automaton has a state that cannot reach an end:
+    a final state with no edges made non-final. The core refuses it (since the productivity
+    pass also answers "every state can end": image.c check_productive), the request gets
+    the reference masks, and the file is rewritten."""
+    kind, arg = REQUESTS[index]
+    d = tmp_path / "c"
+    path = write_one(info, d, index)
+    good = open(path, "rb").read()
+    img = dcm._HEADER.size + 5 + sum(4 + len(w.encode()) for w in dcm.check_file_bytes(good)[1])
+    nr, _root, ns, _ne, _nt = struct.unpack_from("<5I", good, img + 16)
+    starts = set(struct.unpack_from(f"<{nr}I", good, img + 40))
+    fin = img + 40 + 23 * nr + 4 * ns
+    eb = struct.unpack_from(f"<{ns + 1}i", good, fin + ns)
+    cases = [s for s in range(ns) if good[fin + s] == 1 and eb[s + 1] == eb[s] and s not in starts]
+    assert cases
+    why = []
+    for s in cases:
+        bad = bytearray(good)
+        bad[fin + s] = 0
+        with open(path, "wb") as f:
+            f.write(reseal(bytes(bad)))
+        with caplog.at_level("DEBUG", logger="xgrammar2.disk_cache"):
+            caplog.clear()
+            comp, compiled = fresh_load(info, d, kind, arg)
+            masks = walk(info, compiled)
+        dc = comp.disk_cache
+        assert dc.hits == 0 and dc.rejected == 1, s
+        assert masks == reference[index], s
+        why += [r.getMessage() for r in caplog.records if "ignoring" in r.getMessage()]
+        comp.disk_cache.flush()
+        assert open(path, "rb").read() == good, s
+    # each refused for a whole-automaton reason; in the first request's grammar the
+    # state-level check is what refuses some (the others leave their rule with no way to
+    # finish, or change its nullability)
+    assert all(any(k in w for k in ("a state cannot end", "a rule can never finish", "nullability"))
+               for w in why), why
+    if index == 0:
+        assert any("a state cannot end" in w for w in why), why
+
+
 def test_foreign_vocabulary_file_is_ignored(tmp_path, info, reference):
     d = tmp_path / "c"
     other = xgr.TokenizerInfo(VOCAB[:-2] + ["zz", "<eos>"], stop_token_ids=[EOS])
@@ -290,14 +332,17 @@ def test_eviction_keeps_the_budget(tmp_path, info):
         compile_one(comp, k, a)
     comp.disk_cache.flush()
     sizes = sorted(os.path.getsize(f) for f in files(d))
-    budget = sum(sizes) // 2
+    # every cache file counts (grammars, mask packs, layer files): half of the bytes must go
+    total, every = comp.disk_cache.scan()
+    budget = total // 2
     comp2 = xgr.GrammarCompiler(info, cache_dir=d, cache_dir_limit_bytes=budget)
     dc = comp2.disk_cache
-    keep = files(d)[0]
-    os.utime(keep)  # the most recent: survives
-    for f in files(d):
+    keep = min(files(d), key=os.path.getsize)  # the most recent (and smallest): survives
+    assert os.path.getsize(keep) < budget * 9 // 10
+    for _, _, f in every:
         if f != keep:
             os.utime(f, (1, 1))
+    os.utime(keep)
     assert dc.evict() > 0
     assert dc.size_bytes() <= budget
     assert keep in files(d)
@@ -447,3 +492,30 @@ def test_writes_queued_at_exit_reach_the_disk(tmp_path):
     subprocess.run([sys.executable, "-c", script, str(d)], check=True, env=env)
     assert len(files(d)) == 20
     assert not glob.glob(os.path.join(str(d), "v*", "*.tmp"))
+
+
+def test_a_grammar_still_alive_is_handed_out_again_not_read_twice(tmp_path, info):
+    """A tool set's grammar is linked from lowered tools, so the memory cache admits it only
+    on its second compile; meanwhile the directory hands out the live first copy (its masks
+    already built) instead of a second one read from the file. Once no one holds it, the
+    file is read again."""
+    import gc
+
+    comp = xgr.GrammarCompiler(info, cache_dir=tmp_path / "c")
+    tag = tools_tag({"get", "set"})
+    comp.compile_structural_tag(tools_tag({"get"}))  # the tools lowered: the next is linked
+    first = comp.compile_structural_tag(tag)
+    assert first._linked
+    dc = comp.disk_cache
+    hits = dc.hits
+    again = comp.compile_structural_tag(tag)  # not admitted to memory on its first compile
+    assert again is first
+    assert dc.live_hits == 1 and dc.hits == hits + 1
+    masks = walk(info, again)
+    dc.flush()
+    del first, again
+    gc.collect()
+    comp.clear_cache()
+    read = comp.compile_structural_tag(tag)  # from the file now, a new object
+    assert dc.live_hits == 1 and dc.hits == hits + 2
+    assert walk(info, read) == masks

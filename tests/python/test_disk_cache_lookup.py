@@ -10,18 +10,9 @@ import pytest
 import xgrammar2 as xgr
 from xgrammar2 import disk_cache as dcm
 
-from test_disk_cache import EOS, REQUESTS, VOCAB, compile_one, files, walk
-
-
-@pytest.fixture(scope="module")
-def info():
-    return xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
-
-
-@pytest.fixture(scope="module")
-def reference(info):
-    comp = xgr.GrammarCompiler(info, cache_dir=False)
-    return [walk(info, compile_one(comp, k, a)) for k, a in REQUESTS]
+# (the module-scoped fixtures `info` and `reference` are test_disk_cache's own, imported so
+# that pytest registers them here too, instead of a copy)
+from test_disk_cache import REQUESTS, compile_one, files, info, reference, walk  # noqa: F401
 
 
 def test_key_digest_separates_types_and_boundaries(tmp_path):

@@ -214,6 +214,10 @@ def test_damaged_packs_are_ignored_with_equal_masks(tmp_path, reference, kind):
     good = {p: open(p, "rb").read() for p in ps}
     for p in ps:
         CORRUPTIONS[kind](p)
+    # without the grammars' layer files (disk_layers.py), which hold the entries the walks
+    # refine, so the process computes the shared entries again and rewrites the pack
+    for p in glob.glob(os.path.join(str(d), "v*", "*.xgl")):
+        os.unlink(p)
     out = run_child(tmp_path, d, "after")
     assert out["masks"] == reference
     assert out["rejected"] >= len(ps) and out["loaded"] == 0

@@ -68,3 +68,25 @@ def pick_token(rng: random.Random, ids: np.ndarray, tok: xgr.TokenizerInfo, stop
     sample = rng.sample(text, min(len(text), 64))
     sample.sort(key=lambda t: -len(vocab[t]))
     return sample[0] if rng.random() < 0.6 else rng.choice(sample)
+
+
+def oracle_walk(compiled: xgr.CompiledGrammar, tok: xgr.TokenizerInfo, rng: random.Random, label: str,
+                steps: int, walks: int = 1, prefixes: "tuple[str, ...]" = ()) -> None:
+    """`walks` seeded random walks of at most `steps` tokens through `compiled`, checking the
+    cached mask against the brute-force oracle before every token; walk i first accepts
+    ``prefixes[i]`` when given (to start inside a sub-language)."""
+    bm = new_bitmask(tok.vocab_size)
+    for walk in range(walks):
+        m = xgr.GrammarMatcher(compiled)
+        if walk < len(prefixes) and prefixes[walk]:
+            assert m.accept_string(prefixes[walk])
+        for step in range(steps):
+            ok, why = masks_equal_oracle(m, tok.vocab_size)
+            assert ok, f"{label} walk {walk} step {step}: {why}"
+            if m.is_terminated():
+                break
+            m.fill_next_token_bitmask(bm)
+            ids = allowed(bm, tok.vocab_size)
+            assert len(ids), f"{label}: dead end at step {step}"
+            t = pick_token(rng, ids, tok)
+            assert m.accept_token(t), f"{label}: allowed token {t} rejected"

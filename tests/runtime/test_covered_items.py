@@ -13,7 +13,7 @@ import random
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import allowed, compiler, masks_equal_oracle, new_bitmask, pick_token, tokenizer
+from runtime_helpers import allowed, masks_equal_oracle, new_bitmask, oracle_walk, tokenizer
 
 VOCAB = "qwen3"
 
@@ -52,20 +52,7 @@ z ::= "q" | ""
 
 
 def _walk(compiled: xgr.CompiledGrammar, seed: str, steps: int, walks: int = 3) -> None:
-    tok = tokenizer(VOCAB)
-    rng = random.Random(seed)
-    bm = new_bitmask(tok.vocab_size)
-    for walk in range(walks):
-        m = xgr.GrammarMatcher(compiled)
-        for step in range(steps):
-            ok, why = masks_equal_oracle(m, tok.vocab_size)
-            assert ok, f"{seed} walk {walk} step {step}: {why}"
-            if m.is_terminated():
-                break
-            m.fill_next_token_bitmask(bm)
-            ids = allowed(bm, tok.vocab_size)
-            assert len(ids), f"{seed}: dead end at step {step}"
-            assert m.accept_token(pick_token(rng, ids, tok))
+    oracle_walk(compiled, tokenizer(VOCAB), random.Random(seed), seed, steps, walks)
 
 
 @pytest.mark.parametrize("name,src", [("chain", CHAIN), ("cycle", CYCLE)])

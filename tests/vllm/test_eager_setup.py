@@ -100,7 +100,9 @@ def _tools_tag(n):
 def test_validation_memo_converts_a_repeated_request_once(harness, monkeypatch):
     from xgrammar2_vllm import validate
 
-    validate.configure({})  # an empty memo
+    # an empty memo, and no cache directory: this pins the in-process memo (the directory's
+    # markers, which keep accepted requests across configure/restarts, are pinned in test_plugin)
+    validate.configure({"cache_dir": "off"})
     calls = {"tag": 0, "ebnf": 0}
     real_tag, real_ebnf = validate.xgr2.Grammar.from_structural_tag, validate.xgr2.Grammar.from_ebnf
 
@@ -123,7 +125,7 @@ def test_validation_memo_converts_a_repeated_request_once(harness, monkeypatch):
         harness.params(choice=["memo-a", "memo-b"])
     assert calls["ebnf"] == 1
     # new options (configure): validated again
-    validate.configure({})
+    validate.configure({"cache_dir": "off"})
     harness.params(structural_tag=tag)
     assert calls["tag"] == 2
 

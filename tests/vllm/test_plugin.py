@@ -224,3 +224,45 @@ def test_log_times(harness, monkeypatch, caplog):
     text = caplog.text
     assert "xgrammar2 times: validate (API server)" in text, text
     assert "xgrammar2 times: compile JSON" in text and "disk cache hits" in text, text
+
+
+def test_a_restarted_api_server_does_not_convert_an_accepted_request_again(harness, tmp_path, monkeypatch):
+    """With a cache directory, accepted requests are marked there (xgrammar2.validated): after
+    a restart (the in-memory memo empty) the same request is accepted without running the
+    front end; other options, or a request that was refused, are converted (and judged) again."""
+    import xgrammar2 as xgr2
+    from xgrammar2_vllm import validate
+
+    saved = (dict(validate._options), validate._disk)
+    try:
+        validate.configure({"cache_dir": str(tmp_path)})
+        schema = {"type": "object", "properties": {"restarted_api_server": {"type": "integer"}}}
+        harness.params(json=schema)
+        assert validate._disk is not None and validate._disk.writes == 1
+        bad = {"type": "array", "uniqueItems": True}
+        _validation_error(harness, json=bad)
+        assert validate._disk.writes == 1  # refusals are not marked
+
+        calls = []
+        real = xgr2.Grammar.from_json_schema
+
+        def counting(*a, **k):
+            calls.append(a)
+            return real(*a, **k)
+
+        monkeypatch.setattr(xgr2.Grammar, "from_json_schema", counting)
+        validate.configure({"cache_dir": str(tmp_path)})  # a new API server: memo empty
+        harness.params(json=schema)
+        assert calls == [] and validate._disk.hits == 1
+        assert "uniqueItems" in _validation_error(harness, json=bad)
+        assert len(calls) == 1
+        validate.configure({"cache_dir": str(tmp_path), "lenient": True})  # other options
+        harness.params(json=schema)
+        assert len(calls) == 2
+        validate.configure({"cache_dir": "off"})
+        assert validate._disk is None
+    finally:
+        validate._options.clear()
+        validate._options.update(saved[0])
+        validate._disk = saved[1]
+        validate._ok.clear()

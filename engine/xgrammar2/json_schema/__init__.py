@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -43,6 +44,10 @@ class ConversionResult:
 #: Logs each distinct conversion's warnings once (a cached conversion does not log again).
 _log = logging.getLogger("xgrammar2.json_schema")
 
+
+#: a member "id" whose value is a string, in JSON text (the only "id" the $id index reads)
+_ID_STRING = re.compile(r'"id"\s*:\s*"')
+_ID_STRING_REPR = re.compile(r"'id': ['\"]")  # (the same in the repr of the schema object)
 
 _CACHE_SIZE = 4096  # conversions; tool schemas recur across requests
 _cache: "OrderedDict[tuple, tuple]" = OrderedDict()
@@ -153,9 +158,12 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     if key is None:
         need_index = True
     elif _key_text is not None:
-        need_index = any(k in _key_text for k in ('"$id"', '"id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
+        # (draft-04 "id" counts only with a string value: a property named "id" does not)
+        need_index = (any(k in _key_text for k in ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
+                      or ('"id"' in _key_text and _ID_STRING.search(_key_text) is not None))
     else:
-        need_index = any(k in key[0] for k in ("'$id'", "'id'", "'$anchor'", "'$dynamicAnchor'", "'$dynamicRef'"))
+        need_index = (any(k in key[0] for k in ("'$id'", "'$anchor'", "'$dynamicAnchor'", "'$dynamicRef'"))
+                      or ("'id'" in key[0] and _ID_STRING_REPR.search(key[0]) is not None))
     with gc_pause.paused():  # allocation-heavy: no collector pauses inside (gc_pause.py)
         # (The converter's objects are freed inside _convert, before the collector is back:
         # alive, the first collection after the block would walk all of them.)

@@ -1009,11 +1009,7 @@ class Converter:
             r = s["required"]
             if not isinstance(r, list) or not all(isinstance(x, str) for x in r):
                 self.invalid("required", ptr, "must be an array of strings")
-            seen = []
-            for x in r:
-                if x not in seen:
-                    seen.append(x)
-            required = tuple(seen)
+            required = tuple(dict.fromkeys(r))  # (duplicates dropped, first order kept)
         addl = ()
         ev_all = False
         if "additionalProperties" in s:

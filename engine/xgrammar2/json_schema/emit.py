@@ -54,6 +54,92 @@ def _small(e) -> bool:
     return False
 
 
+#: (charset, full) -> (expression, steps): what Emitter.char_ref returns for one charset and
+#: the rules it defines on first use, in order (("shared", name) or ("def", name, body)).
+#: Pure functions of the key, shared across conversions (a tool's string patterns and key
+#: tries recur across requests); bounded like the other module caches.
+_char_cache: dict = {}
+
+
+def _char_recipe(mk):
+    r = _char_cache.get(mk)
+    if r is not None:
+        return r
+    c, full = mk
+    c = cs.intersect(c, cs.SCALARS)
+    steps: list = []
+    if not c:
+        e = None
+    elif c == cs.SCALARS:
+        steps.append(("shared", "char"))
+        e = ref("char")
+    else:
+        base, u = G.json_char_parts(c, full)
+        if not u:
+            e = base
+        elif u == G.U_ELIGIBLE and not full:
+            steps.append(("shared", "char_u"))
+            e = alt(base, ref("char_u"))
+        else:
+            ue = G._u_escape(u)
+            if not _small(ue):
+                name = "char_u_" + hashlib.blake2b(repr(u).encode(), digest_size=5).hexdigest()
+                steps.append(("def", name, ue))
+                ue = ref(name)
+            e = alt(base, ue)
+        if not _small(e):
+            name = ("char_" if full else "kchar_") + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
+            steps.append(("def", name, e))
+            e = ref(name)
+    r = (e, tuple(steps))
+    if len(_char_cache) > 4096:
+        _char_cache.clear()
+    _char_cache[mk] = r
+    return r
+
+
+#: (regex AST, key) -> (expression, charsets): Emitter.regex_expr's result and the
+#: (charset, full) pairs it passes to char_ref, in first-use order (their rules are defined
+#: again, in that order, by a conversion that reuses the entry).
+_rx_cache: dict = {}
+
+
+def _rx_build(n, key, chars, flags):
+    k = n[0]
+    if k == "set":
+        mk = (n[1], not key)
+        chars[mk] = None
+        return _char_recipe(mk)[0]
+    if k == "eps":
+        return EPS
+    if k == "cat":
+        return seq(*[_rx_build(x, key, chars, flags) for x in n[1]])
+    if k == "alt":
+        return alt(*[_rx_build(x, key, chars, flags) for x in n[1]])
+    if k == "rep":
+        if n[3] is not None and n[3] > G.MAX_REPEAT:
+            flags.append(n[3])  # rep() warns: not cached, so that every conversion warns
+        return rep(_rx_build(n[1], key, chars, flags), n[2], n[3])
+    raise AssertionError(k)
+
+
+#: Bodies of the shared rules that are the same in every conversion (built once).
+_KEY_REST = seq(rep(ref("char"), 0, None), Q)
+_STRING = seq(Q, rep(ref("char"), 0, None), Q)
+_INTEGER = alt(lit("0"), seq(opt(lit("-")), G.cls(cs.of_chars("123456789")),
+                             rep(G.cls(cs.of_chars("0123456789")), 0, None)))
+_DIG = G.cls(cs.of_chars("0123456789"))
+_NUMBER = seq(opt(lit("-")), alt(lit("0"), seq(G.cls(cs.of_chars("123456789")), rep(_DIG, 0, None))),
+              opt(seq(lit("."), rep(_DIG, 1, None))),
+              opt(seq(G.cls(cs.of_chars("eE")), opt(G.cls(cs.of_chars("+-"))), rep(_DIG, 1, None))))
+_SHARED_BODY: dict = {}  # ("ws", max_whitespace_cnt) -> body
+#: Emitter.layout results by (any_whitespace, indent, separators, depth); with any
+#: whitespace they refer to the rule "ws", which layout() defines first.
+_LAYOUTS: dict = {}
+#: object_extras' key regions by (listed keys, patterns): (regions, restricted automata).
+_REGIONS: dict = {}
+
+
 class Emitter:
     def __init__(self, cx, *, any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=None,
                  any_order=False, excludes=()):
@@ -94,26 +180,32 @@ class Emitter:
         g = self.g
         if name == "ws":
             hi = self.max_ws
-            g.define("ws", rep(G.cls(cs.of_chars(" \n\t\r")), 0, hi))
+            keep = hi is None or (type(hi) is int and hi <= G.MAX_REPEAT)  # (rep() warns past the limit)
+            body = _SHARED_BODY.get(("ws", hi)) if keep else None
+            if body is None:
+                body = rep(G.cls(cs.of_chars(" \n\t\r")), 0, hi)
+                if keep:
+                    if len(_SHARED_BODY) > 64:
+                        _SHARED_BODY.clear()
+                    _SHARED_BODY[("ws", hi)] = body
+            g.define("ws", body)
         elif name == "char":
             g.define("char", G.json_char(cs.SCALARS, full=True))
         elif name == "key_rest":
-            g.define("key_rest", seq(rep(self.shared("char"), 0, None), Q))
+            self.shared("char")
+            g.define("key_rest", _KEY_REST)
         elif name == "char_u":
             g.define("char_u", G._u_escape(G.U_ELIGIBLE))
         elif name == "string":
             if self.excl:
                 g.define("string", seq(Q, self.excl_body(fa.length_dfa(0, None), True, "string_x")))
             else:
-                g.define("string", seq(Q, rep(self.shared("char"), 0, None), Q))
+                self.shared("char")
+                g.define("string", _STRING)
         elif name == "integer":
-            g.define("integer", alt(lit("0"), seq(opt(lit("-")), G.cls(cs.of_chars("123456789")),
-                                                  rep(G.cls(cs.of_chars("0123456789")), 0, None))))
+            g.define("integer", _INTEGER)
         elif name == "number":
-            dig = G.cls(cs.of_chars("0123456789"))
-            g.define("number", seq(opt(lit("-")), alt(lit("0"), seq(G.cls(cs.of_chars("123456789")), rep(dig, 0, None))),
-                                   opt(seq(lit("."), rep(dig, 1, None))),
-                                   opt(seq(G.cls(cs.of_chars("eE")), opt(G.cls(cs.of_chars("+-"))), rep(dig, 1, None)))))
+            g.define("number", _NUMBER)
         else:
             raise AssertionError(name)
         return ref(name)
@@ -125,34 +217,16 @@ class Emitter:
         hit = self._char_memo.get(mk)
         if hit is not None:
             return hit
-        c0 = mk
-        c = cs.intersect(c, cs.SCALARS)
-        if not c:
-            return None
-        if c == cs.SCALARS:
-            self._char_memo[c0] = e = self.shared("char")
-            return e
-        base, u = G.json_char_parts(c, full)
-        if not u:
-            e = base
-        elif u == G.U_ELIGIBLE and not full:
-            e = alt(base, self.shared("char_u"))
-        else:
-            ue = G._u_escape(u)
-            if not _small(ue):
-                name = "char_u_" + hashlib.blake2b(repr(u).encode(), digest_size=5).hexdigest()
-                if name not in self._shared:
-                    self._shared.add(name)
-                    self.g.define(name, ue)
-                ue = ref(name)
-            e = alt(base, ue)
-        if not _small(e):
-            name = ("char_" if full else "kchar_") + hashlib.blake2b(repr(c).encode(), digest_size=5).hexdigest()
-            if name not in self._shared:
-                self._shared.add(name)
-                self.g.define(name, e)
-            e = ref(name)
-        self._char_memo[c0] = e
+        e, steps = _char_recipe(mk)
+        # The rules this character needs, defined in the order a first use defines them.
+        for st in steps:
+            if st[0] == "shared":
+                self.shared(st[1])
+            elif st[1] not in self._shared:
+                self._shared.add(st[1])
+                self.g.define(st[1], st[2])
+        if e is not None:
+            self._char_memo[mk] = e
         return e
 
     # ------------------------------------------------------------ layout
@@ -165,7 +239,16 @@ class Emitter:
         d = self._d(depth)
         r = self._layouts.get(d)
         if r is None:
-            r = self._layouts[d] = self._layout(d)
+            lk = (self.any_ws, self.indent, self.seps, d)
+            r = _LAYOUTS.get(lk)
+            if r is None:
+                r = self._layout(d)
+                if len(_LAYOUTS) > 256:
+                    _LAYOUTS.clear()
+                _LAYOUTS[lk] = r
+            elif self.any_ws:
+                self.shared("ws")  # (what _layout defines)
+            self._layouts[d] = r
         return r
 
     def _layout(self, depth):
@@ -499,18 +582,19 @@ class Emitter:
     # ------------------------------------------------------------ strings
 
     def regex_expr(self, n, key=False):
-        k = n[0]
-        if k == "set":
-            return self.char_ref(n[1], not key)
-        if k == "eps":
-            return EPS
-        if k == "cat":
-            return seq(*[self.regex_expr(x, key) for x in n[1]])
-        if k == "alt":
-            return alt(*[self.regex_expr(x, key) for x in n[1]])
-        if k == "rep":
-            return rep(self.regex_expr(n[1], key), n[2], n[3])
-        raise AssertionError(k)
+        ck = (n, key)
+        hit = _rx_cache.get(ck)
+        if hit is None:
+            chars: dict = {}
+            flags: list = []
+            hit = (_rx_build(n, key, chars, flags), tuple(chars))
+            if not flags:
+                if len(_rx_cache) > 2048:
+                    _rx_cache.clear()
+                _rx_cache[ck] = hit
+        for mk in hit[1]:
+            self.char_ref(*mk)
+        return hit[0]
 
     @staticmethod
     def adjust_length(ast, minl, maxl):
@@ -835,10 +919,13 @@ class Emitter:
             return self.any_object(depth)
         listed = [k for k, _ in n.props] + [r for r in n.required if n.prop(r) is None]
         req = set(n.required)
+        pmap: dict = {}  # (n.prop(k) for every listed key without a scan per key)
+        for kk, pu in n.props:
+            pmap.setdefault(kk, pu)
         try:
             entries = []
             for k in listed:
-                u = n.prop(k)
+                u = pmap.get(k)
                 u = ir.ANY if u is None else u
                 for ast, su in n.patterns:
                     if u and self._matches(ast, k):
@@ -910,7 +997,6 @@ class Emitter:
                 e = extras_tail(cc, cc == 0)
                 memo[key] = e
                 return e
-            rn = f"{name}__{'f' if cc == 0 else 'p'}{i}" + (f"_{cc}" if bounded and cc > 0 else "")
             kvx, required = entries[i]
             alts = []
             if pmax is None or cc + 1 <= pmax:
@@ -921,6 +1007,7 @@ class Emitter:
             if body is None or body[0] == "ref" or _small(body):
                 memo[key] = body
                 return body
+            rn = f"{name}__{'f' if cc == 0 else 'p'}{i}" + (f"_{cc}" if bounded and cc > 0 else "")
             memo[key] = self.intern(rn, body)
             return memo[key]
 
@@ -1095,26 +1182,38 @@ class Emitter:
                     if v is not None:
                         alts.append(seq(Q, self.regex_expr(p, key=True), Q, kv, v))
                 return alt(*alts)
-        try:
-            base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
-            if names_dfa is not None:
-                base = names_dfa if base is None else fa.intersect(base, names_dfa, STATE_LIMIT)
-            regions = [((), base)]
-            for p in pats:
-                pd = ir.regex_dfa(p)
-                nxt = []
-                for m, d in regions:
-                    inside = pd if d is None else fa.intersect(d, pd, STATE_LIMIT)
-                    outside = fa.negate(pd) if d is None else fa.difference(d, pd, STATE_LIMIT)
-                    if not inside.is_empty():
-                        nxt.append((m + (p,), inside))
-                    if not outside.is_empty():
-                        nxt.append((m, outside))
-                regions = nxt
-                if len(regions) > 64:
-                    raise ir.NotExpressible("too many patternProperties regions")
-        except rx.RegexUnsupported as e:
-            raise ir.NotExpressible(str(e))
+        # The key regions depend on the listed keys and the patterns only (without
+        # propertyNames): computed once per process (objects of the same shape recur).
+        rkey = (tuple(listed_set), tuple(pats)) if names_dfa is None else None
+        hit = _REGIONS.get(rkey) if rkey is not None else None
+        if hit is not None:
+            regions, restricted = hit
+        else:
+            try:
+                base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
+                if names_dfa is not None:
+                    base = names_dfa if base is None else fa.intersect(base, names_dfa, STATE_LIMIT)
+                regions = [((), base)]
+                for p in pats:
+                    pd = ir.regex_dfa(p)
+                    nxt = []
+                    for m, d in regions:
+                        inside = pd if d is None else fa.intersect(d, pd, STATE_LIMIT)
+                        outside = fa.negate(pd) if d is None else fa.difference(d, pd, STATE_LIMIT)
+                        if not inside.is_empty():
+                            nxt.append((m + (p,), inside))
+                        if not outside.is_empty():
+                            nxt.append((m, outside))
+                    regions = nxt
+                    if len(regions) > 64:
+                        raise ir.NotExpressible("too many patternProperties regions")
+            except rx.RegexUnsupported as e:
+                raise ir.NotExpressible(str(e))
+            restricted: dict = {}  # region index -> fa.restrict_alphabet(its automaton)
+            if rkey is not None:
+                if len(_REGIONS) > 512:
+                    _REGIONS.clear()
+                _REGIONS[rkey] = (regions, restricted)
         alts = []
         for i, (m, d) in enumerate(regions):
             u = value_for(m)
@@ -1125,7 +1224,10 @@ class Emitter:
             elif d is None:
                 key = self.shared("string")
             else:
-                d = fa.restrict_alphabet(d)
+                rd = restricted.get(i)
+                if rd is None:
+                    rd = restricted[i] = fa.restrict_alphabet(d)
+                d = rd
                 if d.is_empty():
                     continue
                 if self.excl and not m and not names_pos:

@@ -65,6 +65,10 @@ def seq(*items):
 
 
 def alt(*items):
+    if len(items) == 2:  # (the common case, without the set)
+        a, b = items
+        if a is not None and b is not None and a[0] != "alt" and b[0] != "alt":
+            return a if a == b else ("alt", items)
     out = []
     seen = set()
     for e in items:
@@ -379,10 +383,11 @@ class Grammar:
                         if _productive(rules[name], prod):
                             prod.add(name)
             work = [name for name in rules if name not in prod]
-            if work:
-                for name, rs in refs.items():
-                    for r in rs:
-                        rev.setdefault(r, set()).add(name)
+            # Reverse edges of the rules still waiting only: every other user is productive
+            # already, and the worklist skips productive users.
+            for name in work:
+                for r in refs[name]:
+                    rev.setdefault(r, set()).add(name)
         while work:
             name = work.pop()
             if name in prod:
@@ -548,18 +553,46 @@ def _digit_set(lo, hi):
 _hex_cache: dict = {}
 
 
+def _hex_expr(vals, width, memo):
+    """What dfa_to_expr writes for the minimal DFA of the ``width``-digit lowercase hex
+    numerals whose values lie in ``vals`` (normalized ranges), each digit set case-folded.
+    Built straight from the residual sets, which are the minimal DFA's states (Myhill-Nerode:
+    a state is the set of values its suffixes may take): the digits leading to the same
+    residual share a transition, whose label is their characters, and transitions come in
+    the order minimize() numbers them (by first code point). No NFA, subset construction or
+    minimization."""
+    if width == 0:
+        return EPS
+    mk = (vals, width)
+    r = memo.get(mk)
+    if r is not None:
+        return r
+    p = 16 ** (width - 1)
+    groups: dict = {}
+    for d in range(vals[0][0] // p, vals[-1][1] // p + 1):
+        lo_d, hi_d = d * p, d * p + p - 1
+        sub = tuple((max(lo, lo_d) - lo_d, min(hi, hi_d) - lo_d) for lo, hi in vals if lo <= hi_d and hi >= lo_d)
+        if sub:
+            ch = ord(_HEXCH[d])
+            g = groups.get(sub)
+            if g is None:
+                groups[sub] = [(ch, ch)]
+            else:
+                g.append((ch, ch))
+    rows = sorted(((cs.normalize(chars), sub) for sub, chars in groups.items()), key=lambda x: x[0][0][0])
+    r = alt(*[seq(cls(cs.case_fold_ascii(c)), _hex_expr(sub, width - 1, memo)) for c, sub in rows])
+    memo[mk] = r
+    return r
+
+
 def hex4(ranges):
     """Expression for 4 hex digits (either case) whose value lies in ``ranges``."""
     key = tuple(ranges)
     r = _hex_cache.get(key)
     if r is not None:
         return r
-    pats = []
-    for lo, hi in ranges:
-        for p in _split_range(lo, hi, 4, 16):
-            pats.append(rx.cat(*[("set", _digit_set(a, b)) for a, b in p]))
-    d = fa.from_regex(rx.alt(*pats), limit=100000)
-    r = dfa_to_expr(d, lambda c: cls(cs.case_fold_ascii(c)))
+    vals = cs.normalize(key)
+    r = _hex_expr(vals, 4, {}) if vals else None
     if len(_hex_cache) > 4096:
         _hex_cache.clear()
     _hex_cache[key] = r

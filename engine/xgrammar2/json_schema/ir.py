@@ -9,6 +9,8 @@ unsupported constructs.
 
 from __future__ import annotations
 
+import re
+
 from decimal import Decimal
 
 from . import automaton as fa
@@ -235,19 +237,33 @@ def regex_dfa(ast):
 _nfa_cache: dict = {}
 
 
+_match_cache: dict = {}
+
+
 def regex_match(ast, s: str) -> bool:
     """Full match of ``s`` against a regex AST: the cached DFA when one exists, else an NFA
-    simulation (no subset construction, cheap for the few literal keys we test)."""
+    simulation (no subset construction, cheap for the few literal keys we test). Results are
+    memoised: the same enum strings are tested against the same patterns many times (each
+    pair of overlapping oneOf branches, every intersection with an enum)."""
+    mk = (ast, s)
+    r = _match_cache.get(mk)
+    if r is not None:
+        return r
     d = _dfa_cache.get(ast)
     if d is not None:
-        return d.run(s)
-    nfa = _nfa_cache.get(ast)
-    if nfa is None:
-        nfa = fa.compile_nfa(ast)
-        if len(_nfa_cache) > 2048:
-            _nfa_cache.clear()
-        _nfa_cache[ast] = nfa
-    return fa.nfa_match(nfa, s)
+        r = bool(d.run(s))
+    else:
+        nfa = _nfa_cache.get(ast)
+        if nfa is None:
+            nfa = fa.compile_nfa(ast)
+            if len(_nfa_cache) > 2048:
+                _nfa_cache.clear()
+            _nfa_cache[ast] = nfa
+        r = bool(fa.nfa_match(nfa, s))
+    if len(_match_cache) > 65536:
+        _match_cache.clear()
+    _match_cache[mk] = r
+    return r
 
 
 def validate(cx, u, v, depth=0) -> bool:
@@ -266,6 +282,25 @@ def is_integral(v) -> bool:
         return True
     d = to_dec(v)
     return d == d.to_integral_value()
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_str(n, v: str) -> bool:
+    """validate_node for a string node ``n`` and a str ``v``."""
+    ln = len(v)
+    if ln < n.minl or (n.maxl is not None and ln > n.maxl):
+        return False
+    if _SURROGATE.search(v) is not None:
+        return False
+    for ast, _ in n.pos:
+        if not regex_match(ast, v):
+            return False
+    for ast, _ in n.neg:
+        if regex_match(ast, v):
+            return False
+    return True
 
 
 def validate_node(cx, n, v, depth=0) -> bool:
@@ -304,18 +339,7 @@ def validate_node(cx, n, v, depth=0) -> bool:
                 return False
         return True
     if k == "string":
-        ln = len(v)
-        if ln < n.minl or (n.maxl is not None and ln > n.maxl):
-            return False
-        if any(0xD800 <= ord(c) <= 0xDFFF for c in v):
-            return False
-        for ast, _ in n.pos:
-            if not regex_match(ast, v):
-                return False
-        for ast, _ in n.neg:
-            if regex_match(ast, v):
-                return False
-        return True
+        return _valid_str(n, v)
     if k == "array":
         if len(v) < n.minn or (n.maxn is not None and len(v) > n.maxn):
             return False
@@ -422,7 +446,10 @@ def intersect_node(cx, x, y):
             keep = [(v, k) for v, k in zip(x.values, x.keys) if k in y.keyset]
         else:
             e, o = (x, y) if kx == "enum" else (y, x)
-            keep = [(v, k) for v, k in zip(e.values, e.keys) if validate_node(cx, o, v)]
+            if o.kind == "string":  # (validate_node's string case, without its dispatch)
+                keep = [(v, k) for v, k in zip(e.values, e.keys) if isinstance(v, str) and _valid_str(o, v)]
+            else:
+                keep = [(v, k) for v, k in zip(e.values, e.keys) if validate_node(cx, o, v)]
         if not keep:
             return None
         return Enum([v for v, _ in keep], [k for _, k in keep])

@@ -174,6 +174,19 @@ def _fmt_step(f, ch, integer, allow_exp):
     return None
 
 
+_fmt_rows: dict = {}
+
+
+def _fmt_row(f, integer, allow_exp):
+    """[(ch, _fmt_step(f, ch, ...))] over ALPHA, the steps that are not None."""
+    k = (f, integer, allow_exp)
+    r = _fmt_rows.get(k)
+    if r is None:
+        r = _fmt_rows[k] = [(ch, f2) for ch in ALPHA for f2 in (_fmt_step(f, ch, integer, allow_exp),)
+                            if f2 is not None]
+    return r
+
+
 _cache: dict = {}
 
 
@@ -229,10 +242,7 @@ def _build(n: ir.Num) -> fa.DFA:
             ok = False
         accept.append(ok)
         row: dict = {}
-        for ch in ALPHA:
-            f2 = _fmt_step(f, ch, integer, allow_exp)
-            if f2 is None:
-                continue
+        for ch, f2 in _fmt_row(f, integer, allow_exp):
             neg2, zero2, fracnz2 = neg, zero, fracnz
             if ch == "-" and f == "S":
                 neg2 = True
@@ -245,8 +255,8 @@ def _build(n: ir.Num) -> fa.DFA:
                     zero2 = False
                     if f2 == "F":
                         fracnz2 = True
-                c2 = tuple(_cmp_step(c, ch, KI, KF, dot) for (K, KI, KF, _), c in zip(comps, cst))
-                m2 = tuple(_mod_step(m, ch, P, s, dot) for ((P, s), _), m in zip(mods, mst))
+                c2 = tuple([_cmp_step(c, ch, KI, KF, dot) for (K, KI, KF, _), c in zip(comps, cst)])
+                m2 = tuple([_mod_step(m, ch, P, s, dot) for ((P, s), _), m in zip(mods, mst)]) if mods else ()
                 if not n.nonint:
                     fracnz2 = False
                 nxt = (f2, neg2, zero2, c2, m2, fracnz2)

@@ -66,6 +66,16 @@ def _sglang_version() -> str:
             return ""
 
 
+def _force() -> bool:
+    """``XGRAMMAR2_SGLANG_FORCE``, a switch (off by default; a value that is no switch warns
+    once and counts as off; off too when xgrammar2 itself cannot be imported)."""
+    try:
+        from xgrammar2.envvars import env_flag
+    except Exception:  # noqa: BLE001 - not registered either way
+        return False
+    return env_flag("XGRAMMAR2_SGLANG_FORCE", False, logger=logger)
+
+
 def register() -> bool:
     """Adds the ``xgrammar2`` grammar backend to SGLang in this process. Returns whether it
     is active.
@@ -83,7 +93,7 @@ def register() -> bool:
         if not version:
             logger.warning("xgrammar2 SGLang plugin: sglang is not installed; not registering")
             return False
-        if not _supported(version) and os.environ.get("XGRAMMAR2_SGLANG_FORCE", "") != "1":
+        if not _supported(version) and not _force():
             lo, hi = SUPPORTED_SGLANG
             logger.warning(
                 "xgrammar2 SGLang plugin: SGLang %s is outside the tested range [%s, %s); the "

@@ -16,6 +16,7 @@ import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import xgrammar2 as xgr2
+from xgrammar2.envvars import env_flag, env_int
 from sglang.srt.constrained.base_grammar_backend import (
     BaseGrammarBackend,
     BaseGrammarObject,
@@ -151,16 +152,15 @@ def _whitespace_bound(option: Optional[int]) -> Optional[int]:
     default of xgrammar2.serving."""
     if option is not None and option > 0:
         return int(option)
-    env = os.environ.get("XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT", "").strip().lower()
-    if env in ("none", "null", "unbounded"):
-        return None
-    if env:
-        if env.isdigit() and int(env) > 0:
-            return int(env)
-        logger.warning("XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT=%r is not an int > 0 or 'none'; using %d",
-                       env, xgr2.serving.DEFAULT_MAX_WHITESPACE_CNT)
-    return xgr2.serving.DEFAULT_MAX_WHITESPACE_CNT
+    return env_int("XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT", xgr2.serving.DEFAULT_MAX_WHITESPACE_CNT,
+                   minimum=1, words={"none": None, "null": None, "unbounded": None}, logger=logger)
 
+
+def _env_mib(name: str) -> Optional[int]:
+    """The byte budget an environment variable gives in MiB (an integer >= 0), else None (the
+    library's default; a value that is no such integer warns once)."""
+    mb = env_int(name, None, logger=logger)
+    return None if mb is None else mb * _MIB
 
 
 # ---- the backend -----------------------------------------------------------------------------
@@ -189,7 +189,7 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
         # (xgrammar2.serving): SGLang's --constrained-json-max-whitespace-cnt sets the bound,
         # XGRAMMAR2_SGLANG_MAX_WHITESPACE_CNT=none lifts it.
         self.max_whitespace_cnt = _whitespace_bound(max_whitespace_cnt)
-        self.lenient = os.environ.get("XGRAMMAR2_SGLANG_LENIENT", "") in ("1", "true", "True")
+        self.lenient = env_flag("XGRAMMAR2_SGLANG_LENIENT", False, logger=logger)
         if whitespace_pattern:
             # xgrammar2 (like SGLang's xgrammar backend) takes a whitespace policy, not a regex.
             logger.warning(
@@ -197,14 +197,9 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
                 "outlines / llguidance option); using any_whitespace=%s, max_whitespace_cnt=%s",
                 whitespace_pattern, self.any_whitespace, self.max_whitespace_cnt,
             )
-        env_k = os.environ.get("XGRAMMAR2_SGLANG_PRECOMPUTE_K", "")
-        self.precompute_k = int(env_k) if env_k.isdigit() else DEFAULT_PRECOMPUTE_K
-        if env_k and not env_k.isdigit():
-            logger.warning("XGRAMMAR2_SGLANG_PRECOMPUTE_K=%r is not an int >= 0; using %d",
-                           env_k, self.precompute_k)
+        self.precompute_k = env_int("XGRAMMAR2_SGLANG_PRECOMPUTE_K", DEFAULT_PRECOMPUTE_K, logger=logger)
         if cache_limit_bytes is None:
-            env = os.environ.get("XGRAMMAR2_SGLANG_CACHE_MB", "")
-            cache_limit_bytes = int(env) * _MIB if env.isdigit() else None
+            cache_limit_bytes = _env_mib("XGRAMMAR2_SGLANG_CACHE_MB")
         self._cache_limit_bytes = cache_limit_bytes
         # The on-disk compile cache (docs/disk-cache.md), shared by every SGLang process of
         # the node: XGRAMMAR2_SGLANG_CACHE_DIR (a path, or "off"), else XGRAMMAR2_CACHE_DIR,
@@ -213,11 +208,10 @@ class XGrammar2GrammarBackend(BaseGrammarBackend):
             os.environ.get("XGRAMMAR2_SGLANG_CACHE_DIR"),
             os.environ.get("SGLANG_CACHE_ROOT") or os.path.join(
                 os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sglang"))
-        disk_mb = os.environ.get("XGRAMMAR2_SGLANG_CACHE_DIR_MB", "")
         self.compiler = xgr2.GrammarCompiler(
             self.tokenizer_info, cache_enabled=True, cache_limit_bytes=cache_limit_bytes,
             cache_dir=self.cache_dir or False,
-            cache_dir_limit_bytes=int(disk_mb) * _MIB if disk_mb.isdigit() else None,
+            cache_dir_limit_bytes=_env_mib("XGRAMMAR2_SGLANG_CACHE_DIR_MB"),
         )
         n_tok = len(self.tokenizer_info.encoded_vocab)
         logger.info(

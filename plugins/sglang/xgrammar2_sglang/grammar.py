@@ -24,6 +24,7 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 import xgrammar2 as xgr2
+from xgrammar2.envvars import env_int
 from sglang.srt.constrained.base_grammar_backend import BaseGrammarObject, GrammarRow, GrammarStats
 
 from . import masks
@@ -37,10 +38,8 @@ MAX_ROLLBACK_TOKENS = 200
 
 
 def _fill_threads() -> int:
-    env = os.environ.get("XGRAMMAR2_SGLANG_FILL_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return max(1, min((os.cpu_count() or 2) // 2, 8))
+    return env_int("XGRAMMAR2_SGLANG_FILL_THREADS", max(1, min((os.cpu_count() or 2) // 2, 8)),
+                   minimum=1, logger=logger)
 
 
 class XGrammar2Grammar(BaseGrammarObject):

@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Any, Callable
 
+from xgrammar2.envvars import env_flag
+
 from . import ALIAS_FLAG, BACKEND_NAME
 
 logger = logging.getLogger("sglang.xgrammar2_sglang")
@@ -25,7 +27,7 @@ logger = logging.getLogger("sglang.xgrammar2_sglang")
 #: Whether the AROUND hook enables the whole-turn response-template grammar for xgrammar2
 #: (the tags it builds compile with xgrammar2; tests/sglang/test_tools.py checks that).
 #: ``XGRAMMAR2_SGLANG_TEMPLATE_TURN_GRAMMAR=0`` turns it off.
-TEMPLATE_TURN_GRAMMAR = os.environ.get("XGRAMMAR2_SGLANG_TEMPLATE_TURN_GRAMMAR", "1") != "0"
+TEMPLATE_TURN_GRAMMAR = env_flag("XGRAMMAR2_SGLANG_TEMPLATE_TURN_GRAMMAR", True, logger=logger)
 
 ADD_CLI_ARGS_TARGET = "sglang.srt.server_args.ServerArgs.add_cli_args"
 TEMPLATE_TURN_TARGET = "sglang.srt.entrypoints.openai.serving_chat.OpenAIServingChat._template_turn_grammar"

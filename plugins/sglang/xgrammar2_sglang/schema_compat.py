@@ -17,12 +17,14 @@ semantics).
 
 from __future__ import annotations
 
-import os
+import logging
 from typing import Any
+
+from xgrammar2.envvars import env_flag
 
 __all__ = ["infer_types", "INFER_TYPES"]
 
-INFER_TYPES = os.environ.get("XGRAMMAR2_SGLANG_INFER_TYPES", "1") != "0"
+INFER_TYPES = env_flag("XGRAMMAR2_SGLANG_INFER_TYPES", True, logger=logging.getLogger("sglang.xgrammar2_sglang"))
 
 _OBJECT_KEYS = frozenset({
     "properties", "required", "additionalProperties", "patternProperties", "minProperties",

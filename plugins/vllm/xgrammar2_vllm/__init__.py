@@ -46,6 +46,16 @@ def _supported(version: str) -> bool:
     return vt is not None and SUPPORTED_VLLM[0] <= vt < SUPPORTED_VLLM[1]
 
 
+def _force() -> bool:
+    """``XGRAMMAR2_VLLM_FORCE``, a switch (off by default; a value that is no switch warns
+    once and counts as off; off too when xgrammar2 itself cannot be imported)."""
+    try:
+        from xgrammar2.envvars import env_flag
+    except Exception:  # noqa: BLE001 - not registered either way
+        return False
+    return env_flag("XGRAMMAR2_VLLM_FORCE", False, logger=logger)
+
+
 def register() -> bool:
     """Adds the ``xgrammar2`` backend to vLLM in this process. Returns whether it is active.
 
@@ -61,7 +71,7 @@ def register() -> bool:
             logger.warning("xgrammar2 vLLM plugin: vllm is not importable (%s); not registering", e)
             return False
         version = getattr(vllm, "__version__", "") or ""
-        if not _supported(version) and os.environ.get("XGRAMMAR2_VLLM_FORCE", "") != "1":
+        if not _supported(version) and not _force():
             lo, hi = SUPPORTED_VLLM
             logger.warning(
                 "xgrammar2 vLLM plugin: vLLM %s is outside the tested range [%d.%d, %d.%d); the "

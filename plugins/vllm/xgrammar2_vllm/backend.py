@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import xgrammar2 as xgr2
+from xgrammar2.envvars import env_flag
 from vllm.v1.structured_output.backend_types import (
     StructuredOutputBackend,
     StructuredOutputGrammar,
@@ -70,7 +71,7 @@ DEFAULT_PRECOMPUTE_K = 8
 #: ``XGRAMMAR2_VLLM_LOG_TIMES=1``: log (INFO) the backend's set-up time (tokenizer info,
 #: compiler) and each compile's time with its on-disk cache hits and misses, and the API
 #: server's validation times (``bench/vllm_restart_ttft.py`` reads these lines).
-LOG_TIMES = os.environ.get("XGRAMMAR2_VLLM_LOG_TIMES", "") not in ("", "0")
+LOG_TIMES = env_flag("XGRAMMAR2_VLLM_LOG_TIMES", False, logger=logger)
 
 
 class StructuralTagsUnavailable(ValueError):
@@ -259,7 +260,7 @@ class Xgrammar2Backend(StructuredOutputBackend):
         self.strict_mode = self.options.get("strict_mode", True)
         self.lenient = self.options.get("lenient", False)
         self.batch_fill = self.options.get("batch_fill", True) and (
-            os.environ.get("XGRAMMAR2_VLLM_BATCH_FILL", "1") != "0"
+            env_flag("XGRAMMAR2_VLLM_BATCH_FILL", True, logger=logger)
         )
         self.precompute_k = self.options.get("precompute_k", DEFAULT_PRECOMPUTE_K)
         self.fill_threads = self.options.get("fill_threads") or max(1, min((os.cpu_count() or 2) // 2, 8))

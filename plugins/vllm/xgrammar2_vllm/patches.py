@@ -36,15 +36,16 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
-import os
 import threading
 import time
 from typing import Any, Callable, List, Optional
 
+from xgrammar2.envvars import env_flag
+
 logger = logging.getLogger("vllm.xgrammar2_vllm")
 
 BACKEND = "xgrammar2"
-LOG_TIMES = os.environ.get("XGRAMMAR2_VLLM_LOG_TIMES", "") not in ("", "0")
+LOG_TIMES = env_flag("XGRAMMAR2_VLLM_LOG_TIMES", False, logger=logger)
 SHORT_FLAG = "--structured-output-backend"
 _MARK = "_xgrammar2_patched"
 
@@ -125,7 +126,7 @@ def make_backend(vllm_config: Any, tokenizer: Any, eager: bool = False) -> Any:
 
 #: ``XGRAMMAR2_VLLM_EAGER=0``: build the backend on the first xgrammar2 request (as vLLM does
 #: for its own backends) instead of when the engine's StructuredOutputManager is created.
-EAGER = os.environ.get("XGRAMMAR2_VLLM_EAGER", "1") != "0"
+EAGER = env_flag("XGRAMMAR2_VLLM_EAGER", True, logger=logger)
 _PENDING = "_xgrammar2_pending_backend"
 
 

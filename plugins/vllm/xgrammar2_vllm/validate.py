@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
 from typing import Any, Hashable
 
 import xgrammar2 as xgr2
+from xgrammar2.envvars import env_flag
 
 __all__ = ["validate_xgrammar2_request", "configure", "validate_timed"]
 
 logger = logging.getLogger("vllm.xgrammar2_vllm")
 #: ``XGRAMMAR2_VLLM_LOG_TIMES=1``: log each validation's time (see backend.LOG_TIMES).
-_LOG_TIMES = os.environ.get("XGRAMMAR2_VLLM_LOG_TIMES", "") not in ("", "0")
+_LOG_TIMES = env_flag("XGRAMMAR2_VLLM_LOG_TIMES", False, logger=logger)
 
 
 def validate_timed(validate: Any, sampling_params: Any) -> None:
@@ -48,21 +48,43 @@ def validate_timed(validate: Any, sampling_params: Any) -> None:
 _options: "dict[str, Any]" = {}
 
 
+#: Markers of accepted requests in the engine's compile cache directory (set by
+#: :func:`configure`; None without a directory): a restarted API server does not convert a
+#: request again that it (or another API server with the same code and options) accepted.
+_disk: Any = None
+
+
 def configure(options: "dict[str, Any]") -> None:
     """Validates later requests with the engine's options (``--additional-config``'s
-    ``xgrammar2`` object), so the API server accepts exactly what the engine compiles."""
+    ``xgrammar2`` object), so the API server accepts exactly what the engine compiles, and
+    remembers accepted requests in the engine's cache directory (``cache_dir``, default
+    ``$VLLM_CACHE_ROOT/xgrammar2``; off with the same words that turn the cache off)."""
+    global _disk
     _options.clear()
     _options.update(options)
     with _ok_lock:
         _ok.clear()
+    _disk = None
+    try:
+        from .backend import _vllm_cache_root
+
+        cache_dir = xgr2.serving.engine_cache_dir(options.get("cache_dir"), _vllm_cache_root())
+        if cache_dir:
+            from xgrammar2.validated import ValidatedRequests
+
+            digest = json.dumps({"lenient": bool(options.get("lenient", False))}, sort_keys=True)
+            _disk = ValidatedRequests(cache_dir, digest.encode())
+    except Exception as e:  # noqa: BLE001 - never fail the API server for an optimisation
+        logger.warning("xgrammar2: validated-request markers disabled: %s", e)
+        _disk = None
 
 # Requests often repeat the same schema / tool set; converting a large JSON schema (or a
 # 100-tool structural tag: 130-345 ms on a loaded 2-core machine) takes that long on the API
 # server's event loop, so successful validations are remembered, keyed by the request's
 # canonical text (a bounded LRU; only successes: a refused request is converted, and
-# refused, again). The memo is per process: the first request of a tool set after a restart
-# is still converted here (the on-disk compile cache is keyed by the engine's vocabulary
-# fingerprint, which this process does not have).
+# refused, again). With a cache directory, successes are also marked there
+# (xgrammar2.validated), so the first request of a tool set after a restart is not converted
+# again either.
 _CACHE_SIZE = 512
 _ok: "OrderedDict[Hashable, Any]" = OrderedDict()
 _ok_lock = threading.Lock()
@@ -73,15 +95,22 @@ def _seen(key: Hashable) -> bool:
         if key in _ok:
             _ok.move_to_end(key)
             return True
+    disk = _disk
+    if disk is not None and disk.seen(key):
+        _remember(key, on_disk=False)
+        return True
     return False
 
 
-def _remember(key: Hashable, value: Any = True) -> None:
+def _remember(key: Hashable, value: Any = True, on_disk: bool = True) -> None:
     with _ok_lock:
         _ok[key] = value
         _ok.move_to_end(key)
         while len(_ok) > _CACHE_SIZE:
             _ok.popitem(last=False)
+    disk = _disk
+    if on_disk and value is True and disk is not None:
+        disk.remember(key)
 
 
 def _cached_value(key: Hashable) -> Any:

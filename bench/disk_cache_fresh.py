@@ -1,0 +1,117 @@
+"""Compile to first mask in fresh processes, cold and with a warm cache directory, per JSONSchemaBench sample
+schema: a lighter ``bench/disk_cache.py`` (no tool sets, no RSS or concurrency phases) for A/B runs of the hit path.
+
+    python -m bench.disk_cache_fresh [--schemas 24] [--repeats 3] [--engines TREE_A/engine,TREE_B/engine]
+
+Per engine tree: one process fills a new directory; then ``--repeats`` rounds, each a cold process (no directory)
+and a warm one (that directory) per tree, trees alternated. Each process loads the Llama-3.1 vocabulary, compiles
+one warm-up schema (and awaits the directory's mask entry packs), then times per schema ``compile_json_schema`` +
+``GrammarMatcher`` + the first ``fill_next_token_bitmask``. Prints per-schema medians (ms) and warm / cold ratios as
+a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _child(mode: str, d: str, n: int) -> None:
+    import warnings
+
+    import xgrammar2 as xgr
+
+    from bench.workloads import DATA_DIR, WARMUP_SPEC, jsonschemabench
+
+    with open(os.path.join(DATA_DIR, "tokenizers/canonical/llama-3.1.json"), encoding="utf-8") as f:
+        canon = json.load(f)
+    info = xgr.TokenizerInfo(canon["tokens"], vocab_type=xgr.VocabType.BYTE_LEVEL,
+                             vocab_size=canon["num_tokens"], stop_token_ids=canon["eos_ids"])
+    del canon
+    warnings.simplefilter("ignore")
+    texts = [(it.id, json.dumps(it.spec["schema"])) for it in jsonschemabench(n, 0, 0, False)]
+    comp = xgr.GrammarCompiler(info, cache_dir=d if mode != "cold" else False)
+    bm = xgr.allocate_token_bitmask(1, info.vocab_size)
+    m = xgr.GrammarMatcher(comp.compile_json_schema(json.dumps(WARMUP_SPEC["schema"])))
+    m.fill_next_token_bitmask(bm)
+    if comp.disk_cache is not None:
+        comp.disk_cache.wait_packs(10)
+    out: dict[str, float] = {}
+    p = time.perf_counter
+    for sid, text in texts:
+        try:
+            t0 = p()
+            m = xgr.GrammarMatcher(comp.compile_json_schema(text))
+            m.fill_next_token_bitmask(bm)
+            out[sid] = (p() - t0) * 1e3
+        except Exception:  # noqa: BLE001 - a schema the engine refuses is left out
+            pass
+    if comp.disk_cache is not None:
+        comp.disk_cache.flush()
+    print(json.dumps({"mode": mode, "engine": xgr.__file__, "ms": out,
+                      "hits": getattr(comp.disk_cache, "hits", None)}))
+
+
+def _run(engine: str, mode: str, d: str, n: int) -> dict[str, Any]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([engine, ROOT])
+    cmd = [sys.executable, "-m", "bench.disk_cache_fresh", "--child", mode, "--dir", d, "--schemas", str(n)]
+    res = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--schemas", type=int, default=24)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--engines", default=os.path.join(ROOT, "engine"),
+                    help="comma-separated engine/ folders (trees to compare, alternated)")
+    ap.add_argument("--child", default="")
+    ap.add_argument("--dir", default="")
+    args = ap.parse_args()
+    if args.child:
+        _child(args.child, args.dir, args.schemas)
+        return
+    engines = [e for e in args.engines.split(",") if e]
+    with tempfile.TemporaryDirectory(prefix="xgr2-fresh-") as tmp:
+        dirs = {e: os.path.join(tmp, f"dir{i}") for i, e in enumerate(engines)}
+        for e in engines:
+            _run(e, "fill", dirs[e], args.schemas)
+        runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _ in range(args.repeats):
+            for e in engines:
+                for mode in ("cold", "warm"):
+                    runs.setdefault((e, mode), []).append(_run(e, mode, dirs[e], args.schemas))
+    med = {k: {s: statistics.median(r["ms"][s] for r in v if s in r["ms"]) for s in v[0]["ms"]}
+           for k, v in runs.items()}
+    ids = [s for s in med[(engines[0], "cold")] if all(s in med[(e, m)] for e in engines for m in ("cold", "warm"))]
+    head = "| schema | " + " | ".join(f"cold {i} (ms) | warm {i} | warm / cold {i}" for i in range(len(engines))) + " |"
+    print(head)
+    print("|---" * (1 + 3 * len(engines)) + "|")
+    ratios: dict[str, list[float]] = {e: [] for e in engines}
+    for s in ids:
+        cells = []
+        for e in engines:
+            c, w = med[(e, "cold")][s], med[(e, "warm")][s]
+            ratios[e].append(w / c)
+            cells += [f"{c:.2f}", f"{w:.2f}", f"{w / c:.3f}"]
+        print(f"| {s} | " + " | ".join(cells) + " |")
+    for i, e in enumerate(engines):
+        r = ratios[e]
+        print(f"- {i} ({e}): warm / cold median {statistics.median(r):.3f}, at <= 10 %: "
+              f"{sum(x <= 0.1 for x in r)} / {len(r)}; warm p50 {statistics.median(med[(e, 'warm')].values()):.2f} ms, "
+              f"cold p50 {statistics.median(med[(e, 'cold')].values()):.2f} ms; hits per warm process "
+              f"{[x['hits'] for x in runs[(e, 'warm')]]}")
+
+
+if __name__ == "__main__":
+    main()
