@@ -35,6 +35,7 @@ _SEMANTIC = NUM_KW | STR_KW | ARR_KW | OBJ_KW | APPLICATOR_KW | {"type", "format
 _UNSUPPORTED = frozenset(k for k, (p, _) in KEYWORD_POLICY.items() if p is Policy.UNSUPPORTED)
 
 _IN_PROGRESS = object()
+_ALL_KINDS = ("null", "boolean", "number", "string", "array", "object")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -612,7 +613,7 @@ class Converter:
         if "not" in s:
             nu = self.convert(s["not"], ptr_join(ptr, "not"), base)
             try:
-                u = ir.intersect(self, u, ir.negate(self, nu))
+                u = ir.subtract(self, u, nu)
             except ir.NotExpressible as e:
                 self.unsupported("not", ptr, str(e))
         if "if" in s and "then" not in s and "else" not in s and uneval:
@@ -627,8 +628,8 @@ class Converter:
             tu = self.convert(s["then"], ptr_join(ptr, "then"), base) if "then" in s else ANY
             eu = self.convert(s["else"], ptr_join(ptr, "else"), base) if "else" in s else ANY
             try:
-                niu = ir.negate(self, iu)
-                u = ir.intersect(self, u, ir.union(ir.intersect(self, iu, tu), ir.intersect(self, niu, eu)))
+                u = ir.union(ir.intersect(self, u, ir.intersect(self, iu, tu)),
+                             ir.subtract(self, ir.intersect(self, u, eu), iu))
             except ir.NotExpressible as e:
                 self.unsupported("if", ptr, f"the 'if' schema cannot be negated: {e}")
         deps_req = {}
@@ -714,10 +715,93 @@ class Converter:
                 out.append(n)
         return tuple(out)
 
+    def _kinds(self, u, seen=()):
+        """A superset of the JSON types of the values in ``u``; references still being
+        converted are read from their schema text (``type``/``const``/``enum``/allOf/anyOf/
+        oneOf/$ref), so recursive branches can be told apart by type."""
+        out = set()
+        for n in u:
+            if n.kind == "enum":
+                out.update(ir.json_type(v) for v in n.values)
+            elif n.kind != "ref":
+                out.add(n.kind)
+            elif n.name in seen:
+                return set(_ALL_KINDS)
+            else:
+                m = self.ref_union_memo.get(n.name)
+                if m is not None and m is not _IN_PROGRESS:
+                    out |= self._kinds(m, seen + (n.name,))
+                    continue
+                entry = self.refs.get(n.name)
+                if entry is None:
+                    return set(_ALL_KINDS)
+                if entry[0] == "and":
+                    out |= self._kinds(entry[1], seen + (n.name,)) & self._kinds((entry[2],), seen + (n.name,))
+                else:
+                    out |= self._schema_kinds(entry[0], entry[1], entry[2], seen + (n.name,), 0)
+            if len(out) == len(_ALL_KINDS):
+                break
+        return out
+
+    def _schema_kinds(self, s, base, ptr, seen, depth):
+        if s is False:
+            return set()
+        if not isinstance(s, dict) or depth > 16:
+            return set(_ALL_KINDS)
+        base = self._base_of(s, base)
+        ks = set(_ALL_KINDS)
+        t = s.get("type")
+        if isinstance(t, str):
+            t = [t]
+        if isinstance(t, list) and all(isinstance(x, str) for x in t):
+            ks &= {"number" if x == "integer" else x for x in t}
+        if "const" in s:
+            ks &= {ir.json_type(s["const"])}
+        if isinstance(s.get("enum"), list):
+            ks &= {ir.json_type(v) for v in s["enum"]}
+        if isinstance(s.get("allOf"), list):
+            for sub in s["allOf"]:
+                ks &= self._schema_kinds(sub, base, ptr, seen, depth + 1)
+        for kw in ("anyOf", "oneOf"):
+            if isinstance(s.get(kw), list):
+                alt = set()
+                for sub in s[kw]:
+                    alt |= self._schema_kinds(sub, base, ptr, seen, depth + 1)
+                ks &= alt
+        ref = s.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#") and ks:
+            try:
+                loc = self._locate(ref, base, ptr)
+            except Exception:  # noqa: BLE001 - an unresolvable target is reported by the conversion itself
+                loc = None
+            if loc is not None and ("$ref", id(loc[0])) not in seen:
+                ks &= self._schema_kinds(loc[0], loc[2], loc[1], seen + (("$ref", id(loc[0])),), depth + 1)
+        return ks
+
+    def _disjoint(self, a, b):
+        """True only when no value is in both unions (node pair by node pair, so that a
+        large product is not built at once)."""
+        try:
+            if ir.definitely_empty(self, ir.intersect(self, a, b)):
+                return True
+        except ir.NotExpressible:
+            pass
+        else:
+            return False
+        try:
+            for x in a:
+                for y in b:
+                    if not ir.definitely_empty(self, ir.intersect(self, (x,), (y,))):
+                        return False
+        except ir.NotExpressible:
+            return False
+        return True
+
     def _one_of(self, branches, ptr, context):
         n = len(branches)
         if n == 1:
             return branches[0]
+        kinds = [self._kinds(b) for b in branches]
         exp = []
         for b in branches:
             try:
@@ -728,11 +812,9 @@ class Converter:
         any_overlap = False
         for i in range(n):
             for j in range(i + 1, n):
-                try:
-                    inter = ir.intersect(self, exp[i], exp[j])
-                    empty = ir.definitely_empty(self, inter)
-                except ir.NotExpressible:
-                    empty = False
+                if not kinds[i] & kinds[j]:
+                    continue
+                empty = self._disjoint(exp[i], exp[j])
                 if not empty:
                     overlap[i][j] = overlap[j][i] = True
                     any_overlap = True
@@ -746,8 +828,16 @@ class Converter:
                 for j in range(n):
                     if j != i and overlap[i][j]:
                         if j not in negs:
-                            negs[j] = ir.negate(self, branches[j])
-                        cur = ir.intersect(self, cur, negs[j])
+                            try:
+                                negs[j] = ir.negate(self, branches[j])
+                            except ir.NotExpressible:
+                                negs[j] = None
+                        if negs[j] is not None:
+                            cur = ir.intersect(self, cur, negs[j])
+                        else:
+                            # Not negatable alone: negated relative to this branch (finite
+                            # key sets, enum values, other types), still exact.
+                            cur = ir.subtract(self, ir.intersect(self, cur, context), branches[j])
                         if not cur:
                             break
                 out.append(cur)

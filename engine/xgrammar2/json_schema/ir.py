@@ -596,11 +596,12 @@ def negate_node(cx, n, depth):
             elif t == "string":
                 out.append(Str(neg=((literal_set_ast(vs), "#"),)))
             elif t in ("array", "object"):
-                # Only the empty container is cheap to exclude.
-                if all(len(v) == 0 for v in vs):
-                    out.append(Arr(minn=1) if t == "array" else Obj(minp=1))
-                else:
-                    raise NotExpressible(f"negation of a {t} constant")
+                cur = (Arr(),) if t == "array" else (Obj(),)
+                for v in vs:
+                    cur = intersect(cx, cur, _negate_container(cx, v, depth))
+                    if not cur:
+                        break
+                out.extend(cur)
         return tuple(out)
     others = _others(k)
     if k == "number":
@@ -680,6 +681,152 @@ def negate_node(cx, n, depth):
             alts.append(Obj(minp=n.maxp + 1))
         return others + tuple(alts)
     raise AssertionError(k)
+
+
+def _negate_container(cx, v, depth):
+    """Arrays (resp. objects) other than the constant ``v``: a different length (key count),
+    or an element (a key of ``v``) that differs. Exact: an array of ``len(v)`` items whose every
+    item equals ``v``'s is ``v``; an object with ``len(v)`` keys that has every key of ``v``
+    with an equal value is ``v``."""
+    if depth > 8:
+        raise NotExpressible("negation nested too deeply")
+    if isinstance(v, list):
+        n = len(v)
+        alts = [Arr(minn=n + 1)] + ([Arr(maxn=n - 1)] if n else [])
+        for i, x in enumerate(v):
+            nx = negate(cx, (Enum([x]),), depth + 1)
+            if nx:
+                alts.append(Arr(prefix=(ANY,) * i + (nx,), minn=i + 1))
+        return tuple(alts)
+    alts = [Obj(minp=len(v) + 1)]
+    for k, x in v.items():
+        alts.append(Obj(props=((k, NEVER),)))
+        nx = negate(cx, (Enum([x]),), depth + 1)
+        if nx:
+            alts.append(Obj(props=((k, nx),), required=(k,)))
+    return tuple(alts)
+
+
+# ---------------------------------------------------------------- difference (ctx ∧ ¬u)
+
+def subtract(cx, ctx, u, depth=0):
+    """``ctx ∩ ¬u``, exact. Tries the plain negation first; where ``u`` cannot be negated on
+    its own, negates it node by node relative to each node of ``ctx``: enum contexts keep the
+    values that fail ``u``; a context of another type is disjoint from an object node; an
+    object node with patternProperties/additionalProperties/propertyNames is negated within
+    an object context whose keys are a finite set (all other keys forbidden), where "some
+    key violates them" becomes a finite disjunction over those keys. Raises NotExpressible
+    otherwise."""
+    try:
+        return intersect(cx, ctx, negate(cx, u, depth))
+    except NotExpressible as e:
+        first = e
+    if depth > 8:
+        raise first
+    out = []
+    for c in _expand_nodes(cx, ctx):
+        cur = (c,)
+        for n in _expand_nodes(cx, u):
+            cur = _subtract_node(cx, cur, n, depth, first)
+            if not cur:
+                break
+        out.extend(cur)
+        if len(out) > MAX_ALTS:
+            raise NotExpressible("intersection has too many alternatives")
+    return _uniq(tuple(out))
+
+
+def _expand_nodes(cx, u):
+    out = []
+    for n in u:
+        if n.kind == "ref":
+            out.extend(_expand_nodes(cx, cx.ref_union(n.name)))
+        else:
+            out.append(n)
+    return out
+
+
+def _subtract_node(cx, cur, n, depth, first):
+    """``cur ∩ ¬n`` for one node ``n`` (``cur``: a union of non-reference nodes)."""
+    try:
+        return intersect(cx, cur, negate_node(cx, n, depth))
+    except NotExpressible:
+        pass
+    out = []
+    for c in cur:
+        if c.kind == "enum":
+            keep = [(v, k) for v, k in zip(c.values, c.keys) if not validate_node(cx, n, v)]
+            if keep:
+                out.append(Enum([v for v, _ in keep], [k for _, k in keep]))
+        elif n.kind == "enum":
+            vs = [v for v in n.values if json_type(v) == c.kind]
+            if not vs:
+                out.append(c)
+            else:
+                raise first
+        elif c.kind != n.kind:
+            out.append(c)
+        elif c.kind == "object":
+            if definitely_empty(cx, intersect(cx, (c,), (n,))):
+                out.append(c)  # (c ∩ n = ∅: c ∩ ¬n = c)
+                continue
+            for r in intersect(cx, (c,), _negate_obj_within(cx, n, c, depth, first)):
+                if not node_definitely_empty(cx, r, 0):
+                    out.append(r)
+        else:
+            raise first
+        if len(out) > MAX_ALTS:
+            raise NotExpressible("intersection has too many alternatives")
+    return tuple(out)
+
+
+def finite_keys(c):
+    """The keys an object node ``c`` can have when that is a finite set (an additional-
+    properties entry that forbids every other key), else None."""
+    if c.maxp == 0:
+        return frozenset()
+    ks = None
+    for su, keys, pats in c.addl:
+        if not su and not pats:
+            ks = keys if ks is None else ks & keys
+    return ks
+
+
+def _negate_obj_within(cx, n, c, depth, first):
+    """Objects violating object node ``n``, among those ``c`` allows (finite key set)."""
+    keys = finite_keys(c)
+    if keys is None:
+        raise first
+    alts = []
+    for r in n.required:
+        alts.append(Obj(props=((r, NEVER),)))
+    for k in sorted(keys):
+        ck = ANY
+        if any(not validate(cx, nu, k, depth + 1) for nu in n.names):
+            ck = NEVER
+        pu = n.prop(k)
+        if ck and pu is not None:
+            ck = intersect(cx, ck, pu)
+        for ast, su in n.patterns:
+            if ck and regex_match(ast, k):
+                ck = intersect(cx, ck, su)
+        for su, ks, pats in n.addl:
+            if ck and k not in ks and not any(regex_match(p, k) for p in pats):
+                ck = intersect(cx, ck, su)
+        if is_any(ck):
+            continue
+        if not ck:
+            alts.append(Obj(props=((k, ANY),), required=(k,)))
+            continue
+        cp = c.prop(k)
+        nk = subtract(cx, cp if cp is not None else ANY, ck, depth + 1)
+        if nk:
+            alts.append(Obj(props=((k, nk),), required=(k,)))
+    if n.minp > 0:
+        alts.append(Obj(maxp=n.minp - 1))
+    if n.maxp is not None:
+        alts.append(Obj(minp=n.maxp + 1))
+    return tuple(alts)
 
 
 def literal_set_ast(strings):

@@ -1,0 +1,176 @@
+"""Exclusive oneOf / not / if over branches that cannot be negated on their own (closed objects,
+patternProperties, propertyNames, array/object constants, recursive references): the converter
+negates them relative to the other branch (ir.subtract) and must stay exact.
+
+Every schema is checked on a grid of small instances against ``jsonschema`` (strict_mode=False:
+the JSON Schema meaning): an instance is accepted iff it is valid. The grids contain the
+instances that match several branches (valid only if exclusivity were dropped)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+
+from js_engine import ENGINE
+from js_helpers import grammar_for
+from xgrammar2.json_schema import UnsupportedSchemaError, json_schema_to_ebnf
+
+SCALARS = [None, True, False, 0, 1, 2, -3, 2.5, "", "a", "b", "foo"]
+
+
+def _objects(keys, pool, max_keys=3):
+    """Objects over ``keys`` (in that order, as the grammar writes them), values from ``pool``."""
+    out = [{}]
+    for r in range(1, min(max_keys, len(keys)) + 1):
+        for ks in itertools.combinations(keys, r):
+            for vals in itertools.product(pool, repeat=r):
+                out.append(dict(zip(ks, vals)))
+    return out
+
+
+def _arrays(pool, max_len=3):
+    out = []
+    for n in range(max_len + 1):
+        out.extend(list(v) for v in itertools.product(pool, repeat=n))
+    return out
+
+
+def _assert_exact(schema, instances, strict_mode=False):
+    cg = grammar_for(schema, strict_mode=strict_mode)
+    v = jsonschema.Draft202012Validator(schema)
+    wrong = []
+    for x in instances:
+        valid = v.is_valid(x)
+        acc = ENGINE.accepts(cg, json.dumps(x))
+        if strict_mode:
+            if acc and not valid:  # strict mode narrows objects; never widens
+                wrong.append(("accepted invalid", x))
+        elif acc != valid:
+            wrong.append(("accepted invalid" if acc else "rejected valid", x))
+    assert not wrong, f"{len(wrong)} wrong verdicts for {json.dumps(schema)}: {wrong[:8]}"
+
+
+CLOSED_A = {"type": "object", "additionalProperties": False, "properties": {"foo": {"type": "string"}}}
+CLOSED_B = {"type": "object", "additionalProperties": False, "properties": {"bar": {"type": "string"}}}
+
+CASES = {
+    # {} matches both closed branches: rejected; {"foo": ...} only A; {"bar": ...} only B.
+    "closed_objects": ({"oneOf": [CLOSED_A, CLOSED_B]},
+                       _objects(["foo", "bar", "zz"], ["a", 1], 2) + SCALARS),
+    # required key forbidden by additionalProperties:false in the other branch
+    "required_vs_closed": ({"oneOf": [
+        {"type": "object", "required": ["ref"], "properties": {"ref": {"type": "string"}},
+         "additionalProperties": False},
+        {"type": "object", "properties": {"inherit": {"enum": [True]}, "ref": {"type": "integer"}}}]},
+        _objects(["inherit", "ref", "zz"], [True, "a", 1], 2)),
+    # additionalProperties as a schema, patternProperties and propertyNames in the negated branch
+    # (the parent's additionalProperties:false gives both branches a finite key set)
+    "pattern_and_additional": ({"type": "object", "properties": {"a": {}, "ab": {}, "b": {}},
+                                "additionalProperties": False, "oneOf": [
+        {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        {"patternProperties": {"^a": {"type": "integer", "minimum": 1}}, "additionalProperties": {"type": "string"}}]},
+        _objects(["a", "ab", "b", "c"], [0, 1, "x"], 3)),
+    "property_names": ({"oneOf": [
+        {"type": "object", "properties": {"x": {}, "yy": {}}, "additionalProperties": False},
+        {"type": "object", "properties": {"x": {}, "yy": {}, "z": {}}, "additionalProperties": False,
+         "propertyNames": {"maxLength": 1}}]},
+        _objects(["x", "yy", "z"], [1], 3)),
+    "min_max_properties": ({"oneOf": [
+        {"type": "object", "properties": {"p": {}, "q": {}, "r": {}}, "additionalProperties": False},
+        {"type": "object", "properties": {"p": {"type": "integer"}, "q": {}, "s": {}}, "additionalProperties": False,
+         "minProperties": 2, "maxProperties": 2}]},
+        _objects(["p", "q", "r", "s"], [1, "a"], 3)),
+    # nested: the value of a listed key must itself be negated relative to the context
+    "nested_closed": ({"oneOf": [
+        {"type": "object", "properties": {"k": CLOSED_A}, "additionalProperties": False},
+        {"type": "object", "properties": {"k": CLOSED_B}, "additionalProperties": False, "required": ["k"]}]},
+        [{"k": o} for o in _objects(["foo", "bar"], ["a", 1], 2)] + [{}, {"k": 1}, {"j": {}}]),
+    # array and object constants
+    "array_const": ({"oneOf": [{"const": [1, 2]}, {"type": "array", "items": {"type": "integer"}}]},
+                    _arrays([1, 2, "a"], 3)),
+    "object_const": ({"oneOf": [{"const": {"a": 1, "b": [True]}},
+                                {"type": "object", "properties": {"a": {"type": "integer"}}}]},
+                     _objects(["a", "b", "c"], [1, 2, [True], [False]], 3)),
+    "enum_of_containers": ({"oneOf": [{"enum": [[], [1], {"x": None}]},
+                                      {"type": ["array", "object"], "maxItems": 1, "maxProperties": 1}]},
+                           _arrays([1, 2], 2) + _objects(["x", "y"], [None, 1], 2)),
+    # discriminated with status const on the parent + closed variants (the JSONSchemaBench pattern)
+    "discriminated_closed": ({"type": "object", "required": ["status"], "properties": {"status": {"enum": ["c"]}},
+                              "oneOf": [
+        {"properties": {"status": {}, "path": {"type": "string"}}, "additionalProperties": False},
+        {"properties": {"status": {}, "path": {"type": "string"}, "target": {"type": "string"}},
+         "required": ["target"], "additionalProperties": False},
+        {"properties": {"status": {}, "gone": {"const": True}}, "required": ["gone"],
+         "additionalProperties": False}]},
+        _objects(["status", "path", "target", "gone"], ["c", "p", True], 3)),
+    # not / if with a closed object
+    "not_closed": ({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+                    "not": {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}},
+                   _objects(["a", "b", "c"], [1, "s"], 2)),
+    "if_closed": ({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+                   "if": {"properties": {"a": {"const": 1}}, "additionalProperties": False},
+                   "then": {"required": ["a"]}, "else": {"required": ["b"]}},
+                  _objects(["a", "b"], [1, 2], 2)),
+    # enum context: the values failing the other branch are kept
+    "enum_context": ({"oneOf": [{"enum": [{"a": 1}, {"a": 1, "z": 2}, "s"]},
+                                {"type": "object", "properties": {"a": {}}, "additionalProperties": False}]},
+                     _objects(["a", "z"], [1, 2], 2) + ["s", "t"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_oneof_exact(name):
+    schema, instances = CASES[name]
+    _assert_exact(schema, instances)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_oneof_strict_mode_never_widens(name):
+    schema, instances = CASES[name]
+    _assert_exact(schema, instances, strict_mode=True)
+
+
+def test_closed_objects_exclusivity_is_kept():
+    # The texts upstream xgrammar accepts by dropping exclusivity (valid for both branches).
+    cg = grammar_for({"oneOf": [CLOSED_A, CLOSED_B]})
+    assert not ENGINE.accepts(cg, "{}")
+    assert ENGINE.accepts(cg, '{"foo": "x"}') and ENGINE.accepts(cg, '{"bar": "x"}')
+
+
+RECURSIVE = {
+    "$defs": {"el": {"type": "object", "properties": {"tag": {"type": "string"},
+                                                      "children": {"$ref": "#/$defs/children"}},
+                     "required": ["tag"]},
+              "children": {"oneOf": [{"type": "string"}, {"$ref": "#/$defs/el"},
+                                     {"type": "array", "items": {"$ref": "#/$defs/el"}}]}},
+    "$ref": "#/$defs/el"}
+
+
+def test_recursive_branches_disjoint_by_type():
+    leaf = [{"tag": "a"}, {"tag": "a", "children": "t"}, {"tag": "a", "children": {"tag": "b"}},
+            {"tag": "a", "children": [{"tag": "b"}, {"tag": "c", "children": "x"}]}]
+    bad = [{"tag": "a", "children": 1}, {"tag": "a", "children": {"x": 1}}, {"tag": "a", "children": [1]},
+           {"children": "t"}]
+    _assert_exact(RECURSIVE, leaf + bad)
+
+
+def test_recursive_overlapping_branches_still_refused():
+    # Both branches accept objects and one is the reference being defined: cannot be made
+    # exclusive, so it is refused (not silently treated as anyOf).
+    s = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}}},
+                                   {"type": "object", "required": ["b"]}]}}, "$ref": "#/$defs/n"}
+    with pytest.raises(UnsupportedSchemaError):
+        json_schema_to_ebnf(s)
+    r = json_schema_to_ebnf(s, lenient=True)
+    assert any("oneOf" in w for w in r.warnings)
+
+
+def test_open_key_context_still_refused():
+    # Branch B cannot be negated and A allows any key: no finite disjunction exists.
+    s = {"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                   {"type": "object", "additionalProperties": {"type": "string"}}]}
+    with pytest.raises(UnsupportedSchemaError):
+        json_schema_to_ebnf(s)
