@@ -174,3 +174,14 @@ def test_open_key_context_still_refused():
                    {"type": "object", "additionalProperties": {"type": "string"}}]}
     with pytest.raises(UnsupportedSchemaError):
         json_schema_to_ebnf(s)
+
+
+def test_work_limit_refuses(monkeypatch):
+    from xgrammar2.json_schema import ir
+
+    s = {"oneOf": [CLOSED_A, CLOSED_B]}
+    monkeypatch.setattr(ir, "SUBTRACT_BUDGET", 1)
+    with pytest.raises(UnsupportedSchemaError, match="too large a product"):
+        json_schema_to_ebnf(s)
+    r = json_schema_to_ebnf(s, lenient=True)
+    assert any("oneOf" in w for w in r.warnings)

@@ -95,6 +95,8 @@ class Converter:
         self.lenient = lenient
         self.ref_resolver = ref_resolver
         self.warnings: list = []
+        #: ir.subtract()'s remaining budget (a one-element list) while it runs, else None.
+        self.meter = None
         #: Why parts of the schema admit no value ("<pointer>: minItems is greater than
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
@@ -414,10 +416,12 @@ class Converter:
         key = (id(s), base, self.scope)
         u = self.memo.get(key)
         if u is None:
+            meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
             try:
                 u = self._convert(s, ptr, base)
             finally:
                 self.scope = saved
+                self.meter = meter
             self.memo[key] = u
         else:
             self.scope = saved
@@ -787,6 +791,8 @@ class Converter:
         except ir.NotExpressible:
             pass
         else:
+            return False
+        if len(a) * len(b) > 1024:
             return False
         try:
             for x in a:

@@ -402,6 +402,11 @@ def intersect(cx, a, b):
         return a
     if not a or not b:
         return NEVER
+    m = getattr(cx, "meter", None)
+    if m is not None:
+        m[0] -= len(a) * len(b)
+        if m[0] < 0:
+            raise NotExpressible("making the branches exclusive needs too large a product")
     out = []
     for x in a:
         for y in b:
@@ -723,6 +728,17 @@ def subtract(cx, ctx, u, depth=0):
         first = e
     if depth > 8:
         raise first
+    if getattr(cx, "meter", None) is None:
+        cx.meter = [getattr(cx, "subtract_left", SUBTRACT_BUDGET)]
+        try:
+            return _subtract(cx, ctx, u, depth, first)
+        finally:
+            cx.subtract_left = cx.meter[0]
+            cx.meter = None
+    return _subtract(cx, ctx, u, depth, first)
+
+
+def _subtract(cx, ctx, u, depth, first):
     out = []
     for c in _expand_nodes(cx, ctx):
         cur = (c,)
@@ -749,9 +765,14 @@ def _expand_nodes(cx, u):
 def _subtract_node(cx, cur, n, depth, first):
     """``cur ∩ ¬n`` for one node ``n`` (``cur``: a union of non-reference nodes)."""
     try:
-        return intersect(cx, cur, negate_node(cx, n, depth))
+        nn = negate_node(cx, n, depth)
     except NotExpressible:
-        pass
+        nn = None
+    if nn is not None:
+        try:
+            return intersect(cx, cur, nn)
+        except NotExpressible:
+            pass
     out = []
     for c in cur:
         if c.kind == "enum":
@@ -778,6 +799,13 @@ def _subtract_node(cx, cur, n, depth, first):
         if len(out) > MAX_ALTS:
             raise NotExpressible("intersection has too many alternatives")
     return tuple(out)
+
+
+#: Node pairs that the relative negations of one conversion may intersect, all subtract() calls
+#: together (nested intersections included; the conversion of a referenced schema met on the way
+#: is not counted): beyond it the construct is refused, so that a schema whose exclusivity needs
+#: a huge product fails fast instead of taking many seconds.
+SUBTRACT_BUDGET = 1_000_000
 
 
 def finite_keys(c):

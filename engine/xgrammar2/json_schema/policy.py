@@ -43,10 +43,12 @@ KEYWORD_POLICY: dict = {
     "allOf": (E, "exact intersection of the subschemas"),
     "anyOf": (E, "union"),
     "oneOf": (E, "union when the branches are provably disjoint, else exact 'exactly one' via "
-                 "negation; refused when a branch cannot be negated"),
-    "not": (E, "exact complement where expressible (types, const/enum of scalars, bounds, "
-               "lengths, patterns, required, simple properties); refused otherwise"),
-    "if": (E, "exact (if∧then)∨(¬if∧else); refused when 'if' cannot be negated"),
+                 "negation (relative to the other branch where a branch cannot be negated alone); "
+                 "refused when that is not expressible"),
+    "not": (E, "exact complement where expressible (types, const/enum values, bounds, "
+               "lengths, patterns, required, simple properties; closed objects within a finite key "
+               "set); refused otherwise"),
+    "if": (E, "exact (if∧then)∨(¬if∧else); refused when 'if' cannot be negated there"),
     "then": (E, "see 'if'; ignored without 'if'"),
     "else": (E, "see 'if'; ignored without 'if'"),
     "dependentRequired": (E, "expanded to alternatives"),
