@@ -632,8 +632,15 @@ class Converter:
             tu = self.convert(s["then"], ptr_join(ptr, "then"), base) if "then" in s else ANY
             eu = self.convert(s["else"], ptr_join(ptr, "else"), base) if "else" in s else ANY
             try:
-                u = ir.union(ir.intersect(self, u, ir.intersect(self, iu, tu)),
-                             ir.subtract(self, ir.intersect(self, u, eu), iu))
+                try:
+                    niu = ir.negate(self, iu)
+                except ir.NotExpressible:
+                    niu = None
+                if niu is not None:
+                    u = ir.intersect(self, u, ir.union(ir.intersect(self, iu, tu), ir.intersect(self, niu, eu)))
+                else:  # ¬if relative to u ∧ else (ir.subtract), still exact
+                    u = ir.union(ir.intersect(self, u, ir.intersect(self, iu, tu)),
+                                 ir.subtract(self, ir.intersect(self, u, eu), iu))
             except ir.NotExpressible as e:
                 self.unsupported("if", ptr, f"the 'if' schema cannot be negated: {e}")
         deps_req = {}
