@@ -88,6 +88,17 @@ CASES = {
         {"type": "object", "properties": {"k": CLOSED_A}, "additionalProperties": False},
         {"type": "object", "properties": {"k": CLOSED_B}, "additionalProperties": False, "required": ["k"]}]},
         [{"k": o} for o in _objects(["foo", "bar"], ["a", 1], 2)] + [{}, {"k": 1}, {"j": {}}]),
+    # arrays whose items are closed objects: an item outside the other branch's items
+    "arrays_of_closed": ({"oneOf": [{"type": "array", "items": CLOSED_A, "maxItems": 2},
+                                    {"type": "array", "items": CLOSED_B}]},
+                         _arrays([{}, {"foo": "x"}, {"bar": "x"}, 1], 3)),
+    "prefix_of_closed": ({"oneOf": [{"type": "array", "items": CLOSED_A},
+                                    {"type": "array", "prefixItems": [CLOSED_A, CLOSED_B], "items": False}]},
+                         _arrays([{}, {"foo": "x"}, {"bar": "x"}, 1], 3)),
+    "contains_closed": ({"type": "array", "items": {"type": "object", "properties": {"foo": {}, "bar": {}},
+                                                    "additionalProperties": False},
+                         "contains": CLOSED_A, "maxContains": 1},
+                        _arrays([{}, {"foo": "x"}, {"bar": "x"}, {"foo": 1, "bar": 1}], 3)),
     # array and object constants
     "array_const": ({"oneOf": [{"const": [1, 2]}, {"type": "array", "items": {"type": "integer"}}]},
                     _arrays([1, 2, "a"], 3)),

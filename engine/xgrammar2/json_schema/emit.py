@@ -764,11 +764,19 @@ class Emitter:
     def contains_array(self, n, name, depth, P, tail, minn, maxn, c):
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         cu, cmin, cmax, src = c
+        rel = {}
         try:
             ncu = ir.negate(self.cx, cu)
         except ir.NotExpressible as e:
-            self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
-            return self.array(n.copy(contains=()), name, depth)
+            # Negated relative to each position's schema instead (ir.subtract), still exact.
+            ncu = None
+            try:
+                for p in range(P):
+                    rel[p] = ir.subtract(self.cx, self._pos_schema(n, p, tail), cu)
+                rel["item"] = ir.subtract(self.cx, tail, cu)
+            except ir.NotExpressible:
+                self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
+                return self.array(n.copy(contains=()), name, depth)
         I = maxn if maxn is not None else max(P, minn)
         ccap = cmax + 1 if cmax is not None else cmin
         if (I + 1) * (ccap + 1) > STATE_LIMIT:
@@ -780,8 +788,8 @@ class Emitter:
             if p not in exprs:
                 s = self._pos_schema(n, p, tail) if p < P else tail
                 m = ir.intersect(self.cx, s, cu)
-                u = ir.intersect(self.cx, s, ncu)
                 tag = p if p < P else "item"
+                u = ir.intersect(self.cx, s, ncu) if ncu is not None else rel[tag]
                 exprs[p] = (self.sub(m, f"{name}_{tag}_c", depth + 1), self.sub(u, f"{name}_{tag}_n", depth + 1))
             return exprs[p]
 

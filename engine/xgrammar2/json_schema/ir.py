@@ -652,7 +652,9 @@ def negate_node(cx, n, depth):
             npu = negate(cx, pu, depth + 1)
             if npu:
                 alts.append(Arr(prefix=(ANY,) * i + (npu,), minn=i + 1))
-        if n.items is not None and not is_any(n.items):
+        if n.prefix and n.items is not None and not n.items:
+            alts.append(Arr(minn=len(n.prefix) + 1))  # (items: false after the prefix)
+        elif n.items is not None and not is_any(n.items):
             ni = negate(cx, n.items, depth + 1)
             if ni:
                 if n.prefix:
@@ -787,6 +789,10 @@ def _subtract_node(cx, cur, n, depth, first):
                 raise first
         elif c.kind != n.kind:
             out.append(c)
+        elif c.kind == "array":
+            for r in intersect(cx, (c,), _negate_arr_within(cx, n, c, depth, first)):
+                if not node_definitely_empty(cx, r, 0):
+                    out.append(r)
         elif c.kind == "object":
             if definitely_empty(cx, intersect(cx, (c,), (n,))):
                 out.append(c)  # (c ∩ n = ∅: c ∩ ¬n = c)
@@ -806,6 +812,38 @@ def _subtract_node(cx, cur, n, depth, first):
 #: is not counted): beyond it the construct is refused, so that a schema whose exclusivity needs
 #: a huge product fails fast instead of taking many seconds.
 SUBTRACT_BUDGET = 1_000_000
+
+
+def _negate_arr_within(cx, n, c, depth, first):
+    """Arrays violating array node ``n`` among those ``c`` allows: as negate_node, with the
+    positional and item schemas negated relative to ``c``'s (an item outside ``n.items`` is
+    one in some position schema of ``c`` and not in ``n.items``)."""
+    if n.unique is not None or (n.prefix and n.items and not is_any(n.items)):
+        raise first
+    alts = []
+    if n.prefix and n.items is not None and not n.items:
+        alts.append(Arr(minn=len(n.prefix) + 1))  # (items: false after the prefix)
+    if n.minn > 0:
+        alts.append(Arr(maxn=n.minn - 1))
+    if n.maxn is not None:
+        alts.append(Arr(minn=n.maxn + 1))
+    c_items = c.items if c.items is not None else ANY
+    for i, pu in enumerate(n.prefix):
+        if is_any(pu):
+            continue
+        npu = subtract(cx, c.prefix[i] if i < len(c.prefix) else c_items, pu, depth + 1)
+        if npu:
+            alts.append(Arr(prefix=(ANY,) * i + (npu,), minn=i + 1))
+    if n.items and not is_any(n.items):
+        ni = subtract(cx, union(*c.prefix, c_items), n.items, depth + 1)
+        if ni:
+            alts.append(Arr(contains=((ni, 1, None, n.src),)))
+    for cu, cmin, cmax, src in n.contains:
+        if cmin > 0:
+            alts.append(Arr(contains=((cu, 0, cmin - 1, src),)))
+        if cmax is not None:
+            alts.append(Arr(contains=((cu, cmax + 1, None, src),)))
+    return tuple(alts)
 
 
 def finite_keys(c):
