@@ -179,8 +179,8 @@ _lit_text: dict = {}
 def _print_lit(t: str) -> str:
     r = _lit_text.get(t)
     if r is None:
-        if t.isascii() and t.isprintable() and '"' not in t and "\\" not in t:
-            r = '"' + t + '"'  # (printable ASCII but " and \ is written as is: _esc_cp)
+        if t.isascii() and t.isprintable():  # (_esc_cp writes these as is, but " and \)
+            r = '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
         else:
             r = '"' + "".join([_esc_cp(ord(ch), False) for ch in t]) + '"'
         if len(_lit_text) > 16384:
