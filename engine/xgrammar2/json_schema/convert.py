@@ -433,16 +433,16 @@ class Converter:
         return u
 
     def _convert(self, s, ptr, base):
-        keys = s.keys()
-        if not keys.isdisjoint(_UNSUPPORTED):
-            for k in s:
-                if k in _UNSUPPORTED and k not in _SEMANTIC:
-                    self.unsupported(k, ptr, KEYWORD_POLICY[k][1])
-        semantic = keys & _SEMANTIC
+        semantic = []
+        for k in s:
+            if k in _SEMANTIC:
+                semantic.append(k)
+            elif k in _UNSUPPORTED:
+                self.unsupported(k, ptr, KEYWORD_POLICY[k][1])
         if not semantic:
             return ANY
-        if len(semantic) == 1 and ("$ref" in semantic or "$dynamicRef" in semantic):
-            kw = "$ref" if "$ref" in semantic else "$dynamicRef"
+        if len(semantic) == 1 and semantic[0] in ("$ref", "$dynamicRef"):
+            kw = semantic[0]
             ref = s[kw]
             if not isinstance(ref, str):
                 self.invalid(kw, ptr, "must be a string")
