@@ -9,6 +9,7 @@ import random
 from xgrammar2.json_schema import _cache, emit, grammar as G, ir, json_schema_to_ebnf
 from xgrammar2.json_schema import automaton as fa
 from xgrammar2.json_schema import charset as cs
+from xgrammar2.json_schema import numeric
 from xgrammar2.json_schema import regex as rx
 
 
@@ -59,7 +60,8 @@ _SCHEMAS = [
 
 def _clear_module_caches():
     for d in (emit._char_cache, emit._rx_cache, emit._str_text_cache, emit._SHARED_BODY, emit._LAYOUTS, emit._REGIONS,
-              G._hex_cache, G._json_char_cache, G._lit_text, G._body_text, ir._match_cache):
+              G._hex_cache, G._json_char_cache, G._lit_text, G._body_text, ir._match_cache, rx._ast_facts,
+              numeric._cache, numeric._row_sets):
         d.clear()
 
 

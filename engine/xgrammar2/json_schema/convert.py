@@ -34,6 +34,10 @@ _SEMANTIC = NUM_KW | STR_KW | ARR_KW | OBJ_KW | APPLICATOR_KW | {"type", "format
                                                                  "minContains", "maxContains", "then", "else"}
 _UNSUPPORTED = frozenset(k for k, (p, _) in KEYWORD_POLICY.items() if p is Policy.UNSUPPORTED)
 
+#: the keywords _convert_full handles after the per-type nodes
+_TAIL_KW = frozenset(("const", "enum", "$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "not", "if", "dependencies",
+                      "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"))
+
 _IN_PROGRESS = object()
 _ALL_KINDS = ("null", "boolean", "number", "string", "array", "object")
 
@@ -59,7 +63,8 @@ def uri_join(base: str, ref: str) -> str:
 def ptr_join(ptr: str, *parts) -> str:
     out = ptr
     for p in parts:
-        p = str(p)
+        if p.__class__ is not str:
+            p = str(p)
         if "~" in p or "/" in p:
             p = p.replace("~", "~0").replace("/", "~1")
         out += "/" + p
@@ -119,6 +124,9 @@ class Converter:
             rid = root.get("$id")
             if isinstance(rid, str):
                 self.root_base = urldefrag(uri_join(DEFAULT_BASE, rid))[0]
+        #: Whether any schema object may carry an $id (or draft-04 "id"): without the index
+        #: (json_schema_to_ebnf found none in the text), every base stays the one given.
+        self._ids = bool(index)
         if index:
             self._index(root, DEFAULT_BASE, "#")
         self.resources.setdefault(DEFAULT_BASE, (root, "#", DEFAULT_BASE))
@@ -213,6 +221,7 @@ class Converter:
         if not isinstance(loaded, (dict, bool)):
             self.invalid("$ref", ptr, f"resolver returned a non-schema for '{doc}'")
         self._keep.append(loaded)
+        self._ids = True
         rptr = doc + "#"
         self.resources[doc] = (loaded, rptr, doc)
         self._index(loaded, doc, rptr)
@@ -269,7 +278,7 @@ class Converter:
             else:
                 return None
             nptr = ptr_join(nptr, part)
-            if isinstance(node, dict):
+            if self._ids and isinstance(node, dict):
                 nbase = self._base_of(node, nbase)
         return node, nptr, nbase
 
@@ -409,7 +418,8 @@ class Converter:
             kw = parts[-1] if (len(parts) > 1 and parts[-1] in _SCHEMA_VALUED
                                and (len(parts) < 3 or parts[-2] not in _SCHEMA_MAPS)) else "schema"
             self.invalid(kw, ptr, f"must be an object or a boolean (a schema), got {type(s).__name__}")
-        base = self._base_of(s, base)
+        if self._ids:
+            base = self._base_of(s, base)
         saved = self.scope
         if base not in self.scope:
             self.scope = self.scope + (base,)
@@ -564,6 +574,8 @@ class Converter:
             u = tuple(nodes)
             if types is not None:
                 all_plain = False
+        if keys.isdisjoint(_TAIL_KW):  # (most schema objects: none of the keywords below)
+            return u
 
         if "const" in s:
             u = ir.intersect(self, u, (Enum([self._json_value(s["const"], ptr_join(ptr, "const"))]),))

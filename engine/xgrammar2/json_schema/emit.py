@@ -426,6 +426,8 @@ class Emitter:
 
     @staticmethod
     def _str_text(s: str, key: bool):
+        if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+            return ("lit", '"' + s + '"')  # (every character in _SAFE: one raw literal)
         parts = []
         run = []
         for ch in s:

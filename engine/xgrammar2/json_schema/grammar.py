@@ -179,7 +179,10 @@ _lit_text: dict = {}
 def _print_lit(t: str) -> str:
     r = _lit_text.get(t)
     if r is None:
-        r = '"' + "".join([_esc_cp(ord(ch), False) for ch in t]) + '"'
+        if t.isascii() and t.isprintable():  # (_esc_cp writes these as is, but " and \)
+            r = '"' + t.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        else:
+            r = '"' + "".join([_esc_cp(ord(ch), False) for ch in t]) + '"'
         if len(_lit_text) > 16384:
             _lit_text.clear()
         _lit_text[t] = r
@@ -225,6 +228,76 @@ def print_expr(e, prec: int = 0) -> str:
         return "(" + s + ")" if prec >= 1 else s
     if k == "rep":
         inner = print_expr(e[1], 2)
+        lo, hi = e[2], e[3]
+        if hi is None:
+            q = "*" if lo == 0 else ("+" if lo == 1 else "{%d,}" % lo)
+        elif lo == 0 and hi == 1:
+            q = "?"
+        elif lo == hi:
+            q = "{%d}" % lo
+        else:
+            q = "{%d,%d}" % (lo, hi)
+        if e[1][0] == "rep":
+            inner = "(" + inner + ")"
+        return inner + q
+    raise AssertionError(k)
+
+
+def print_refs(e, prec: int, out: list) -> str:
+    """print_expr(e, prec), also appending to ``out`` the rule names ``e`` refers to, in
+    walk_refs' order (left to right): finalize prints and collects references in one pass."""
+    k = e[0]
+    if k == "ref":
+        out.append(e[1])
+        return e[1]
+    if k == "lit":
+        return _print_lit(e[1])
+    if k == "cls":
+        c = e[1]
+        if len(c) == 1 and c[0][0] == c[0][1]:
+            return _print_lit(chr(c[0][0]))
+        return _print_class(c)
+    if k == "seq":
+        xs = e[1]
+        if not xs:
+            return '""'
+        parts = []
+        pending = None
+        for x in xs:
+            kx = x[0]
+            if kx == "ref":
+                if pending is not None:
+                    parts.append(_print_lit(pending))
+                    pending = None
+                out.append(x[1])
+                parts.append(x[1])
+                continue
+            if kx == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
+                x = ("lit", chr(x[1][0][0]))
+                kx = "lit"
+            if kx == "lit":
+                pending = x[1] if pending is None else pending + x[1]
+                continue
+            if pending is not None:
+                parts.append(_print_lit(pending))
+                pending = None
+            parts.append(print_refs(x, 1, out))
+        if pending is not None:
+            parts.append(_print_lit(pending))
+        s = " ".join(parts)
+        return "(" + s + ")" if prec >= 2 and len(parts) > 1 else s
+    if k == "alt":
+        parts = []
+        for x in e[1]:
+            if x[0] == "ref":
+                out.append(x[1])
+                parts.append(x[1])
+            else:
+                parts.append(print_refs(x, 1, out))
+        s = " | ".join(parts)
+        return "(" + s + ")" if prec >= 1 else s
+    if k == "rep":
+        inner = print_refs(e[1], 2, out)
         lo, hi = e[2], e[3]
         if hi is None:
             q = "*" if lo == 0 else ("+" if lo == 1 else "{%d,}" % lo)
@@ -339,11 +412,24 @@ class Grammar:
         """Prunes unproductive parts, drops unreachable rules and prints (rules with equal
         bodies are merged by the emitter). Returns None when the root derives nothing."""
         rules = {k: v for k, v in self.rules.items() if v is not None}
+        # Every rule's text and references in one walk (print_refs): nearly every rule is
+        # reachable and productive, so printing before the reachability pass wastes little.
         refs = {}
+        texts = {}
         missing = False
         for name, body in rules.items():
-            out: list = []
-            walk_refs(body, out)
+            if name in _SHARED_PRINT:
+                hit = _body_text.get(body)
+                if hit is None:
+                    out: list = []
+                    hit = (print_refs(body, 0, out), tuple(out))
+                    if len(_body_text) > 256:
+                        _body_text.clear()
+                    _body_text[body] = hit
+                texts[name], out = hit
+            else:
+                out = []
+                texts[name] = print_refs(body, 0, out)
             refs[name] = out
             if not missing:
                 for r in out:
@@ -409,7 +495,7 @@ class Grammar:
                 v = _prune(v, prod)
                 pruned[k] = v
                 out = []
-                walk_refs(v, out)
+                texts[k] = print_refs(v, 0, out)
                 refs[k] = out
             rules = pruned
         # Reachable rules in BFS order from the root (the printing order).
@@ -424,17 +510,8 @@ class Grammar:
             i += 1
         out = []
         for name in order:
-            body = rules.get(name)
-            if body is None:
-                continue
-            text = _body_text.get(body) if name in _SHARED_PRINT else None
-            if text is None:
-                text = print_expr(body)
-                if name in _SHARED_PRINT:
-                    if len(_body_text) > 256:
-                        _body_text.clear()
-                    _body_text[body] = text
-            out.append(f"{name} ::= {text}\n")
+            if name in rules:
+                out.append(f"{name} ::= {texts[name]}\n")
         return "".join(out)
 
 

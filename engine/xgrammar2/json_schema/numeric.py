@@ -188,6 +188,8 @@ def _fmt_row(f, integer, allow_exp):
 
 
 _cache: dict = {}
+#: code points of one row's transitions to one state (in ALPHA order) -> their charset
+_row_sets: dict = {}
 
 
 def number_dfa(n: ir.Num) -> fa.DFA:
@@ -222,6 +224,11 @@ def _build(n: ir.Num) -> fa.DFA:
     order = [init]
     trans = []
     accept = []
+    # Memos of this build: the comparator / remainder readers' next states depend on their own
+    # states and the character only, which recur across many product states; and the rows'
+    # code-point lists recur as well (the same digit ranges).
+    c_next: dict = {}
+    m_next: dict = {}
     i = 0
     while i < len(order):
         st = order[i]
@@ -255,8 +262,17 @@ def _build(n: ir.Num) -> fa.DFA:
                     zero2 = False
                     if f2 == "F":
                         fracnz2 = True
-                c2 = tuple([_cmp_step(c, ch, KI, KF, dot) for (K, KI, KF, _), c in zip(comps, cst)])
-                m2 = tuple([_mod_step(m, ch, P, s, dot) for ((P, s), _), m in zip(mods, mst)]) if mods else ()
+                ck = (cst, ch)
+                c2 = c_next.get(ck)
+                if c2 is None:
+                    c2 = c_next[ck] = tuple([_cmp_step(c, ch, KI, KF, dot) for (K, KI, KF, _), c in zip(comps, cst)])
+                if mods:
+                    mk = (mst, ch)
+                    m2 = m_next.get(mk)
+                    if m2 is None:
+                        m2 = m_next[mk] = tuple([_mod_step(m, ch, P, s, dot) for ((P, s), _), m in zip(mods, mst)])
+                else:
+                    m2 = ()
                 if not n.nonint:
                     fracnz2 = False
                 nxt = (f2, neg2, zero2, c2, m2, fracnz2)
@@ -268,6 +284,14 @@ def _build(n: ir.Num) -> fa.DFA:
                 keys[nxt] = k
                 order.append(nxt)
             row.setdefault(k, []).append(ord(ch))
-        trans.append([(tuple((c, c) for c in sorted(v)), k) for k, v in row.items()])
-        trans[-1] = [(fa.cs.normalize(c), k) for c, k in trans[-1]]
+        out_row = []
+        for k, v in row.items():
+            vk = tuple(v)
+            c = _row_sets.get(vk)
+            if c is None:
+                if len(_row_sets) > 4096:
+                    _row_sets.clear()
+                c = _row_sets[vk] = fa.cs.normalize((x, x) for x in vk)
+            out_row.append((c, k))
+        trans.append(out_row)
     return fa.minimize(fa.DFA(trans, accept))

@@ -249,7 +249,7 @@ def parse(pattern: str):
     return r
 
 
-def length_range(n):
+def _length_range(n):
     """(min, max) length in code points of strings matched by ``n`` (max None: unbounded)."""
     k = n[0]
     if k == "set":
@@ -260,17 +260,17 @@ def length_range(n):
         lo = 0
         hi = 0
         for m in n[1]:
-            a, b = length_range(m)
+            a, b = _length_range(m)
             lo += a
             hi = None if hi is None or b is None else hi + b
         return lo, hi
     if k == "alt":
-        rs = [length_range(m) for m in n[1]]
+        rs = [_length_range(m) for m in n[1]]
         lo = min(r[0] for r in rs)
         hi = None if any(r[1] is None for r in rs) else max(r[1] for r in rs)
         return lo, hi
     if k == "rep":
-        a, b = length_range(n[1])
+        a, b = _length_range(n[1])
         lo = a * n[2]
         if n[3] is None:
             hi = None if (b is None or b > 0) else 0
@@ -280,15 +280,41 @@ def length_range(n):
     raise AssertionError(k)
 
 
-def has_anchor(n) -> bool:
+def _has_anchor(n) -> bool:
     k = n[0]
     if k in ("bol", "eol"):
         return True
     if k in ("cat", "alt"):
-        return any(has_anchor(m) for m in n[1])
+        return any(_has_anchor(m) for m in n[1])
     if k == "rep":
-        return has_anchor(n[1])
+        return _has_anchor(n[1])
     return False
+
+
+#: id(AST) -> (AST, length_range, has_anchor): the emitter asks both of the same parsed
+#: pattern (ASTs are shared: parse() caches them) in every conversion. The entry keeps the
+#: AST alive, so its id cannot be reused while the entry exists.
+_ast_facts: dict = {}
+
+
+def _facts(n):
+    f = _ast_facts.get(id(n))
+    if f is None or f[0] is not n:
+        f = (n, _length_range(n), _has_anchor(n))
+        if len(_ast_facts) > 4096:
+            _ast_facts.clear()
+        _ast_facts[id(n)] = f
+    return f
+
+
+def length_range(n):
+    """(min, max) length in code points of strings matched by ``n`` (max None: unbounded)."""
+    return _facts(n)[1]
+
+
+def has_anchor(n) -> bool:
+    """Whether ``n`` contains a ^ or $ assertion."""
+    return _facts(n)[2]
 
 
 ANY_STAR = ("rep", ("set", cs.ALL), 0, None)
