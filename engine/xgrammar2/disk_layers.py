@@ -143,7 +143,7 @@ class LayerStore:
         self._tracked: Dict[bytes, Tuple["weakref.ref[Any]", int]] = {}
 
     def path_for(self, digest: bytes) -> str:
-        return os.path.join(self._cache.path, digest.hex() + LAYER_SUFFIX)
+        return self._cache.path + os.sep + digest.hex() + LAYER_SUFFIX
 
     # ---- which grammars ----------------------------------------------------------------
 

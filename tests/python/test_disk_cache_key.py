@@ -245,3 +245,23 @@ def test_a_wrong_core_text_is_caught_before_anything_is_stored(info, tmp_path, m
     assert (b.disk_cache.hits, b.disk_cache.misses) == (0, 1)  # nothing was stored as `other`
     assert walk(info, b.compile_json_schema(real)) == walk(info, ref.compile_json_schema(real))
     assert b.disk_cache.hits == 1  # `real` under its own text
+
+
+def test_key_digest_fast_path_is_feed_key(tmp_path):
+    """DiskCache.key_digest's loop over a tuple's str / bytes fields encodes exactly as
+    _feed_key (the names of existing files stay the same function of the key)."""
+    import hashlib
+
+    from xgrammar2 import disk_cache as dcm
+
+    dc = dcm.DiskCache(str(tmp_path), b"vocab", b"opts")
+
+    class S(str):
+        pass
+
+    keys = [("json_schema", b'{"a":1}', '{"any_whitespace": true}'), ("regex", "a\udc80"), ("x", S("y")),
+            ("t", ("a", b"b"), None, True, 3, -1), ("s", "", b""), "bare", b"bare", ()]
+    for k in keys:
+        h = hashlib.sha256(dc._prefix)
+        dcm._feed_key(h, k)
+        assert dc.key_digest(k) == h.digest(), k
