@@ -2,12 +2,15 @@
 schema: a lighter ``bench/disk_cache.py`` (no tool sets, no RSS or concurrency phases) for A/B runs of the hit path.
 
     python -m bench.disk_cache_fresh [--schemas 24] [--repeats 3] [--engines TREE_A/engine,TREE_B/engine]
+                                     [--clock wall|cpu] [--tool-sets 0]
 
 Per engine tree: one process fills a new directory; then ``--repeats`` rounds, each a cold process (no directory)
 and a warm one (that directory) per tree, trees alternated. Each process loads the Llama-3.1 vocabulary, compiles
 one warm-up schema (and awaits the directory's mask entry packs), then times per schema ``compile_json_schema`` +
-``GrammarMatcher`` + the first ``fill_next_token_bitmask``. Prints per-schema medians (ms) and warm / cold ratios as
-a markdown table.
+``GrammarMatcher`` + the first ``fill_next_token_bitmask`` (``--clock cpu``: the CPU time of the requesting
+thread, steadier on a loaded machine; a layer file over 1 MiB loads on the background thread either way). Prints per-schema medians (ms) and warm / cold ratios as
+a markdown table. ``--tool-sets N`` also times N dynamic 100-tool requests (``bench.disk_cache``'s: ``<function=NAME>``
+triggered tags over the BFCL pool, given as JSON text), rows ``tools100-i``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _child(mode: str, d: str, n: int) -> None:
+def _child(mode: str, d: str, n: int, clock: str = "wall", tool_sets: int = 0) -> None:
     import warnings
 
     import xgrammar2 as xgr
@@ -46,7 +49,7 @@ def _child(mode: str, d: str, n: int) -> None:
     if comp.disk_cache is not None:
         comp.disk_cache.wait_packs(10)
     out: dict[str, float] = {}
-    p = time.perf_counter
+    p = time.thread_time if clock == "cpu" else time.perf_counter
     for sid, text in texts:
         try:
             t0 = p()
@@ -55,16 +58,31 @@ def _child(mode: str, d: str, n: int) -> None:
             out[sid] = (p() - t0) * 1e3
         except Exception:  # noqa: BLE001 - a schema the engine refuses is left out
             pass
+    if tool_sets:
+        import random
+
+        from bench.disk_cache import _tools_request
+        from bench.tools import load_pool
+
+        pool = load_pool()
+        rng = random.Random("disk-cache-100")
+        for i in range(tool_sets):
+            text = _tools_request([pool[k].tool for k in rng.sample(range(len(pool)), 100)])
+            t0 = p()
+            m = xgr.GrammarMatcher(comp.compile_structural_tag(text))
+            m.fill_next_token_bitmask(bm)
+            out[f"tools100-{i}"] = (p() - t0) * 1e3
     if comp.disk_cache is not None:
         comp.disk_cache.flush()
     print(json.dumps({"mode": mode, "engine": xgr.__file__, "ms": out,
                       "hits": getattr(comp.disk_cache, "hits", None)}))
 
 
-def _run(engine: str, mode: str, d: str, n: int) -> dict[str, Any]:
+def _run(engine: str, mode: str, d: str, n: int, clock: str = "wall", tool_sets: int = 0) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([engine, ROOT])
-    cmd = [sys.executable, "-m", "bench.disk_cache_fresh", "--child", mode, "--dir", d, "--schemas", str(n)]
+    cmd = [sys.executable, "-m", "bench.disk_cache_fresh", "--child", mode, "--dir", d, "--schemas", str(n),
+           "--clock", clock, "--tool-sets", str(tool_sets)]
     res = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -75,22 +93,24 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--engines", default=os.path.join(ROOT, "engine"),
                     help="comma-separated engine/ folders (trees to compare, alternated)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--tool-sets", type=int, default=0)
     ap.add_argument("--child", default="")
     ap.add_argument("--dir", default="")
     args = ap.parse_args()
     if args.child:
-        _child(args.child, args.dir, args.schemas)
+        _child(args.child, args.dir, args.schemas, args.clock, args.tool_sets)
         return
     engines = [e for e in args.engines.split(",") if e]
     with tempfile.TemporaryDirectory(prefix="xgr2-fresh-") as tmp:
         dirs = {e: os.path.join(tmp, f"dir{i}") for i, e in enumerate(engines)}
         for e in engines:
-            _run(e, "fill", dirs[e], args.schemas)
+            _run(e, "fill", dirs[e], args.schemas, args.clock, args.tool_sets)
         runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _ in range(args.repeats):
             for e in engines:
                 for mode in ("cold", "warm"):
-                    runs.setdefault((e, mode), []).append(_run(e, mode, dirs[e], args.schemas))
+                    runs.setdefault((e, mode), []).append(_run(e, mode, dirs[e], args.schemas, args.clock, args.tool_sets))
     med = {k: {s: statistics.median(r["ms"][s] for r in v if s in r["ms"]) for s in v[0]["ms"]}
            for k, v in runs.items()}
     ids = [s for s in med[(engines[0], "cold")] if all(s in med[(e, m)] for e in engines for m in ("cold", "warm"))]

@@ -131,6 +131,15 @@ size_t xgr_grammar_memory(const xgr_grammar *g);
  * limit + 1 once the depth exceeds `limit`, so a deep document costs at most its length.
  * Thread-safe; allocates nothing. */
 int xgr_json_nesting_depth(const char *text, size_t len, int32_t limit, int32_t *depth);
+/* The canonical text of JSON text: what Python's json.dumps(json.loads(text),
+ * separators=(",", ":"), ensure_ascii=False) gives, made in one pass without building the
+ * document (the compile caches' key of a JSON schema). `out` must hold `len` bytes (the
+ * canonical text is never longer). *known = 1 and *out_len = its length when the pass proves
+ * it; *known = 0 when it cannot (not JSON, NaN / Infinity, an exponent, a float whose repr is
+ * not its text, a lone surrogate escape, a duplicate key, an integer over 640 digits, nesting
+ * deeper than `limit`): the caller converts the slow way. Thread-safe. */
+int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, size_t *out_len,
+                       int32_t *known);
 
 /* ---- vocabulary ---------------------------------------------------------------- */
 typedef struct xgr_vocab xgr_vocab;

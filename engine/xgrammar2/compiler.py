@@ -4,6 +4,7 @@ the tool-call linking path (tool_call_compile.py)."""
 
 import concurrent.futures
 import json
+import logging
 import os
 import threading
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
@@ -14,6 +15,7 @@ from .compile_cache import CompileCache
 from .compiled_grammar import CompiledGrammar
 from .disk_cache import DiskCache, resolve_cache_dir, vocab_fingerprint
 from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
+from .json_key import KeyMismatch, canonical_dumps, canonical_schema_text
 from .limits import check_input_size, check_structural_tag_args
 from .structural_tag.converter import ebnf_from_api_args
 from .structural_tag.link import TagCache
@@ -21,6 +23,8 @@ from .tokenizer_info import TokenizerInfo
 from .tool_call_compile import LazyResolver, compile_tag_text, make_fragment, structural_tag_key
 
 __all__ = ["CompiledGrammar", "GrammarCompiler", "DEFAULT_CACHE_LIMIT_BYTES"]
+
+logger = logging.getLogger(__name__)
 
 #: The cache budget used when ``cache_limit_bytes`` is not given: finite, so a server that
 #: sees an unbounded stream of distinct schemas keeps a flat memory profile.
@@ -308,25 +312,50 @@ class GrammarCompiler:
         ValueError
             The schema cannot be converted (unsupported keyword unless ``lenient``).
         """
-        obj = _schema_to_obj(schema)
+        # Text: its canonical text straight from the core (json_key.py), so a hit (memory or
+        # directory) parses and dumps nothing; None when the core cannot prove it.
+        fast = canonical_schema_text(schema) if isinstance(schema, str) and self._cache_enabled else None
+        obj = _schema_to_obj(schema) if fast is None else None
         if any_order:
             options = dict(options, any_order=True)
         opts = _json_schema_options(
             any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
         )
-        try:
-            canonical = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"the JSON schema cannot be serialized: {e}") from e
-        key = ("json_schema", canonical, json.dumps(opts, sort_keys=True, default=repr))
+        opts_key = json.dumps(opts, sort_keys=True, default=repr)
+        if fast is not None:
+            try:
+                return self._compile_schema(fast, None, schema, opts, opts_key)
+            except KeyMismatch:
+                logger.warning("xgrammar2: the canonical text of a JSON schema differs from "
+                               "json.dumps; compiling it the slow way (please report)")
+                obj = _schema_to_obj(schema)
+        return self._compile_schema(canonical_dumps(obj), obj, None, opts, opts_key)
+
+    def _compile_schema(self, canonical: bytes, obj: Any, source: Optional[str],
+                        opts: Dict[str, Any], opts_key: str) -> CompiledGrammar:
+        """Compiles a JSON schema through the caches under its canonical text (UTF-8):
+        ``obj`` is the parsed schema, or ``source`` its text when ``canonical`` came from the
+        core (json_key.py): then a compile (a miss) parses ``source`` and checks that
+        json.dumps of it gives ``canonical`` before anything is stored under it (KeyMismatch
+        otherwise)."""
+
+        def text() -> str:
+            return canonical.decode("utf-8", "surrogatepass")
 
         def make() -> Grammar:  # (the key text spares the converter a repr of the schema)
-            return _json_schema_grammar(obj, _key_text=canonical, **opts)
+            parsed = obj
+            key_text = text()
+            if source is not None:  # the caller's text, not the key's: a real check
+                parsed = json.loads(source)
+                if canonical_dumps(parsed) != canonical:
+                    raise KeyMismatch()
+            return _json_schema_grammar(parsed, _key_text=key_text, **opts)
 
         def rebuild() -> Grammar:  # from the text: the caller's dict may change
-            return _json_schema_grammar(json.loads(canonical), _key_text=canonical, **opts)
+            key_text = text()
+            return _json_schema_grammar(json.loads(key_text), _key_text=key_text, **opts)
 
-        return self._cached(key, make, rebuild)
+        return self._cached(("json_schema", canonical, opts_key), make, rebuild)
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compiles the builtin JSON grammar (a JSON object or array, as upstream's)."""

@@ -340,6 +340,7 @@ class DiskCache:
         self._pack_id = hashlib.sha256(
             b"xgrammar2-mask-pack\0" + str(DISK_FORMAT_VERSION).encode() + b"\0"
             + _core_build_id() + self._vocab_fp).digest()
+        self._prefix_hash = hashlib.sha256(self._prefix)  # copied for each key digest
         with _pack_states_lock:
             self._packs = _pack_states.setdefault((self.path, self._pack_id), _PackState())
         self._vocab: Any = None  # the core's vocabulary handle, from the first load()
@@ -437,12 +438,26 @@ class DiskCache:
         """The content address of a compile-cache key: SHA-256 of the prefix and the key's
         fields, each typed and length-prefixed (``_feed_key``; the keys are tuples of str,
         bytes, int, bool and None)."""
-        h = hashlib.sha256(self._prefix)
-        _feed_key(h, key)
+        h = self._prefix_hash.copy()
+        if type(key) is tuple:  # every compile key: _feed_key's encoding, without a call per field
+            h.update(b"t%d:" % len(key))
+            for k in key:
+                t = type(k)
+                if t is bytes:
+                    h.update(b"b%d:" % len(k))
+                    h.update(k)
+                elif t is str:
+                    b = k.encode("utf-8", "surrogatepass")
+                    h.update(b"s%d:" % len(b))
+                    h.update(b)
+                else:
+                    _feed_key(h, k)
+        else:
+            _feed_key(h, key)
         return h.digest()
 
     def file_for(self, digest: bytes) -> str:
-        return os.path.join(self.path, digest.hex() + _SUFFIX)
+        return self.path + os.sep + digest.hex() + _SUFFIX  # (os.path.join, without its checks)
 
     # ---- reading ---------------------------------------------------------------------
 

@@ -121,6 +121,8 @@ ENV_CACHE_LAYERS = "XGRAMMAR2_CACHE_LAYERS"
 #: larger ones (a huge schema's: up to 12 MB on the JSONSchemaBench sample, tens of ms to hash and
 #: check) on the cache's background thread, published into the slots the request has not filled yet.
 SYNC_MAX = 1 << 20
+#: Layer files up to this size are read into memory (XGR_FILE_MAP_READ), larger ones mapped.
+READ_MAX = 64 << 10
 #: A background-queue item: load this grammar's layer file (DiskCache._write_loop).
 LAYER_JOB = object()
 #: At most this many grammars are watched for new layers per cache (the newest kept).
@@ -141,7 +143,7 @@ class LayerStore:
         self._tracked: Dict[bytes, Tuple["weakref.ref[Any]", int]] = {}
 
     def path_for(self, digest: bytes) -> str:
-        return os.path.join(self._cache.path, digest.hex() + LAYER_SUFFIX)
+        return self._cache.path + os.sep + digest.hex() + LAYER_SUFFIX
 
     # ---- which grammars ----------------------------------------------------------------
 
@@ -218,30 +220,38 @@ class LayerStore:
         if not self.enabled:
             return 0
         try:
-            size = os.stat(self.path_for(digest)).st_size
+            st = os.stat(self.path_for(digest))
         except OSError:  # none: the grammar builds its layers, written later
             self.track(digest, compiled, 0)
             return 0
-        if size > SYNC_MAX and self._cache._queue_job(LAYER_JOB, (digest, compiled)):
+        if st.st_size > SYNC_MAX and self._cache._queue_job(LAYER_JOB, (digest, compiled)):
             return 0
-        return self.attach_now(digest, compiled)
+        return self.attach_now(digest, compiled, st)
 
-    def attach_now(self, digest: bytes, compiled: Any) -> int:
-        """``attach`` on this thread, whatever the file's size."""
+    def attach_now(self, digest: bytes, compiled: Any, st: Optional[os.stat_result] = None) -> int:
+        """``attach`` on this thread, whatever the file's size (``st``: its stat, when known)."""
         n = 0
         try:
-            n = self._load(digest, compiled)
+            n = self._load(digest, compiled, st)
         except Exception as e:  # noqa: BLE001 - a layer file never fails a request
             logger.debug("xgrammar2 disk cache: layer load failed: %s", e)
         count = _core.lib.xgr_compiled_layer_count(compiled._ptr) if n > 0 else 0
         self.track(digest, compiled, count)
         return n
 
-    def _load(self, digest: bytes, compiled: Any) -> int:
+    def _load(self, digest: bytes, compiled: Any, st: Optional[os.stat_result] = None) -> int:
         cache = self._cache
         ffi, lib = _core.ffi, _core.lib
         path = self.path_for(digest)
-        mode = lib.XGR_FILE_MAP_AUTO if cache.mmap_packs() else lib.XGR_FILE_MAP_READ
+        if st is None:
+            try:
+                st = os.stat(path)
+            except OSError:
+                return 0
+        # a small file is read (one read: no mmap / munmap, page faults or statfs; its
+        # private copy is at most READ_MAX bytes), a larger one mapped (shared pages)
+        small = st.st_size <= READ_MAX
+        mode = lib.XGR_FILE_MAP_AUTO if cache.mmap_packs() and not small else lib.XGR_FILE_MAP_READ
         fm, plen, why = open_checked(path, mode, _HEADER.size + cache.max_payload,
                                      lambda view: self._check(view, digest))
         if fm is None:  # none (the common case), removed meanwhile, or failed a check
@@ -255,11 +265,13 @@ class LayerStore:
             lib.xgr_file_map_release(fm)  # the loaded entries hold their own references
         cache.layer_loads += 1
         cache.layer_entries_loaded += got[0]
-        try:
-            if time.time() - os.stat(path).st_mtime >= _TOUCH_S:
-                os.utime(path)  # the LRU order every process evicts by
-        except OSError:
-            pass
+        # the LRU order every process evicts by (the stat above: a file replaced since is
+        # newer anyway); a file touched or written lately is among the newest already
+        if time.time() - st.st_mtime >= _TOUCH_S:
+            try:
+                os.utime(path)
+            except OSError:
+                pass
         return got[0]
 
     def _check(self, view: memoryview, digest: bytes) -> Tuple[int, str]:

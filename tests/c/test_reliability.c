@@ -289,6 +289,48 @@ static void json_nesting_depth(void) {
     CHECK(xgr_json_nesting_depth("[]", 2, -1, &d) == XGR_ERR_INVALID_ARG, "negative limit");
 }
 
+/* xgr_json_canonical: json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+ * when proven (whitespace dropped, escapes respelled, "-0" as "0"), unknown for what Python
+ * spells otherwise or refuses. Pinned against Python by tests/python/test_disk_cache_key.py. */
+static void json_canonical(void) {
+    struct {
+        const char *text, *want; /* want NULL: unknown */
+    } cases[] = {
+        {" { \"a\" : [ 1 , -0 , 0.5 , true , null ] , \"b\" : { } }\n", "{\"a\":[1,0,0.5,true,null],\"b\":{}}"},
+        {"\"\\u00e9\\u00C9\\/\\u0022\\u005c\\u0009\\u001F\\ud83d\\ude00\"", "\"\xc3\xa9\xc3\x89/\\\"\\\\\\t\\u001f\xf0\x9f\x98\x80\""},
+        {"[1.0, 100.0, 0.0001, -0.0, 1000000000000000.0]", "[1.0,100.0,0.0001,-0.0,1000000000000000.0]"},
+        {"{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"j\":10}",
+         "{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"i\":9,\"j\":10}"},
+        {"{\"a\":{\"a\":1},\"b\":[{\"a\":2}]}", "{\"a\":{\"a\":1},\"b\":[{\"a\":2}]}"},
+        {"{\"a\":1,\"\\u0061\":2}", NULL},  /* a duplicate key, spelled differently */
+        {"{\"k\":1,\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,\"h\":8,\"k\":9}", NULL},
+        {"[1e2]", NULL}, {"[1.50]", NULL}, {"[0.00001]", NULL}, {"[1234567890123456.0]", NULL},
+        {"[NaN]", NULL}, {"[-Infinity]", NULL}, {"[01]", NULL}, {"[1.]", NULL}, {"[.5]", NULL},
+        {"\"\\ud800\"", NULL}, {"\"\\udc00\"", NULL}, {"\"\\x41\"", NULL}, {"\"a\tb\"", NULL},
+        {"\"\xc3\"", NULL}, {"\"\xed\xa0\x80\"", NULL}, {"[1,]", NULL}, {"{\"a\":1,}", NULL},
+        {"", NULL}, {" ", NULL}, {"[] []", NULL}, {"[[[[]]]]", NULL}, /* deeper than the limit 3 */
+    };
+    char out[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = 99, len = strlen(cases[i].text);
+        int32_t known = -1;
+        int rc = xgr_json_canonical(cases[i].text, len, 3, out, &n, &known);
+        int ok = rc == XGR_OK && known == (cases[i].want != NULL);
+        if (ok && cases[i].want)
+            ok = n == strlen(cases[i].want) && n <= len && memcmp(out, cases[i].want, n) == 0;
+        CHECK(ok, "canonical %s: rc %d known %d got %.*s", cases[i].text, rc, (int)known,
+              known == 1 ? (int)n : 0, out);
+    }
+    size_t n;
+    int32_t known;
+    CHECK(xgr_json_canonical(NULL, 3, 10, out, &n, &known) == XGR_ERR_INVALID_ARG && *xgr_last_error(),
+          "NULL text with a length");
+    CHECK(xgr_json_canonical("[]", 2, 10, NULL, &n, &known) == XGR_ERR_INVALID_ARG, "NULL output");
+    CHECK(xgr_json_canonical("[]", 2, 10, out, NULL, &known) == XGR_ERR_INVALID_ARG, "NULL length");
+    CHECK(xgr_json_canonical("[]", 2, -1, out, &n, &known) == XGR_ERR_INVALID_ARG, "negative limit");
+    CHECK(xgr_json_canonical(NULL, 0, 10, NULL, &n, &known) == XGR_OK && known == 0, "empty");
+}
+
 /* A grammar compiled with drop_grammar no longer holds its IR, reports less memory, and
  * still masks exactly; NULL handles report 0 bytes. */
 static void dropped_grammar(xgr_vocab *v) {
@@ -325,6 +367,7 @@ int main(void) {
     size_limits(v);
     bad_ids(v);
     json_nesting_depth();
+    json_canonical();
     dropped_grammar(v);
     xgr_vocab_release(v);
     xgr_cache_clear();

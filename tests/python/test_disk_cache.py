@@ -15,6 +15,7 @@ import pytest
 
 import xgrammar2 as xgr
 from xgrammar2 import disk_cache as dcm
+from xgrammar2.json_key import canonical_dumps
 
 ENGINE = os.path.dirname(os.path.dirname(os.path.abspath(xgr.__file__)))
 
@@ -290,7 +291,7 @@ def test_foreign_vocabulary_file_is_ignored(tmp_path, info, reference):
     (src,) = files(d)
     comp = xgr.GrammarCompiler(info, cache_dir=d)
     dst = comp.disk_cache.file_for(comp.disk_cache.key_digest(
-        ("json_schema", json.dumps(json.loads(REQUESTS[0][1]), separators=(",", ":")),
+        ("json_schema", canonical_dumps(json.loads(REQUESTS[0][1])),
          json.dumps(_default_schema_opts(), sort_keys=True, default=repr))))
     os.replace(src, dst)
     compiled = compile_one(comp, *REQUESTS[0])
