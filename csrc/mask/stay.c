@@ -124,6 +124,25 @@ void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], u
     }
 }
 
+void xgr_row_bytes(const xgr_parser *p, int32_t row, const uint8_t *flags, uint32_t next[8],
+                   uint32_t loop[8]) {
+    const xgr_fsm *f = p->fsm;
+    memset(next, 0, 8 * sizeof *next);
+    memset(loop, 0, 8 * sizeof *loop);
+    for (int32_t k = p->row_begin.data[row]; k < p->row_begin.data[row + 1]; k++) {
+        int32_t st = p->items.data[k].state;
+        int lp = (flags[st] & XGR_SCAN_LOOP) != 0;
+        for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref >= 0) break; /* byte edges come first */
+            for (int b = ed->lo; b <= ed->hi; b++) {
+                next[b >> 5] |= 1u << (b & 31);
+                if (lp && ed->target == st) loop[b >> 5] |= 1u << (b & 31);
+            }
+        }
+    }
+}
+
 int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const uint8_t *s,
                   uint32_t n) {
     const xgr_fsm *f = p->fsm;

@@ -20,6 +20,15 @@ enum { XGR_SCAN_BYTE = 1, XGR_SCAN_LOOP = 2 };
 int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const uint8_t *s,
                   uint32_t n);
 
+/* Two 256-bit byte sets of parser row `row`, for walks that read one row for many tokens:
+ * next = the bytes some item of the row has a byte edge on (a superset of the bytes
+ * xgr_parser_step survives from this row: a byte outside it kills every item), loop = the
+ * bytes on which some XGR_SCAN_LOOP item (flags) goes back to its own state (a byte
+ * outside it makes xgr_row_stays false for a tail starting with it). O(items) once, then
+ * each token's test is a bit read instead of a step over a wide row. */
+void xgr_row_bytes(const xgr_parser *p, int32_t row, const uint8_t *flags, uint32_t next[8],
+                   uint32_t loop[8]);
+
 /* The target of local state s on byte b, or any negative value for none. */
 typedef int32_t (*xgr_next_fn)(const void *ctx, int32_t s, uint8_t b);
 

@@ -264,6 +264,12 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
     return rc;
 }
 
+/* Clears the row-byte flags of depths `from` and beyond (every set flag is at a depth <= *hi). */
+static inline void rb_drop(uint8_t *rbv, int32_t *hi, int32_t from) {
+    for (int32_t j = from; j <= *hi; j++) rbv[j] = 0;
+    if (*hi >= from) *hi = from - 1;
+}
+
 /* Classifies every sortable token for `slot` into verdict[] (indexed by sorted pos; may
  * be NULL for a context-free pass, whose acc / pops lists say it all).
  * A pair slot simulates its state with the caller state on the stack (compiled.h). */
@@ -358,6 +364,13 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
         rc = xgr_parser_start(p, init);
     }
     uint8_t *pop = xgr_calloc(depth_cap, 1);    /* pop[e]: the rule can end after e bytes */
+    /* Per depth, the byte sets of the Earley row there (stay.h xgr_row_bytes: next 0..7,
+     * loop 8..15), valid where rbv[d]; every flag set lies at a depth <= rb_hi. A row
+     * holding a chain of optional properties has hundreds of items: a token whose byte
+     * there no item scans dies at a bit read instead of a step over them all. */
+    uint32_t(*rbits)[16] = xgr_malloc(depth_cap * sizeof *rbits);
+    uint8_t *rbv = xgr_calloc(depth_cap, 1);
+    int32_t rb_hi = -1;
     int32_t *npop = xgr_calloc(depth_cap, sizeof *npop); /* pops in depths 1..e */
     /* In an opaque rule a reference start counts as a pop only where the token's next byte
      * can start the reference: a whitespace run before a tool's arguments then rejects
@@ -372,7 +385,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
     if (!rc && refchk) rc = xgr_walk_first_cache_init(&fc, c->fsm);
     fc.widen = refchk && c->rule_opaque[pop_rule] == XGR_OPAQUE_DISPATCH; /* as its key */
-    if (!rc && (!pop || !npop)) rc = XGR_ERR_NOMEM;
+    if (!rc && (!pop || !npop || !rbits || !rbv)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
     w.base = w.ft || w.edges ? 0 : xgr_parser_rows(p) - 1;
@@ -430,6 +443,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
         plen = len;
         int32_t d = li < cur ? li : cur;
         if (w.hybrid && d < w.sw) w.sw = -1; /* back on the flat prefix */
+        rb_drop(rbv, &rb_hi, d + 1); /* the rows past depth d are stepped again */
         int dead = 0;
         uint64_t tb0 = tbytes ? tbytes[2 * (size_t)i] : 0, tb1 = tbytes ? tbytes[2 * (size_t)i + 1] : 0;
         while ((uint32_t)d < len) {
@@ -440,14 +454,28 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
             }
             if (w.hybrid && walker_switch(&w, d, &rc)) {
                 earley_now = 1;
+                rb_drop(rbv, &rb_hi, d); /* a new row at depth d */
                 if (d > 0 && p->popped && !pop[d]) { /* ends here through empty references */
                     pop[d] = POP_END;
                     npop[d] = npop[d - 1] + 1;
                 }
             }
             if (rc) goto out;
-            if (earley_now && xgr_row_stays(p, w.base + d, c->scannable, tok + d, len - (uint32_t)d))
-                break; /* the rest stays in a loop of some item (a string body) */
+            if (earley_now) {
+                if (!rbv[d]) {
+                    xgr_row_bytes(p, w.base + d, c->scannable, rbits[d], rbits[d] + 8);
+                    rbv[d] = 1;
+                    if (d > rb_hi) rb_hi = d;
+                }
+                uint8_t b = tok[d];
+                if (!((rbits[d][b >> 5] >> (b & 31)) & 1)) {
+                    dead = 1; /* no item scans it: the step would die */
+                    break;
+                }
+                if (((rbits[d][8 + (b >> 5)] >> (b & 31)) & 1) &&
+                    xgr_row_stays(p, w.base + d, c->scannable, tok + d, len - (uint32_t)d))
+                    break; /* the rest stays in a loop of some item (a string body) */
+            }
             int alive, popped = 0;
             if ((rc = walker_step(&w, d, tok[d], &alive, &popped))) goto out;
             if (!alive) {
@@ -528,6 +556,8 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
 out:
     free(pop);
     free(npop);
+    free(rbits);
+    free(rbv);
     free(eff);
     xgr_walk_first_cache_free(&fc);
     free(w.dstate);

@@ -54,7 +54,7 @@ struct xgr_matcher {
      * than max - k (each repetition the token completes consumes one of its bytes): so a
      * token is read from the memo only when shorter than vm_room, the smallest such room
      * of every fill since the memo was started. */
-    uint32_t *vm_known, *vm_acc; /* row_words each, allocated on first use */
+    uint32_t *vm_known, *vm_acc; /* row_words each, from the first exact check (vm_alloc) */
     XGR_VEC(int32_t) vm_ids;     /* the tokens in vm_known, to clear it */
     XGR_VEC(xgr_item) vm_items;  /* the row the verdicts hold for (vm_item) */
     int32_t vm_room;
@@ -478,6 +478,20 @@ static int check_token(xgr_matcher *m, int32_t token, int *ok) {
     return rc;
 }
 
+/* The verdict memo's bit sets (zeroed), on the first exact check of a matcher: most
+ * matchers of small grammars never check a token, and two row-sized callocs (37 KB at
+ * Qwen3's vocabulary) on every first fill cost more than their fill. */
+static int vm_alloc(xgr_matcher *m) {
+    size_t rw = (size_t)m->c->vocab->row_words;
+    m->vm_known = xgr_calloc(rw, sizeof *m->vm_known);
+    m->vm_acc = xgr_calloc(rw, sizeof *m->vm_acc);
+    if (m->vm_known && m->vm_acc) return XGR_OK;
+    free(m->vm_known);
+    free(m->vm_acc);
+    m->vm_known = m->vm_acc = NULL;
+    return XGR_ERR_NOMEM;
+}
+
 #define TM_UNKNOWN (-2)
 /* Lists of more tokens than this (a key trie's first letters: tens of thousands of tokens
  * that rarely meet a row twice) skip the tail memo. */
@@ -502,6 +516,7 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
      * rules; captures left alone), for lists short enough: rid[d] is the memo's id of row
      * base + d (TM_UNKNOWN until asked, -1 none). */
     int32_t *rid = NULL;
+    if (m->vm_active && !m->vm_known && vm_alloc(m)) m->vm_active = 0; /* (no memory: no memo) */
     int tm = m->vm_active && !p->captures && n <= TM_MAX_CHECKS;
     if (tm) {
         if (m->tail_stale || xgr_tail_memo_full(&m->tail)) {
@@ -925,17 +940,6 @@ static void vm_begin(xgr_matcher *m) {
     int32_t last = xgr_parser_rows(p) - 1;
     int32_t b = p->row_begin.data[last], e = p->row_begin.data[last + 1], room = INT32_MAX;
     m->vm_active = 0;
-    if (!m->vm_known) {
-        m->vm_known = xgr_calloc(rw, sizeof *m->vm_known);
-        m->vm_acc = xgr_calloc(rw, sizeof *m->vm_acc);
-        if (!m->vm_known || !m->vm_acc) {
-            free(m->vm_known);
-            free(m->vm_acc);
-            m->vm_known = m->vm_acc = NULL;
-            return;
-        }
-        m->vm_ok = 0;
-    }
     int same = m->vm_ok;
     size_t j = 0;
     for (int32_t k = b; k < e && same; k++) {
@@ -955,7 +959,9 @@ static void vm_begin(xgr_matcher *m) {
     }
     /* a new row: forget the verdicts (by list when few) and key the memo by this row */
     m->vm_ok = 0;
-    if (m->vm_ids.len > rw / 4) {
+    if (!m->vm_known) {
+        /* (no verdict kept yet: the bit sets come with the first exact check, vm_alloc) */
+    } else if (m->vm_ids.len > rw / 4) {
         memset(m->vm_known, 0, rw * sizeof *m->vm_known);
         memset(m->vm_acc, 0, rw * sizeof *m->vm_acc);
     } else {
