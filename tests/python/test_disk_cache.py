@@ -88,6 +88,8 @@ def walk(info, compiled, steps=40, seed=0):
     """The masks along a seeded walk (each step takes an allowed token), as hex rows."""
     import random
 
+    import numpy as np
+
     rng = random.Random(seed)
     m = xgr.GrammarMatcher(compiled)
     bm = xgr.allocate_token_bitmask(1, info.vocab_size)
@@ -96,7 +98,7 @@ def walk(info, compiled, steps=40, seed=0):
         if m.is_terminated():
             break
         m.fill_next_token_bitmask(bm)
-        row = bm[0].numpy().tobytes()
+        row = np.asarray(bm[0]).tobytes()  # a torch tensor or, without torch imported, an array
         rows.append(row.hex())
         bits = int.from_bytes(row, "little")
         allowed = [t for t in range(info.vocab_size) if bits >> t & 1]
