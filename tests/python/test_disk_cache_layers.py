@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import xgrammar2 as xgr
@@ -408,7 +409,7 @@ def _trace(info, compiled, text, by_bytes, max_len):
     rows, rest = [], text.encode()
     while True:
         m.fill_next_token_bitmask(bm)
-        row = bm[0].numpy().tobytes()
+        row = np.asarray(bm[0]).tobytes()
         rows.append(hashlib.sha256(row).hexdigest())
         bits = int.from_bytes(row, "little")
         pick = None
