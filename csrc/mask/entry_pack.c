@@ -328,7 +328,7 @@ int xgr_pack_read_plain(reader *r, const struct xgr_vocab *v, xgr_mask_entry **o
     /* pop lists: pop_begin runs 0 .. n_pops; every depth within its token */
     if (pb[0] != 0 || pb[n_unc] != n_pops) BAD("pop list");
     for (int32_t i = 0; i < n_unc; i++) {
-        if (pb[i + 1] < pb[i]) BAD("pop list");
+        if (pb[i + 1] < pb[i] || pb[i + 1] > n_pops) BAD("pop list"); /* (before pd is read) */
         uint32_t len;
         (void)xgr_vocab_token(v, unc[i], &len);
         for (int32_t k = pb[i]; k < pb[i + 1]; k++)
@@ -338,7 +338,7 @@ int xgr_pack_read_plain(reader *r, const struct xgr_vocab *v, xgr_mask_entry **o
     if (rb) {
         if (rb[0] != 0 || rb[n_runs] != n_unc) BAD("runs");
         for (int32_t k = 0; k < n_runs; k++) {
-            if (rb[k + 1] <= rb[k]) BAD("runs");
+            if (rb[k + 1] <= rb[k] || rb[k + 1] > n_unc) BAD("runs"); /* (before unc is read) */
             if (rp[k] < -1) BAD("run position");
             if (rp[k] >= 0) {
                 if (rp[k] > v->n_sorted - (rb[k + 1] - rb[k])) BAD("run position");
