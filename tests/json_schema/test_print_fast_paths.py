@@ -35,6 +35,48 @@ def _expected_walk(e, out):  # walk_refs' definition: left to right, every refer
         _expected_walk(e[1], out)
 
 
+def _quant(lo, hi):
+    if hi is None:
+        return "*" if lo == 0 else ("+" if lo == 1 else "{%d,}" % lo)
+    if lo == 0 and hi == 1:
+        return "?"
+    return "{%d}" % lo if lo == hi else "{%d,%d}" % (lo, hi)
+
+
+def _expected_print(e, prec):  # the printer's definition, one node at a time, no fast paths
+    k = e[0]
+    if k == "ref":
+        return e[1]
+    if k == "lit":
+        return '"' + "".join(G._esc_cp(ord(ch), False) for ch in e[1]) + '"'
+    if k == "cls":
+        c = e[1]
+        if len(c) == 1 and c[0][0] == c[0][1]:
+            return _expected_print(("lit", chr(c[0][0])), prec)
+        return G._print_class(c)
+    if k == "seq":
+        if not e[1]:
+            return '""'
+        merged: list = []  # adjacent literals / one-character classes print as one literal
+        for x in e[1]:
+            if x[0] == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
+                x = ("lit", chr(x[1][0][0]))
+            if x[0] == "lit" and merged and merged[-1][0] == "lit":
+                merged[-1] = ("lit", merged[-1][1] + x[1])
+            else:
+                merged.append(x)
+        s = " ".join(_expected_print(x, 1) for x in merged)
+        return "(" + s + ")" if prec >= 2 and len(merged) > 1 else s
+    if k == "alt":
+        s = " | ".join(_expected_print(x, 1) for x in e[1])
+        return "(" + s + ")" if prec >= 1 else s
+    assert k == "rep", k
+    inner = _expected_print(e[1], 2)
+    if e[1][0] == "rep":
+        inner = "(" + inner + ")"
+    return inner + _quant(e[2], e[3])
+
+
 def test_fused_printer_matches_print_expr_and_walk_refs():
     checked = 0
     for s in _SCHEMAS:
@@ -50,7 +92,8 @@ def test_fused_printer_matches_print_expr_and_walk_refs():
                     continue
                 for prec in (0, 1, 2):
                     out: list = []
-                    assert G.print_refs(body, prec, out) == G.print_expr(body, prec)
+                    text = G.print_refs(body, prec, out)
+                    assert text == G.print_expr(body, prec) == _expected_print(body, prec)
                     want: list = []
                     _expected_walk(body, want)
                     assert out == want

@@ -191,61 +191,14 @@ def _print_lit(t: str) -> str:
 
 def print_expr(e, prec: int = 0) -> str:
     """prec: 0 = alternatives allowed, 1 = inside a sequence, 2 = operand of a quantifier."""
-    k = e[0]
-    if k == "ref":
-        return e[1]
-    if k == "lit":
-        return _print_lit(e[1])
-    if k == "cls":
-        c = e[1]
-        if len(c) == 1 and c[0][0] == c[0][1]:
-            return _print_lit(chr(c[0][0]))
-        return _print_class(c)
-    if k == "seq":
-        xs = e[1]
-        if not xs:
-            return '""'
-        parts = []
-        pending = None
-        for x in xs:
-            kx = x[0]
-            if kx == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
-                x = ("lit", chr(x[1][0][0]))
-                kx = "lit"
-            if kx == "lit":
-                pending = x[1] if pending is None else pending + x[1]
-                continue
-            if pending is not None:
-                parts.append(_print_lit(pending))
-                pending = None
-            parts.append(x[1] if kx == "ref" else print_expr(x, 1))
-        if pending is not None:
-            parts.append(_print_lit(pending))
-        s = " ".join(parts)
-        return "(" + s + ")" if prec >= 2 and len(parts) > 1 else s
-    if k == "alt":
-        s = " | ".join([x[1] if x[0] == "ref" else print_expr(x, 1) for x in e[1]])
-        return "(" + s + ")" if prec >= 1 else s
-    if k == "rep":
-        inner = print_expr(e[1], 2)
-        lo, hi = e[2], e[3]
-        if hi is None:
-            q = "*" if lo == 0 else ("+" if lo == 1 else "{%d,}" % lo)
-        elif lo == 0 and hi == 1:
-            q = "?"
-        elif lo == hi:
-            q = "{%d}" % lo
-        else:
-            q = "{%d,%d}" % (lo, hi)
-        if e[1][0] == "rep":
-            inner = "(" + inner + ")"
-        return inner + q
-    raise AssertionError(k)
+    return print_refs(e, prec, [])
 
 
 def print_refs(e, prec: int, out: list) -> str:
-    """print_expr(e, prec), also appending to ``out`` the rule names ``e`` refers to, in
-    walk_refs' order (left to right): finalize prints and collects references in one pass."""
+    """The EBNF text of expression ``e`` (prec: 0 = alternatives allowed, 1 = inside a
+    sequence, 2 = operand of a quantifier), also appending to ``out`` the rule names ``e``
+    refers to, in walk_refs' order (left to right): finalize prints and collects references
+    in one pass. Adjacent literals (and one-character classes) of a sequence print as one."""
     k = e[0]
     if k == "ref":
         out.append(e[1])

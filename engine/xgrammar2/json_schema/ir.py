@@ -221,16 +221,22 @@ def json_type(v) -> str:
 
 # ---------------------------------------------------------------- validation (finite values)
 
+def _bounded_put(cache: dict, key, value, cap: int):
+    """Store ``key -> value`` in a memo dict that is emptied once it holds more than ``cap``
+    entries (a crude bound: these memos are cheap to refill and a clear costs nothing per hit)."""
+    if len(cache) > cap:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 _dfa_cache: dict = {}
 
 
 def regex_dfa(ast):
     d = _dfa_cache.get(ast)
     if d is None:
-        d = fa.from_regex(ast)
-        if len(_dfa_cache) > 2048:
-            _dfa_cache.clear()
-        _dfa_cache[ast] = d
+        d = _bounded_put(_dfa_cache, ast, fa.from_regex(ast), 2048)
     return d
 
 
@@ -255,15 +261,9 @@ def regex_match(ast, s: str) -> bool:
     else:
         nfa = _nfa_cache.get(ast)
         if nfa is None:
-            nfa = fa.compile_nfa(ast)
-            if len(_nfa_cache) > 2048:
-                _nfa_cache.clear()
-            _nfa_cache[ast] = nfa
+            nfa = _bounded_put(_nfa_cache, ast, fa.compile_nfa(ast), 2048)
         r = bool(fa.nfa_match(nfa, s))
-    if len(_match_cache) > 65536:
-        _match_cache.clear()
-    _match_cache[mk] = r
-    return r
+    return _bounded_put(_match_cache, mk, r, 65536)
 
 
 def validate(cx, u, v, depth=0) -> bool:
