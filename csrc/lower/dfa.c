@@ -18,6 +18,11 @@ struct lw_dfa_ws {
     lw_u8v important;
     lw_u32v mark;
     uint32_t stamp;
+    /* one_dfa[s]: the DFA state of closure({s}) (-1: not yet looked up; -2: no important
+     * state), valid while one_gen[s] == gen (gen: this rule's subset construction) */
+    lw_i32v one_dfa;
+    lw_u32v one_gen;
+    uint32_t gen;
     lw_i32v stack, cset, seeds;
     /* subset construction */
     lw_i32v pool, set_off, set_len, set_slot;
@@ -56,6 +61,8 @@ void lw_dfa_ws_free(lw_dfa_ws *w) {
     XGR_VEC_FREE(w->lab);
     XGR_VEC_FREE(w->important);
     XGR_VEC_FREE(w->mark);
+    XGR_VEC_FREE(w->one_dfa);
+    XGR_VEC_FREE(w->one_gen);
     XGR_VEC_FREE(w->stack);
     XGR_VEC_FREE(w->cset);
     XGR_VEC_FREE(w->seeds);
@@ -181,12 +188,22 @@ static int prep_nfa(lw_dfa_ws *w, const lw_nfa *a) {
     RESERVE(w->cursor, n + 1);
     RESERVE(w->important, n);
     RESERVE(w->mark, n);
+    RESERVE(w->one_dfa, n);
+    RESERVE(w->one_gen, n);
     RESERVE(w->stack, n);
     RESERVE(w->cset, n);
     memset(w->eps_beg.data, 0, (n + 1) * sizeof(int32_t));
     memset(w->lab_beg.data, 0, (n + 1) * sizeof(int32_t));
     memset(w->mark.data, 0, n * sizeof(uint32_t));
     w->stamp = 0;
+    if (++w->gen == 0) { /* wrapped: forget every stamp */
+        memset(w->one_gen.data, 0, w->one_gen.cap * sizeof(uint32_t));
+        w->gen = 1;
+    }
+    if (n > w->one_gen.len) { /* states never seen before carry no stamp */
+        memset(w->one_gen.data + w->one_gen.len, 0, (n - w->one_gen.len) * sizeof(uint32_t));
+        w->one_gen.len = n;
+    }
     size_t ne = 0;
     for (size_t i = 0; i < m; i++) {
         const lw_nedge *e = &a->edges.data[i];
@@ -221,6 +238,12 @@ static int prep_nfa(lw_dfa_ws *w, const lw_nfa *a) {
 
 /* w->cset = sorted important states of the epsilon closure of seeds. */
 static void closure(lw_dfa_ws *w, const int32_t *seeds, size_t k) {
+    if (k == 1 && w->eps_beg.data[seeds[0]] == w->eps_beg.data[seeds[0] + 1]) {
+        /* one seed without epsilon edges: itself if important (most literal steps) */
+        w->cset.data[0] = seeds[0];
+        w->cset.len = w->important.data[seeds[0]] ? 1 : 0;
+        return;
+    }
     uint32_t st = ++w->stamp;
     int32_t *stack = w->stack.data, *out = w->cset.data;
     size_t sp = 0, no = 0;
@@ -330,6 +353,39 @@ static int find_or_add(lw_dfa_ws *w, int32_t nfa_final, int64_t budget, int32_t 
     return XGR_OK;
 }
 
+/* The DFA state of closure({s}) (-1 when it holds no important state), looked up once
+ * per NFA state and rule: most transitions lead to one NFA state. */
+static int dfa_of_one(lw_dfa_ws *w, int32_t s, int32_t nfa_final, int64_t budget, int32_t *id) {
+    if (w->one_gen.data[s] == w->gen) {
+        *id = w->one_dfa.data[s];
+        return XGR_OK;
+    }
+    closure(w, &s, 1);
+    int32_t t = -1;
+    int rc;
+    if (w->cset.len && (rc = find_or_add(w, nfa_final, budget, &t))) return rc;
+    w->one_gen.data[s] = w->gen;
+    w->one_dfa.data[s] = t;
+    *id = t;
+    return XGR_OK;
+}
+
+static void sort_redges(redge *a, size_t n) {
+    if (n > 16) {
+        qsort(a, n, sizeof *a, cmp_redge);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) { /* few ref edges per state: insertion sort */
+        redge x = a[i];
+        size_t j = i;
+        while (j > 0 && cmp_redge(&a[j - 1], &x) > 0) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+}
+
 static int push_edge(lw_dfa *d, int32_t target, int32_t ref, uint8_t lo, uint8_t hi) {
     xgr_edge e = {target, ref, lo, hi};
     return XGR_VEC_PUSH(d->edges, e) ? XGR_ERR_NOMEM : XGR_OK;
@@ -367,7 +423,12 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
                 }
             }
         }
-        if (w->bedges.len) {
+        if (w->bedges.len == 1) { /* one byte range (a literal's step): no intervals */
+            const bedge *b = &w->bedges.data[0];
+            int32_t t;
+            if ((rc = dfa_of_one(w, b->to, a->final, budget, &t))) goto out;
+            if (t >= 0 && (rc = push_edge(&w->raw, t, -1, b->lo, b->hi))) goto out;
+        } else if (w->bedges.len) {
             /* Elementary intervals [pts[k], pts[k+1]): maximal byte runs on which the
              * same edges apply. Few edges: sort their end points; many: a bitmap. */
             int32_t pts[257], idx_of[257], cnt[257], fill[256];
@@ -423,6 +484,8 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
                     memcmp(w->bucket.data + cnt[prev_k], w->bucket.data + bo,
                            (size_t)bl * sizeof(int32_t)) == 0) {
                     t = prev_t;
+                } else if (bl == 1) {
+                    if ((rc = dfa_of_one(w, w->bucket.data[bo], a->final, budget, &t))) goto out;
                 } else {
                     closure(w, w->bucket.data + bo, (size_t)bl);
                     t = -1;
@@ -444,7 +507,7 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
             }
         }
         if (w->redges.len) {
-            qsort(w->redges.data, w->redges.len, sizeof *w->redges.data, cmp_redge);
+            sort_redges(w->redges.data, w->redges.len);
             for (size_t i = 0; i < w->redges.len;) {
                 size_t j = i;
                 w->seeds.len = 0;
@@ -452,12 +515,14 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
                     if (XGR_VEC_PUSH(w->seeds, w->redges.data[j].to)) return XGR_ERR_NOMEM;
                     j++;
                 }
-                closure(w, w->seeds.data, w->seeds.len);
-                int32_t t;
-                if (w->cset.len) {
-                    if ((rc = find_or_add(w, a->final, budget, &t))) goto out;
-                    if ((rc = push_edge(&w->raw, t, w->redges.data[i].ref, 0, 0))) goto out;
+                int32_t t = -1;
+                if (w->seeds.len == 1) {
+                    if ((rc = dfa_of_one(w, w->seeds.data[0], a->final, budget, &t))) goto out;
+                } else {
+                    closure(w, w->seeds.data, w->seeds.len);
+                    if (w->cset.len && (rc = find_or_add(w, a->final, budget, &t))) goto out;
                 }
+                if (t >= 0 && (rc = push_edge(&w->raw, t, w->redges.data[i].ref, 0, 0))) goto out;
                 i = j;
             }
         }

@@ -189,14 +189,24 @@ int lw_dfa_memo(lw_dfa_ws *ws, lw_nfa *nfa, int64_t budget, lw_dfa *scratch,
         renumbered = i + 1;
     }
     renumbered = m;
-    if ((rc = xgr_keybuf_put32(&key, (uint32_t)nfa->n_states)) || (rc = xgr_keybuf_put32(&key, (uint32_t)nfa->start)) ||
-        (rc = xgr_keybuf_put32(&key, (uint32_t)nfa->final)) || (rc = xgr_keybuf_put32(&key, (uint32_t)nfa->may_dead)))
+    /* The key: four header words, then four words per edge, written into one buffer. */
+    if (XGR_VEC_RESERVE(key, 16 * (m + 1))) {
+        rc = XGR_ERR_NOMEM;
         goto done;
-    for (size_t i = 0; i < m && !rc; i++) {
-        const lw_nedge *e = &nfa->edges.data[i];
-        if (!(rc = xgr_keybuf_put32(&key, (uint32_t)e->from)) && !(rc = xgr_keybuf_put32(&key, (uint32_t)e->to)) &&
-            !(rc = xgr_keybuf_put32(&key, (uint32_t)e->label)))
-            rc = xgr_keybuf_put32(&key, (uint32_t)e->lo | (uint32_t)e->hi << 8);
+    }
+    {
+        uint32_t hdr[4] = {(uint32_t)nfa->n_states, (uint32_t)nfa->start, (uint32_t)nfa->final,
+                           (uint32_t)nfa->may_dead};
+        uint8_t *kp = key.data;
+        memcpy(kp, hdr, sizeof hdr);
+        kp += sizeof hdr;
+        for (size_t i = 0; i < m; i++, kp += 16) {
+            const lw_nedge *e = &nfa->edges.data[i];
+            uint32_t wv[4] = {(uint32_t)e->from, (uint32_t)e->to, (uint32_t)e->label,
+                              (uint32_t)e->lo | (uint32_t)e->hi << 8};
+            memcpy(kp, wv, sizeof wv);
+        }
+        key.len = 16 * (m + 1);
     }
     if (rc) goto done;
     /* Four independent multiply lanes: the key is compared in full on a hit, so the

@@ -314,6 +314,8 @@ static void ctx_free(lw_ctx *c) {
     free(c->share_tab);
     XGR_VEC_FREE(c->ranges);
     XGR_VEC_FREE(c->seqs);
+    free(c->cls_beg);
+    XGR_VEC_FREE(c->cls_seqs);
 }
 
 size_t xgr_fsm_memory(const xgr_fsm *f) {

@@ -167,6 +167,11 @@ typedef struct lw_ctx {
     int32_t nfa_builds;
     lw_range_vec ranges;
     lw_seq_vec seqs;
+    /* UTF-8 sequences of each character-class node, computed once per compile (nfa.c):
+     * node i's are cls_seqs[cls_beg[i] - 1 .. + cls_len[i]) when cls_beg[i] > 0. One
+     * block of 2 * nodes int32 (cls_beg owns it), allocated at the first class built. */
+    int32_t *cls_beg, *cls_len;
+    lw_seq_vec cls_seqs;
 } lw_ctx;
 
 /* lower.c */

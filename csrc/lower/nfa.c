@@ -147,6 +147,39 @@ static int shared_ref(lw_ctx *c, int32_t r, int32_t a, int32_t b, int depth) {
     return XGR_OK;
 }
 
+/* The UTF-8 byte-range sequences of class node `id` (normalised ranges split by
+ * lw_utf8_sequences), computed at its first use in this compile: a class inlined into
+ * many rules (a string's characters) is normalised once. *seqs stays valid until the
+ * next call (cls_seqs may grow). */
+static int class_seqs(lw_ctx *c, int32_t id, const lw_u8seq **seqs, size_t *nseq) {
+    const xgr_grammar *g = c->g;
+    if (!c->cls_beg) {
+        size_t nn = g->nodes.len;
+        c->cls_beg = xgr_calloc(2 * nn + 1, sizeof *c->cls_beg);
+        if (!c->cls_beg) return XGR_ERR_NOMEM;
+        c->cls_len = c->cls_beg + nn;
+    }
+    if (!c->cls_beg[id]) {
+        const xgr_node *n = &g->nodes.data[id];
+        int rc;
+        if ((rc = lw_norm_class(g->ranges.data + n->off, n->count, n->negated, &c->ranges)))
+            return rc;
+        c->seqs.len = 0;
+        if ((rc = lw_utf8_sequences(c->ranges.data, c->ranges.len, &c->seqs))) return rc;
+        if (c->cls_seqs.len + c->seqs.len >= (size_t)INT32_MAX)
+            return xgr_fail(XGR_ERR_LIMIT, "character classes too large");
+        if (XGR_VEC_RESERVE(c->cls_seqs, c->cls_seqs.len + c->seqs.len + 1)) return XGR_ERR_NOMEM;
+        if (c->seqs.len)
+            memcpy(c->cls_seqs.data + c->cls_seqs.len, c->seqs.data, c->seqs.len * sizeof *c->seqs.data);
+        c->cls_beg[id] = (int32_t)c->cls_seqs.len + 1;
+        c->cls_len[id] = (int32_t)c->seqs.len;
+        c->cls_seqs.len += c->seqs.len;
+    }
+    *seqs = c->cls_seqs.data + c->cls_beg[id] - 1;
+    *nseq = (size_t)c->cls_len[id];
+    return XGR_OK;
+}
+
 /* Adds states/edges so that the paths a -> b spell exactly L(node). Edges only leave
  * `a` or fresh states and only enter `b` or fresh states, so sibling fragments that
  * share a and b (alternatives) cannot leak into each other. */
@@ -182,18 +215,17 @@ static int build(lw_ctx *c, int32_t id, int32_t a, int32_t b, int depth) {
                 return rc;
         return XGR_OK;
     case XGR_NODE_CLASS: {
-        if ((rc = lw_norm_class(g->ranges.data + n.off, n.count, n.negated, &c->ranges)))
-            return rc;
-        if (!c->ranges.len) c->nfa.may_dead = 1;
-        c->seqs.len = 0;
-        if ((rc = lw_utf8_sequences(c->ranges.data, c->ranges.len, &c->seqs))) return rc;
+        const lw_u8seq *seqs = NULL;
+        size_t nseq = 0;
+        if ((rc = class_seqs(c, id, &seqs, &nseq))) return rc;
+        if (!nseq) c->nfa.may_dead = 1; /* no scalar value: no sequence */
         /* Sequences sharing a leading byte range share its target state: keeps the NFA
          * (and the subset construction's work) small for wide classes. */
         int32_t prev_mid[3] = {-1, -1, -1};
         lw_u8seq prev;
         memset(&prev, 0, sizeof prev);
-        for (size_t i = 0; i < c->seqs.len; i++) {
-            lw_u8seq q = c->seqs.data[i];
+        for (size_t i = 0; i < nseq; i++) {
+            lw_u8seq q = seqs[i];
             int32_t cur = a;
             int same = i > 0 && prev.n == q.n;
             for (int j = 0; j < q.n; j++) {
