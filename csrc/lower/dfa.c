@@ -632,13 +632,18 @@ static int compute_sig(lw_dfa_ws *w, const lw_dfa *d, int32_t s) {
     w->sig.len = k;
     w->sig_off.data[s] = (int32_t)start;
     w->sig_len.data[s] = (int32_t)(k - start);
-    w->sig_hash.data[s] = k > start ? hash_words(o + start, k - start) : hash_words(NULL, 0);
     return XGR_OK;
 }
 
+/* Signatures are hashed only when a block is grouped (sig_group): most blocks agree. */
+static void sig_hash(lw_dfa_ws *w, int32_t s) {
+    int32_t n = w->sig_len.data[s];
+    w->sig_hash.data[s] = n ? hash_words(w->sig.data + w->sig_off.data[s], (size_t)n)
+                            : hash_words(NULL, 0);
+}
+
 static int sig_eq(const lw_dfa_ws *w, int32_t a, int32_t b) {
-    return w->sig_hash.data[a] == w->sig_hash.data[b] &&
-           w->sig_len.data[a] == w->sig_len.data[b] &&
+    return w->sig_len.data[a] == w->sig_len.data[b] &&
            (w->sig_len.data[a] == 0 ||
             memcmp(w->sig.data + w->sig_off.data[a], w->sig.data + w->sig_off.data[b],
                    (size_t)w->sig_len.data[a] * sizeof(uint32_t)) == 0);
@@ -649,6 +654,7 @@ static int sig_eq(const lw_dfa_ws *w, int32_t a, int32_t b) {
  * slot of group g's entry in gslot[g], for clearing). */
 static int32_t sig_group(lw_dfa_ws *w, size_t gcap, int32_t s, int32_t *ng) {
     size_t mask = gcap - 1;
+    sig_hash(w, s);
     for (size_t i = w->sig_hash.data[s] & mask;; i = (i + 1) & mask) {
         int32_t t = w->gtab.data[i];
         if (t < 0) {
@@ -659,7 +665,8 @@ static int32_t sig_group(lw_dfa_ws *w, size_t gcap, int32_t s, int32_t *ng) {
             w->gslot.data[g] = (int32_t)i;
             return g;
         }
-        if (sig_eq(w, s, t)) return w->gid.data[s] = w->gid.data[t];
+        if (w->sig_hash.data[s] == w->sig_hash.data[t] && sig_eq(w, s, t))
+            return w->gid.data[s] = w->gid.data[t];
     }
 }
 
