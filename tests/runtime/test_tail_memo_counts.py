@@ -1,0 +1,68 @@
+"""Tail memo rows compare a repetition's counter as equal at every count at or above the
+minimum and more than XGR_TAIL_MAX_SUFFIX (24) below the maximum (tail_memo.c tail_count):
+inside a long bounded string the rows after each byte of a token then compare equal, so a
+string's tokens are walked once, not once per fill. This is exact only because a kept tail
+is at most 24 bytes: at a count within 24 of the bound (or below the minimum) the counter
+must stay in the row. Strings with `maxLength` around that room and `minLength` above it are
+typed one character per token, so that every fill sits at a new count and reads the tails
+kept at earlier counts, and the mask is compared with the brute-force mask (every token run
+through the parser) at every character, across the bound, then past the closing quote into a
+row that predicts every later property. Fails when the counter is dropped at any count at or
+above the minimum (no room test), or below the minimum."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import xgrammar2 as xgr
+from runtime_helpers import masks_equal_oracle, tokenizer
+
+VOCABS = ["qwen3", "llama-2"]
+
+
+def _schema(max_len: int, min_len: int, n_props: int = 30) -> str:
+    props: dict[str, dict] = {f"p{i:02d}": {"type": "integer"} for i in range(n_props // 2)}
+    s: dict = {"type": "string", "maxLength": max_len}
+    if min_len:
+        s["minLength"] = min_len
+    props["s"] = s
+    props.update({f"q{i:02d}": {"type": "boolean"} for i in range(n_props // 2)})
+    return json.dumps({"type": "object", "properties": props, "additionalProperties": False})
+
+
+def _one_char_tokens(vocab: str) -> dict[str, int]:
+    one: dict[str, int] = {}
+    for i, s in enumerate(tokenizer(vocab).decoded_vocab):
+        t = s.decode("utf-8", "replace") if isinstance(s, bytes) else s
+        if len(t) == 1 and t.isascii() and t.isprintable():
+            one.setdefault(t, i)
+    return one
+
+
+def _check(m: xgr.GrammarMatcher, vocab: str, where: str) -> None:
+    ok, why = masks_equal_oracle(m, tokenizer(vocab).vocab_size)
+    assert ok, f"{vocab} {where}: {why}"
+
+
+@pytest.mark.parametrize("vocab", VOCABS)
+@pytest.mark.parametrize("min_len,max_len", [(0, 26), (0, 30), (0, 40), (28, 40), (30, 60)])
+def test_long_string_at_every_count(vocab: str, min_len: int, max_len: int) -> None:
+    c = xgr.GrammarCompiler(tokenizer(vocab), cache_enabled=False)
+    g = c.compile_json_schema(_schema(max_len, min_len), any_whitespace=False, separators=(",", ":"))
+    m = xgr.GrammarMatcher(g)
+    one = _one_char_tokens(vocab)
+    text = '{"p03":7,"s":"'
+    assert m.accept_string(text)
+    _check(m, vocab, f"after {text!r}")
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for k in range(max_len):
+        ch = letters[k % 26]
+        assert m.accept_token(one[ch]), (text, ch)
+        text += ch
+        _check(m, vocab, f"after {len(text)} characters")
+    for piece in ['"', ',"q0', '2":true', "}"]:
+        assert m.accept_string(piece), (text, piece)
+        text += piece
+        _check(m, vocab, f"after {text[-12:]!r}")
