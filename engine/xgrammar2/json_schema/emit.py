@@ -41,14 +41,33 @@ _str_text_cache: dict = {}
 _SAFE = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
 
 
+def _then(pre, e):
+    """``seq(pre, e)`` for a ``pre`` that seq() made (so its items need no re-flattening):
+    when ``e`` is a rule reference, as the next state of a chain mostly is, the items are
+    extended without the walk."""
+    if e is not None and e[0] == "ref" and pre is not None:
+        if pre[0] == "seq":
+            items = pre[1]
+            return ("seq", items + (e,)) if items else e
+        return ("seq", (pre, e))
+    return seq(pre, e)
+
+
 def _small(e) -> bool:
     if e is None:
         return True
     k = e[0]
-    if k in ("lit", "cls", "ref"):
+    if k == "ref" or k == "lit" or k == "cls":
         return True
     if k == "seq" or k == "alt":
-        return len(e[1]) <= 3 and all(x[0] in ("lit", "cls", "ref") for x in e[1])
+        xs = e[1]
+        if len(xs) > 3:
+            return False
+        for x in xs:  # (a loop, not all() over a generator: called for every body)
+            kx = x[0]
+            if kx != "ref" and kx != "lit" and kx != "cls":
+                return False
+        return True
     if k == "rep":
         return e[1][0] in ("lit", "cls", "ref")
     return False
@@ -292,12 +311,13 @@ class Emitter:
         """Defines rule ``name`` (which must be free or reserved) unless an identical body was
         already emitted: then that rule is reused. Children are emitted before their parents,
         so equal sub-schemas yield equal bodies and one rule (canonical output)."""
-        other = self._bodies.get(body)
-        if other is not None:
-            return ref(other)
-        self._bodies[body] = name
-        self.g.define(name, body)
-        return ref(name)
+        bodies = self._bodies
+        n = len(bodies)
+        other = bodies.setdefault(body, name)  # (one hash of the body, not a lookup and a store)
+        if len(bodies) == n:  # (an equal body was there)
+            return ("ref", other)
+        self.g.rules[name] = body
+        return ("ref", name)
 
     def emit(self, u, name, depth):
         if not u:
@@ -982,6 +1002,7 @@ class Emitter:
                                  f"{STATE_LIMIT}-state limit")
             pmin, pmax, cap = 0, None, 1
         memo = {}
+        after_sep = [seq(sep, kvx) for kvx, _ in entries]  # (each member after a separator, flattened once)
 
         def extras_tail(c, first):
             lo = max(0, pmin - c)
@@ -1010,7 +1031,7 @@ class Emitter:
             kvx, required = entries[i]
             alts = []
             if pmax is None or cc + 1 <= pmax:
-                alts.append(seq(EPS if cc == 0 else sep, kvx, state(i + 1, cc + 1)))
+                alts.append(_then(kvx if cc == 0 else after_sep[i], state(i + 1, cc + 1)))
             if not required:
                 alts.append(state(i + 1, cc))
             body = alt(*alts)

@@ -44,12 +44,16 @@ def seq(*items):
             return None
         k = e[0]
         if k == "seq":
-            for x in e[1]:
-                if last_lit and x[0] == "lit":
-                    out[-1] = ("lit", out[-1][1] + x[1])
+            # (a sequence's items are already flat, no two literals adjacent: only its first
+            # item can join the literal before it)
+            xs = e[1]
+            if xs:
+                if last_lit and xs[0][0] == "lit":
+                    out[-1] = ("lit", out[-1][1] + xs[0][1])
+                    out.extend(xs[1:])
                 else:
-                    out.append(x)
-                    last_lit = x[0] == "lit"
+                    out.extend(xs)
+                last_lit = xs[-1][0] == "lit"
         elif k == "lit":
             if last_lit:
                 out[-1] = ("lit", out[-1][1] + e[1])
@@ -65,10 +69,15 @@ def seq(*items):
 
 
 def alt(*items):
-    if len(items) == 2:  # (the common case, without the set)
+    n = len(items)
+    if n == 2:  # (the common case, without the set)
         a, b = items
         if a is not None and b is not None and a[0] != "alt" and b[0] != "alt":
             return a if a == b else ("alt", items)
+    elif n == 1:
+        a = items[0]
+        if a is None or a[0] != "alt":
+            return a
     out = []
     seen = set()
     for e in items:
@@ -222,19 +231,19 @@ def print_refs(e, prec: int, out: list) -> str:
                 if pending is not None:
                     parts.append(_print_lit(pending))
                     pending = None
-                out.append(x[1])
-                parts.append(x[1])
-                continue
-            if kx == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
-                x = ("lit", chr(x[1][0][0]))
-                kx = "lit"
-            if kx == "lit":
+                r = x[1]
+                out.append(r)
+                parts.append(r)
+            elif kx == "lit":
                 pending = x[1] if pending is None else pending + x[1]
-                continue
-            if pending is not None:
-                parts.append(_print_lit(pending))
-                pending = None
-            parts.append(print_refs(x, 1, out))
+            elif kx == "cls" and len(x[1]) == 1 and x[1][0][0] == x[1][0][1]:
+                ch = chr(x[1][0][0])
+                pending = ch if pending is None else pending + ch
+            else:
+                if pending is not None:
+                    parts.append(_print_lit(pending))
+                    pending = None
+                parts.append(print_refs(x, 1, out))
         if pending is not None:
             parts.append(_print_lit(pending))
         s = " ".join(parts)
@@ -384,11 +393,8 @@ class Grammar:
                 out = []
                 texts[name] = print_refs(body, 0, out)
             refs[name] = out
-            if not missing:
-                for r in out:
-                    if r not in rules:
-                        missing = True
-                        break
+            if not missing and not all(map(rules.__contains__, out)):
+                missing = True
         # Productive rules: worklist, re-checking the users of a rule that became productive.
         prod: set = set()
         if not self.may_be_empty and not missing and len(rules) == len(self.rules):
@@ -419,7 +425,9 @@ class Grammar:
                             break
                     else:
                         stack.pop()
-                        if _productive(rules[name], prod):
+                        # (every reference productive: the body is, as alternatives are never
+                        # empty; the walk only where one is not)
+                        if all(map(prod.__contains__, refs[name])) or _productive(rules[name], prod):
                             prod.add(name)
             work = [name for name in rules if name not in prod]
             # Reverse edges of the rules still waiting only: every other user is productive
