@@ -153,6 +153,8 @@ int xgr_file_map_open(const char *path, int mode, size_t max_len, xgr_file_map *
     size_t size = rc ? 0 : (size_t)st.st_size;
     const uint8_t *data = NULL;
     int mapped = 0;
+    if (mode == XGR_FILE_MAP_SMALL)
+        mode = size <= XGR_FILE_MAP_SMALL_BYTES ? XGR_FILE_MAP_READ : XGR_FILE_MAP_AUTO;
     if (!rc && size && (mode == XGR_FILE_MAP_MMAP || (mode == XGR_FILE_MAP_AUTO && fs_local(fd)))) {
         void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
         if (p != MAP_FAILED) data = p, mapped = 1;

@@ -308,8 +308,12 @@ enum {
                             * (NFS, SMB, Lustre, FUSE, ...: a file another node removes can
                             * fault a mapping) */
     XGR_FILE_MAP_READ = 1, /* always read into memory */
-    XGR_FILE_MAP_MMAP = 2  /* always map (tests) */
+    XGR_FILE_MAP_MMAP = 2, /* always map (tests) */
+    XGR_FILE_MAP_SMALL = 3 /* read a file of at most XGR_FILE_MAP_SMALL_BYTES into memory (one
+                            * read costs less than mmap + munmap + fstatfs + page faults),
+                            * a larger one as XGR_FILE_MAP_AUTO: one open decides both */
 };
+enum { XGR_FILE_MAP_SMALL_BYTES = 65536 };
 /* Opens `path` (a regular file of at most max_len bytes) read-only: *out holds one
  * reference. XGR_ERR_INVALID_ARG when it cannot be opened or is not a regular file (the
  * message has the reason), XGR_ERR_LIMIT when longer than max_len. Thread-safe. */

@@ -157,6 +157,8 @@ class GrammarCompiler:
         # The same options for grammars the cache can rebuild (see _compile).
         self._opts_drop = _core.ffi.new("xgr_compile_options *", opts[0])
         self._opts_drop.drop_grammar = 1
+        # compile_json_schema: (option values with their types) -> (options, their key text)
+        self._opts_memo: Dict[Tuple[Any, ...], Tuple[Dict[str, Any], str]] = {}
         self._disk: Optional[DiskCache] = None
         disk_path = resolve_cache_dir(cache_dir)
         if disk_path is not None and self._cache_enabled:
@@ -316,12 +318,28 @@ class GrammarCompiler:
         # directory) parses and dumps nothing; None when the core cannot prove it.
         fast = canonical_schema_text(schema) if isinstance(schema, str) and self._cache_enabled else None
         obj = _schema_to_obj(schema) if fast is None else None
-        if any_order:
-            options = dict(options, any_order=True)
-        opts = _json_schema_options(
-            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
-        )
-        opts_key = json.dumps(opts, sort_keys=True, default=repr)
+        memo_key: Optional[Tuple[Any, ...]] = None
+        memo = None
+        if not options:  # the options' key is memoized: a hit then dumps no JSON
+            memo_key = tuple((type(v), v) for v in (any_whitespace, indent, separators, strict_mode,
+                                                    max_whitespace_cnt, any_order, lenient))
+            try:
+                memo = self._opts_memo.get(memo_key)
+            except TypeError:  # an unhashable value (separators as a list): not memoized
+                memo_key = None
+        if memo is not None:
+            opts, opts_key = memo
+        else:
+            if any_order:
+                options = dict(options, any_order=True)
+            opts = _json_schema_options(
+                any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
+            )
+            opts_key = json.dumps(opts, sort_keys=True, default=repr)
+            if memo_key is not None:
+                if len(self._opts_memo) >= 64:
+                    self._opts_memo.clear()
+                self._opts_memo[memo_key] = (opts, opts_key)
         if fast is not None:
             try:
                 return self._compile_schema(fast, None, schema, opts, opts_key)

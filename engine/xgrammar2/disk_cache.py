@@ -284,6 +284,15 @@ def resolve_cache_dir(cache_dir: Any) -> Optional[str]:
     return path or None
 
 
+def _touch(paths: Tuple[str, ...]) -> None:
+    """Sets each file's mtime to now (the LRU order); a file gone meanwhile is skipped."""
+    for p in paths:
+        try:
+            os.utime(p)
+        except OSError:
+            pass
+
+
 def _pack_payload(linked: bool, warns: Tuple[str, ...], image: bytes) -> bytes:
     parts = [struct.pack("<BI", 1 if linked else 0, len(warns))]
     for w in warns:
@@ -319,6 +328,7 @@ def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], me
     return bool(linked), tuple(warns), buf[pos:]
 
 
+_TOUCH_JOB = object()  # a queue item: touch these files (a hit's LRU touch)
 _PACK_JOB = object()  # a queue item: write this process's new mask entries as a pack
 _SYNC_JOB = object()  # a queue item: load the packs other processes wrote (sync_packs)
 
@@ -518,12 +528,14 @@ class DiskCache:
             self._remember(digest, result)
             self._layers.attach(digest, result)
             # the LRU order every process evicts by; a file touched (or written) within the
-            # last _TOUCH_S seconds is among the newest already, so it is not touched again
+            # last _TOUCH_S seconds is among the newest already, so it is not touched again.
+            # Its layer file (written after it, so no older unless evicted) goes with it. The
+            # background thread touches them (flush() waits for it): two utime calls off the
+            # request's thread
             if time.time() - st.st_mtime >= _TOUCH_S:
-                try:
-                    os.utime(path)
-                except OSError:
-                    pass
+                paths = (path, self._layers.path_for(digest))
+                if not self._queue_job(_TOUCH_JOB, paths):
+                    _touch(paths)
         return result
 
     def _remember(self, digest: bytes, compiled: Any) -> None:
@@ -884,6 +896,9 @@ class DiskCache:
                         self.sync_packs(compiled, force=True)
                     finally:
                         self._sync_done()
+                    continue
+                if key is _TOUCH_JOB:
+                    _touch(compiled)
                     continue
                 if key is LAYER_JOB:
                     self._layers.attach_now(*compiled)

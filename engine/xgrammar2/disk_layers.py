@@ -121,7 +121,8 @@ ENV_CACHE_LAYERS = "XGRAMMAR2_CACHE_LAYERS"
 #: larger ones (a huge schema's: up to 12 MB on the JSONSchemaBench sample, tens of ms to hash and
 #: check) on the cache's background thread, published into the slots the request has not filled yet.
 SYNC_MAX = 1 << 20
-#: Layer files up to this size are read into memory (XGR_FILE_MAP_READ), larger ones mapped.
+#: Layer files up to this size are read into memory, larger ones mapped (XGR_FILE_MAP_SMALL: the core
+#: decides after its one open).
 READ_MAX = 64 << 10
 #: A background-queue item: load this grammar's layer file (DiskCache._write_loop).
 LAYER_JOB = object()
@@ -216,45 +217,57 @@ class LayerStore:
         """Loads the layer file of ``digest`` (if any) into ``compiled``, a grammar just read
         from the directory, and watches it for layers to write; returns the entries loaded.
         A file that fails a check is removed (counted in ``rejected``). A file over
-        ``SYNC_MAX`` bytes is loaded on the background thread instead (0 returned)."""
+        ``SYNC_MAX`` bytes is loaded on the background thread instead (0 returned). One
+        ``open`` does it all (no ``stat`` first: the core's open refuses a file over
+        ``SYNC_MAX`` and reads one of at most ``READ_MAX`` bytes); the caller touches the file
+        with its grammar's (``DiskCache.load``)."""
         if not self.enabled:
             return 0
-        try:
-            st = os.stat(self.path_for(digest))
-        except OSError:  # none: the grammar builds its layers, written later
-            self.track(digest, compiled, 0)
-            return 0
-        if st.st_size > SYNC_MAX and self._cache._queue_job(LAYER_JOB, (digest, compiled)):
-            return 0
-        return self.attach_now(digest, compiled, st)
-
-    def attach_now(self, digest: bytes, compiled: Any, st: Optional[os.stat_result] = None) -> int:
-        """``attach`` on this thread, whatever the file's size (``st``: its stat, when known)."""
         n = 0
         try:
-            n = self._load(digest, compiled, st)
+            n = self._load(digest, compiled, SYNC_MAX)
         except Exception as e:  # noqa: BLE001 - a layer file never fails a request
             logger.debug("xgrammar2 disk cache: layer load failed: %s", e)
+        if n < 0:  # over SYNC_MAX: the background thread loads it (and tracks the grammar)
+            if self._cache._queue_job(LAYER_JOB, (digest, compiled)):
+                return 0
+            return self.attach_now(digest, compiled)
         count = _core.lib.xgr_compiled_layer_count(compiled._ptr) if n > 0 else 0
         self.track(digest, compiled, count)
         return n
 
-    def _load(self, digest: bytes, compiled: Any, st: Optional[os.stat_result] = None) -> int:
+    def attach_now(self, digest: bytes, compiled: Any) -> int:
+        """``attach`` on this thread, whatever the file's size; touches the file (the LRU
+        order) unless it was touched or written lately."""
+        n = 0
+        try:
+            path = self.path_for(digest)
+            n = self._load(digest, compiled, self._cache.max_payload)
+            if n > 0:
+                st = os.stat(path)
+                if time.time() - st.st_mtime >= _TOUCH_S:
+                    os.utime(path)
+        except Exception as e:  # noqa: BLE001 - a layer file never fails a request
+            logger.debug("xgrammar2 disk cache: layer load failed: %s", e)
+        count = _core.lib.xgr_compiled_layer_count(compiled._ptr) if n > 0 else 0
+        self.track(digest, compiled, count)
+        return max(n, 0)
+
+    def _load(self, digest: bytes, compiled: Any, limit: int) -> int:
+        """The entries loaded from the layer file of ``digest`` (0: none, removed meanwhile,
+        or failed a check, then removed), or -1 when it holds more than ``limit`` bytes of
+        payload (not read)."""
         cache = self._cache
         ffi, lib = _core.ffi, _core.lib
         path = self.path_for(digest)
-        if st is None:
-            try:
-                st = os.stat(path)
-            except OSError:
-                return 0
         # a small file is read (one read: no mmap / munmap, page faults or statfs; its
         # private copy is at most READ_MAX bytes), a larger one mapped (shared pages)
-        small = st.st_size <= READ_MAX
-        mode = lib.XGR_FILE_MAP_AUTO if cache.mmap_packs() and not small else lib.XGR_FILE_MAP_READ
-        fm, plen, why = open_checked(path, mode, _HEADER.size + cache.max_payload,
-                                     lambda view: self._check(view, digest))
-        if fm is None:  # none (the common case), removed meanwhile, or failed a check
+        mode = lib.XGR_FILE_MAP_SMALL if cache.mmap_packs() else lib.XGR_FILE_MAP_READ
+        fm, plen, why = open_checked(path, mode, _HEADER.size + min(limit, cache.max_payload),
+                                     lambda view: self._check(view, digest), too_large="")
+        if fm is None:  # none (the common case), removed meanwhile, over the limit, or failed a check
+            if plen < 0 and not why:
+                return -1 if limit < cache.max_payload else self._reject(path, "size")
             return self._reject(path, why) if why else 0
         try:
             got = ffi.new("int32_t *")
@@ -265,13 +278,6 @@ class LayerStore:
             lib.xgr_file_map_release(fm)  # the loaded entries hold their own references
         cache.layer_loads += 1
         cache.layer_entries_loaded += got[0]
-        # the LRU order every process evicts by (the stat above: a file replaced since is
-        # newer anyway); a file touched or written lately is among the newest already
-        if time.time() - st.st_mtime >= _TOUCH_S:
-            try:
-                os.utime(path)
-            except OSError:
-                pass
         return got[0]
 
     def _check(self, view: memoryview, digest: bytes) -> Tuple[int, str]:

@@ -25,9 +25,8 @@ _lock = threading.Lock()
 _depth = 0  # blocks inside paused() that disabled the collector (or found it disabled by one)
 
 
-@contextmanager
-def paused() -> Iterator[None]:
-    """Runs the block with the cyclic garbage collector disabled (see the module docstring)."""
+def _enter() -> bool:
+    """Disables the collector (or joins a block that did); True when the caller must _leave."""
     global _depth
     with _lock:
         mine = _depth > 0 or gc.isenabled()
@@ -35,14 +34,26 @@ def paused() -> Iterator[None]:
             if _depth == 0:
                 gc.disable()
             _depth += 1
+    return mine
+
+
+def _leave() -> None:
+    global _depth
+    with _lock:
+        _depth -= 1
+        if _depth == 0:
+            gc.enable()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """Runs the block with the cyclic garbage collector disabled (see the module docstring)."""
+    mine = _enter()
     try:
         yield
     finally:
         if mine:
-            with _lock:
-                _depth -= 1
-                if _depth == 0:
-                    gc.enable()
+            _leave()
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,7 +64,11 @@ def pausing(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with paused():
+        mine = _enter()  # paused() without a generator: this wraps every compile call, hits included
+        try:
             return fn(*args, **kwargs)
+        finally:
+            if mine:
+                _leave()
 
     return cast(F, wrapper)

@@ -154,6 +154,29 @@ static void mapped_packs(xgr_vocab *v, const uint8_t *pack, size_t len, int32_t 
     snprintf(path, sizeof path, "%s/xgr2-test-mask-pack-%ld.xgm", tmp && *tmp ? tmp : "/tmp",
              (long)getpid());
     snprintf(other, sizeof other, "%s.new", path);
+    /* XGR_FILE_MAP_SMALL: read up to XGR_FILE_MAP_SMALL_BYTES, past that as AUTO */
+    {
+        size_t sizes[3] = {len, XGR_FILE_MAP_SMALL_BYTES, (size_t)XGR_FILE_MAP_SMALL_BYTES + 1};
+        uint8_t *big = calloc(XGR_FILE_MAP_SMALL_BYTES + 1, 1);
+        CHECK(big != NULL);
+        for (int k = 0; big && k < 3; k++) {
+            memcpy(big, pack, len < sizes[k] ? len : sizes[k]);
+            CHECK(write_file(path, big, sizes[k]) == 0);
+            xgr_file_map *sm = NULL, *am = NULL;
+            CHECK(xgr_file_map_open(path, XGR_FILE_MAP_SMALL, sizes[k] - 1, &sm) == XGR_ERR_LIMIT && !sm);
+            CHECK(xgr_file_map_open(path, XGR_FILE_MAP_SMALL, sizes[k], &sm) == XGR_OK && sm);
+            CHECK(xgr_file_map_open(path, XGR_FILE_MAP_AUTO, sizes[k], &am) == XGR_OK && am);
+            if (sm && am) {
+                size_t sl = 0;
+                const uint8_t *sd = xgr_file_map_data(sm, &sl);
+                CHECK(sd && sl == sizes[k] && memcmp(sd, big, sl) == 0);
+                CHECK(xgr_file_map_is_mapped(sm) == (k < 2 ? 0 : xgr_file_map_is_mapped(am)));
+            }
+            xgr_file_map_release(sm);
+            xgr_file_map_release(am);
+        }
+        free(big);
+    }
     CHECK(write_file(path, pack, len) == 0);
     m = NULL;
     CHECK(xgr_file_map_open(path, XGR_FILE_MAP_MMAP, len - 1, &m) == XGR_ERR_LIMIT && !m);

@@ -265,3 +265,43 @@ def test_key_digest_fast_path_is_feed_key(tmp_path):
         h = hashlib.sha256(dc._prefix)
         dcm._feed_key(h, k)
         assert dc.key_digest(k) == h.digest(), k
+
+
+def test_memoized_option_keys_are_the_options_json(info):  # noqa: F811
+    """compile_json_schema memoizes its options' key text per compiler: every memoized key is
+    json.dumps of the options it stands for, options of equal value but another type (1 / True,
+    0 / False / None) never share one, and unmemoizable values (a list) still compile."""
+    from xgrammar2.grammar import _json_schema_options
+
+    comp = xgr.GrammarCompiler(info)
+    schema = '{"type": "object", "properties": {"a": {"type": "integer"}}}'
+    calls = [dict(), dict(any_whitespace=False), dict(any_whitespace=0), dict(any_whitespace=False, indent=2),
+             dict(any_whitespace=False, indent=4), dict(strict_mode=False), dict(strict_mode=0),
+             dict(any_whitespace=False, separators=(",", ":")), dict(any_whitespace=False, separators=[",", ":"]),
+             dict(max_whitespace_cnt=1), dict(max_whitespace_cnt=True), dict(lenient=True), dict(any_order=True)]
+    texts = {}
+    for kw in calls:
+        for _ in range(2):  # the second call is served from the memo
+            g = comp.compile_json_schema(schema, **kw)
+        texts[repr(kw)] = str(g.grammar)
+    assert comp._opts_memo
+    for key, (opts, opts_key) in comp._opts_memo.items():
+        vals = [v for _, v in key]
+        aw, indent, seps, strict, mwc, any_order, lenient = vals
+        extra = {"any_order": True} if any_order else {}
+        assert opts == _json_schema_options(aw, indent, seps, strict, mwc, lenient, extra)
+        assert opts_key == json.dumps(opts, sort_keys=True, default=repr)
+    # every spelling's own key text was memoized (1 and True did not share an entry), but the
+    # list of separators (unhashable: not memoized)
+    memo_keys = {k for _, k in comp._opts_memo.values()}
+    for kw in calls:
+        if isinstance(kw.get("separators"), list):
+            continue
+        d = dict(any_whitespace=True, indent=None, separators=None, strict_mode=True,
+                 max_whitespace_cnt=None, lenient=False)
+        d.update(kw)
+        extra = {"any_order": True} if d.pop("any_order", False) else {}
+        opts = _json_schema_options(d["any_whitespace"], d["indent"], d["separators"], d["strict_mode"],
+                                    d["max_whitespace_cnt"], d["lenient"], extra)
+        assert json.dumps(opts, sort_keys=True, default=repr) in memo_keys, kw
+    assert texts[repr(dict(any_whitespace=False, indent=2))] != texts[repr(dict(any_whitespace=False, indent=4))]

@@ -11,6 +11,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -325,6 +326,32 @@ def test_layer_files_count_in_the_budget_and_are_evicted_by_lru(tmp_path, warm):
     masks, dc2 = _load_all(d)
     assert masks == ref["masks"]
     assert dc2.layer_loads == len(files) - sum(gone) and dc2.layer_rejected == 0
+
+
+def test_a_hit_touches_its_layer_file_with_its_grammar_file(tmp_path, warm):
+    """The LRU touch of a hit (on the background thread, done by flush) moves the grammar file
+    and its layer file to the front together; files touched lately are left as they are."""
+    d, ref, _ = warm
+    d = _copy_dir(d, tmp_path / "cache")
+    v = os.path.join(str(d), f"v{dcm.DISK_FORMAT_VERSION}")
+    layers = layer_files(d)
+    grammars = [p[: -len(dlm.LAYER_SUFFIX)] + ".xgc" for p in layers]
+    assert layers and all(os.path.exists(g) for g in grammars)
+    for p in layers + grammars:
+        os.utime(p, (1000, 1000))
+    masks, dc = _load_all(d)
+    assert masks == ref["masks"] and dc.layer_loads == len(layers)
+    dc.flush()
+    now = time.time()
+    assert all(now - os.stat(p).st_mtime < 60 for p in layers + grammars)
+    recent = now - 5
+    for p in layers + grammars:
+        os.utime(p, (recent, recent))
+    masks, dc = _load_all(d)
+    dc.flush()
+    assert masks == ref["masks"] and dc.layer_loads == len(layers)
+    assert all(os.stat(p).st_mtime == pytest.approx(recent, abs=1e-3) for p in layers + grammars)
+    assert len(os.listdir(v)) >= len(layers) * 2
 
 
 def test_layer_file_larger_than_the_budget_is_not_written(tmp_path):
