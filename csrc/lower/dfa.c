@@ -394,8 +394,17 @@ static int push_edge(lw_dfa *d, int32_t target, int32_t ref, uint8_t lo, uint8_t
 /* Subset construction: w->raw is a DFA for the NFA's language, all states reachable
  * from state 0; per state, byte edges are disjoint and sorted by lo (adjacent runs to
  * one target merged), followed by ref edges sorted by rule id. */
+/* RESERVE for subset(): an allocation failure still empties the hash table (out:). */
+#define SUBSET_RESERVE(v, n)                                                           \
+    do {                                                                               \
+        if (XGR_VEC_RESERVE((v), (size_t)(n))) {                                       \
+            rc = XGR_ERR_NOMEM;                                                        \
+            goto out;                                                                  \
+        }                                                                              \
+    } while (0)
+
 static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
-    int rc;
+    int rc = 0;
     if ((rc = prep_nfa(w, a))) return rc;
     if (!w->tcap && (rc = table_grow(w, 32))) return rc;
     w->raw.n = 0;
@@ -405,7 +414,7 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
     closure(w, &a->start, 1);
     if ((rc = find_or_add(w, a->final, budget, &d0))) goto out;
     for (int32_t d = 0; d < w->raw.n; d++) {
-        RESERVE(w->raw.ebeg, (size_t)d + 2);
+        SUBSET_RESERVE(w->raw.ebeg, (size_t)d + 2);
         w->raw.ebeg.data[d] = (int32_t)w->raw.edges.len;
         w->bedges.len = 0;
         w->redges.len = 0;
@@ -416,10 +425,10 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
                 const lw_nedge *ed = &w->lab.data[e];
                 if (ed->label == LW_BYTE) {
                     bedge b = {ed->lo, ed->hi, ed->to};
-                    if (XGR_VEC_PUSH(w->bedges, b)) return XGR_ERR_NOMEM;
+                    if (XGR_VEC_PUSH(w->bedges, b)) { rc = XGR_ERR_NOMEM; goto out; }
                 } else {
                     redge r = {ed->label, ed->to};
-                    if (XGR_VEC_PUSH(w->redges, r)) return XGR_ERR_NOMEM;
+                    if (XGR_VEC_PUSH(w->redges, r)) { rc = XGR_ERR_NOMEM; goto out; }
                 }
             }
         }
@@ -465,7 +474,7 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
                 total += (size_t)(k1 - k0);
             }
             for (int32_t k = 0; k < niv; k++) cnt[k + 1] += cnt[k];
-            RESERVE(w->bucket, total);
+            SUBSET_RESERVE(w->bucket, total);
             memcpy(fill, cnt, (size_t)niv * sizeof *fill);
             for (size_t i = 0; i < nb; i++) {
                 const bedge *b = &w->bedges.data[i];
@@ -512,7 +521,10 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
                 size_t j = i;
                 w->seeds.len = 0;
                 while (j < w->redges.len && w->redges.data[j].ref == w->redges.data[i].ref) {
-                    if (XGR_VEC_PUSH(w->seeds, w->redges.data[j].to)) return XGR_ERR_NOMEM;
+                    if (XGR_VEC_PUSH(w->seeds, w->redges.data[j].to)) {
+                        rc = XGR_ERR_NOMEM;
+                        goto out;
+                    }
                     j++;
                 }
                 int32_t t = -1;
@@ -527,7 +539,7 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
             }
         }
     }
-    RESERVE(w->raw.ebeg, (size_t)w->raw.n + 1);
+    SUBSET_RESERVE(w->raw.ebeg, (size_t)w->raw.n + 1);
     w->raw.ebeg.data[w->raw.n] = (int32_t)w->raw.edges.len;
 out:
     /* Empty the hash table for the next rule by clearing only the used slots. */
