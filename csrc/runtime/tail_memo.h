@@ -27,9 +27,10 @@ void xgr_tail_memo_clear(xgr_tail_memo *t);
 int xgr_tail_memo_full(const xgr_tail_memo *t);
 /* The id of parser row `r` as the memo knows it (added when new): its items that can still
  * scan or complete (a state with edges, or the root's), origins at or past `r` written as
- * -1, a repetition's counter far from its bounds as -2 (tail_memo.c tail_count). Rows `stable` and before must never change while the memo lives (the matcher clears
- * it on rollback and reset); a row with an item whose origin lies between `stable` and `r`
- * (a row of the token being checked) gets -1, as does any row when memory runs out. */
+ * -1, a repetition's counter far from its bounds as -2 (tail_memo.c tail_count). Rows
+ * `stable` and before must never change while the memo lives (the matcher clears it on
+ * rollback and reset); a row with an item whose origin lies between `stable` and `r` (a row
+ * of the token being checked) gets -1, as does any row when memory runs out. */
 int32_t xgr_tail_row(xgr_tail_memo *t, const xgr_parser *p, int32_t r, int32_t stable);
 /* The verdict of bytes s[0..n) fed from a row of id `row`: 1 accepted, 0 rejected, -1
  * unknown. */

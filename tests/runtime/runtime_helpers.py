@@ -28,6 +28,17 @@ def tokenizer(name: str) -> xgr.TokenizerInfo:
 
 
 @functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=None)
+def one_char_tokens(name: str) -> dict[str, int]:
+    """The first token id of each printable ASCII character that is a token on its own."""
+    one: dict[str, int] = {}
+    for i, s in enumerate(tokenizer(name).decoded_vocab):
+        t = s.decode("utf-8", "replace") if isinstance(s, bytes) else s
+        if len(t) == 1 and t.isascii() and t.isprintable():
+            one.setdefault(t, i)
+    return one
+
+
 def compiler(name: str) -> xgr.GrammarCompiler:
     return xgr.GrammarCompiler(tokenizer(name))
 

@@ -18,7 +18,7 @@ import json
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import masks_equal_oracle, tokenizer
+from runtime_helpers import masks_equal_oracle, one_char_tokens, tokenizer
 
 VOCABS = ["qwen3", "llama-2"]
 
@@ -57,15 +57,6 @@ def _type(m: xgr.GrammarMatcher, vocab: str, pieces: list[str], text: str) -> st
     return text
 
 
-def _one_char_tokens(vocab: str) -> dict[str, int]:
-    one: dict[str, int] = {}
-    for i, s in enumerate(tokenizer(vocab).decoded_vocab):
-        t = s.decode("utf-8", "replace") if isinstance(s, bytes) else s
-        if len(t) == 1 and t.isascii() and t.isprintable():
-            one.setdefault(t, i)
-    return one
-
-
 # string contents typed one piece at a time (each piece one JSON character)
 PLAIN = list("abcdefghijklmnopq")
 MIXED = ["a", "\\n", "é", "b", "\\u00e9", "日", "\\\"", "c", "😀", "d", "\\\\", "e", "f", "g", "h", "i", "j"]
@@ -98,7 +89,7 @@ def test_rollback_inside_the_string(vocab: str, max_len: int) -> None:
     assert m.accept_string('{"p03":7,"s":"')
     ids = tok.decoded_vocab
     # accept single-character tokens so that rollback counts match characters
-    one = _one_char_tokens(vocab)
+    one = one_char_tokens(vocab)
     text = '{"p03":7,"s":"'
     for ch in "xyz"[: max_len - 1]:
         assert m.accept_token(one[ch])
@@ -143,7 +134,7 @@ def test_rollback_into_another_string_at_the_same_rows(vocab: str) -> None:
                          "required": ["b"]})
     c = xgr.GrammarCompiler(tokenizer(vocab), cache_enabled=False, inline_max_states=-1)
     g = c.compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
-    one = _one_char_tokens(vocab)
+    one = one_char_tokens(vocab)
     m = xgr.GrammarMatcher(g, max_rollback_tokens=64)
     for ch in '{"':
         assert m.accept_token(one[ch])

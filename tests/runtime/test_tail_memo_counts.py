@@ -17,7 +17,7 @@ import json
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import masks_equal_oracle, tokenizer
+from runtime_helpers import masks_equal_oracle, one_char_tokens, tokenizer
 
 VOCABS = ["qwen3", "llama-2"]
 
@@ -32,15 +32,6 @@ def _schema(max_len: int, min_len: int, n_props: int = 30) -> str:
     return json.dumps({"type": "object", "properties": props, "additionalProperties": False})
 
 
-def _one_char_tokens(vocab: str) -> dict[str, int]:
-    one: dict[str, int] = {}
-    for i, s in enumerate(tokenizer(vocab).decoded_vocab):
-        t = s.decode("utf-8", "replace") if isinstance(s, bytes) else s
-        if len(t) == 1 and t.isascii() and t.isprintable():
-            one.setdefault(t, i)
-    return one
-
-
 def _check(m: xgr.GrammarMatcher, vocab: str, where: str) -> None:
     ok, why = masks_equal_oracle(m, tokenizer(vocab).vocab_size)
     assert ok, f"{vocab} {where}: {why}"
@@ -52,7 +43,7 @@ def test_long_string_at_every_count(vocab: str, min_len: int, max_len: int) -> N
     c = xgr.GrammarCompiler(tokenizer(vocab), cache_enabled=False)
     g = c.compile_json_schema(_schema(max_len, min_len), any_whitespace=False, separators=(",", ":"))
     m = xgr.GrammarMatcher(g)
-    one = _one_char_tokens(vocab)
+    one = one_char_tokens(vocab)
     text = '{"p03":7,"s":"'
     assert m.accept_string(text)
     _check(m, vocab, f"after {text!r}")
