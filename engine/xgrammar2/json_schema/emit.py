@@ -702,7 +702,15 @@ class Emitter:
         for ast, _ in n.pos:
             x = ir.regex_dfa(ast)
             d = x if d is None else fa.intersect(d, x, STATE_LIMIT)
-        for ast, _ in n.neg:
+        negs = [ast for ast, _ in n.neg]
+        plain = [ast for ast in negs if not rx.has_anchor(ast)]
+        if len(plain) > 1:
+            # one difference with the union instead of one per excluded pattern: the excluded
+            # names of a closed object are often a hundred literals (JsonSchemaStore---cloudify:
+            # 123), each a product and a minimisation of the whole automaton. Same language,
+            # so the same minimal automaton
+            negs = [rx.alt(*plain)] + [ast for ast in negs if rx.has_anchor(ast)]
+        for ast in negs:
             x = ir.regex_dfa(ast)
             d = fa.negate(x) if d is None else fa.difference(d, x, STATE_LIMIT)
         d = fa.restrict_alphabet(d)

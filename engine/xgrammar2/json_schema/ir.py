@@ -416,8 +416,8 @@ def intersect(cx, a, b):
                     out.extend(r)
                 else:
                     out.append(r)
-    if len(out) > MAX_ALTS:
-        raise NotExpressible("intersection has too many alternatives")
+                if len(out) > MAX_ALTS:  # (as soon as it is known: not after the whole product)
+                    raise NotExpressible("intersection has too many alternatives")
     return tuple(out)
 
 
@@ -447,6 +447,11 @@ def intersect_node(cx, x, y):
     if kx == "ref" or ky == "ref":
         return cx.intersect_ref(x, y)
     if kx == "enum" or ky == "enum":
+        m = getattr(cx, "meter", None)
+        if m is not None:  # (the values checked count toward the budget of a product)
+            m[0] -= len(x.values) if kx == "enum" else len(y.values)
+            if m[0] < 0:
+                raise NotExpressible("making the branches exclusive needs too large a product")
         if kx == "enum" and ky == "enum":
             keep = [(v, k) for v, k in zip(x.values, x.keys) if k in y.keyset]
         else:
@@ -515,20 +520,31 @@ def intersect_node(cx, x, y):
             return y
         if y.is_plain() and not y.ev_all and not y.ev_keys and not y.ev_pats:
             return x
-        props = list(x.props)
-        idx = {k: i for i, (k, _) in enumerate(props)}
-        for k, u in y.props:
-            if k in idx:
-                i = idx[k]
-                props[i] = (k, intersect(cx, props[i][1], u))
-            else:
-                idx[k] = len(props)
-                props.append((k, u))
         required = x.required + tuple(r for r in y.required if r not in x.required)
         minp = max(x.minp, y.minp)
         maxp = x.maxp if y.maxp is None else (y.maxp if x.maxp is None else min(x.maxp, y.maxp))
         if maxp is not None and (minp > maxp or len(required) > maxp):
             return None
+        props = list(x.props)
+        idx = {k: i for i, (k, _) in enumerate(props)}
+        later = []
+        for k, u in y.props:
+            if k in idx:
+                i = idx[k]
+                if k in required:
+                    # a required key first: when its two schemas share no value the object is
+                    # empty, and the other keys' (often much larger) intersections are not built
+                    r = intersect(cx, props[i][1], u)
+                    if not r:
+                        return None
+                    props[i] = (k, r)
+                else:
+                    later.append((i, k, u))
+            else:
+                idx[k] = len(props)
+                props.append((k, u))
+        for i, k, u in later:
+            props[i] = (k, intersect(cx, props[i][1], u))
         pd = dict(props)
         for r in required:
             if r in pd and not pd[r]:
