@@ -463,6 +463,10 @@ class GrammarCompiler:
         text = len(args) == 1 and not kwargs and isinstance(args[0], (str, bytes, bytearray))
         if text:
             check_input_size(len(args[0]), "the structural tag")
+            if self._cache_enabled and args[0].__class__ is str:  # a hit: its key as below
+                hit = self._cache.get(("structural_tag", "s", args[0]))
+                if hit is not None:
+                    return hit
         else:
             check_structural_tag_args(args, kwargs)
         kwargs.setdefault("token_resolver", LazyResolver(self._tokenizer_info))

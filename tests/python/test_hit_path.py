@@ -193,6 +193,13 @@ def test_other_entry_points_hit_without_a_compile(info, monkeypatch):
     ebnf = comp.compile_grammar('root ::= "a" "b"')
     regex = comp.compile_regex("ab+")
     builtin = comp.compile_builtin_json_grammar()
+    tag = json.dumps({"type": "structural_tag", "format": {
+        "type": "triggered_tags", "triggers": ["<f="], "tags": [
+            {"begin": "<f=a>", "content": {"type": "json_schema", "json_schema": SCHEMA},
+             "end": "</f>"}]}})
+    comp.compile_structural_tag(tag)
+    linked = comp.compile_structural_tag(tag)  # (a linked grammar is kept from its 2nd compile)
+    assert comp.compile_structural_tag(tag) is linked
 
     def fail(*a, **k):
         raise AssertionError("compiled on a hit")
@@ -202,6 +209,8 @@ def test_other_entry_points_hit_without_a_compile(info, monkeypatch):
     assert comp.compile_grammar('root ::= "a" "b"') is ebnf
     assert comp.compile_regex("ab+") is regex
     assert comp.compile_builtin_json_grammar() is builtin
+    assert comp.compile_structural_tag(tag) is linked
+    assert comp.compile_structural_tag(tag.encode()) is linked  # bytes: the general path
 
 
 def test_matcher_constants_and_arguments(info):
