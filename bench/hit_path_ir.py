@@ -6,7 +6,8 @@ sample under valgrind takes minutes).
 
     python -m bench.hit_path_ir [--engines TREE_A/engine,TREE_B/engine] [--loops 2000]
 
-Each count is (Ir of a process running ``loops`` calls - Ir of the same process running none) / loops.
+``canonical_hit`` is a hit on the same schema spelled otherwise with text aliases turned off (every call makes the
+canonical key, as every hit did before aliases), ``tag_hit`` a structural tag given as text. Each count is (Ir of a process running ``loops`` calls - Ir of the same process running none) / loops.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPS = ("compile_hit", "matcher", "fill")
+OPS = ("compile_hit", "canonical_hit", "tag_hit", "matcher", "fill")
+TAG = json.dumps({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<f="], "tags": [
+    {"begin": "<f=a>", "content": {"type": "json_schema", "json_schema": {"type": "object"}}, "end": "</f>"}]}})
 SCHEMA = json.dumps({"$schema": "http://json-schema.org/draft-04/schema",
                      "description": "A short reference name for internal editorial use", "title": "Slug",
                      "type": "string"})
@@ -40,11 +43,19 @@ def _child(op: str, loops: int) -> None:
     text = SCHEMA
     bm = np.zeros((1, (info.vocab_size + 31) // 32), dtype=np.int32)
     g = comp.compile_json_schema(text)
+    assert comp.compile_json_schema(text) is g  # (the compile_hit op is the text alias after this)
     m = xgr.GrammarMatcher(g)
     m.fill_next_token_bitmask(bm)
+    # canonical_hit: the same schema spelled otherwise, with no text alias (a tree without them: as always), so
+    # every call takes the canonical key; tag_hit: a structural tag given as text (kept from its 2nd compile).
+    comp._cache.ALIAS_MAX = 0  # (compile_hit: the text first compiled keeps its alias)
+    other = json.dumps(json.loads(text), indent=2)
     for _ in range(3):  # warm every path once
-        comp.compile_json_schema(text), xgr.GrammarMatcher(g), m.fill_next_token_bitmask(bm)
+        comp.compile_json_schema(text), comp.compile_json_schema(other), comp.compile_structural_tag(TAG)
+        xgr.GrammarMatcher(g), m.fill_next_token_bitmask(bm)
     fn = {"compile_hit": lambda: comp.compile_json_schema(text), "matcher": lambda: xgr.GrammarMatcher(g),
+          "canonical_hit": lambda: comp.compile_json_schema(other),
+          "tag_hit": lambda: comp.compile_structural_tag(TAG),
           "fill": lambda: m.fill_next_token_bitmask(bm)}[op]
     for _ in range(loops):
         fn()
