@@ -148,11 +148,12 @@ class CompileCache:
                 return False
             aliases = entry[3]
             if aliases is None:
-                aliases = entry[3] = []
-            elif len(aliases) >= self.ALIAS_MAX:
+                aliases = []
+            if len(aliases) >= self.ALIAS_MAX:
                 return False
             size = _key_bytes(alias)
             aliases.append(alias)
+            entry[3] = aliases
             self._aliases[alias] = key
             entry[2] += size
             entry[1] += size

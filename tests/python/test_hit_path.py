@@ -73,6 +73,9 @@ def test_aliases_are_counted_bounded_and_leave_with_their_entry(info):
     assert comp.compile_json_schema(spellings[-1]) is g
     comp.clear_cache()
     assert not cache._aliases and comp.get_cache_size_bytes() == 0
+    cache.ALIAS_MAX = 0  # no aliases at all: every hit takes the canonical key
+    h = comp.compile_json_schema(text)
+    assert comp.compile_json_schema(text) is h and not cache._aliases
     assert comp.compile_json_schema(text) is not g
 
 
