@@ -7,7 +7,8 @@ sample under valgrind takes minutes).
     python -m bench.hit_path_ir [--engines TREE_A/engine,TREE_B/engine] [--loops 2000]
 
 ``canonical_hit`` is a hit on the same schema spelled otherwise with text aliases turned off (every call makes the
-canonical key, as every hit did before aliases), ``tag_hit`` a structural tag given as text. Each count is (Ir of a process running ``loops`` calls - Ir of the same process running none) / loops.
+canonical key, as every hit did before aliases), ``tag_hit`` a structural tag given as text. Each count is (Ir of
+a process running ``loops`` calls - Ir of the same process running none) / loops.
 """
 
 from __future__ import annotations
