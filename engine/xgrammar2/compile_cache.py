@@ -4,11 +4,15 @@ their memory size, coalescing concurrent compiles of one key."""
 import sys
 import threading
 from collections import OrderedDict
-from typing import Callable, Dict, Hashable, Optional, Tuple
+from typing import Any, Callable, Dict, Hashable, List, Optional
 
+from . import _core
 from .compiled_grammar import CompiledGrammar
 
 __all__ = ["CompileCache"]
+
+# Bound once (a hit reads it); the compiler requires the core before making a cache.
+_compiled_memory = _core.lib.xgr_compiled_memory if _core.AVAILABLE else None
 
 
 class _Pending:
@@ -27,12 +31,33 @@ class _Pending:
             pass
 
 
+def _grammar_bytes(compiled: CompiledGrammar) -> int:
+    """``compiled.memory_size_bytes``, read from the core directly when no grammar is kept
+    apart (a cached JSON schema, EBNF text or regex: the common case, one C call)."""
+    if compiled._grammar is None:
+        return _compiled_memory(compiled._ptr)
+    return compiled.memory_size_bytes
+
+
+def _key_bytes(key: Hashable) -> int:
+    # The key (the request's text, often kilobytes) is held as long as the grammar.
+    parts = key if isinstance(key, tuple) else (key,)
+    return sum(sys.getsizeof(p) for p in parts)
+
+
 class CompileCache:
     """LRU of compiled grammars bounded by their (current) memory size.
 
     Sizes are re-read from the core when an entry is inserted or hit, since the mask cache
     of a compiled grammar grows while it is used; :meth:`size_bytes` re-reads all of them.
-    Concurrent compiles of the same key are coalesced: one thread compiles, the others wait.
+    (A hit re-reads only the grammar's part, one C call: the bytes of its key and aliases
+    are counted once, when they are added.) Concurrent compiles of the same key are
+    coalesced: one thread compiles, the others wait.
+
+    An entry may also be found under a few *aliases* (:meth:`add_alias`): other keys known
+    to mean the same request, such as a JSON schema's text as the caller spelled it, whose
+    canonical key costs a pass over the text to make. An alias's bytes count in its entry's
+    size and it leaves the cache with its entry.
 
     A grammar linked from cached fragments (a structural tag whose tools were lowered
     before) is admitted only the second time its key is compiled: under dynamic tool sets
@@ -45,11 +70,15 @@ class CompileCache:
     #: Keys (by hash) of linked grammars compiled once and not admitted; cleared when full,
     #: so it costs at most this many ints. A hash collision only admits a grammar early.
     _DOOR_MAX = 1 << 14
+    #: Aliases one entry keeps at most (a schema sent in a few whitespace spellings).
+    ALIAS_MAX = 4
 
     def __init__(self, limit_bytes: int) -> None:
         self._limit = limit_bytes
         self._lock = threading.Lock()
-        self._entries: "OrderedDict[Hashable, Tuple[CompiledGrammar, int]]" = OrderedDict()
+        # key -> [compiled, size, bytes of the key and aliases, aliases or None]
+        self._entries: "OrderedDict[Hashable, List[Any]]" = OrderedDict()
+        self._aliases: Dict[Hashable, Hashable] = {}  # alias -> key
         self._total = 0
         self._pending: Dict[Hashable, _Pending] = {}
         self._door: set = set()
@@ -67,30 +96,76 @@ class CompileCache:
         self._door.add(h)
         return False
 
-    @staticmethod
-    def _size(key: Hashable, compiled: CompiledGrammar) -> int:
-        # The key (the request's text, often kilobytes) is held as long as the grammar.
-        parts = key if isinstance(key, tuple) else (key,)
-        return compiled.memory_size_bytes + sum(sys.getsizeof(p) for p in parts)
+    def _drop(self, entry: List[Any]) -> None:
+        """Forgets the aliases of an entry leaving the cache (lock held)."""
+        aliases = entry[3]
+        if aliases is not None:
+            for a in aliases:
+                self._aliases.pop(a, None)
 
     def _evict(self) -> None:
         if self._limit < 0:
             return
         while self._total > self._limit and self._entries:
-            _, (_, size) = self._entries.popitem(last=False)
-            self._total -= size
+            _, entry = self._entries.popitem(last=False)
+            self._total -= entry[1]
+            self._drop(entry)
+
+    def _touch(self, key: Hashable, entry: List[Any]) -> CompiledGrammar:
+        """A hit (lock held): the entry becomes the most recent, its size is re-read."""
+        compiled = entry[0]
+        new = _grammar_bytes(compiled) + entry[2]
+        self._total += new - entry[1]
+        entry[1] = new
+        self._entries.move_to_end(key)
+        if self._limit >= 0 and self._total > self._limit:
+            self._evict()
+        return compiled
+
+    def get(self, key: Hashable) -> Optional[CompiledGrammar]:
+        """The grammar cached under ``key`` (a hit, as in :meth:`get_or_compile`), or None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            return self._touch(key, entry)
+
+    def get_alias(self, alias: Hashable) -> Optional[CompiledGrammar]:
+        """The grammar cached under the key ``alias`` stands for (a hit), or None."""
+        with self._lock:
+            key = self._aliases.get(alias)
+            if key is None:
+                return None
+            return self._touch(key, self._entries[key])
+
+    def add_alias(self, alias: Hashable, key: Hashable) -> bool:
+        """Lets :meth:`get_alias` find the entry of ``key`` under ``alias``, which must mean
+        the same request. False (nothing done) when ``key`` is not cached, ``alias`` is
+        already known, or the entry has ``ALIAS_MAX`` aliases."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or alias in self._aliases:
+                return False
+            aliases = entry[3]
+            if aliases is None:
+                aliases = []
+            if len(aliases) >= self.ALIAS_MAX:
+                return False
+            size = _key_bytes(alias)
+            aliases.append(alias)
+            entry[3] = aliases
+            self._aliases[alias] = key
+            entry[2] += size
+            entry[1] += size
+            self._total += size
+            self._evict()
+            return True
 
     def get_or_compile(self, key: Hashable, compile_fn: Callable[[], CompiledGrammar]):
         with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                compiled, old = hit
-                new = self._size(key, compiled)
-                self._entries[key] = (compiled, new)
-                self._entries.move_to_end(key)
-                self._total += new - old
-                self._evict()
-                return compiled
+            entry = self._entries.get(key)
+            if entry is not None:
+                return self._touch(key, entry)
             pending = self._pending.get(key)
             owner = pending is None
             if owner:
@@ -111,11 +186,13 @@ class CompileCache:
         with self._lock:
             del self._pending[key]
             if self._admit(key, compiled):
-                size = self._size(key, compiled)
+                fixed = _key_bytes(key)
+                size = compiled.memory_size_bytes + fixed
                 old = self._entries.pop(key, None)
                 if old is not None:
                     self._total -= old[1]
-                self._entries[key] = (compiled, size)
+                    self._drop(old)
+                self._entries[key] = [compiled, size, fixed, None]
                 self._total += size
                 self._evict()
         pending.result = compiled
@@ -125,15 +202,16 @@ class CompileCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._aliases.clear()
             self._door.clear()
             self._total = 0
 
     def size_bytes(self) -> int:
         with self._lock:
             total = 0
-            for key, (compiled, _) in self._entries.items():
-                size = self._size(key, compiled)
-                self._entries[key] = (compiled, size)
+            for entry in self._entries.values():
+                size = entry[0].memory_size_bytes + entry[2]
+                entry[1] = size
                 total += size
             self._total = total
             self._evict()

@@ -19,7 +19,8 @@ class CompiledGrammar:
     Do not construct it directly: use :class:`GrammarCompiler`.
     """
 
-    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "_linked", "_warnings", "__weakref__")
+    __slots__ = ("_ptr", "_tokenizer_info", "_grammar", "_rebuild", "_linked", "_warnings",
+                 "_matcher_consts", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("CompiledGrammar is created by GrammarCompiler.compile_* methods")
@@ -36,6 +37,7 @@ class CompiledGrammar:
         # Linked from cached fragments: cheap to build again (see _CompileCache._admit).
         obj._linked = linked
         obj._warnings = warnings
+        obj._matcher_consts = None  # set by the first GrammarMatcher (matcher._grammar_consts)
         return obj
 
     @property

@@ -16,7 +16,7 @@ from .compiled_grammar import CompiledGrammar
 from .disk_cache import DiskCache, resolve_cache_dir, vocab_fingerprint
 from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
 from .json_key import KeyMismatch, canonical_dumps, canonical_schema_text
-from .limits import check_input_size, check_structural_tag_args
+from .limits import check_input_size, check_structural_tag_args, json_nesting_limit
 from .structural_tag.converter import ebnf_from_api_args
 from .structural_tag.link import TagCache
 from .tokenizer_info import TokenizerInfo
@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 #: The cache budget used when ``cache_limit_bytes`` is not given: finite, so a server that
 #: sees an unbounded stream of distinct schemas keeps a flat memory profile.
 DEFAULT_CACHE_LIMIT_BYTES = 512 * 1024 * 1024
+
+_UNSET = object()  # compile_json_schema: the canonical text was not made yet
 
 
 def _opt_int(value: Optional[int], name: str, default: int = 0) -> int:
@@ -159,6 +161,7 @@ class GrammarCompiler:
         self._opts_drop.drop_grammar = 1
         # compile_json_schema: (option values with their types) -> (options, their key text)
         self._opts_memo: Dict[Tuple[Any, ...], Tuple[Dict[str, Any], str]] = {}
+        self._default_opts: Optional[Tuple[Dict[str, Any], str]] = None  # the same, defaults
         self._disk: Optional[DiskCache] = None
         disk_path = resolve_cache_dir(cache_dir)
         if disk_path is not None and self._cache_enabled:
@@ -241,6 +244,9 @@ class GrammarCompiler:
         is no such input (a caller's Grammar)."""
         if not self._cache_enabled:
             return self._compile(make_grammar())
+        hit = self._cache.get(key)  # a hit makes no closures
+        if hit is not None:
+            return hit
         return self._cache.get_or_compile(
             key, self._through_disk(key, lambda: self._compile(make_grammar(), rebuild),
                                     rebuild, None if rebuild is not None else make_grammar))
@@ -289,7 +295,6 @@ class GrammarCompiler:
             return self._cached(("ebnf", text, root_rule_name), parse, parse)
         raise ValueError("Invalid grammar type. Please pass a string or a Grammar object.")
 
-    @gc_pause.pausing
     def compile_json_schema(
         self,
         schema: Union[str, Type[Any], Dict[str, Any]],
@@ -314,10 +319,46 @@ class GrammarCompiler:
         ValueError
             The schema cannot be converted (unsupported keyword unless ``lenient``).
         """
-        # Text: its canonical text straight from the core (json_key.py), so a hit (memory or
-        # directory) parses and dumps nothing; None when the core cannot prove it.
-        fast = canonical_schema_text(schema) if isinstance(schema, str) and self._cache_enabled else None
-        obj = _schema_to_obj(schema) if fast is None else None
+        # A hit on text runs here, without pausing the collector or making closures: first
+        # the text as given (an alias of its cache entry, see CompileCache.add_alias), then
+        # its canonical text straight from the core (json_key.py), which parses and dumps
+        # nothing; None when the core cannot prove it. Misses go on in _compile_json_schema.
+        if schema.__class__ is not str or not self._cache_enabled or options:
+            return self._compile_json_schema(schema, _UNSET, None, any_whitespace, indent,
+                                             separators, strict_mode, max_whitespace_cnt,
+                                             any_order, lenient, options)
+        if (any_whitespace is True and indent is None and separators is None
+                and strict_mode is True and max_whitespace_cnt is None and any_order is False
+                and lenient is False):
+            memo = self._default_opts
+            if memo is None:
+                memo = self._default_opts = self._json_opts(True, None, None, True, None,
+                                                            False, False, {})
+        else:
+            memo = self._json_opts(any_whitespace, indent, separators, strict_mode,
+                                   max_whitespace_cnt, any_order, lenient, {})
+        check_input_size(len(schema), "the JSON schema")
+        cache = self._cache
+        # The nesting limit is part of the alias: text over a lowered limit must fail again.
+        alias = (schema, memo[1], json_nesting_limit())
+        hit = cache.get_alias(alias)
+        if hit is not None:
+            return hit
+        fast = canonical_schema_text(schema)
+        if fast is not None:
+            key = ("json_schema", fast, memo[1])
+            hit = cache.get(key)
+            if hit is not None:
+                cache.add_alias(alias, key)
+                return hit
+        return self._compile_json_schema(schema, fast, memo, any_whitespace, indent, separators,
+                                         strict_mode, max_whitespace_cnt, any_order, lenient,
+                                         options, alias)
+
+    def _json_opts(self, any_whitespace: Any, indent: Any, separators: Any, strict_mode: Any,
+                   max_whitespace_cnt: Any, any_order: Any, lenient: Any,
+                   options: Dict[str, Any]) -> Tuple[Dict[str, Any], str]:
+        """compile_json_schema's options for the converter, with their key text."""
         memo_key: Optional[Tuple[Any, ...]] = None
         memo = None
         if not options:  # the options' key is memoized: a hit then dumps no JSON
@@ -328,25 +369,48 @@ class GrammarCompiler:
             except TypeError:  # an unhashable value (separators as a list): not memoized
                 memo_key = None
         if memo is not None:
-            opts, opts_key = memo
-        else:
-            if any_order:
-                options = dict(options, any_order=True)
-            opts = _json_schema_options(
-                any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
-            )
-            opts_key = json.dumps(opts, sort_keys=True, default=repr)
-            if memo_key is not None:
-                if len(self._opts_memo) >= 64:
-                    self._opts_memo.clear()
-                self._opts_memo[memo_key] = (opts, opts_key)
+            return memo
+        if any_order:
+            options = dict(options, any_order=True)
+        opts = _json_schema_options(
+            any_whitespace, indent, separators, strict_mode, max_whitespace_cnt, lenient, options
+        )
+        memo = (opts, json.dumps(opts, sort_keys=True, default=repr))
+        if memo_key is not None:
+            if len(self._opts_memo) >= 64:
+                self._opts_memo.clear()
+            self._opts_memo[memo_key] = memo
+        return memo
+
+    @gc_pause.pausing
+    def _compile_json_schema(self, schema: Any, fast: Any,
+                             memo: Optional[Tuple[Dict[str, Any], str]], any_whitespace: Any,
+                             indent: Any, separators: Any, strict_mode: Any,
+                             max_whitespace_cnt: Any, any_order: Any, lenient: Any,
+                             options: Dict[str, Any],
+                             alias: Optional[Tuple[Any, ...]] = None) -> CompiledGrammar:
+        """compile_json_schema past the hits it checks: ``fast`` is the canonical text when
+        it made it (None: the core could not prove it; _UNSET: not made), ``memo`` the
+        options with their key text, ``alias`` the key of the text as given, added to the
+        cache once the grammar is there."""
+        if fast is _UNSET:
+            fast = canonical_schema_text(schema) if isinstance(schema, str) and self._cache_enabled else None
+        obj = _schema_to_obj(schema) if fast is None else None
+        if memo is None:
+            memo = self._json_opts(any_whitespace, indent, separators, strict_mode,
+                                   max_whitespace_cnt, any_order, lenient, options)
+        opts, opts_key = memo
         if fast is not None:
             try:
-                return self._compile_schema(fast, None, schema, opts, opts_key)
+                compiled = self._compile_schema(fast, None, schema, opts, opts_key)
             except KeyMismatch:
                 logger.warning("xgrammar2: the canonical text of a JSON schema differs from "
                                "json.dumps; compiling it the slow way (please report)")
                 obj = _schema_to_obj(schema)
+            else:
+                if alias is not None:
+                    self._cache.add_alias(alias, ("json_schema", fast, opts_key))
+                return compiled
         return self._compile_schema(canonical_dumps(obj), obj, None, opts, opts_key)
 
     def _compile_schema(self, canonical: bytes, obj: Any, source: Optional[str],
@@ -399,6 +463,10 @@ class GrammarCompiler:
         text = len(args) == 1 and not kwargs and isinstance(args[0], (str, bytes, bytearray))
         if text:
             check_input_size(len(args[0]), "the structural tag")
+            if self._cache_enabled and args[0].__class__ is str:  # a hit: its key as below
+                hit = self._cache.get(("structural_tag", "s", args[0]))
+                if hit is not None:
+                    return hit
         else:
             check_structural_tag_args(args, kwargs)
         kwargs.setdefault("token_resolver", LazyResolver(self._tokenizer_info))
@@ -420,6 +488,9 @@ class GrammarCompiler:
         # (given as text, or a dict or model dumped): its tags' contents are linked, so a
         # model template's tool list (get_model_structural_tag) reuses lowered tools too.
         key = ("structural_tag", kind, tag_text)
+        hit = self._cache.get(key)  # a hit makes no closures
+        if hit is not None:
+            return hit
         return self._cache.get_or_compile(
             key, self._through_disk(key, lambda: compile_tag_text(self, tag_text, resolver, rebuild),
                                     rebuild, None))

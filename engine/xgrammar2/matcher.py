@@ -41,6 +41,12 @@ _lib = _core.lib
 _fill_ret = _lib.xgr_matcher_fill_bitmask_ret
 _accept_ret = _lib.xgr_matcher_accept_token_ret
 _XGR_ERR_STATE = _lib.XGR_ERR_STATE  # read from xgr2.h through the cdef
+# The matcher constructor's calls, bound once for the same reason.
+_ffi_new = _ffi.new
+_ffi_gc = _ffi.gc
+_matcher_new = _lib.xgr_matcher_new
+_matcher_free = _lib.xgr_matcher_free
+_NULL = _ffi.NULL
 _INT32_MAX = 2**31 - 1
 
 
@@ -109,6 +115,16 @@ def _bitmask_base(bitmask: Any) -> Tuple[Any, int, int, int]:
         "bitmask must be a torch.Tensor (CPU, int32) or a numpy.ndarray (int32), got "
         f"{type(bitmask).__name__}"
     )
+
+
+def _grammar_consts(compiled: CompiledGrammar) -> Tuple[int, int, Tuple[int, ...]]:
+    """(vocab size, bitmask words per row, the tokenizer's stop tokens) of a compiled
+    grammar, read once and kept on it: every matcher of the grammar starts from them."""
+    info = compiled._tokenizer_info
+    vocab_size = info.vocab_size
+    consts = (vocab_size, (vocab_size + 31) // 32, tuple(info.stop_token_ids))
+    compiled._matcher_consts = consts
+    return consts
 
 
 def _check_index(index: Any, rows: int) -> int:
@@ -191,59 +207,71 @@ class GrammarMatcher:
             What :attr:`temperature` reports where no open rule has a ``temperature``
             attribute (finite, >= 0; None: no temperature).
         """
+        # (A new request's matcher: the defaults take the fewest steps; the grammar's
+        # constants are read once per CompiledGrammar, see _grammar_consts.)
         if not isinstance(compiled_grammar, CompiledGrammar):
             raise ValueError("The grammar should be compiled before passing it to GrammarMatcher.")
-        vocab_size = compiled_grammar.tokenizer_info.vocab_size
-        stops = _id_list(override_stop_tokens, "override_stop_tokens")
-        if stops is not None:
+        consts = compiled_grammar._matcher_consts or _grammar_consts(compiled_grammar)
+        if override_stop_tokens is None:
+            stops = None
+        else:
+            stops = _id_list(override_stop_tokens, "override_stop_tokens")
+            vocab_size = consts[0]
             for t in stops:
                 if not 0 <= t < vocab_size:
                     raise InvalidArgumentError(
                         f"override_stop_tokens contains {t}, outside the vocabulary "
                         f"[0, {vocab_size})"
                     )
-        if isinstance(max_rollback_tokens, bool) or not isinstance(max_rollback_tokens, int):
+        if max_rollback_tokens.__class__ is not int and (
+                isinstance(max_rollback_tokens, bool) or not isinstance(max_rollback_tokens, int)):
             raise TypeError("max_rollback_tokens must be an int")
         if max_rollback_tokens < -1:
             raise ValueError(f"max_rollback_tokens must be -1 or >= 0, got {max_rollback_tokens}")
-        max_rollback = min(max_rollback_tokens, _INT32_MAX)
-        default_temperature = _check_temperature(default_temperature)
-        out = _ffi.new("xgr_matcher **")
+        max_rollback = max_rollback_tokens if max_rollback_tokens <= _INT32_MAX else _INT32_MAX
+        if default_temperature is not None:
+            default_temperature = _check_temperature(default_temperature)
+        out = _ffi_new("xgr_matcher **")
+        terminate = 1 if terminate_without_stop_token else 0
         if stops is None:
-            rc = _lib.xgr_matcher_new(
-                compiled_grammar._ptr, _ffi.NULL, 0, 0,
-                1 if terminate_without_stop_token else 0, max_rollback, out,
-            )
+            rc = _matcher_new(compiled_grammar._ptr, _NULL, 0, 0, terminate, max_rollback, out)
         else:
-            arr = _ffi.new("int32_t[]", stops) if stops else _ffi.NULL
-            rc = _lib.xgr_matcher_new(
-                compiled_grammar._ptr, arr, len(stops), 1,
-                1 if terminate_without_stop_token else 0, max_rollback, out,
-            )
-        _core.check(rc, "creating the matcher")
-        self._init(
-            _ffi.gc(out[0], _lib.xgr_matcher_free),
-            compiled_grammar,
-            list(compiled_grammar.tokenizer_info.stop_token_ids if stops is None else stops),
-            bool(terminate_without_stop_token),
-            max_rollback_tokens,
-            default_temperature,
-        )
+            arr = _ffi_new("int32_t[]", stops) if stops else _NULL
+            rc = _matcher_new(compiled_grammar._ptr, arr, len(stops), 1, terminate,
+                              max_rollback, out)
+        if rc:
+            raise _core.error_from_status(rc, "creating the matcher")
+        # (_init's assignments, inline: one call less per request)
+        self._default_temperature = default_temperature
+        self._warned_temperature = False
+        self._ptr = _ffi_gc(out[0], _matcher_free)
+        self._compiled = compiled_grammar
+        self._flag = None
+        self._bm = None
+        self._bm_ptr = 0
+        self._bm_version = -1
+        self._bm_base = None
+        self._vocab_size = consts[0]
+        self._row_words = consts[1]
+        self._stop_token_ids = consts[2] if stops is None else stops
+        self._terminate_without_stop_token = terminate == 1
+        self._max_rollback_tokens = max_rollback_tokens
 
     def _init(self, ptr, compiled, stops, terminate_without_stop, max_rollback,
               default_temperature: Optional[float] = None) -> None:
+        consts = compiled._matcher_consts or _grammar_consts(compiled)
         self._default_temperature = default_temperature
         self._warned_temperature = False
         self._ptr = ptr
         self._compiled = compiled
-        self._flag = _ffi.new("int *")
+        self._flag = None  # accept_string's out-parameter, made on first use
         self._bm: Any = None  # the tensor last filled, with its checked view
         self._bm_ptr = 0
         self._bm_version = -1
         self._bm_base: Optional[tuple] = None
-        self._vocab_size = compiled.tokenizer_info.vocab_size
-        self._row_words = (self._vocab_size + 31) // 32
-        self._stop_token_ids = stops
+        self._vocab_size = consts[0]
+        self._row_words = consts[1]
+        self._stop_token_ids = stops  # never changed in place (read through copies)
         self._terminate_without_stop_token = terminate_without_stop
         self._max_rollback_tokens = max_rollback
 
@@ -288,6 +316,8 @@ class GrammarMatcher:
         False and leaves the state unchanged if the grammar does not allow all of it."""
         data = _core.to_bytes(input_str, "input_str")
         flag = self._flag
+        if flag is None:
+            flag = self._flag = _ffi.new("int *")
         rc = _lib.xgr_matcher_accept_bytes(self._ptr, data, len(data), flag)
         if rc:
             self._raise_or_false(rc, "accepting a string")
