@@ -533,12 +533,15 @@ class DiskCache:
         return result
 
     def read_grammar(self, path: str, digest: bytes, vocab: Any, opts: Any,
-                     foreign_ok: bool = False) -> Any:
+                     foreign_ok: bool = False, reject: Optional[Callable[..., None]] = None) -> Any:
         """(the core's handle, linked, warnings, the file's mtime) of the grammar file at
         ``path``, named by ``digest``, after every check; None when there is none or it fails a
-        check (then it is removed, counted in ``rejected``). With ``foreign_ok`` (the preload,
-        which does not know whose a file is), a file whose header names another vocabulary is
-        left alone after reading the header: False."""
+        check (then ``reject(path, why, stat)``, by default ``_reject``: removed, counted in
+        ``rejected``). With ``foreign_ok`` (the preload, which does not know whose a file is),
+        a file whose header names another vocabulary is left alone after reading the header:
+        False."""
+        if reject is None:
+            reject = self._reject
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
@@ -549,7 +552,7 @@ class DiskCache:
                 st = os.fstat(fd)
                 size = st.st_size
                 if size < _HEADER.size or size > _HEADER.size + _MAX_PAYLOAD:
-                    return self._reject(path, "size", st)
+                    return reject(path, "size", st)
                 if foreign_ok:
                     head = os.pread(fd, _HEADER.size, 0)
                     magic, version, flags, vfp = _HEADER.unpack_from(head, 0)[:4]
@@ -560,18 +563,18 @@ class DiskCache:
                     # file; a renamed-over file is another inode, so this one cannot change
                     data = _read_exact(fd, size)
                     if data is None:
-                        return self._reject(path, "unreadable", st)
+                        return reject(path, "unreadable", st)
                     view = memoryview(data)
                 else:
                     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
                     view = memoryview(mm)
             except (OSError, ValueError, struct.error):
-                return self._reject(path, "unreadable")
+                return reject(path, "unreadable")
         finally:
             os.close(fd)
         try:
             try:
-                got = self._load_mapped(view, digest, path, opts, vocab, st)
+                got = self._load_mapped(view, digest, path, opts, vocab, st, reject)
             finally:
                 view.release()
         finally:
@@ -607,24 +610,25 @@ class DiskCache:
         return None
 
     def _load_mapped(self, view: memoryview, digest: bytes, path: str, opts: Any, vocab: Any,
-                     st: Optional[os.stat_result] = None) -> Optional[Tuple[Any, bool, Tuple[str, ...]]]:
+                     st: Optional[os.stat_result], reject: Callable[..., None]
+                     ) -> Optional[Tuple[Any, bool, Tuple[str, ...]]]:
         """(the core's handle, linked, warnings) of a grammar file's bytes after every check,
-        else None (the file is removed)."""
+        else None (``reject`` called: the file is removed)."""
         magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
         if magic != _MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
-            return self._reject(path, "header", st)
+            return reject(path, "header", st)
         if vfp != self._vocab_fp:
-            return self._reject(path, "vocabulary", st)
+            return reject(path, "vocabulary", st)
         if kd != digest:
-            return self._reject(path, "key", st)
+            return reject(path, "key", st)
         if plen != len(view) - _HEADER.size:
-            return self._reject(path, "length", st)
+            return reject(path, "length", st)
         payload = view[_HEADER.size:]
         if hashlib.sha256(payload).digest() != csum:
-            return self._reject(path, "checksum", st)
+            return reject(path, "checksum", st)
         parts = _unpack_payload(payload)
         if parts is None:
-            return self._reject(path, "payload", st)
+            return reject(path, "payload", st)
         linked, warns, image = parts
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_compiled **")
@@ -632,7 +636,7 @@ class DiskCache:
         rc = lib.xgr_compiled_from_image(buf, len(image), vocab, opts, out)
         if rc != 0:
             msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
-            return self._reject(path, f"image: {msg}", st)
+            return reject(path, f"image: {msg}", st)
         return ffi.gc(out[0], lib.xgr_compiled_release), linked, warns
 
     # ---- mask entry packs ------------------------------------------------------------

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _core
 from .envvars import env_int
@@ -187,6 +187,15 @@ class Preloader:
             if todo is not None:
                 self._finish()
 
+    def _judged(self, digest: bytes, reject: Callable[[], Any]) -> None:
+        """A file of ``digest`` the preload found damaged: ``reject()`` (removed and counted, as
+        a load does) unless a request has taken the key, which then judges the file itself.
+        Under the lock, so a request that finds the file gone finds it counted, and the two
+        never both count one file."""
+        with self._cache._lock:
+            if self.active and digest not in self.claimed:
+                reject()
+
     def _one(self, path: str, mtime: float, vocab: Any, opts: Any) -> None:
         """Preloads the grammar file at ``path`` unless the request path has its key."""
         cache = self._cache
@@ -200,7 +209,9 @@ class Preloader:
         with cache._lock:
             if digest in self.claimed or digest in self.map or cache._alive.get(digest) is not None:
                 return
-        got = cache.read_grammar(path, digest, vocab, opts, foreign_ok=True)
+        got = cache.read_grammar(path, digest, vocab, opts, foreign_ok=True,
+                                 reject=lambda p, why, st=None: self._judged(
+                                     digest, lambda: cache._reject(p, why, st)))
         if got is None:
             return
         if got is False:  # another vocabulary's file
@@ -211,7 +222,9 @@ class Preloader:
         lib = _core.lib
         if cache._layers.enabled:
             try:
-                loaded = cache._layers._load(digest, _Handle(ptr), cache.max_payload, count=False)
+                loaded = cache._layers._load(
+                    digest, _Handle(ptr), cache.max_payload, count=False,
+                    reject=lambda p, why: self._judged(digest, lambda: cache._layers._reject(p, why)) or 0)
                 if loaded > 0:
                     layers = int(lib.xgr_compiled_layer_count(ptr))
             except Exception as e:  # noqa: BLE001 - a layer file never fails a preload
