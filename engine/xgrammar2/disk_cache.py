@@ -675,6 +675,8 @@ class DiskCache:
         (without ``force``) one was queued less than a second ago."""
         st = self._packs
         now = time.monotonic()
+        if not force and (st.pending or now - st.last_request < _PACK_SCAN_S):
+            return  # (read without the lock: the common case of a hit; checked again below)
         with st.state_lock:
             if st.pending or (not force and now - st.last_request < _PACK_SCAN_S):
                 return
@@ -920,6 +922,8 @@ class DiskCache:
         """Schedules a timed pack write on the background thread: ``_PACK_WRITE_S`` from now
         when ``reset`` (a compile) or when none is scheduled (a hit)."""
         st = self._packs
+        if not reset and st.due is not None:
+            return  # (read without the lock: a hit while a write is scheduled)
         with st.state_lock:
             if reset or st.due is None:
                 st.interval = _PACK_WRITE_S
