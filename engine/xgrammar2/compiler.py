@@ -175,8 +175,8 @@ class GrammarCompiler:
         self._background: Optional[BackgroundPrecompute] = None
         # Build the vocabulary handle now so that the first compile is not slower.
         tokenizer_info._handle()
-        if self._disk is not None:  # load the directory's mask entry packs in the background
-            self._disk.prefetch_packs(tokenizer_info._handle())
+        if self._disk is not None:  # load the directory's mask entry packs, then preload its grammars
+            self._disk.prefetch_packs(tokenizer_info._handle(), self._opts)
 
     # ---- properties ---------------------------------------------------------------------
 

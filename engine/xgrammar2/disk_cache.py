@@ -38,6 +38,7 @@ from .build_id import package_source_id
 from .disk_layers import HEADER as _HEADER
 from .disk_layers import (LAYER_JOB, LAYER_SUFFIX, LayerStore, check_header, open_checked, pack_header,
                           take_core_bytes)
+from .disk_preload import PRELOAD_JOB, Preloader
 from .envvars import env_flag
 
 __all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_CACHE_DIR", "ENV_CACHE_MMAP",
@@ -380,11 +381,15 @@ class DiskCache:
         self._alive: "weakref.WeakValueDictionary[bytes, Any]" = weakref.WeakValueDictionary()
         #: Loads answered by such a live grammar (also counted in ``hits``).
         self.live_hits = 0
+        #: The bounded warm start (disk_preload.py): grammar files read into memory by the
+        #: background thread when the compiler is made, before any request asks for them.
+        self._preload = Preloader(self)
         _caches.add(self)
 
     #: The format version and payload bound of every file (for disk_layers.LayerStore).
     format_version = DISK_FORMAT_VERSION
     max_payload = _MAX_PAYLOAD
+    grammar_suffix = _SUFFIX
 
     @staticmethod
     def mmap_packs() -> bool:
@@ -395,6 +400,7 @@ class DiskCache:
         self._lock = threading.Lock()
         self._queue = queue.Queue(maxsize=256)
         self._writer = None
+        self._preload.reset_after_fork()
 
     @staticmethod
     def _check_limit(limit_bytes: Optional[int]) -> int:
@@ -475,23 +481,70 @@ class DiskCache:
              opts: Any, vocab: Any) -> Any:
         """The compiled grammar of ``key`` from the directory, or None. ``make(ptr, linked,
         warnings)`` wraps the core's handle. New mask entry packs are looked for in the
-        background (at most once a second): the request never waits for them."""
+        background (at most once a second): the request never waits for them. A grammar the
+        preload read (``disk_preload.py``) is taken from memory: no file is opened."""
         self._vocab = vocab
         self._request_sync(vocab)
         self._arm_pack_timer(reset=False)
         digest = self.key_digest(key)
+        pre = None
         with self._lock:
             alive = self._alive.get(digest)
+            if alive is None and (self._preload.active or self._preload.map):
+                pre = self._preload.take(digest)
         if alive is not None:
             self.hits += 1
             self.live_hits += 1
             return alive
+        if pre is not None:
+            result = make(pre.ptr, pre.linked, pre.warns)
+            self.hits += 1
+            self._preload.hits += 1
+            self._remember(digest, result)
+            if pre.layers >= 0:  # its layer file was loaded with it
+                self.layer_loads += 1
+                self.layer_entries_loaded += pre.loaded
+            self._layers.track(digest, result, max(pre.layers, 0))
+            if time.time() - pre.mtime >= _TOUCH_S:  # the preload touched nothing
+                paths = (self.file_for(digest), self._layers.path_for(digest))
+                if not self._queue_job(_TOUCH_JOB, paths):
+                    _touch(paths)
+            return result
         path = self.file_for(digest)
         self._last_miss.entry = (key, digest)  # cleared below on a hit
+        got = self.read_grammar(path, digest, vocab, opts)
+        if got is None:
+            self.misses += 1
+            return None
+        result = make(*got[:3])
+        self.hits += 1
+        self._last_miss.entry = None
+        self._remember(digest, result)
+        self._layers.attach(digest, result)
+        # the LRU order every process evicts by; a file touched (or written) within the
+        # last _TOUCH_S seconds is among the newest already, so it is not touched again.
+        # Its layer file (written after it, so no older unless evicted) goes with it. The
+        # background thread touches them (flush() waits for it): two utime calls off the
+        # request's thread
+        if time.time() - got[3] >= _TOUCH_S:
+            paths = (path, self._layers.path_for(digest))
+            if not self._queue_job(_TOUCH_JOB, paths):
+                _touch(paths)
+        return result
+
+    def read_grammar(self, path: str, digest: bytes, vocab: Any, opts: Any,
+                     foreign_ok: bool = False, reject: Optional[Callable[..., None]] = None) -> Any:
+        """(the core's handle, linked, warnings, the file's mtime) of the grammar file at
+        ``path``, named by ``digest``, after every check; None when there is none or it fails a
+        check (then ``reject(path, why, stat)``, by default ``_reject``: removed, counted in
+        ``rejected``). With ``foreign_ok`` (the preload, which does not know whose a file is),
+        a file whose header names another vocabulary is left alone after reading the header:
+        False."""
+        if reject is None:
+            reject = self._reject
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
-            self.misses += 1
             return None
         mm = None
         try:
@@ -499,44 +552,35 @@ class DiskCache:
                 st = os.fstat(fd)
                 size = st.st_size
                 if size < _HEADER.size or size > _HEADER.size + _MAX_PAYLOAD:
-                    return self._reject(path, "size")
+                    return reject(path, "size", st)
+                if foreign_ok:
+                    head = os.pread(fd, _HEADER.size, 0)
+                    magic, version, flags, vfp = _HEADER.unpack_from(head, 0)[:4]
+                    if magic == _MAGIC and version == DISK_FORMAT_VERSION and vfp != self._vocab_fp:
+                        return False
                 if size <= _READ_MAX:
                     # one read into one buffer: cheaper than mapping (and unmapping) a small
                     # file; a renamed-over file is another inode, so this one cannot change
                     data = _read_exact(fd, size)
                     if data is None:
-                        return self._reject(path, "unreadable")
+                        return reject(path, "unreadable", st)
                     view = memoryview(data)
                 else:
                     mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
                     view = memoryview(mm)
-            except (OSError, ValueError):
-                return self._reject(path, "unreadable")
+            except (OSError, ValueError, struct.error):
+                return reject(path, "unreadable")
         finally:
             os.close(fd)
         try:
             try:
-                result = self._load_mapped(view, digest, path, make, opts, vocab)
+                got = self._load_mapped(view, digest, path, opts, vocab, st, reject)
             finally:
                 view.release()
         finally:
             if mm is not None:
                 mm.close()
-        if result is not None:
-            self.hits += 1
-            self._last_miss.entry = None
-            self._remember(digest, result)
-            self._layers.attach(digest, result)
-            # the LRU order every process evicts by; a file touched (or written) within the
-            # last _TOUCH_S seconds is among the newest already, so it is not touched again.
-            # Its layer file (written after it, so no older unless evicted) goes with it. The
-            # background thread touches them (flush() waits for it): two utime calls off the
-            # request's thread
-            if time.time() - st.st_mtime >= _TOUCH_S:
-                paths = (path, self._layers.path_for(digest))
-                if not self._queue_job(_TOUCH_JOB, paths):
-                    _touch(paths)
-        return result
+        return None if got is None else got + (st.st_mtime,)
 
     def _remember(self, digest: bytes, compiled: Any) -> None:
         """Hands ``compiled`` out for ``digest`` while it lives (``_alive``)."""
@@ -546,34 +590,45 @@ class DiskCache:
         except TypeError:  # not weakly referenceable: nothing to share
             pass
 
-    def _reject(self, path: str, why: str) -> None:
-        """A file that fails a check: a miss; removed so the compile rewrites it."""
-        self.rejected += 1
-        self.misses += 1
+    def _reject(self, path: str, why: str, st: Optional[os.stat_result] = None) -> None:
+        """A file that fails a check: removed so the compile rewrites it (the caller counts
+        the miss), and counted in ``rejected`` unless someone else removed it first (the
+        preload and a request, or two processes, that read it at once). With ``st`` (the
+        file as it was read), a file renamed over it since (a rewrite) is left alone."""
         logger.debug("xgrammar2 disk cache: ignoring %s (%s)", path, why)
         try:
+            if st is not None:
+                now = os.stat(path)
+                if (now.st_ino, now.st_dev) != (st.st_ino, st.st_dev):
+                    return None
             os.unlink(path)
+        except FileNotFoundError:
+            return None
         except OSError:
             pass
+        self.rejected += 1
         return None
 
-    def _load_mapped(self, view: memoryview, digest: bytes, path: str, make: Callable,
-                     opts: Any, vocab: Any) -> Any:
+    def _load_mapped(self, view: memoryview, digest: bytes, path: str, opts: Any, vocab: Any,
+                     st: Optional[os.stat_result], reject: Callable[..., None]
+                     ) -> Optional[Tuple[Any, bool, Tuple[str, ...]]]:
+        """(the core's handle, linked, warnings) of a grammar file's bytes after every check,
+        else None (``reject`` called: the file is removed)."""
         magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
         if magic != _MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
-            return self._reject(path, "header")
+            return reject(path, "header", st)
         if vfp != self._vocab_fp:
-            return self._reject(path, "vocabulary")
+            return reject(path, "vocabulary", st)
         if kd != digest:
-            return self._reject(path, "key")
+            return reject(path, "key", st)
         if plen != len(view) - _HEADER.size:
-            return self._reject(path, "length")
+            return reject(path, "length", st)
         payload = view[_HEADER.size:]
         if hashlib.sha256(payload).digest() != csum:
-            return self._reject(path, "checksum")
+            return reject(path, "checksum", st)
         parts = _unpack_payload(payload)
         if parts is None:
-            return self._reject(path, "payload")
+            return reject(path, "payload", st)
         linked, warns, image = parts
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_compiled **")
@@ -581,32 +636,47 @@ class DiskCache:
         rc = lib.xgr_compiled_from_image(buf, len(image), vocab, opts, out)
         if rc != 0:
             msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
-            return self._reject(path, f"image: {msg}")
-        ptr = ffi.gc(out[0], lib.xgr_compiled_release)
-        return make(ptr, linked, warns)
+            return reject(path, f"image: {msg}", st)
+        return ffi.gc(out[0], lib.xgr_compiled_release), linked, warns
 
     # ---- mask entry packs ------------------------------------------------------------
 
     def _pack_prefix(self) -> str:
         return self._pack_id.hex()[:32] + "-"
 
-    def prefetch_packs(self, vocab: Any) -> None:
+    def prefetch_packs(self, vocab: Any, opts: Any = None) -> None:
         """Starts loading this vocabulary's mask entry packs on the background thread (the
         compiler calls it when it is made, so a server's first request finds them loaded;
-        a compile never waits for it)."""
+        a compile never waits for it), then, given the compiler's options ``opts``, the
+        directory's most recently used grammar files (``disk_preload.py``; once per cache)."""
         self._vocab = vocab
         self._request_sync(vocab, force=True)
+        if opts is not None:
+            self._preload.start(vocab, opts)
 
     def wait_packs(self, timeout: Optional[float] = None) -> bool:
         """Waits until no background pack load is queued or running (tests, benchmarks);
         False on timeout."""
         return self._packs.idle.wait(timeout)
 
+    def wait_preload(self, timeout: Optional[float] = None) -> bool:
+        """Waits until the preload (if one was started) is done (tests, benchmarks); False on
+        timeout."""
+        return self._preload.idle.wait(timeout)
+
+    @property
+    def preload(self) -> Preloader:
+        """The preload's state and counters (``loads``, ``hits``, ``skipped``, ``dropped``,
+        ``held`` bytes, ``budget``, ``max_files``)."""
+        return self._preload
+
     def _request_sync(self, vocab: Any, force: bool = False) -> None:
         """Queues a sync_packs on the background thread unless one is queued or running, or
         (without ``force``) one was queued less than a second ago."""
         st = self._packs
         now = time.monotonic()
+        if not force and (st.pending or now - st.last_request < _PACK_SCAN_S):
+            return  # (read without the lock: the common case of a hit; checked again below)
         with st.state_lock:
             if st.pending or (not force and now - st.last_request < _PACK_SCAN_S):
                 return
@@ -852,6 +922,8 @@ class DiskCache:
         """Schedules a timed pack write on the background thread: ``_PACK_WRITE_S`` from now
         when ``reset`` (a compile) or when none is scheduled (a hit)."""
         st = self._packs
+        if not reset and st.due is not None:
+            return  # (read without the lock: a hit while a write is scheduled)
         with st.state_lock:
             if reset or st.due is None:
                 st.interval = _PACK_WRITE_S
@@ -902,6 +974,9 @@ class DiskCache:
                     continue
                 if key is LAYER_JOB:
                     self._layers.attach_now(*compiled)
+                    continue
+                if key is PRELOAD_JOB:
+                    self._preload.run(*compiled)
                     continue
                 if key is _PACK_JOB:
                     self.write_pack()

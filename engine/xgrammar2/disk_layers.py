@@ -253,11 +253,15 @@ class LayerStore:
         self.track(digest, compiled, count)
         return max(n, 0)
 
-    def _load(self, digest: bytes, compiled: Any, limit: int) -> int:
+    def _load(self, digest: bytes, compiled: Any, limit: int, count: bool = True,
+              reject: Optional[Callable[[str, str], int]] = None) -> int:
         """The entries loaded from the layer file of ``digest`` (0: none, removed meanwhile,
-        or failed a check, then removed), or -1 when it holds more than ``limit`` bytes of
-        payload (not read)."""
+        or failed a check, then ``reject(path, why)``, by default removed), or -1 when it holds
+        more than ``limit`` bytes of payload (not read). ``count``: add the load to the cache's
+        counters (the preload counts it when a request takes the grammar)."""
         cache = self._cache
+        if reject is None:
+            reject = self._reject
         ffi, lib = _core.ffi, _core.lib
         path = self.path_for(digest)
         # a small file is read (one read: no mmap / munmap, page faults or statfs; its
@@ -267,17 +271,18 @@ class LayerStore:
                                      lambda view: self._check(view, digest), too_large="")
         if fm is None:  # none (the common case), removed meanwhile, over the limit, or failed a check
             if plen < 0 and not why:
-                return -1 if limit < cache.max_payload else self._reject(path, "size")
-            return self._reject(path, why) if why else 0
+                return -1 if limit < cache.max_payload else reject(path, "size")
+            return reject(path, why) if why else 0
         try:
             got = ffi.new("int32_t *")
             if lib.xgr_layer_pack_load_mapped(compiled._ptr, fm, _HEADER.size, plen, got) != 0:
                 msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
-                return self._reject(path, f"layers: {msg}")
+                return reject(path, f"layers: {msg}")
         finally:
             lib.xgr_file_map_release(fm)  # the loaded entries hold their own references
-        cache.layer_loads += 1
-        cache.layer_entries_loaded += got[0]
+        if count:
+            cache.layer_loads += 1
+            cache.layer_entries_loaded += got[0]
         return got[0]
 
     def _check(self, view: memoryview, digest: bytes) -> Tuple[int, str]:
@@ -285,14 +290,18 @@ class LayerStore:
         return check_header(view, LAYER_MAGIC, self._cache.format_version, self._cache._vocab_fp, digest)
 
     def _reject(self, path: str, why: str) -> int:
-        """A layer file that fails a check: removed (the layers are built again on use)."""
-        self._cache.rejected += 1
-        self._cache.layer_rejected += 1
+        """A layer file that fails a check: removed (the layers are built again on use), and
+        counted unless someone else removed it first (the preload and a request, or two
+        processes, that read it at once)."""
         logger.debug("xgrammar2 disk cache: ignoring %s (%s)", path, why)
         try:
             os.unlink(path)
+        except FileNotFoundError:
+            return 0
         except OSError:
             pass
+        self._cache.rejected += 1
+        self._cache.layer_rejected += 1
         return 0
 
 
