@@ -59,8 +59,9 @@ struct xgr_follow_step {
     size_t n, cap;
 };
 
-/* Cached sets take at most this many state ids per scratch; past it a byte is not kept. */
-#define XGR_FOLLOW_STEP_POOL_MAX ((size_t)1 << 20)
+/* Cached sets take at most this many state ids (1 MiB) per scratch; past it a byte is
+ * not kept and its queries step from the start set as before. */
+#define XGR_FOLLOW_STEP_POOL_MAX ((size_t)1 << 18)
 
 void xgr_follow_free(xgr_follow *fo) {
     if (fo->step) free(fo->step->pool);
