@@ -56,6 +56,31 @@ int xgr_closure_key(const xgr_fsm *f, int32_t rule, int opaque, const uint8_t *k
     for (int32_t r = 0; r < f->n_rules; r++) local[r] = -1;
     local[rule] = 0;
     if (XGR_VEC_PUSH(order, rule)) rc = XGR_ERR_NOMEM;
+    /* A plain key's size is known before it is written: per rule 4 words, a word per state
+     * and two per edge. So a closure past max_bytes is refused after a walk over its
+     * references instead of after writing max_bytes (a key rule of a wide optional chain
+     * holds the rest of the chain: 440k instructions per key rule in Github_ultra---o46322,
+     * whose keys were all refused). The same answer as the writing pass below: the key only
+     * grows, rule by rule in this order, and that pass refuses once it is past max_bytes. */
+    if (!rc && !opaque) {
+        size_t total = 0;
+        for (size_t q = 0; !rc && q < order.len && total <= max_bytes; q++) {
+            int32_t r = order.data[q], s0 = f->rule_start[r], s1 = xgr_fsm_rule_end(f, r);
+            int32_t e0 = f->edge_begin[s0], e1 = f->edge_begin[s1];
+            total += 4 * (4 + (size_t)(s1 - s0) + 2 * (size_t)(e1 - e0));
+            for (int32_t e = e0; e < e1 && !rc; e++) {
+                int32_t t = f->edges[e].ref;
+                if (t >= 0 && local[t] < 0) {
+                    local[t] = (int32_t)order.len;
+                    if (XGR_VEC_PUSH(order, t)) rc = XGR_ERR_NOMEM;
+                }
+            }
+        }
+        if (!rc && total > max_bytes)
+            rc = xgr_fail(XGR_ERR_LIMIT, "rule closure larger than %zu bytes", max_bytes);
+        for (size_t q = 1; q < order.len; q++) local[order.data[q]] = -1; /* (the pass below numbers them) */
+        order.len = 1;
+    }
     /* An opaque key stands for entries that never look inside references; the tag word
      * keeps it apart from every closure key. */
     if (!rc && opaque) rc = xgr_keybuf_put32(&b, 0x4f504151);

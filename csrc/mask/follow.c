@@ -42,7 +42,30 @@ void xgr_follow_init(xgr_follow *fo, const xgr_fsm *f) {
     fo->f = f;
 }
 
+/* The scratch's first-step cache: sharpening a loop entry asks a follow check of one rule
+ * for thousands of token suffixes in a row, most starting with the same byte (`"` after a
+ * string's characters); each used to close the rule's return points and step that byte
+ * again: the set after `"` holds every return point of the string's callers (200-300
+ * states in a wide object). Kept for the last rule asked, per first byte: the closed set
+ * after it (pool[off[b] .. off[b] + len[b]); off -1: not yet) and the bytes that can step
+ * from that set (second[b]). Exact: the set is what xgr_follow_possible computes for that
+ * byte, a pure function of the grammar's automaton, the tables and the rule. */
+struct xgr_follow_step {
+    const xgr_follow_tables *t;
+    int32_t rule;
+    int32_t off[256], len[256];
+    uint32_t second[256][8];
+    int32_t *pool;
+    size_t n, cap;
+};
+
+/* Cached sets take at most this many state ids (1 MiB) per scratch; past it a byte is
+ * not kept and its queries step from the start set as before. */
+#define XGR_FOLLOW_STEP_POOL_MAX ((size_t)1 << 18)
+
 void xgr_follow_free(xgr_follow *fo) {
+    if (fo->step) free(fo->step->pool);
+    free(fo->step);
     free(fo->set_a);
     free(fo->set_b);
     free(fo->stamp);
@@ -97,29 +120,112 @@ static void next_gen(xgr_follow *fo) {
     }
 }
 
-int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n) {
-    if (!fo->stamp && scratch_alloc(fo)) return XGR_ERR_NOMEM;
+/* Steps cur[0..nc) over byte b into nxt (closed); returns its size. */
+static int32_t step_set(xgr_follow *fo, const int32_t *cur, int32_t nc, uint8_t b, int32_t *nxt) {
     const xgr_fsm *f = fo->f;
-    int32_t *cur = fo->set_a, *nxt = fo->set_b, nc = 0;
+    int32_t nn = 0;
+    next_gen(fo);
+    for (int32_t j = 0; j < nc; j++) {
+        int32_t st = cur[j];
+        for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref >= 0 || b < ed->lo) break;
+            if (b <= ed->hi) {
+                add_state(fo, nxt, &nn, ed->target);
+                break;
+            }
+        }
+    }
+    if (nn) close_set(fo, nxt, &nn);
+    return nn;
+}
+
+/* The closed start set of `rule` (its return points) into cur; returns its size. */
+static int32_t start_set(xgr_follow *fo, int32_t rule, int32_t *cur) {
+    int32_t nc = 0;
     next_gen(fo);
     add_returns(fo, cur, &nc, rule);
     close_set(fo, cur, &nc);
-    for (size_t i = 0; i < n; i++) {
-        int32_t nn = 0;
-        next_gen(fo);
-        for (int32_t j = 0; j < nc; j++) {
-            int32_t st = cur[j];
-            for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++) {
-                const xgr_edge *ed = &f->edges[e];
-                if (ed->ref >= 0 || s[i] < ed->lo) break;
-                if (s[i] <= ed->hi) {
-                    add_state(fo, nxt, &nn, ed->target);
-                    break;
-                }
-            }
+    return nc;
+}
+
+/* The step cache for (fo->t, rule), emptied when either changed; NULL without memory. */
+static xgr_follow_step *step_for(xgr_follow *fo, int32_t rule) {
+    xgr_follow_step *st = fo->step;
+    if (!st) {
+        if (!(st = fo->step = xgr_malloc(sizeof *st))) return NULL;
+        st->pool = NULL;
+        st->cap = 0;
+        st->t = NULL;
+    }
+    if (st->t != fo->t || st->rule != rule) {
+        st->t = fo->t;
+        st->rule = rule;
+        st->n = 0;
+        for (int b = 0; b < 256; b++) st->off[b] = -1;
+    }
+    return st;
+}
+
+/* Keeps the closed set after byte b of `rule` in st (computed on first use, in set_b):
+ * 0, or -1 when it could not be kept (no memory, or the pool is full). */
+static int step_byte(xgr_follow *fo, xgr_follow_step *st, int32_t rule, uint8_t b) {
+    if (st->off[b] >= 0) return 0;
+    int32_t nc = start_set(fo, rule, fo->set_a);
+    int32_t nn = step_set(fo, fo->set_a, nc, b, fo->set_b);
+    if (st->n + (size_t)nn > XGR_FOLLOW_STEP_POOL_MAX) return -1;
+    if (st->n + (size_t)nn > st->cap) {
+        size_t cap = st->cap ? st->cap : 1024;
+        while (cap < st->n + (size_t)nn) cap *= 2;
+        int32_t *np = xgr_realloc(st->pool, cap * sizeof *np);
+        if (!np) return -1;
+        st->pool = np;
+        st->cap = cap;
+    }
+    const xgr_fsm *f = fo->f;
+    uint32_t *sec = st->second[b];
+    memset(sec, 0, 8 * sizeof *sec);
+    for (int32_t j = 0; j < nn; j++) {
+        int32_t q = fo->set_b[j];
+        st->pool[st->n + (size_t)j] = q;
+        for (int32_t e = f->edge_begin[q]; e < f->edge_begin[q + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref >= 0) break; /* (byte edges first, as step_set reads them) */
+            for (int x = ed->lo; x <= ed->hi; x++) sec[x >> 5] |= 1u << (x & 31);
         }
+    }
+    st->off[b] = (int32_t)st->n;
+    st->len[b] = nn;
+    st->n += (size_t)nn;
+    return 0;
+}
+
+int xgr_follow_two_admit(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n) {
+    if (!n) return 1;
+    if (!fo->stamp && scratch_alloc(fo)) return 1;
+    xgr_follow_step *st = step_for(fo, rule);
+    if (!st || step_byte(fo, st, rule, s[0])) return 1;
+    if (!st->len[s[0]]) return 0;
+    return n < 2 || ((st->second[s[0]][s[1] >> 5] >> (s[1] & 31)) & 1);
+}
+
+int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n) {
+    if (!fo->stamp && scratch_alloc(fo)) return XGR_ERR_NOMEM;
+    int32_t *cur = fo->set_a, *nxt = fo->set_b, nc;
+    size_t i = 0;
+    xgr_follow_step *st = n ? step_for(fo, rule) : NULL;
+    if (st && !step_byte(fo, st, rule, s[0])) { /* the first byte from the cache */
+        nc = st->len[s[0]];
+        if (!nc) return 0;
+        if (n > 1 && !((st->second[s[0]][s[1] >> 5] >> (s[1] & 31)) & 1)) return 0;
+        memcpy(cur, st->pool + st->off[s[0]], (size_t)nc * sizeof *cur);
+        i = 1;
+    } else {
+        nc = start_set(fo, rule, cur);
+    }
+    for (; i < n; i++) {
+        int32_t nn = step_set(fo, cur, nc, s[i], nxt);
         if (!nn) return 0;
-        close_set(fo, nxt, &nn);
         int32_t *t = cur;
         cur = nxt;
         nxt = t;

@@ -32,6 +32,10 @@ typedef struct {
 int xgr_follow_tables_build(const xgr_fsm *f, xgr_follow_tables **out);
 void xgr_follow_tables_free(xgr_follow_tables *t);
 
+/* One rule's first step, kept by a thread's scratch (follow.c): per first byte, the closed
+ * state set after it and the bytes that can step on from that set. */
+typedef struct xgr_follow_step xgr_follow_step;
+
 /* Query scratch for one thread: state sets sized to the automaton, allocated on the first
  * query and reused by every later one (the stamps never need clearing). */
 typedef struct {
@@ -40,6 +44,7 @@ typedef struct {
     int32_t *set_a, *set_b;
     uint32_t *stamp;
     uint32_t gen;
+    xgr_follow_step *step; /* NULL until the first query */
 } xgr_follow;
 
 void xgr_follow_init(xgr_follow *fo, const xgr_fsm *f);
@@ -47,6 +52,10 @@ void xgr_follow_free(xgr_follow *fo);
 /* Could `s[0..n)` follow a completion of `rule` in some context? n >= 1, fo->t set.
  * Returns 1 / 0, or XGR_ERR_NOMEM when the scratch could not be allocated. */
 int xgr_follow_possible(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n);
+/* 0 when s[0..min(n, 2)) already dies after a completion of `rule` (then so does
+ * xgr_follow_possible), 1 otherwise or when unknown (no memory). Answered from the
+ * scratch's step of `rule` (built on the rule's first query), without a closure. */
+int xgr_follow_two_admit(xgr_follow *fo, int32_t rule, const uint8_t *s, size_t n);
 /* Could some continuation after a completion of `rule` begin with byte b? The first step
  * of xgr_follow_possible, answered from a per-rule byte set (most of a token's suffixes
  * die at their first byte). Returns 1 / 0; 1 when the scratch could not be allocated. */

@@ -53,6 +53,9 @@ int xgr_follow_memo(xgr_compiled *c, xgr_follow *fo, int32_t rule, const uint8_t
     if (!fo->t && xgr_follow_memo_tables(c, fo)) return 1; /* out of memory: keep the token open */
     /* Most suffixes die at their first byte: no hashing, no lock. */
     if (n && !xgr_follow_first_admits(fo, rule, s[0])) return 0;
+    /* Most of the rest die at their second byte (`",` past a string of a wide object's
+     * property: the step after `"` is kept by the scratch). */
+    if (n > 1 && !xgr_follow_two_admit(fo, rule, s, n)) return 0;
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uint32_t)rule;
     for (uint32_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ULL;
     h = xgr_mix64(h);

@@ -224,6 +224,7 @@ int xgr_sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
             unit_open_bits(v, e->exit_first, e->unit_open);
         }
     }
+    const uint32_t *ex = rep >= 0 ? e->exit_first : NULL; /* xgr_follow_first_admits of rep */
     int opaque = c->rule_opaque[rule];
     int32_t n = 0;
     /* A state that leaves most of the vocabulary open (the one-character body of a
@@ -250,6 +251,9 @@ int xgr_sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
         int keep = 0;
         for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !keep; k++) {
             uint32_t d = raw->pop_depth[k];
+            /* (a loop entry's pops lie at most depths of its tokens: those whose next byte
+             * cannot begin rep's follow die here, as at xgr_follow_memo's first test) */
+            if (ex && !(d & POP_REF_BIT) && d < len && !((ex[tok[d] >> 5] >> (tok[d] & 31)) & 1)) continue;
             keep = (d & POP_REF_BIT) || xgr_follow_memo(c, fo, rule, tok + d, len - d);
         }
         if (keep) unc[n++] = raw->uncertain[i];

@@ -105,6 +105,7 @@ static int same_entry(const xgr_mask_entry *a, const xgr_mask_entry *b, int32_t 
 /* The per-rule first-byte set (xgr_follow_first_admits) must answer as the full follow
  * check does for one byte, for every rule and byte: the mask cache rejects suffixes by it. */
 static int32_t first_admitted = 0; /* (rule, byte) pairs admitted, over all grammars */
+static int32_t two_admitted = 0;   /* (rule, two bytes) admitted, over all grammars */
 static void check_first_bytes(const char *name, const xgr_fsm *f) {
     xgr_follow_tables *t = NULL;
     CHECK(xgr_follow_tables_build(f, &t) == XGR_OK);
@@ -122,6 +123,29 @@ static void check_first_bytes(const char *name, const xgr_fsm *f) {
             if (got != want && bad++ < 3)
                 fprintf(stderr, "%s: rule %d byte %d: first set %d, follow %d\n", name, r, b, got, want);
         }
+    CHECK(bad == 0);
+    /* The scratch keeps the last rule's first step (follow.c xgr_follow_step): asked rule
+     * by rule in turn (byte outer), every query switches rules, so a step kept across rules
+     * would answer with another rule's set. Two bytes: xgr_follow_two_admit decides them
+     * exactly and must agree with the full check. */
+    static const uint8_t two[] = {'"', ',', ':', ' ', '{', '}', '[', ']', 'a', 'n', '1', '<', '\n'};
+    for (int b = 0; b < 256; b++)
+        for (int32_t r = 0; r < f->n_rules; r++) {
+            uint8_t byte = (uint8_t)b;
+            int want = xgr_follow_first_admits(&fo, r, byte);
+            int got = xgr_follow_possible(&fo, r, &byte, 1);
+            if (got != want && bad++ < 3)
+                fprintf(stderr, "%s: rule %d byte %d (rules in turn): follow %d, first set %d\n", name, r, b, got, want);
+        }
+    for (size_t i = 0; i < sizeof two; i++)
+        for (size_t j = 0; j < sizeof two; j++)
+            for (int32_t r = 0; r < f->n_rules; r++) {
+                uint8_t s2[2] = {two[i], two[j]};
+                int got = xgr_follow_two_admit(&fo, r, s2, 2), want = xgr_follow_possible(&fo, r, s2, 2);
+                two_admitted += got;
+                if (got != want && bad++ < 3)
+                    fprintf(stderr, "%s: rule %d bytes %d %d: two %d, follow %d\n", name, r, s2[0], s2[1], got, want);
+            }
     CHECK(bad == 0);
     xgr_follow_free(&fo);
     xgr_follow_tables_free(t);
@@ -232,6 +256,7 @@ int main(void) {
         taken += compare_grammar(grammars[i].name, grammars[i].ebnf, v);
     CHECK(taken > 20); /* the comparison covers states that take the descent */
     CHECK(first_admitted > 100); /* and first-byte sets that admit something */
+    CHECK(two_admitted > 20);    /* and two-byte steps that admit something */
     xgr_vocab_release(v);
     printf("test_descend: %d checks, %d failures (%d states by descent)\n", n_check, n_fail, taken);
     return n_fail != 0;
