@@ -386,6 +386,24 @@ static void sort_redges(redge *a, size_t n) {
     }
 }
 
+/* Sorts a state set's byte edges by lo (insertion sort: they come mostly in order) and
+ * tells whether the ranges are pairwise disjoint. The order does not matter to the
+ * interval split, which takes the edges in any order. */
+static int sorted_disjoint(bedge *a, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        bedge x = a[i];
+        size_t j = i;
+        while (j > 0 && a[j - 1].lo > x.lo) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+    for (size_t i = 1; i < n; i++)
+        if (a[i].lo <= a[i - 1].hi) return 0;
+    return 1;
+}
+
 static int push_edge(lw_dfa *d, int32_t target, int32_t ref, uint8_t lo, uint8_t hi) {
     xgr_edge e = {target, ref, lo, hi};
     return XGR_VEC_PUSH(d->edges, e) ? XGR_ERR_NOMEM : XGR_OK;
@@ -437,6 +455,24 @@ static int subset(lw_dfa_ws *w, const lw_nfa *a, int64_t budget) {
             int32_t t;
             if ((rc = dfa_of_one(w, b->to, a->final, budget, &t))) goto out;
             if (t >= 0 && (rc = push_edge(&w->raw, t, -1, b->lo, b->hi))) goto out;
+        } else if (w->bedges.len && sorted_disjoint(w->bedges.data, w->bedges.len)) {
+            /* Pairwise disjoint ranges (a state set whose byte edges are already
+             * deterministic, e.g. a string body's class, its escape and its closing
+             * quote): each range is its own interval with one target, visited in the
+             * order of the general path below, so the result is the same. */
+            for (size_t i = 0; i < w->bedges.len; i++) {
+                const bedge *b = &w->bedges.data[i];
+                int32_t t;
+                if ((rc = dfa_of_one(w, b->to, a->final, budget, &t))) goto out;
+                if (t < 0) continue;
+                size_t ne = w->raw.edges.len;
+                xgr_edge *last = ne > (size_t)w->raw.ebeg.data[d] ? &w->raw.edges.data[ne - 1]
+                                                                   : NULL;
+                if (last && last->target == t && last->hi + 1 == b->lo)
+                    last->hi = b->hi;
+                else if ((rc = push_edge(&w->raw, t, -1, b->lo, b->hi)))
+                    goto out;
+            }
         } else if (w->bedges.len) {
             /* Elementary intervals [pts[k], pts[k+1]): maximal byte runs on which the
              * same edges apply. Few edges: sort their end points; many: a bitmap. */

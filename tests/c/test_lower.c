@@ -736,6 +736,80 @@ static void test_literals_and_classes(void) {
     xgr_ir_free(G);
 }
 
+/* A state whose byte ranges are pairwise disjoint (listed out of order here) takes each
+ * range as its own interval in the subset construction; ranges whose targets turn out
+ * equivalent and adjacent end up as one edge after minimisation. Overlapping ranges take
+ * the interval split. Exact rows and the language are checked. */
+static void test_disjoint_ranges(void) {
+    xgr_compile_options o = OPTS(32, 16);
+    NEWG();
+    /* root ::= "b" "1" | "a" "2" | [c-d] "2" | "f" "2" | "e" "9" */
+    DEF("root", A(5, S(2, L("b"), L("1")), S(2, L("a"), L("2")),
+                  S(2, BC(0, 1, 'c', 'd'), L("2")), S(2, L("f"), L("2")),
+                  S(2, L("e"), L("9"))));
+    ROOT("root");
+    xgr_fsm *f = build(&o);
+    if (f) {
+        check_fsm(f);
+        int32_t s0 = f->rule_start[0];
+        const xgr_edge *e = f->edges + f->edge_begin[s0];
+        /* a -> X, b -> Y, c-d -> X, e -> Z, f -> X: sorted, disjoint, not merged across b */
+        CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 5);
+        if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 5) {
+            CHECK(e[0].lo == 'a' && e[0].hi == 'a' && e[1].lo == 'b' && e[1].hi == 'b');
+            CHECK(e[2].lo == 'c' && e[2].hi == 'd' && e[3].lo == 'e' && e[3].hi == 'e');
+            CHECK(e[4].lo == 'f' && e[4].hi == 'f');
+            CHECK(e[0].target == e[2].target && e[2].target == e[4].target);
+            CHECK(e[1].target != e[0].target && e[3].target != e[0].target);
+        }
+        CHECK(f->n_states == 5); /* start, X, Y, Z, final */
+        const char *yes[] = {"b1", "a2", "c2", "d2", "f2", "e9"};
+        const char *no[] = {"b2", "a1", "e", "e2", "g2", "", "c", "e99"};
+        for (size_t i = 0; i < sizeof yes / sizeof *yes; i++) CHECK(fsm_accepts_str(f, yes[i]) == 1);
+        for (size_t i = 0; i < sizeof no / sizeof *no; i++) CHECK(fsm_accepts_str(f, no[i]) == 0);
+        xgr_fsm_free(f);
+    }
+    check_all_opts("disjoint ranges", 200);
+    xgr_ir_free(G);
+
+    /* adjacent disjoint ranges into equivalent states merge: "a" "2" | "b" "2" | [0-9] "x" */
+    NEWG();
+    DEF("root", A(3, S(2, L("b"), L("2")), S(2, L("a"), L("2")), S(2, BC(0, 1, '0', '9'), L("x"))));
+    ROOT("root");
+    f = build(&o);
+    if (f) {
+        check_fsm(f);
+        int32_t s0 = f->rule_start[0];
+        const xgr_edge *e = f->edges + f->edge_begin[s0];
+        CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2);
+        if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2)
+            CHECK(e[0].lo == '0' && e[0].hi == '9' && e[1].lo == 'a' && e[1].hi == 'b');
+        CHECK(fsm_accepts_str(f, "a2") == 1 && fsm_accepts_str(f, "b2") == 1);
+        CHECK(fsm_accepts_str(f, "5x") == 1 && fsm_accepts_str(f, "52") == 0);
+        xgr_fsm_free(f);
+    }
+    xgr_ir_free(G);
+
+    /* overlapping ranges: the interval split ("a" "x" | [a-c] "y") */
+    NEWG();
+    DEF("root", A(2, S(2, L("a"), L("x")), S(2, BC(0, 1, 'a', 'c'), L("y"))));
+    ROOT("root");
+    f = build(&o);
+    if (f) {
+        check_fsm(f);
+        int32_t s0 = f->rule_start[0];
+        const xgr_edge *e = f->edges + f->edge_begin[s0];
+        CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2);
+        if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2)
+            CHECK(e[0].lo == 'a' && e[0].hi == 'a' && e[1].lo == 'b' && e[1].hi == 'c');
+        CHECK(fsm_accepts_str(f, "ax") == 1 && fsm_accepts_str(f, "ay") == 1);
+        CHECK(fsm_accepts_str(f, "cy") == 1 && fsm_accepts_str(f, "cx") == 0);
+        xgr_fsm_free(f);
+    }
+    check_all_opts("overlapping ranges", 200);
+    xgr_ir_free(G);
+}
+
 static void test_small_repeats(void) {
     NEWG();
     DEF("root", A(6, S(2, L("a"), REP(L("xy"), 2, 4)), S(2, L("b"), REP(L("x"), 0, 3)),
@@ -1700,6 +1774,7 @@ int main(void) {
     printf("test_lower\n");
     RUN(test_utf8_split());
     RUN(test_literals_and_classes());
+    RUN(test_disjoint_ranges());
     RUN(test_small_repeats());
     RUN(test_large_repeats());
     RUN(test_nullable_repeat_children());
