@@ -143,13 +143,11 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
     if (!m) return NULL;
     xgr_compiled_retain(c);
     m->c = c;
-    int32_t rw = c->vocab->row_words;
+    /* (tmp_bits / checked_bits: at the first fill that needs them, scratch_bits) */
     m->stop_ids = xgr_malloc((n_stop ? n_stop : 1) * sizeof *m->stop_ids);
-    m->tmp_bits = xgr_malloc((size_t)rw * sizeof *m->tmp_bits);
-    m->checked_bits = xgr_calloc((size_t)rw, sizeof *m->checked_bits); /* zero between fills */
     /* Room for a typical tool call's bytes up front: growing these a doubling at a time
      * during the first tokens costs a cold realloc each. */
-    if (!m->stop_ids || !m->tmp_bits || !m->checked_bits ||
+    if (!m->stop_ids ||
         xgr_parser_init(&m->parser, c->fsm, c->opts.max_row_items) ||
         XGR_VEC_RESERVE(m->parser.items, 1024) || XGR_VEC_RESERVE(m->parser.row_begin, 256) ||
         XGR_VEC_RESERVE(m->steps, 64) || xgr_mask_scratch_init(&m->scratch, c)) {
@@ -502,8 +500,28 @@ static int vm_alloc(xgr_matcher *m) {
  * and a prefix that dies rejects every later token that starts with it. */
 /* `uoff` / `ubytes`: the tokens' bytes in list order (compiled.h), or NULL to read them
  * from the vocabulary. */
+/* The two vocabulary-wide rows of a fill (tmp_bits, and checked_bits, all zero between
+ * fills), made at the first fill that needs them: a fill served by one cache entry with no
+ * exact checks (most fills of a warm grammar) needs neither, so a new matcher does not pay
+ * 2 x row_words words (32 KiB at a 128k vocabulary) of allocation and zeroing up front. */
+static int scratch_bits(xgr_matcher *m) {
+    if (m->checked_bits) return XGR_OK;
+    size_t rw = (size_t)m->c->vocab->row_words;
+    uint32_t *tmp = xgr_malloc(rw * sizeof *tmp);
+    uint32_t *checked = xgr_calloc(rw, sizeof *checked);
+    if (!tmp || !checked) {
+        free(tmp);
+        free(checked);
+        return xgr_fail(XGR_ERR_NOMEM, "matcher: out of memory for a fill's rows");
+    }
+    m->tmp_bits = tmp;
+    m->checked_bits = checked;
+    return XGR_OK;
+}
+
 static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const uint32_t *uoff,
                            const uint8_t *ubytes, uint32_t *row) {
+    if (scratch_bits(m)) return XGR_ERR_NOMEM;
     const struct xgr_vocab *v = m->c->vocab;
     xgr_parser *p = &m->parser;
     int32_t base = xgr_parser_rows(p) - 1; /* row of depth 0 */
@@ -710,6 +728,7 @@ static int collect_states(xgr_matcher *m) {
 /* Zeroes the bits the exact checks of one fill set (m->checked_bits is all zero between
  * fills): by list when the lists are short, else the whole row. */
 static void clear_checked(xgr_matcher *m, const xgr_mask_entry **ents, size_t n_ents) {
+    if (!m->checked_bits) return; /* (no exact check ran: nothing to clear) */
     size_t rw = (size_t)m->c->vocab->row_words, total = m->extra.len;
     for (size_t j = 0; j < n_ents; j++) total += (size_t)ents[j]->n_uncertain;
     if (total > rw / 4) {
@@ -785,6 +804,7 @@ static int fill_states(xgr_matcher *m, uint32_t *row, size_t row_words) {
     memset(row, 0, row_words * sizeof *row);
     if (!m->states.len) return XGR_OK;
     m->worked = 1;
+    if (scratch_bits(m)) return XGR_ERR_NOMEM;
     if (XGR_VEC_RESERVE(m->ents, 2 * m->states.len)) return XGR_ERR_NOMEM;
     const xgr_mask_entry **ents = m->ents.data, **raws = ents + m->states.len;
     size_t got = 0;
@@ -1070,7 +1090,8 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     }
     if (!m->extra.len) return XGR_OK;
     int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
-    for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
+    if (m->checked_bits)
+        for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
     m->extra.len = 0;
     return rc;
 }
