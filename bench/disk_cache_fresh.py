@@ -36,13 +36,9 @@ def _child(mode: str, d: str, n: int, clock: str = "wall", tool_sets: int = 0) -
 
     import xgrammar2 as xgr
 
-    from bench.workloads import DATA_DIR, WARMUP_SPEC, jsonschemabench
+    from bench.workloads import WARMUP_SPEC, jsonschemabench, llama31_tokenizer_info
 
-    with open(os.path.join(DATA_DIR, "tokenizers/canonical/llama-3.1.json"), encoding="utf-8") as f:
-        canon = json.load(f)
-    info = xgr.TokenizerInfo(canon["tokens"], vocab_type=xgr.VocabType.BYTE_LEVEL,
-                             vocab_size=canon["num_tokens"], stop_token_ids=canon["eos_ids"])
-    del canon
+    info = llama31_tokenizer_info(xgr)
     warnings.simplefilter("ignore")
     texts = [(it.id, json.dumps(it.spec["schema"])) for it in jsonschemabench(n, 0, 0, False)]
     comp = xgr.GrammarCompiler(info, cache_dir=d if mode != "cold" else False)

@@ -40,13 +40,9 @@ def _child(k: int, loops: int) -> None:
 
     import xgrammar2 as xgr
 
-    from bench.workloads import DATA_DIR, WARMUP_SPEC
+    from bench.workloads import WARMUP_SPEC, llama31_tokenizer_info
 
-    with open(os.path.join(DATA_DIR, "tokenizers/canonical/llama-3.1.json"), encoding="utf-8") as f:
-        canon = json.load(f)
-    info = xgr.TokenizerInfo(canon["tokens"], vocab_type=xgr.VocabType.BYTE_LEVEL,
-                             vocab_size=canon["num_tokens"], stop_token_ids=canon["eos_ids"])
-    del canon
+    info = llama31_tokenizer_info(xgr)
     warnings.simplefilter("ignore")
     comp = xgr.GrammarCompiler(info, cache_dir=False)
     bm = xgr.allocate_token_bitmask(1, info.vocab_size)

@@ -49,6 +49,15 @@ class Item:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def llama31_tokenizer_info(xgr: Any) -> Any:
+    """The shared data's canonical Llama-3.1 vocabulary as ``xgr.TokenizerInfo`` (``xgr``: the engine module
+    of the tree under test, so a child process of a tree A/B builds it with its own tree)."""
+    with open(os.path.join(DATA_DIR, "tokenizers/canonical/llama-3.1.json"), encoding="utf-8") as f:
+        canon = json.load(f)
+    return xgr.TokenizerInfo(canon["tokens"], vocab_type=xgr.VocabType.BYTE_LEVEL,
+                             vocab_size=canon["num_tokens"], stop_token_ids=canon["eos_ids"])
+
+
 def dump_compact(x: Any) -> str | None:
     try:
         return json.dumps(x, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -505,10 +505,7 @@ class DiskCache:
                 self.layer_loads += 1
                 self.layer_entries_loaded += pre.loaded
             self._layers.track(digest, result, max(pre.layers, 0))
-            if time.time() - pre.mtime >= _TOUCH_S:  # the preload touched nothing
-                paths = (self.file_for(digest), self._layers.path_for(digest))
-                if not self._queue_job(_TOUCH_JOB, paths):
-                    _touch(paths)
+            self._touch_if_old(self.file_for(digest), digest, pre.mtime)  # (the preload touched nothing)
             return result
         path = self.file_for(digest)
         self._last_miss.entry = (key, digest)  # cleared below on a hit
@@ -521,16 +518,19 @@ class DiskCache:
         self._last_miss.entry = None
         self._remember(digest, result)
         self._layers.attach(digest, result)
-        # the LRU order every process evicts by; a file touched (or written) within the
-        # last _TOUCH_S seconds is among the newest already, so it is not touched again.
-        # Its layer file (written after it, so no older unless evicted) goes with it. The
-        # background thread touches them (flush() waits for it): two utime calls off the
-        # request's thread
-        if time.time() - got[3] >= _TOUCH_S:
+        self._touch_if_old(path, digest, got[3])
+        return result
+
+    def _touch_if_old(self, path: str, digest: bytes, mtime: float) -> None:
+        """A hit's LRU touch: the order every process evicts by. A file touched (or written)
+        within the last _TOUCH_S seconds is among the newest already, so it is not touched
+        again. Its layer file (written after it, so no older unless evicted) goes with it.
+        The background thread touches them (flush() waits for it): two utime calls off the
+        request's thread."""
+        if time.time() - mtime >= _TOUCH_S:
             paths = (path, self._layers.path_for(digest))
             if not self._queue_job(_TOUCH_JOB, paths):
                 _touch(paths)
-        return result
 
     def read_grammar(self, path: str, digest: bytes, vocab: Any, opts: Any,
                      foreign_ok: bool = False, reject: Optional[Callable[..., None]] = None) -> Any:

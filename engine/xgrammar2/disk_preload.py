@@ -138,23 +138,10 @@ class Preloader:
         self.idle.set()
 
     def candidates(self) -> List[Tuple[float, int, str]]:
-        """(mtime, size, path) of the directory's grammar files, newest first."""
-        cache = self._cache
-        out = []
-        try:
-            it = os.scandir(cache.path)
-        except OSError:
-            return out
-        suffix = cache.grammar_suffix
-        with it:
-            for ent in it:
-                if not ent.name.endswith(suffix):
-                    continue
-                try:
-                    st = ent.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                out.append((st.st_mtime, st.st_size, ent.path))
+        """(mtime, size, path) of the directory's grammar files, newest first (from the
+        cache's own directory scan, which eviction uses too)."""
+        suffix = self._cache.grammar_suffix
+        out = [f for f in self._cache.scan()[1] if f[2].endswith(suffix)]
         out.sort(reverse=True)
         return out
 

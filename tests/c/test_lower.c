@@ -740,6 +740,15 @@ static void test_literals_and_classes(void) {
  * range as its own interval in the subset construction; ranges whose targets turn out
  * equivalent and adjacent end up as one edge after minimisation. Overlapping ranges take
  * the interval split. Exact rows and the language are checked. */
+/* The start state of rule 0 has exactly two edges, on [lo0,hi0] and [lo1,hi1] in that order. */
+static void check_start_ranges(const xgr_fsm *f, int lo0, int hi0, int lo1, int hi1) {
+    int32_t s0 = f->rule_start[0];
+    const xgr_edge *e = f->edges + f->edge_begin[s0];
+    CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2);
+    if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2)
+        CHECK(e[0].lo == lo0 && e[0].hi == hi0 && e[1].lo == lo1 && e[1].hi == hi1);
+}
+
 static void test_disjoint_ranges(void) {
     xgr_compile_options o = OPTS(32, 16);
     NEWG();
@@ -779,11 +788,7 @@ static void test_disjoint_ranges(void) {
     f = build(&o);
     if (f) {
         check_fsm(f);
-        int32_t s0 = f->rule_start[0];
-        const xgr_edge *e = f->edges + f->edge_begin[s0];
-        CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2);
-        if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2)
-            CHECK(e[0].lo == '0' && e[0].hi == '9' && e[1].lo == 'a' && e[1].hi == 'b');
+        check_start_ranges(f, '0', '9', 'a', 'b');
         CHECK(fsm_accepts_str(f, "a2") == 1 && fsm_accepts_str(f, "b2") == 1);
         CHECK(fsm_accepts_str(f, "5x") == 1 && fsm_accepts_str(f, "52") == 0);
         xgr_fsm_free(f);
@@ -797,11 +802,7 @@ static void test_disjoint_ranges(void) {
     f = build(&o);
     if (f) {
         check_fsm(f);
-        int32_t s0 = f->rule_start[0];
-        const xgr_edge *e = f->edges + f->edge_begin[s0];
-        CHECK(f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2);
-        if (f->edge_begin[s0 + 1] - f->edge_begin[s0] == 2)
-            CHECK(e[0].lo == 'a' && e[0].hi == 'a' && e[1].lo == 'b' && e[1].hi == 'c');
+        check_start_ranges(f, 'a', 'a', 'b', 'c');
         CHECK(fsm_accepts_str(f, "ax") == 1 && fsm_accepts_str(f, "ay") == 1);
         CHECK(fsm_accepts_str(f, "cy") == 1 && fsm_accepts_str(f, "cx") == 0);
         xgr_fsm_free(f);

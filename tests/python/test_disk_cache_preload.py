@@ -18,28 +18,13 @@ from xgrammar2 import disk_layers as dlm
 from xgrammar2 import disk_preload as dpm
 from xgrammar2.disk_layers import layer_count
 
-from test_disk_cache import EOS, REQUESTS, VOCAB, compile_one, walk
+from test_disk_cache import EOS, REQUESTS, VOCAB, compile_one, files, info, reference, walk  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(autouse=True)
 def _default_env(monkeypatch):
     for name in (dpm.ENV_PRELOAD_BYTES, dpm.ENV_PRELOAD_FILES, dlm.ENV_CACHE_LAYERS, dcm.ENV_CACHE_DIR):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def info():
-    return xgr.TokenizerInfo(VOCAB, stop_token_ids=[EOS])
-
-
-@pytest.fixture(scope="module")
-def reference(info):
-    comp = xgr.GrammarCompiler(info, cache_dir=False)
-    return [walk(info, compile_one(comp, k, a)) for k, a in REQUESTS]
-
-
-def grammar_files(d):
-    return sorted(glob.glob(os.path.join(str(d), "v*", "*.xgc")))
 
 
 def layer_files(d):
@@ -52,8 +37,8 @@ def fill(info, d):
     for k, a in REQUESTS:
         walk(info, compile_one(comp, k, a))  # (the walk publishes the layers that get written)
     comp.disk_cache.flush()
-    assert grammar_files(d) and layer_files(d)
-    return grammar_files(d)
+    assert files(d) and layer_files(d)
+    return files(d)
 
 
 def preloaded(info, d, **kw):
@@ -114,7 +99,7 @@ def test_a_preload_hit_opens_no_file(info, reference, warm, monkeypatch):
 
     monkeypatch.setattr(dcm.os, "open", counting_open)
     # nor could it: the files are gone (the layer files too, which the core opens)
-    for f in grammar_files(d) + layer_files(d):
+    for f in files(d) + layer_files(d):
         os.unlink(f)
     masks, counts = served(info, comp)
     monkeypatch.undo()
@@ -132,7 +117,7 @@ def test_damaged_and_foreign_files_met_by_the_preload_are_ignored(tmp_path, info
     comp_o.disk_cache.flush()
     # (its own preload skipped this vocabulary's files; done before they are damaged in place)
     assert comp_o.disk_cache.wait_preload(60) and comp_o.disk_cache.preload.skipped == len(names)
-    foreign = sorted(set(grammar_files(d)) - set(names))
+    foreign = sorted(set(files(d)) - set(names))
     assert len(foreign) == 1
     flipped, truncated, resealed = names[0], names[1], names[2]
     data = bytearray(open(flipped, "rb").read())
@@ -232,15 +217,15 @@ def test_a_request_during_the_preload_takes_the_ordinary_path(info, reference, w
 
 def test_a_preload_hit_of_an_old_file_touches_it(info, warm):
     d, names, _ = warm
-    for f in grammar_files(d) + layer_files(d):
+    for f in files(d) + layer_files(d):
         os.utime(f, (1, 1))
     comp, dc = preloaded(info, d)
-    assert all(os.stat(f).st_mtime == 1 for f in grammar_files(d))
+    assert all(os.stat(f).st_mtime == 1 for f in files(d))
     compile_one(comp, *REQUESTS[0])
     dc.flush()
     (digest,) = [k for k, v in dc._alive.items()]
     assert os.stat(dc.file_for(digest)).st_mtime > 1
-    assert sum(os.stat(f).st_mtime > 1 for f in grammar_files(d)) == 1
+    assert sum(os.stat(f).st_mtime > 1 for f in files(d)) == 1
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
