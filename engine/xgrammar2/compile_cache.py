@@ -76,7 +76,8 @@ class CompileCache:
     def __init__(self, limit_bytes: int) -> None:
         self._limit = limit_bytes
         self._lock = threading.Lock()
-        # key -> [compiled, size, bytes of the key and aliases, aliases or None]
+        # key -> [compiled, size, bytes of the key and aliases, aliases or None, what its
+        # first hit calls (an entry offered by the disk cache's preload) or None]
         self._entries: "OrderedDict[Hashable, List[Any]]" = OrderedDict()
         self._aliases: Dict[Hashable, Hashable] = {}  # alias -> key
         self._total = 0
@@ -122,13 +123,26 @@ class CompileCache:
             self._evict()
         return compiled
 
+    @staticmethod
+    def _first_hit(entry: List[Any]) -> None:
+        """Calls the first-hit callback of an entry the preload offered (outside the lock:
+        it may take the disk cache's lock, which is taken before this one in ``offer``)."""
+        first = entry[4]
+        if first is not None:
+            entry[4] = None
+            first()
+
     def get(self, key: Hashable) -> Optional[CompiledGrammar]:
         """The grammar cached under ``key`` (a hit, as in :meth:`get_or_compile`), or None."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 return None
-            return self._touch(key, entry)
+            compiled = self._touch(key, entry)
+            if entry[4] is None:
+                return compiled
+        self._first_hit(entry)
+        return compiled
 
     def get_alias(self, alias: Hashable) -> Optional[CompiledGrammar]:
         """The grammar cached under the key ``alias`` stands for (a hit), or None."""
@@ -136,7 +150,12 @@ class CompileCache:
             key = self._aliases.get(alias)
             if key is None:
                 return None
-            return self._touch(key, self._entries[key])
+            entry = self._entries[key]
+            compiled = self._touch(key, entry)
+            if entry[4] is None:
+                return compiled
+        self._first_hit(entry)
+        return compiled
 
     def add_alias(self, alias: Hashable, key: Hashable) -> bool:
         """Lets :meth:`get_alias` find the entry of ``key`` under ``alias``, which must mean
@@ -165,12 +184,18 @@ class CompileCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
-                return self._touch(key, entry)
-            pending = self._pending.get(key)
-            owner = pending is None
-            if owner:
-                pending = _Pending()
-                self._pending[key] = pending
+                compiled = self._touch(key, entry)
+                if entry[4] is None:
+                    return compiled
+            else:
+                pending = self._pending.get(key)
+                owner = pending is None
+                if owner:
+                    pending = _Pending()
+                    self._pending[key] = pending
+        if entry is not None:
+            self._first_hit(entry)
+            return compiled
         if not owner:
             pending.wait()
             if pending.result is not None:
@@ -192,12 +217,31 @@ class CompileCache:
                 if old is not None:
                     self._total -= old[1]
                     self._drop(old)
-                self._entries[key] = [compiled, size, fixed, None]
+                self._entries[key] = [compiled, size, fixed, None, None]
                 self._total += size
                 self._evict()
         pending.result = compiled
         pending.done.release()
         return compiled
+
+    def offer(self, key: Hashable, compiled: CompiledGrammar,
+              on_first_hit: Optional[Callable[[], None]] = None) -> bool:
+        """Adds ``compiled`` (read ahead of any request: the disk cache's preload) under
+        ``key`` as the least recently used entry, when the key is neither cached nor being
+        compiled and the entry fits in the byte budget without evicting anything (a grammar
+        no request asked for yet never pushes out one a request did). ``on_first_hit`` is
+        called (under the cache's lock) by the first hit on it. False when not added."""
+        with self._lock:
+            if key in self._entries or key in self._pending or compiled._linked:
+                return False
+            fixed = _key_bytes(key)
+            size = _grammar_bytes(compiled) + fixed
+            if self._limit >= 0 and self._total + size > self._limit:
+                return False
+            self._entries[key] = [compiled, size, fixed, None, on_first_hit]
+            self._entries.move_to_end(key, last=False)
+            self._total += size
+            return True
 
     def clear(self) -> None:
         with self._lock:

@@ -176,6 +176,8 @@ class GrammarCompiler:
         # Build the vocabulary handle now so that the first compile is not slower.
         tokenizer_info._handle()
         if self._disk is not None:  # load the directory's mask entry packs, then preload its grammars
+            # (into this compile cache where the preload can, see adopt_preloaded)
+            self._disk.preload.adopt_into(self)
             self._disk.prefetch_packs(tokenizer_info._handle(), self._opts)
 
     # ---- properties ---------------------------------------------------------------------
@@ -276,6 +278,58 @@ class GrammarCompiler:
             return compiled
 
         return run
+
+    #: compile_json_schema's converter options a preloaded grammar's key may name (their
+    #: values are JSON's own, so the key text gives them back exactly)
+    _PRELOAD_JSON_OPTS = frozenset(("any_whitespace", "indent", "separators", "strict_mode",
+                                    "max_whitespace_cnt", "lenient", "any_order"))
+
+    def _rebuild_for_key(self, key: Any) -> Optional[Callable[[], Grammar]]:
+        """What converts the request of a compile-cache ``key`` again (as the ``rebuild`` its
+        compile would have made), for the kinds whose key holds the whole request; None for
+        the others (a caller's Grammar object, Lark with named grammars...)."""
+        if type(key) is not tuple or not key:
+            return None
+        kind = key[0]
+        if kind == "json_schema" and len(key) == 3 and type(key[1]) is bytes and type(key[2]) is str:
+            try:
+                opts = json.loads(key[2])
+            except ValueError:
+                return None
+            if (type(opts) is not dict or not set(opts) <= self._PRELOAD_JSON_OPTS
+                    or json.dumps(opts, sort_keys=True, default=repr) != key[2]):
+                return None
+            if isinstance(opts.get("separators"), list):
+                opts["separators"] = tuple(opts["separators"])
+            text = key[1].decode("utf-8", "surrogatepass")
+            return lambda: _json_schema_grammar(json.loads(text), _key_text=text, **opts)
+        if kind == "ebnf" and len(key) == 3 and type(key[1]) is str and type(key[2]) is str:
+            text, root = key[1], key[2]
+            return lambda: Grammar.from_ebnf(text, root_rule_name=root)
+        if kind == "regex" and len(key) == 2 and type(key[1]) is str:
+            regex = key[1]
+            return lambda: Grammar.from_regex(regex)
+        if key == ("builtin_json",):
+            return Grammar.builtin_json_grammar
+        if kind == "structural_tag" and len(key) == 3 and type(key[2]) is str:
+            tag_text = key[2]
+            resolver = LazyResolver(self._tokenizer_info)
+            return lambda: Grammar.from_ebnf(ebnf_from_api_args(tag_text, token_resolver=resolver))
+        return None
+
+    def _adopt_preloaded(self, key: Any, ptr: Any, linked: bool, warns: Tuple[str, ...],
+                         on_first_hit: Callable[[], None]) -> Optional[CompiledGrammar]:
+        """Offers a grammar the disk cache's preload read (under ``key``, checked against its
+        file's name) to the compile cache, where a request then finds it as a memory hit;
+        the grammar when it went in, else None (the preload keeps it for DiskCache.load)."""
+        if linked or not self._cache_enabled:
+            return None  # (a linked grammar waits for its second compile: CompileCache._admit)
+        rebuild = self._rebuild_for_key(key)
+        if rebuild is None:
+            return None
+        compiled = CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild,
+                                           linked=linked, warnings=warns)
+        return compiled if self._cache.offer(key, compiled, on_first_hit) else None
 
     # ---- public API ---------------------------------------------------------------------
 

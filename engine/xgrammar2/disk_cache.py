@@ -47,7 +47,8 @@ __all__ = ["DiskCache", "DISK_FORMAT_VERSION", "DEFAULT_DISK_LIMIT_BYTES", "ENV_
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the file layout changes (it is part of every file name and header).
-DISK_FORMAT_VERSION = 2
+#: 3: a grammar file's payload carries its compile-cache key (``encode_key``).
+DISK_FORMAT_VERSION = 3
 #: The directory's byte budget when none is given: finite, so a node's disk stays bounded.
 DEFAULT_DISK_LIMIT_BYTES = 1 << 30
 #: The environment variable naming the directory when the compiler is given none.
@@ -294,18 +295,82 @@ def _touch(paths: Tuple[str, ...]) -> None:
             pass
 
 
-def _pack_payload(linked: bool, warns: Tuple[str, ...], image: bytes) -> bytes:
+class _Collect(list):
+    """What ``_feed_key`` writes into to encode a key (``update`` appends)."""
+
+    __slots__ = ()
+    update = list.append
+
+
+def encode_key(key: Any) -> bytes:
+    """A compile-cache key in ``_feed_key``'s encoding: what ``key_digest`` hashes after the
+    prefix, so a file's key is checked against its name by hashing it again."""
+    out = _Collect()
+    _feed_key(out, key)
+    return b"".join(out)
+
+
+def decode_key(data: bytes) -> Any:
+    """The key ``encode_key`` gave ``data``; _NO_KEY when ``data`` is not such an encoding of
+    one key or holds a field encoded by its repr (no value to give back)."""
+    try:
+        key, pos = _decode_field(data, 0, 0)
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return _NO_KEY
+    return key if pos == len(data) else _NO_KEY
+
+
+_NO_KEY = object()
+_KEY_DEPTH = 8  # compile keys nest tuples two deep
+
+
+def _decode_field(data: bytes, pos: int, depth: int) -> Tuple[Any, int]:
+    t = data[pos:pos + 1]
+    pos += 1
+    if t == b"n":
+        return None, pos
+    if t in (b"T", b"F"):
+        return t == b"T", pos
+    if t == b"i":
+        end = data.index(b";", pos, pos + 32)
+        return int(data[pos:end].decode("ascii")), end + 1
+    if t in (b"s", b"b", b"t"):
+        end = data.index(b":", pos, pos + 24)
+        num = data[pos:end]
+        if not num.isdigit() or (len(num) > 1 and num[:1] == b"0"):
+            raise ValueError("length")
+        n = int(num)
+        pos = end + 1
+        if t == b"t":
+            if depth >= _KEY_DEPTH or n > len(data) - pos:
+                raise ValueError("tuple")
+            items = []
+            for _ in range(n):
+                item, pos = _decode_field(data, pos, depth + 1)
+                items.append(item)
+            return tuple(items), pos
+        if n > len(data) - pos:
+            raise ValueError("length")
+        raw = data[pos:pos + n]
+        return (raw.decode("utf-8", "surrogatepass") if t == b"s" else raw), pos + n
+    raise ValueError("field")  # (b"r": a repr, which gives no value back)
+
+
+def _pack_payload(linked: bool, warns: Tuple[str, ...], key: bytes, image: bytes) -> bytes:
     parts = [struct.pack("<BI", 1 if linked else 0, len(warns))]
     for w in warns:
         b = w.encode("utf-8", "surrogatepass")
         parts.append(struct.pack("<I", len(b)))
         parts.append(b)
+    parts.append(struct.pack("<I", len(key)))
+    parts.append(key)
     parts.append(image)
     return b"".join(parts)
 
 
-def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], memoryview]]:
-    """(linked, warnings, image) of a payload, or None when it is malformed."""
+def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], memoryview, memoryview]]:
+    """(linked, warnings, the key's encoding, image) of a payload, or None when it is
+    malformed."""
     n = len(buf)
     if n < 5:
         return None
@@ -326,7 +391,13 @@ def _unpack_payload(buf: memoryview) -> Optional[Tuple[bool, Tuple[str, ...], me
         except UnicodeDecodeError:
             return None
         pos += k
-    return bool(linked), tuple(warns), buf[pos:]
+    if pos + 4 > n:
+        return None
+    (k,) = struct.unpack_from("<I", buf, pos)
+    pos += 4
+    if k > n - pos:
+        return None
+    return bool(linked), tuple(warns), buf[pos:pos + k], buf[pos + k:]
 
 
 _TOUCH_JOB = object()  # a queue item: touch these files (a hit's LRU touch)
@@ -390,6 +461,9 @@ class DiskCache:
     format_version = DISK_FORMAT_VERSION
     max_payload = _MAX_PAYLOAD
     grammar_suffix = _SUFFIX
+    #: A grammar file's key (for disk_preload.Preloader): decode_key, and what it gives for none.
+    decode_key = staticmethod(decode_key)
+    NO_KEY = _NO_KEY
 
     @staticmethod
     def mmap_packs() -> bool:
@@ -490,7 +564,7 @@ class DiskCache:
         pre = None
         with self._lock:
             alive = self._alive.get(digest)
-            if alive is None and (self._preload.active or self._preload.map):
+            if alive is None and (self._preload.active or self._preload.map or self._preload.adopted):
                 pre = self._preload.take(digest)
         if alive is not None:
             self.hits += 1
@@ -518,7 +592,7 @@ class DiskCache:
         self._last_miss.entry = None
         self._remember(digest, result)
         self._layers.attach(digest, result)
-        self._touch_if_old(path, digest, got[3])
+        self._touch_if_old(path, digest, got[4])
         return result
 
     def _touch_if_old(self, path: str, digest: bytes, mtime: float) -> None:
@@ -534,7 +608,7 @@ class DiskCache:
 
     def read_grammar(self, path: str, digest: bytes, vocab: Any, opts: Any,
                      foreign_ok: bool = False, reject: Optional[Callable[..., None]] = None) -> Any:
-        """(the core's handle, linked, warnings, the file's mtime) of the grammar file at
+        """(the core's handle, linked, warnings, its key's encoding, the file's mtime) of the grammar file at
         ``path``, named by ``digest``, after every check; None when there is none or it fails a
         check (then ``reject(path, why, stat)``, by default ``_reject``: removed, counted in
         ``rejected``). With ``foreign_ok`` (the preload, which does not know whose a file is),
@@ -611,8 +685,8 @@ class DiskCache:
 
     def _load_mapped(self, view: memoryview, digest: bytes, path: str, opts: Any, vocab: Any,
                      st: Optional[os.stat_result], reject: Callable[..., None]
-                     ) -> Optional[Tuple[Any, bool, Tuple[str, ...]]]:
-        """(the core's handle, linked, warnings) of a grammar file's bytes after every check,
+                     ) -> Optional[Tuple[Any, bool, Tuple[str, ...], bytes]]:
+        """(the core's handle, linked, warnings, its key's encoding) of a grammar file's bytes after every check,
         else None (``reject`` called: the file is removed)."""
         magic, version, flags, vfp, kd, plen, csum = _HEADER.unpack_from(view, 0)
         if magic != _MAGIC or version != DISK_FORMAT_VERSION or flags != 0:
@@ -629,7 +703,7 @@ class DiskCache:
         parts = _unpack_payload(payload)
         if parts is None:
             return reject(path, "payload", st)
-        linked, warns, image = parts
+        linked, warns, key, image = parts
         ffi, lib = _core.ffi, _core.lib
         out = ffi.new("xgr_compiled **")
         buf = ffi.from_buffer(image)
@@ -637,7 +711,7 @@ class DiskCache:
         if rc != 0:
             msg = ffi.string(lib.xgr_last_error()).decode("utf-8", "replace")
             return reject(path, f"image: {msg}", st)
-        return ffi.gc(out[0], lib.xgr_compiled_release), linked, warns
+        return ffi.gc(out[0], lib.xgr_compiled_release), linked, warns, bytes(key)
 
     # ---- mask entry packs ------------------------------------------------------------
 
@@ -998,7 +1072,7 @@ class DiskCache:
         if lib.xgr_compiled_image(compiled._ptr, out, n) != 0 or out[0] == ffi.NULL:
             return False
         image = take_core_bytes(out, n)
-        payload = _pack_payload(bool(compiled._linked), tuple(compiled.warnings), image)
+        payload = _pack_payload(bool(compiled._linked), tuple(compiled.warnings), encode_key(key), image)
         if len(payload) > _MAX_PAYLOAD or _HEADER.size + len(payload) > self.limit_bytes:
             return False
         if digest is None:
@@ -1115,4 +1189,4 @@ def check_file_bytes(data: bytes) -> Optional[Tuple[bool, Tuple[str, ...], bytes
     parts = _unpack_payload(payload)
     if parts is None:
         return None
-    return parts[0], parts[1], bytes(parts[2])
+    return parts[0], parts[1], bytes(parts[3])

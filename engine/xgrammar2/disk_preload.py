@@ -7,11 +7,17 @@ Each file is checked exactly as ``DiskCache.load`` checks it (size, header, voca
 fingerprint, key digest, payload length and SHA-256, payload structure, then the core's image
 checks) and gets its layer file attached. A file of another vocabulary is skipped on its header
 alone (it is another compiler's, so it is neither loaded nor removed); a file that fails a check
-is removed and counted in ``rejected`` as a load would. The preloaded grammars wait in a map
-by key digest; ``DiskCache.load`` takes one out of it (a hit, no file I/O), and from then on the
-compile cache holds it like any other. Grammars no request asks for stay in the map, bounded by
-a byte budget (``XGRAMMAR2_CACHE_PRELOAD_BYTES``, what the core says they hold) and a count
-(``XGRAMMAR2_CACHE_PRELOAD_FILES``); 0 turns preloading off.
+is removed and counted in ``rejected`` as a load would. A file carries its compile-cache key
+(format 3); when that key hashes to the file's name again and the compiler can convert its
+request again (``GrammarCompiler._adopt_preloaded``: JSON schemas with the standard options,
+EBNF, regex, builtin JSON, unlinked structural tags), the grammar goes straight into the
+compiler's compile cache (``CompileCache.offer``: as its least recently used entry, only
+where it fits the cache's byte budget without evicting anything), so a request for it is an
+ordinary memory hit; its first hit counts it and touches its file (``_first_hit``). The other
+preloaded grammars wait in a map by key digest; ``DiskCache.load`` takes one out of it (a hit,
+no file I/O), and from then on the compile cache holds it like any other. Both are bounded,
+until a request takes them, by a byte budget (``XGRAMMAR2_CACHE_PRELOAD_BYTES``, what the core
+says they hold) and a count (``XGRAMMAR2_CACHE_PRELOAD_FILES``); 0 turns preloading off.
 
 A request never waits for the preload: a key that is not (yet) in the map takes the ordinary
 path, and the preload then leaves that key alone, so no grammar is loaded twice.
@@ -21,6 +27,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _core
@@ -80,6 +87,10 @@ class Preloader:
         self.enabled = self.budget > 0 and self.max_files > 0
         #: key digest -> preloaded grammar, until a request takes it
         self.map: Dict[bytes, _Entry] = {}
+        #: key digest -> bytes, of the grammars put into the compile cache, until their first hit
+        self.adopted: Dict[bytes, int] = {}
+        #: The compiler's _adopt_preloaded (weakly: the compiler holds this cache), or None.
+        self._adopter: Optional[Any] = None
         #: keys the request path looked up while a preload ran: the preload leaves them alone
         self.claimed: set = set()
         self.active = False
@@ -102,6 +113,11 @@ class Preloader:
         self.idle = threading.Event()
         self.idle.set()
 
+    def adopt_into(self, compiler: Any) -> None:
+        """Lets the preload put grammars into ``compiler``'s compile cache
+        (``compiler._adopt_preloaded``)."""
+        self._adopter = weakref.WeakMethod(compiler._adopt_preloaded)
+
     # ---- the request's side (DiskCache.load, under the cache's lock) ---------------------
 
     def take(self, digest: bytes) -> Optional[_Entry]:
@@ -110,9 +126,30 @@ class Preloader:
         e = self.map.pop(digest, None)
         if e is not None:
             self.held -= e.size
-        elif self.active:
-            self.claimed.add(digest)
+        else:
+            size = self.adopted.pop(digest, None)
+            if size is not None:  # put into the compile cache, evicted before any hit
+                self.held -= size
+            if self.active:
+                self.claimed.add(digest)
         return e
+
+    def _adopted_hit(self, digest: bytes, compiled: Any, layers: int, loaded: int,
+                     mtime: float) -> None:
+        """The first hit on a grammar the preload put into the compile cache: counted as
+        ``DiskCache.load`` counts a preload hit, and its file touched (not under a lock)."""
+        cache = self._cache
+        with cache._lock:
+            size = self.adopted.pop(digest, None)
+            if size is None:  # (two first hits at once: counted once)
+                return
+            self.held -= size
+            self.hits += 1
+            cache.hits += 1
+            if layers >= 0:
+                cache.layer_loads += 1
+                cache.layer_entries_loaded += loaded
+        cache._touch_if_old(cache.file_for(digest), digest, mtime)
 
     # ---- the background thread's side ------------------------------------------------------
 
@@ -204,7 +241,8 @@ class Preloader:
         if got is False:  # another vocabulary's file
             self.skipped += 1
             return
-        ptr, linked, warns = got[:3]
+        ptr, linked, warns, key_code = got[:4]
+        key = self._key_of(key_code, digest)  # None: none to adopt it by
         layers, loaded = -1, 0
         lib = _core.lib
         if cache._layers.enabled:
@@ -218,11 +256,35 @@ class Preloader:
                 logger.debug("xgrammar2 disk cache: preload of a layer file failed: %s", e)
                 loaded = 0
         size = int(lib.xgr_compiled_memory(ptr))
+        loaded = max(loaded, 0)
+        adopt = self._adopter() if self._adopter is not None and key is not None else None
         with cache._lock:
             if (not self.active or digest in self.claimed or cache._alive.get(digest) is not None
                     or self.held + size > self.budget or self.loads >= self.max_files):
                 self.dropped += 1
                 return
-            self.map[digest] = _Entry(ptr, linked, warns, mtime, layers, max(loaded, 0), size)
+            # (under the lock, so a request either finds it in the compile cache, or in the
+            # map, or has claimed the key and loads it itself: never twice)
+            compiled = None
+            if adopt is not None:
+                compiled = adopt(key, ptr, linked, warns, lambda: self._adopted_hit(
+                    digest, compiled, layers, loaded, mtime))
+            if compiled is not None:
+                self.adopted[digest] = size
+                cache._alive[digest] = compiled
+            else:
+                self.map[digest] = _Entry(ptr, linked, warns, mtime, layers, loaded, size)
             self.held += size
             self.loads += 1
+        if compiled is not None:
+            cache._layers.track(digest, compiled, max(layers, 0))
+
+    def _key_of(self, key_code: bytes, digest: bytes) -> Any:
+        """The compile-cache key a file carries, when it hashes to the file's name again (under
+        this compiler's prefix: its options, vocabulary and build); else None (no key is
+        None)."""
+        cache = self._cache
+        key = cache.decode_key(key_code)
+        if key is None or key is cache.NO_KEY or cache.key_digest(key) != digest:
+            return None
+        return key

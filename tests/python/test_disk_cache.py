@@ -174,6 +174,9 @@ def section_offsets(data):
         (k,) = struct.unpack_from("<I", data, pos)
         offs.append(pos)
         pos += 4 + k
+    (k,) = struct.unpack_from("<I", data, pos)  # the key
+    offs += [pos, pos + 4]
+    pos += 4 + k
     img = pos
     offs += [img + k for k in (0, 8, 12, 16, 20, 24, 28, 32, 36, 40)]
     nr, _root, ns, ne, nt = struct.unpack_from("<5I", data, img + 16)
@@ -214,7 +217,7 @@ def test_every_corruption_is_ignored(tmp_path, info, reference, index):
     wrong_version = bytearray(good)
     struct.pack_into("<I", wrong_version, 8, dcm.DISK_FORMAT_VERSION + 1)
     cases.append(("version", bytes(wrong_version)))
-    img = dcm._HEADER.size + 5 + sum(4 + len(w.encode()) for w in dcm.check_file_bytes(good)[1])
+    img = len(good) - len(dcm.check_file_bytes(good)[2])
     img_version = bytearray(good)
     struct.pack_into("<I", img_version, img + 12, 99)
     cases.append(("image-version", reseal(bytes(img_version))))
@@ -251,7 +254,7 @@ def test_resealed_dead_end_states_are_refused(tmp_path, info, reference, index, 
     d = tmp_path / "c"
     path = write_one(info, d, index)
     good = open(path, "rb").read()
-    img = dcm._HEADER.size + 5 + sum(4 + len(w.encode()) for w in dcm.check_file_bytes(good)[1])
+    img = len(good) - len(dcm.check_file_bytes(good)[2])
     nr, _root, ns, _ne, _nt = struct.unpack_from("<5I", good, img + 16)
     starts = set(struct.unpack_from(f"<{nr}I", good, img + 40))
     fin = img + 40 + 23 * nr + 4 * ns

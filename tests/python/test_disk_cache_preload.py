@@ -41,6 +41,14 @@ def fill(info, d):
     return files(d)
 
 
+def held(dc):
+    """key digest -> bytes of every preloaded grammar no request has taken yet: those waiting
+    in the preload's map and those it put into the compile cache."""
+    out = {k: e.size for k, e in dc.preload.map.items()}
+    out.update(dc.preload.adopted)
+    return out
+
+
 def preloaded(info, d, **kw):
     comp = xgr.GrammarCompiler(info, cache_dir=d, **kw)
     assert comp.disk_cache.wait_preload(60)
@@ -75,8 +83,12 @@ def warm(tmp_path, info):
 def test_preloaded_grammars_give_the_masks_of_a_process_without_a_directory(info, reference, warm):
     d, names, expect = warm
     comp, dc = preloaded(info, d)
-    assert dc.preload.loads == len(names) and len(dc.preload.map) == len(names)
-    assert dc.preload.held > 0 and dc.rejected == 0 and dc.preload.skipped == 0
+    assert dc.preload.loads == len(names) and len(held(dc)) == len(names)
+    # JSON schemas, EBNF, regex and builtin JSON go into the compile cache; the linked tool
+    # sets and the caller's Grammar wait in the map
+    assert len(dc.preload.adopted) == 5 and len(comp._cache) == 5
+    assert dc.preload.held == sum(held(dc).values()) > 0
+    assert dc.rejected == 0 and dc.preload.skipped == 0
     masks, counts = served(info, comp)
     assert masks == reference
     # the same hits, layers and counters as the ordinary path; every grammar came from memory
@@ -84,7 +96,7 @@ def test_preloaded_grammars_give_the_masks_of_a_process_without_a_directory(info
     assert (dc.hits, dc.misses) == (expect["hits"], expect["misses"])
     assert dc.layer_loads == expect["layer_loads"]
     assert dc.layer_entries_loaded == expect["layer_entries_loaded"]
-    assert dc.preload.hits == len(names) and not dc.preload.map and dc.preload.held == 0
+    assert dc.preload.hits == len(names) and not held(dc) and dc.preload.held == 0
 
 
 def test_a_preload_hit_opens_no_file(info, reference, warm, monkeypatch):
@@ -143,24 +155,24 @@ def test_the_byte_budget_and_the_count_cap_hold(info, warm, monkeypatch):
     for i, f in enumerate(order):
         os.utime(f, (1_000_000 - i * 100, 1_000_000 - i * 100))
     _, dc = preloaded(info, d)
-    sizes = {dc.file_for(k): e.size for k, e in dc.preload.map.items()}
+    sizes = {dc.file_for(k): v for k, v in held(dc).items()}
     assert len(sizes) == len(names)
     # the count cap: the two newest
     monkeypatch.setenv(dpm.ENV_PRELOAD_FILES, "2")
     _, dc = preloaded(info, d)
     assert dc.preload.max_files == 2 and dc.preload.loads == 2
-    assert sorted(map(dc.file_for, dc.preload.map)) == sorted(order[:2])
+    assert sorted(map(dc.file_for, held(dc))) == sorted(order[:2])
     monkeypatch.delenv(dpm.ENV_PRELOAD_FILES)
     # the byte budget: what the first three newest hold, less one byte, so the third does not fit
     budget = sizes[order[0]] + sizes[order[1]] + sizes[order[2]] - 1
     monkeypatch.setenv(dpm.ENV_PRELOAD_BYTES, str(budget))
     _, dc = preloaded(info, d)
-    held = {dc.file_for(k) for k in dc.preload.map}
+    got = {dc.file_for(k) for k in held(dc)}
     assert dc.preload.budget == budget and dc.preload.held <= budget
-    assert dc.preload.held == sum(sizes[f] for f in held)
-    assert order[0] in held and order[1] in held and order[2] not in held
+    assert dc.preload.held == sum(sizes[f] for f in got)
+    assert order[0] in got and order[1] in got and order[2] not in got
     # (a smaller, older one may still fit behind it)
-    assert all(sizes[f] + sizes[order[0]] + sizes[order[1]] <= budget for f in held - set(order[:2]))
+    assert all(sizes[f] + sizes[order[0]] + sizes[order[1]] <= budget for f in got - set(order[:2]))
     # the preload touches no file: the LRU order is the requests'
     assert [os.stat(f).st_mtime for f in order] == [1_000_000 - i * 100 for i in range(len(order))]
 
@@ -171,7 +183,7 @@ def test_preload_off_loads_nothing(info, reference, warm, monkeypatch, name):
     monkeypatch.setenv(name, "0")
     comp, dc = preloaded(info, d)
     assert not dc.preload.enabled and not dc.preload.started
-    assert dc.preload.loads == 0 and not dc.preload.map
+    assert dc.preload.loads == 0 and not held(dc)
     masks, counts = served(info, comp)
     assert masks == reference and counts == expect["counts"]
     assert dc.hits == expect["hits"] and dc.preload.hits == 0
@@ -211,19 +223,22 @@ def test_a_request_during_the_preload_takes_the_ordinary_path(info, reference, w
     assert masks == reference and counts == expect["counts"]
     assert dc.hits == expect["hits"] and dc.preload.hits == 0 and dc.rejected == 0
     # the preload left alone every key the requests took: nothing loaded twice
-    assert dc.preload.loads == 0 and not dc.preload.map
+    assert dc.preload.loads == 0 and not held(dc)
     assert dc.layer_loads == expect["layer_loads"]
 
 
-def test_a_preload_hit_of_an_old_file_touches_it(info, warm):
+@pytest.mark.parametrize("index", [0, 5])  # from the compile cache, from the preload's map
+def test_a_preload_hit_of_an_old_file_touches_it(info, warm, index):
     d, names, _ = warm
     for f in files(d) + layer_files(d):
         os.utime(f, (1, 1))
     comp, dc = preloaded(info, d)
     assert all(os.stat(f).st_mtime == 1 for f in files(d))
-    compile_one(comp, *REQUESTS[0])
+    assert len(dc.preload.adopted) == 5 and len(dc.preload.map) == 3
+    g = compile_one(comp, *REQUESTS[index])
     dc.flush()
-    (digest,) = [k for k, v in dc._alive.items()]
+    (digest,) = [k for k, v in dc._alive.items() if v is g]
+    assert digest not in held(dc) and dc.preload.hits == 1
     assert os.stat(dc.file_for(digest)).st_mtime > 1
     assert sum(os.stat(f).st_mtime > 1 for f in files(d)) == 1
 
