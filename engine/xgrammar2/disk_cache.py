@@ -332,8 +332,12 @@ def _decode_field(data: bytes, pos: int, depth: int) -> Tuple[Any, int]:
     if t in (b"T", b"F"):
         return t == b"T", pos
     if t == b"i":
-        end = data.index(b";", pos, pos + 32)
-        return int(data[pos:end].decode("ascii")), end + 1
+        end = data.index(b";", pos)
+        num = data[pos:end]
+        digits = num[1:] if num[:1] == b"-" else num
+        if not digits.isdigit() or (len(digits) > 1 and digits[:1] == b"0") or num == b"-0":
+            raise ValueError("int")
+        return int(num), end + 1
     if t in (b"s", b"b", b"t"):
         end = data.index(b":", pos, pos + 24)
         num = data[pos:end]

@@ -9,6 +9,8 @@ import shutil
 import struct
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import xgrammar2 as xgr
 from xgrammar2 import config, limits
@@ -186,3 +188,31 @@ def test_the_compile_cache_budget_holds_with_preloaded_grammars(info, reference,
     assert comp.disk_cache.wait_preload(60)
     assert comp.compile_json_schema(REQUESTS[1][1]) is g
     assert comp._cache._total <= limit
+
+
+_fields = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.text(), st.binary()),
+    lambda inner: st.lists(inner, max_size=4).map(tuple), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_fields)
+def test_a_key_comes_back_from_its_encoding(key):
+    code = dcm.encode_key(key)
+    back = dcm.decode_key(code)
+    assert back == key and type(back) is type(key)
+    assert dcm.encode_key(back) == code
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=64))
+@example(b"i05;")
+@example(b"i-0;")
+@example(b"i+5;")
+@example(b"s01:a")
+@example(b"t2:nT")
+@example(b"r1:x")
+@example(b"t1:t1:t1:t1:t1:t1:t1:t1:t1:n")
+def test_any_bytes_decode_to_a_key_or_to_none(data):
+    key = dcm.decode_key(data)  # never raises
+    assert key is dcm._NO_KEY or dcm.encode_key(key) == data
