@@ -685,15 +685,14 @@ class Emitter:
         try:
             d = self.string_dfa(n)
         except rx.RegexUnsupported as e:
-            why = ""
             if isinstance(e, fa.AutomatonTooLarge) and n.maxl is not None and not self.excl:
                 try:
                     return self._budget_string(n, name)
-                except rx.RegexUnsupported as b:
-                    why = f" (nor is maxLength a character budget: {b})"
+                except rx.RegexUnsupported:
+                    pass  # (no exact budget either: refused with the product's message)
             ptr = n.pos[0][1] if n.pos else n.src
             self.unsupported("pattern", ptr, f"{e}: the combination of pattern/format/length constraints is too "
-                                             f"large to intersect exactly{why}")
+                                             "large to intersect exactly")
             # lenient: keep the patterns, drop the lengths (then the extra patterns)
             if n.minl or n.maxl is not None:
                 return self.string(n.copy(minl=0, maxl=None), name)
