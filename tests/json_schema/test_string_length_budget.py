@@ -277,3 +277,38 @@ def test_real_strings_at_their_length_bounds(i):
     assert len(ok) == maxl
     assert accepts(schema, _q(ok))
     assert not accepts(schema, _q(ok[:-1] + fill + ok[-1] if fill else "a" + ok))
+
+
+def test_budget_survives_structural_tag_and_lark_embedding():
+    # the embedded JSON grammar keeps its budgeted rule (rules with attributes are not shared
+    # across embedded grammars, structural_tag/ebnf.py), one budget per occurrence
+    if ENGINE.name != "xgrammar2":
+        pytest.skip("xgrammar2's structural tags and Lark")
+    xgr = ENGINE.mod
+    st = json.dumps({"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "json_schema", "json_schema": SCHEMA}, {"type": "const_string", "value": ";"},
+        {"type": "json_schema", "json_schema": SCHEMA}]}})
+    lark = 'start: "x" %json ' + json.dumps(SCHEMA)
+
+    def acc(g, text):
+        m = ENGINE.matcher(ENGINE.compile(str(g)))
+        return bool(m.accept_string(text)) and m.is_terminated()
+
+    g = xgr.Grammar.from_structural_tag(st)
+    assert acc(g, _q("a" * MAXL) + ";" + _q("b" * MAXL))
+    assert not acc(g, _q("a" * (MAXL + 1)) + ";" + _q("b" * MINL))
+    assert not acc(g, _q("a" * MINL) + ";" + _q("b" * (MAXL + 1)))
+    g = xgr.Grammar.from_lark(lark)
+    assert acc(g, "x" + _q("é" * MAXL)) and not acc(g, "x" + _q("é" * (MAXL + 1)))
+
+
+def test_bounded_format_longer_than_max_length():
+    # Github_medium---o74461 #/properties/website: the hostname automaton (1,236 states) is
+    # bounded (252 characters) but its product with 129 counts is past the state limit
+    schema = {"format": "hostname", "maxLength": 128, "type": "string"}
+    assert "[max_chars=128]" in _ebnf(schema)
+    ok = "a" * 63 + "." + "b" * 62 + ".c"
+    assert len(ok) == 128 and accepts(schema, _q(ok))
+    assert not accepts(schema, _q(ok + "d"))
+    assert accepts({"format": "hostname", "type": "string"}, _q(ok + "d"))  # (the format alone allows it)
+    assert not accepts(schema, _q("a" * 64 + ".b"))  # the format still holds inside the budget
