@@ -142,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="wall: time.perf_counter (default); cpu: time.process_time (a loaded machine)")
     ap.add_argument("--profile", default=None, help="cProfile xgrammar2's stage path into this file")
+    ap.add_argument("--ids", default=None,
+                    help="comma-separated JSONSchemaBench ids (Github_easy---o9778,...): these schemas instead of "
+                         "the round-robin sample (--n, --seed ignored)")
     args = ap.parse_args(argv)
     global _clock
     _clock = time.process_time if args.clock == "cpu" else time.perf_counter
@@ -163,7 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         _xgr2_stages(engs["xgrammar2"], W.WARMUP_SPEC["schema"])
     hf = E._hf_tokenizer(tok_json)
     eos = int(canonical["eos_ids"][0])
-    items = W.jsonschemabench(args.n, args.seed, args.max_tests, False)
+    if args.ids:
+        want = [x for x in args.ids.split(",") if x]
+        by_id = {it.id: it for it in W.jsonschemabench(10 ** 9, args.seed, args.max_tests, False)}
+        missing = [x for x in want if x not in by_id]
+        if missing:
+            ap.error(f"unknown ids: {', '.join(missing)}")
+        items = [by_id[x] for x in want]
+        args.n = len(items)
+    else:
+        items = W.jsonschemabench(args.n, args.seed, args.max_tests, False)
     prof = None
     if args.profile:
         import cProfile
@@ -276,7 +288,9 @@ def _f(v: float | None) -> str:
 
 
 def render(res: dict[str, Any], names: list[str], args: argparse.Namespace) -> str:
-    L = [f"JSONSchemaBench, {args.n} schemas (round-robin over the 8 subsets, seed {args.seed}), "
+    sample = (f"the listed ids ({args.ids})" if getattr(args, "ids", None) else
+              f"round-robin over the 8 subsets, seed {args.seed}")
+    L = [f"JSONSchemaBench, {args.n} schemas ({sample}), "
          f"{args.tokenizer} vocabulary, one process, one thread, engines interleaved per schema; "
          f"{'process CPU time' if args.clock == 'cpu' else 'wall time'}.", ""]
     L += ["| engine | compiled | compile+first mask p50 | p90 | p99 | max | mean | p50 (common) | p99 (common) | "

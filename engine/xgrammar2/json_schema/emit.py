@@ -21,6 +21,8 @@ from .grammar import EPS, alt, lit, opt, ref, rep, seq
 
 MAX_INDENT_DEPTH = 32
 STATE_LIMIT = 4000
+# The largest max_chars the EBNF front end takes (docs/rule-attributes.md).
+_MAX_CHARS = 2147483647
 UNIQUE_MAX_VALUES = 12
 PERMUTE_MAX_KEYS = 4
 # any_order: exact matching (every required key present, no key twice) tracks the set of
@@ -683,6 +685,11 @@ class Emitter:
         try:
             d = self.string_dfa(n)
         except rx.RegexUnsupported as e:
+            if isinstance(e, fa.AutomatonTooLarge) and n.maxl is not None and not self.excl:
+                try:
+                    return self._budget_string(n, name)
+                except rx.RegexUnsupported:
+                    pass  # (no exact budget either: refused with the product's message)
             ptr = n.pos[0][1] if n.pos else n.src
             self.unsupported("pattern", ptr, f"{e}: the combination of pattern/format/length constraints is too "
                                              "large to intersect exactly")
@@ -696,6 +703,52 @@ class Emitter:
             return None
         rname = self.g.unique(name + "__str")
         return seq(Q, G.dfa_to_rules(self.g, d, rname, Q, self.char_ref))
+
+    def _budget_string(self, n, name):
+        """``pattern``/``format`` with a ``maxLength`` whose product automaton is too large:
+        the pattern's automaton (times the ``minLength`` counts, when it needs them) in a rule
+        ``[max_chars=maxLength]`` that spans exactly the characters between the quotes
+        (docs/rule-attributes.md: a hard bound per occurrence, in code points of the text).
+        Exact only where each decoded character is one code point of the text: every
+        character the automaton reads has a raw spelling (grammar.RAW_OK: no '"', '\\' or
+        control character), and the rule admits that spelling alone (no escapes inside, a
+        subset of the spellings as for keys; every value keeps its raw spelling). Raises
+        RegexUnsupported otherwise (the caller refuses as before)."""
+        if n.maxl > _MAX_CHARS:
+            raise fa.AutomatonTooLarge(f"maxLength is above {_MAX_CHARS}")
+        d = self.string_dfa(n.copy(minl=0, maxl=None))
+        if d.is_empty():
+            return None
+        alpha = cs.EMPTY
+        for row in d.trans:
+            for c, _ in row:
+                alpha = cs.union(alpha, c)
+        if cs.difference(alpha, G.RAW_OK):
+            raise fa.AutomatonTooLarge("the pattern admits '\"', '\\' or control characters, whose escapes "
+                                       "are several characters of the text for one of the string")
+        lo, hi = fa.length_bounds(d)
+        if lo < n.minl:
+            # (the budget bounds from above only: the counts up to minLength stay a product)
+            why = f"a {d.n}-state pattern automaton times {n.minl + 1} minLength counts is too large"
+            if hi is None and d.n * (n.minl + 1) > 8 * STATE_LIMIT:
+                raise fa.AutomatonTooLarge(why)
+            try:
+                d = fa.intersect(d, fa.length_dfa(n.minl, None), STATE_LIMIT)
+            except fa.AutomatonTooLarge:
+                raise fa.AutomatonTooLarge(why) from None
+            if d.is_empty():
+                return None
+            lo, hi = fa.length_bounds(d)
+        if lo > n.maxl:
+            return None
+        rname = self.g.unique(name + "__str")
+        if hi is not None and hi <= n.maxl:  # (minLength's product bounded it: no budget needed)
+            return seq(Q, G.dfa_to_rules(self.g, d, rname, Q, self.char_ref))
+        body = G.dfa_to_rules(self.g, d, rname, EPS, G.cls)
+        bname = self.g.unique(name + "__len")
+        self.g.define(bname, body)
+        self.g.attrs[bname] = f"[max_chars={n.maxl}]"
+        return seq(Q, ref(bname), Q)
 
     def string_dfa(self, n):
         d = None

@@ -355,6 +355,9 @@ class Grammar:
     def __init__(self):
         self.rules: dict = {}
         self.may_be_empty = False
+        #: name -> attribute group printed after the name (``"[max_chars=64]"``); such rules
+        #: are never merged with another (the emitter interns bodies, not attributes)
+        self.attrs: dict = {}
 
     def has(self, name):
         return name in self.rules
@@ -470,9 +473,11 @@ class Grammar:
                     order.append(r)
             i += 1
         out = []
+        attrs = self.attrs
         for name in order:
             if name in rules:
-                out.append(f"{name} ::= {texts[name]}\n")
+                out.append(f"{name}{attrs.get(name, '')} ::= {texts[name]}\n" if attrs else
+                           f"{name} ::= {texts[name]}\n")
         return "".join(out)
 
 
