@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from . import automaton as fa
 from . import charset as cs
+from . import emit_somes
 from . import grammar as G
 from . import ir
 from . import numeric
@@ -947,6 +948,8 @@ class Emitter:
             raise ir.NotExpressible(str(e))
 
     def object(self, n, name, depth):
+        if n.somes:  # (negated patternProperties/additionalProperties: emit_somes.py)
+            return emit_somes.object_somes(self, n, name, depth)
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         cx = self.cx
         addl = n.addl

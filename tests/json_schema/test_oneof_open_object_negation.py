@@ -1,0 +1,158 @@
+"""Exclusive oneOf whose branches need the negation of an *open* object with
+patternProperties / additionalProperties (ir.negate_node with ``open_negation``: "some member's
+value violates them", ir.Obj.somes, emitted by emit_somes.py), where no branch has a finite key
+set to negate within.
+
+Brute-force oracle: every schema is checked on a grid of small objects (keys in the order the
+grammar writes them: named properties in schema order, then the others in any order) and scalars
+against ``jsonschema`` (strict_mode=False, the JSON Schema meaning): accepted iff valid. The grids
+contain instances that match several branches, which exclusivity must reject."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import jsonschema
+import pytest
+
+from js_engine import ENGINE
+from js_helpers import grammar_for
+from xgrammar2.json_schema import UnsupportedSchemaError, json_schema_to_ebnf
+
+SCALARS = [None, True, 0, 1.5, "", "a"]
+
+
+def _objects(keys, pool, max_keys=3):
+    """Objects over ``keys`` with values from ``pool``."""
+    out = [{}]
+    for r in range(1, min(max_keys, len(keys)) + 1):
+        for ks in itertools.combinations(keys, r):
+            for vals in itertools.product(pool, repeat=r):
+                out.append(dict(zip(ks, vals)))
+    return out
+
+
+def _texts(x):
+    """Serializations of ``x``: every order of an object's members (the grammar writes named
+    properties in the order of the schema node that accepts the object, and the branches of a
+    union may order them differently); nested values as json.dumps writes them."""
+    if not isinstance(x, dict) or len(x) < 2:
+        return [json.dumps(x)]
+    return [json.dumps(dict((k, x[k]) for k in ks)) for ks in itertools.permutations(x)]
+
+
+def _assert_exact(schema, instances, strict_mode=False):
+    """A valid instance is accepted in at least one member order; an invalid one in none."""
+    cg = grammar_for(schema, strict_mode=strict_mode)
+    v = jsonschema.Draft202012Validator(schema)
+    wrong = []
+    n_valid = 0
+    for x in instances:
+        valid = v.is_valid(x)
+        n_valid += valid
+        acc = [t for t in _texts(x) if ENGINE.accepts(cg, t)]
+        if valid and not acc:
+            wrong.append(("rejected valid", x))
+        elif acc and not valid:
+            wrong.append(("accepted invalid", acc[0]))
+    assert not wrong, f"{len(wrong)} wrong verdicts for {json.dumps(schema)}: {wrong[:8]}"
+    assert 0 < n_valid < len(instances), "the grid must contain valid and invalid instances"
+
+
+CLOSED_X = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}
+
+CASES = {
+    # two open branches whose nested values are closed objects: {"a": {"x": 1}} matches both
+    # unless the nested object has a key outside {x} (some member violates additionalProperties)
+    "nested_closed": ({"oneOf": [
+        {"type": "object", "required": ["a"], "properties": {"a": CLOSED_X}},
+        {"type": "object", "properties": {"a": {"type": "object"}, "b": {"type": "integer"}}}]},
+        [{"a": o} for o in _objects(["x", "y", "z"], [1, "s"], 2)]
+        + [{"a": o, "b": b} for o in _objects(["x", "y"], [1], 2) for b in (1, "s")]
+        + [{"b": 1}, {"a": 1}] + SCALARS),
+    # additionalProperties as a schema in an open-context branch: members outside {p} must be
+    # strings in branch 0; branch 1 is any object with a number member "n"
+    "additional_schema": ({"oneOf": [
+        {"type": "object", "properties": {"p": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+        {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}]},
+        _objects(["p", "n", "q", "r"], [1, "s", None], 3) + SCALARS),
+    # patternProperties with an infinite key language (^x): some key starting with x has a
+    # non-integer value
+    "pattern_infinite": ({"oneOf": [
+        {"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
+        {"type": "object", "required": ["k"]}]},
+        _objects(["k", "x", "xa", "y"], [1, "s"], 3) + SCALARS),
+    # Github_trivial---o88605's shape: one required key each, a finite pattern forcing the
+    # other keys to null (finite key language: one alternative per key)
+    "finite_pattern_null": ({"oneOf": [
+        {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}},
+         "patternProperties": {"^(b|c)$": {"type": "null"}}},
+        {"type": "object", "required": ["b"], "properties": {"b": {"type": "integer"}},
+         "patternProperties": {"^(a|c)$": {"type": "null"}}},
+        {"type": "object", "required": ["c"], "properties": {"c": {"type": "boolean"}},
+         "patternProperties": {"^(a|b)$": {"type": "null"}}}]},
+        _objects(["a", "b", "c", "d"], [None, "s", 1, True], 3) + SCALARS),
+    # both patternProperties and additionalProperties:false in the negated branch, plus
+    # minProperties on the other one (counting members while tracking the condition)
+    "pattern_and_closed": ({"oneOf": [
+        {"type": "object", "properties": {"id": {"type": "integer"}}, "patternProperties": {"^t": {"type": "string"}},
+         "additionalProperties": False},
+        {"type": "object", "minProperties": 2}]},
+        _objects(["id", "ta", "tb", "z"], [1, "s"], 3) + SCALARS),
+    # three overlapping open branches: two conditions tracked at once on one object
+    "three_branches": ({"oneOf": [
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+        {"type": "object", "additionalProperties": {"type": "string"}},
+        {"type": "object", "patternProperties": {"^a": {"type": "null"}}}]},
+        _objects(["a", "ab", "b"], [1, "s", None], 3) + SCALARS),
+    # a branch that is itself an exclusive oneOf with an existential condition ("some member
+    # other than p is not an integer"), negated by the outer oneOf: "every member other than p
+    # is an integer", p itself left free
+    "negated_condition": ({"oneOf": [
+        {"oneOf": [{"type": "object", "properties": {"p": {}}, "additionalProperties": {"type": "integer"}},
+                   {"type": "object"}]},
+        {"type": "object", "required": ["z"]}]},
+        _objects(["p", "z", "q"], [1, "s"], 3) + SCALARS),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_open_object_negation_exact(case):
+    schema, instances = CASES[case]
+    _assert_exact(schema, instances)
+
+
+def test_open_negation_inside_arrays_and_nested_oneof():
+    """The exclusive oneOf deep inside an array item and referenced through $defs."""
+    schema = {"type": "array", "items": {"$ref": "#/$defs/it"}, "$defs": {"it": CASES["nested_closed"][0]}}
+    items = [{"a": {"x": 1}}, {"a": {"x": 1, "y": 1}}, {"b": 2}, {"a": {"y": "s"}, "b": 1}]
+    inst = [[]] + [[a] for a in items] + [[a, b] for a in items for b in items]
+    _assert_exact(schema, inst)
+
+
+def test_open_negation_key_order_free_for_additional_members():
+    """The violating member may come anywhere among the additional members."""
+    schema = {"oneOf": [
+        {"type": "object", "additionalProperties": {"type": "integer"}},
+        {"type": "object"}]}  # exactly one: the objects with a non-integer member
+    cg = grammar_for(schema, strict_mode=False)
+    for text, ok in (('{"a": 1, "b": "s", "c": 2}', True), ('{"b": "s", "a": 1}', True),
+                     ('{"a": 1, "c": 2, "b": null}', True), ('{"a": 1, "c": 2}', False), ("{}", False)):
+        assert ENGINE.accepts(cg, text) == ok, text
+
+
+def test_first_attempt_unchanged_when_relative_negation_applies():
+    """A closed branch (finite key set) is still made exclusive by ir.subtract, not by the open
+    negation: the EBNF has no existential-condition rules."""
+    closed_a = {"type": "object", "additionalProperties": False, "properties": {"foo": {"type": "string"}}}
+    closed_b = {"type": "object", "additionalProperties": False, "properties": {"bar": {"type": "string"}}}
+    ebnf = json_schema_to_ebnf({"oneOf": [closed_a, closed_b]}, strict_mode=False).ebnf
+    assert "__x" not in ebnf and "_w1" not in ebnf
+
+
+def test_property_names_still_refused():
+    """Negating propertyNames of an open object is not implemented: refused, naming oneOf."""
+    schema = {"oneOf": [{"type": "object", "propertyNames": {"maxLength": 1}}, {"type": "object", "required": ["a"]}]}
+    with pytest.raises(UnsupportedSchemaError, match="oneOf"):
+        json_schema_to_ebnf(schema, strict_mode=False)
