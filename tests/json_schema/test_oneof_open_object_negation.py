@@ -114,6 +114,10 @@ CASES = {
                    {"type": "object"}]},
         {"type": "object", "required": ["z"]}]},
         _objects(["p", "z", "q"], [1, "s"], 3) + SCALARS),
+    # (refused before: test_oneof_exact.py's test_open_key_context_still_refused)
+    "open_key_context": ({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                                    {"type": "object", "additionalProperties": {"type": "string"}}]},
+                         _objects(["a", "b", "c"], [1, "s", None], 3) + SCALARS),
 }
 
 

@@ -806,8 +806,11 @@ class Emitter:
                     rel[p] = ir.subtract(self.cx, self._pos_schema(n, p, tail), cu)
                 rel["item"] = ir.subtract(self.cx, tail, cu)
             except ir.NotExpressible:
-                self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
-                return self.array(n.copy(contains=()), name, depth)
+                try:  # (negating open objects: existential member conditions, emit_somes.py)
+                    ncu = ir.negate_open(self.cx, cu)
+                except ir.NotExpressible:
+                    self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
+                    return self.array(n.copy(contains=()), name, depth)
         I = maxn if maxn is not None else max(P, minn)
         ccap = cmax + 1 if cmax is not None else cmin
         if (I + 1) * (ccap + 1) > STATE_LIMIT:

@@ -614,6 +614,17 @@ def negate(cx, u, depth=0):
     return out
 
 
+def negate_open(cx, u):
+    """negate() with the negation of objects with patternProperties/additionalProperties
+    (existential conditions, Obj.somes) enabled, contradictions pruned; raises NotExpressible."""
+    prev = getattr(cx, "open_negation", False)
+    cx.open_negation = True
+    try:
+        return prune(cx, negate(cx, u))
+    finally:
+        cx.open_negation = prev
+
+
 def negate_node(cx, n, depth):
     k = n.kind
     if k == "ref":
@@ -716,9 +727,20 @@ def negate_node(cx, n, depth):
         if n.names:
             raise NotExpressible("negation of an object schema with propertyNames")
         alts = []
+        merged = set()
         for r in n.required:
-            alts.append(Obj(props=((r, NEVER),)))
+            pu = n.prop(r)
+            if getattr(cx, "open_negation", False) and pu and not is_any(pu):
+                # "r missing" ∪ "r present with a value outside pu" is one node: "r, if present,
+                # is outside pu" (one alternative, not two: negated branches are intersected
+                # with each other, and the product of the alternatives is what grows)
+                merged.add(r)
+                alts.append(Obj(props=((r, negate(cx, pu, depth + 1)),)))
+            else:
+                alts.append(Obj(props=((r, NEVER),)))
         for key, pu in n.props:
+            if key in merged:
+                continue
             if not pu:
                 alts.append(Obj(props=((key, ANY),), required=(key,)))
                 continue
