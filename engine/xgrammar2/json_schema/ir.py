@@ -1087,24 +1087,11 @@ def node_definitely_empty(cx, n, depth) -> bool:
             return True
         if not n.pos and not n.neg:
             return False
-        try:
-            d = fa.length_dfa(n.minl, n.maxl) if (n.minl or n.maxl is not None) and n.maxl is not None and n.maxl < 64 else None
-            acc = None
-            for ast, _ in n.pos:
-                dd = regex_dfa(ast)
-                acc = dd if acc is None else fa.intersect(acc, dd)
-                if acc.is_empty():
-                    return True
-            for ast, _ in n.neg:
-                dd = regex_dfa(ast)
-                acc = fa.negate(dd) if acc is None else fa.difference(acc, dd)
-                if acc.is_empty():
-                    return True
-            if d is not None and acc is not None:
-                return fa.intersect(acc, d).is_empty()
-        except rx.RegexUnsupported:
-            return False
-        return False
+        sk = (n.minl, n.maxl, tuple(a for a, _ in n.pos), tuple(a for a, _ in n.neg))
+        r = _str_empty_cache.get(sk)
+        if r is None:
+            r = _bounded_put(_str_empty_cache, sk, _str_node_empty(n), 4096)
+        return r
     if k == "array":
         if n.maxn is not None and n.minn > n.maxn:
             return True
@@ -1147,5 +1134,31 @@ def node_definitely_empty(cx, n, depth) -> bool:
                         return True
                 except rx.RegexUnsupported:
                     pass
+        return False
+    return False
+
+
+_str_empty_cache: dict = {}
+
+
+def _str_node_empty(n) -> bool:
+    """node_definitely_empty() of a string node with patterns (automaton products: memoised by
+    the caller, the same combinations recur across the alternatives of negated branches)."""
+    try:
+        d = fa.length_dfa(n.minl, n.maxl) if (n.minl or n.maxl is not None) and n.maxl is not None and n.maxl < 64 else None
+        acc = None
+        for ast, _ in n.pos:
+            dd = regex_dfa(ast)
+            acc = dd if acc is None else fa.intersect(acc, dd)
+            if acc.is_empty():
+                return True
+        for ast, _ in n.neg:
+            dd = regex_dfa(ast)
+            acc = fa.negate(dd) if acc is None else fa.difference(acc, dd)
+            if acc.is_empty():
+                return True
+        if d is not None and acc is not None:
+            return fa.intersect(acc, d).is_empty()
+    except rx.RegexUnsupported:
         return False
     return False
