@@ -797,7 +797,7 @@ def _some_alts(cx, pos, keys, pats, vu, src):
         if ks is not None:
             ks = [k for k in ks if k not in keys and not any(regex_match(p, k) for p in pats)]
             return tuple(Obj(props=((k, vu),), required=(k,)) for k in ks)
-    return (Obj(somes=((pos, keys, pats, vu, src),)),)
+    return (Obj(somes=((pos, keys, pats, vu, src),), src=src),)
 
 
 def finite_language(d, limit):
