@@ -171,6 +171,15 @@ def test_first_attempt_unchanged_when_relative_negation_applies():
     assert "__x" not in ebnf and "_w1" not in ebnf
 
 
+def test_any_order_refused():
+    """any_order does not track the conditions: refused (lenient: dropped, with a warning)."""
+    schema = CASES["open_key_context"][0]
+    with pytest.raises(UnsupportedSchemaError, match="any_order"):
+        json_schema_to_ebnf(schema, any_order=True)
+    r = json_schema_to_ebnf(schema, any_order=True, lenient=True)
+    assert any("any_order" in w for w in r.warnings)
+
+
 def test_property_names_still_refused():
     """Negating propertyNames of an open object is not implemented: refused, naming oneOf."""
     schema = {"oneOf": [{"type": "object", "propertyNames": {"maxLength": 1}}, {"type": "object", "required": ["a"]}]}

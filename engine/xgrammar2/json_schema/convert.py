@@ -891,7 +891,8 @@ class Converter:
             r = self._one_of_open(branches, overlap, own)
             if not isinstance(r, ir.NotExpressible):
                 return r
-            err = r
+            # (the message stays the first attempt's: what stops the second one, mostly a
+            # product over MAX_ALTS or a negated recursive $ref, is in docs/json-schema.md)
         self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
                                        "lenient mode treats it as anyOf")
         return ir.union(*branches)

@@ -45,7 +45,7 @@ def object_somes(em, n, name, depth):
     if em.any_order:
         em.unsupported("oneOf", somes[0][4], "any_order with the negation of an object with "
                        "patternProperties/additionalProperties is not supported")
-        return em.any_object(depth)
+        return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
     listed = [k for k, _ in n.props] + [r for r in n.required if n.prop(r) is None]
     req = set(n.required)
     pmap: dict = {}
@@ -85,7 +85,7 @@ def object_somes(em, n, name, depth):
         extras = _extras(em, n, addl, listed, name, depth, kv)
     except (ir.NotExpressible, rx.RegexUnsupported) as e:
         em.unsupported("patternProperties" if n.patterns else "additionalProperties", n.src, str(e))
-        return em.any_object(depth)
+        return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
     pmin, pmax = n.minp, n.maxp
     nreq = sum(1 for _, r in entries if r)
     if pmax is not None and nreq > pmax:
@@ -98,7 +98,7 @@ def object_somes(em, n, name, depth):
     if (nent + 1) * (cap + 1) * (full + 1) > STATE_LIMIT:
         em.unsupported("oneOf", somes[0][4], "the negation of an object with patternProperties/"
                        "additionalProperties needs too large a member automaton")
-        return em.any_object(depth)
+        return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
     memo: dict = {}
     xmemo: dict = {}
 
