@@ -952,7 +952,7 @@ class Emitter:
 
     def object(self, n, name, depth):
         if n.somes:  # (negated patternProperties/additionalProperties: emit_somes.py)
-            return emit_somes.object_somes(self, n, name, depth)
+            return emit_somes.object_somes(self, n, name, depth, STATE_LIMIT)
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         cx = self.cx
         addl = n.addl

@@ -31,10 +31,9 @@ def _masks(bits):
     return out
 
 
-def object_somes(em, n, name, depth):
-    """Emitter.object() for an object node with ``somes``."""
-    from .emit import STATE_LIMIT
-
+def object_somes(em, n, name, depth, state_limit):
+    """Emitter.object() for an object node with ``somes`` (``state_limit``: emit.STATE_LIMIT,
+    passed in: this module does not import emit)."""
     oo, oc, ao, ac, sep, kv, eo, ea = em.layout(depth)
     cx = em.cx
     addl = n.addl
@@ -82,7 +81,7 @@ def object_somes(em, n, name, depth):
                     return None
                 continue
             entries.append((variants, k in req))
-        extras = _extras(em, n, addl, listed, name, depth, kv)
+        extras = _extras(em, n, addl, listed, name, depth, kv, state_limit)
     except (ir.NotExpressible, rx.RegexUnsupported) as e:
         em.unsupported("patternProperties" if n.patterns else "additionalProperties", n.src, str(e))
         return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
@@ -95,7 +94,7 @@ def object_somes(em, n, name, depth):
         pmin, pmax = 0, None
     cap = max(pmin, 1) if pmax is None else pmax
     nent = len(entries)
-    if (nent + 1) * (cap + 1) * (full + 1) > STATE_LIMIT:
+    if (nent + 1) * (cap + 1) * (full + 1) > state_limit:
         em.unsupported("oneOf", somes[0][4], "the negation of an object with patternProperties/"
                        "additionalProperties needs too large a member automaton")
         return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
@@ -160,10 +159,8 @@ def _some_key(s, k) -> bool:
         raise ir.NotExpressible(str(e))
 
 
-def _extras(em, n, addl, listed, name, depth, kv):
+def _extras(em, n, addl, listed, name, depth, kv, limit):
     """(member expression, mask of the conditions it meets) for additional members."""
-    from .emit import STATE_LIMIT
-
     cx = em.cx
     real = []
     for ast, _ in n.patterns:
@@ -186,20 +183,20 @@ def _extras(em, n, addl, listed, name, depth, kv):
     names_dfa = None
     for nu in n.names:
         d = em.names_dfa(nu)
-        names_dfa = d if names_dfa is None else fa.intersect(names_dfa, d, STATE_LIMIT)
+        names_dfa = d if names_dfa is None else fa.intersect(names_dfa, d, limit)
     if names_dfa is not None and names_dfa.is_empty():
         return []
     listed_set = sorted(set(listed))
     base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
     if names_dfa is not None:
-        base = names_dfa if base is None else fa.intersect(base, names_dfa, STATE_LIMIT)
+        base = names_dfa if base is None else fa.intersect(base, names_dfa, limit)
     regions = [((), base)]
     for p in pats:
         pd = ir.regex_dfa(p)
         nxt = []
         for m, d in regions:
-            inside = pd if d is None else fa.intersect(d, pd, STATE_LIMIT)
-            outside = fa.negate(pd) if d is None else fa.difference(d, pd, STATE_LIMIT)
+            inside = pd if d is None else fa.intersect(d, pd, limit)
+            outside = fa.negate(pd) if d is None else fa.difference(d, pd, limit)
             if not inside.is_empty():
                 nxt.append((m + (p,), inside))
             if not outside.is_empty():
