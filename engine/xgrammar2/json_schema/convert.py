@@ -109,6 +109,9 @@ class Converter:
         self.warnings: list = []
         #: ir.subtract()'s remaining budget (a one-element list) while it runs, else None.
         self.meter = None
+        #: True while Converter._one_of_open() runs: ir.negate_node() then negates objects with
+        #: patternProperties/additionalProperties (existential "some member" conditions).
+        self.open_negation = False
         #: Why parts of the schema admit no value ("<pointer>: minItems is greater than
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
@@ -434,11 +437,13 @@ class Converter:
         u = self.memo.get(key)
         if u is None:
             meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
+            opn, self.open_negation = self.open_negation, False  # (nor _one_of_open()'s mode)
             try:
                 u = self._convert(s, ptr, base)
             finally:
                 self.scope = saved
                 self.meter = meter
+                self.open_negation = opn
             self.memo[key] = u
         else:
             self.scope = saved
@@ -878,10 +883,48 @@ class Converter:
                 out.append(cur)
             return ir.union(*out)
         except ir.NotExpressible as e:
-            self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({e}); "
-                                           "lenient mode treats it as anyOf")
-            return ir.union(*branches)
+            err = e
         finally:
+            if own:
+                self.meter = None
+        if "negation of an object schema with patternProperties" in str(err) and not self.open_negation:
+            r = self._one_of_open(branches, overlap, own)
+            if not isinstance(r, ir.NotExpressible):
+                return r
+            # (the message stays the first attempt's: what stops the second one, mostly a
+            # product over MAX_ALTS or a negated recursive $ref, is in docs/json-schema.md)
+        self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
+                                       "lenient mode treats it as anyOf")
+        return ir.union(*branches)
+
+    def _one_of_open(self, branches, overlap, own):
+        """Exclusive oneOf for branches whose negation needs the negation of objects with
+        patternProperties/additionalProperties (ir.negate_node with ``open_negation``: "some
+        member's value violates them"), each branch intersected with the other overlapping
+        branches' negations, contradictions pruned at every step. Returns the union, or the
+        NotExpressible that stopped it (its own work budget, as the first attempt)."""
+        n = len(branches)
+        self.open_negation = True
+        if own:
+            self.meter = [ONE_OF_BUDGET]
+        try:
+            negs = {}
+            out = []
+            for i in range(n):
+                cur = branches[i]
+                for j in range(n):
+                    if j != i and overlap[i][j]:
+                        if j not in negs:
+                            negs[j] = ir.prune(self, ir.negate(self, branches[j]))
+                        cur = ir.prune(self, ir.intersect(self, cur, negs[j]))
+                        if not cur:
+                            break
+                out.append(cur)
+            return ir.union(*out)
+        except ir.NotExpressible as e:
+            return e
+        finally:
+            self.open_negation = False
             if own:
                 self.meter = None
 

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from . import automaton as fa
 from . import charset as cs
+from . import emit_somes
 from . import grammar as G
 from . import ir
 from . import numeric
@@ -858,8 +859,11 @@ class Emitter:
                     rel[p] = ir.subtract(self.cx, self._pos_schema(n, p, tail), cu)
                 rel["item"] = ir.subtract(self.cx, tail, cu)
             except ir.NotExpressible:
-                self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
-                return self.array(n.copy(contains=()), name, depth)
+                try:  # (negating open objects: existential member conditions, emit_somes.py)
+                    ncu = ir.negate_open(self.cx, cu)
+                except ir.NotExpressible:
+                    self.unsupported("contains", src, f"the contains schema cannot be negated ({e})")
+                    return self.array(n.copy(contains=()), name, depth)
         I = maxn if maxn is not None else max(P, minn)
         ccap = cmax + 1 if cmax is not None else cmin
         if (I + 1) * (ccap + 1) > STATE_LIMIT:
@@ -1000,6 +1004,8 @@ class Emitter:
             raise ir.NotExpressible(str(e))
 
     def object(self, n, name, depth):
+        if n.somes:  # (negated patternProperties/additionalProperties: emit_somes.py)
+            return emit_somes.object_somes(self, n, name, depth, STATE_LIMIT)
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         cx = self.cx
         addl = n.addl

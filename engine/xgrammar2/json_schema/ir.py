@@ -130,20 +130,25 @@ class Obj(Node):
     (union, keys, pattern ASTs): values of keys outside ``keys`` and matching none of the
     patterns must be in the union. ``names``: unions every key must satisfy.
     ``ev_keys``/``ev_pats``/``ev_all``: what properties/patternProperties/
-    additionalProperties evaluated (unevaluatedProperties and strict mode)."""
+    additionalProperties evaluated (unevaluatedProperties and strict mode).
+    ``somes``: existential conditions, the negations of patternProperties/additionalProperties
+    entries: tuples (pos, keys, pats, union, src), "some member's key matches the regex AST
+    ``pos`` (any key when None), is not in ``keys`` and matches none of ``pats``, and its
+    value is in the union" (at most MAX_SOMES per node)."""
     __slots__ = ("props", "required", "patterns", "addl", "names", "minp", "maxp", "ev_keys",
-                 "ev_pats", "ev_all", "src")
+                 "ev_pats", "ev_all", "src", "somes")
     kind = "object"
 
     def __init__(self, props=(), required=(), patterns=(), addl=(), names=(), minp=0, maxp=None,
-                 ev_keys=frozenset(), ev_pats=(), ev_all=False, src="#"):
+                 ev_keys=frozenset(), ev_pats=(), ev_all=False, src="#", somes=()):
         self.props, self.required, self.patterns, self.addl = props, required, patterns, addl
         self.names, self.minp, self.maxp = names, minp, maxp
         self.ev_keys, self.ev_pats, self.ev_all, self.src = ev_keys, ev_pats, ev_all, src
+        self.somes = somes
 
     def is_plain(self):
         return (not self.props and not self.required and not self.patterns and not self.addl
-                and not self.names and self.minp == 0 and self.maxp is None)
+                and not self.names and self.minp == 0 and self.maxp is None and not self.somes)
 
     def prop(self, k):
         for kk, u in self.props:
@@ -384,13 +389,27 @@ def validate_node(cx, n, v, depth=0) -> bool:
                     continue
                 if not validate(cx, su, x, depth + 1):
                     return False
+        for s in n.somes:
+            if not any(some_key(s, key) and validate(cx, s[3], x, depth + 1) for key, x in v.items()):
+                return False
         return True
     raise AssertionError(k)
+
+
+def some_key(s, key) -> bool:
+    """Whether ``key`` is in the key language of the existential condition ``s`` (Obj.somes)."""
+    pos, keys, pats = s[0], s[1], s[2]
+    if key in keys or (pos is not None and not regex_match(pos, key)):
+        return False
+    return not any(regex_match(p, key) for p in pats)
 
 
 # ---------------------------------------------------------------- intersection
 
 MAX_ALTS = 256
+#: Existential conditions (Obj.somes) one object node may carry: the emitter tracks which are
+#: still unmet, one grammar state per subset (2^MAX_SOMES per member position).
+MAX_SOMES = 3
 
 
 def intersect(cx, a, b):
@@ -549,9 +568,15 @@ def intersect_node(cx, x, y):
         for r in required:
             if r in pd and not pd[r]:
                 return None
+        somes = x.somes
+        if y.somes:
+            somes = _uniq(x.somes + y.somes)
+            if len(somes) > MAX_SOMES:
+                raise NotExpressible(f"negation of open objects needs more than {MAX_SOMES} 'some member "
+                                     "violates patternProperties/additionalProperties' conditions on one object")
         return Obj(tuple(props), required, _uniq(x.patterns + y.patterns), _uniq(x.addl + y.addl),
                    _uniq(x.names + y.names), minp, maxp, x.ev_keys | y.ev_keys, _uniq(x.ev_pats + y.ev_pats),
-                   x.ev_all or y.ev_all, x.src if not x.is_plain() else y.src)
+                   x.ev_all or y.ev_all, x.src if not x.is_plain() else y.src, somes)
     raise AssertionError(kx)
 
 
@@ -587,6 +612,17 @@ def negate(cx, u, depth=0):
         if not out:
             break
     return out
+
+
+def negate_open(cx, u):
+    """negate() with the negation of objects with patternProperties/additionalProperties
+    (existential conditions, Obj.somes) enabled, contradictions pruned; raises NotExpressible."""
+    prev = getattr(cx, "open_negation", False)
+    cx.open_negation = True
+    try:
+        return prune(cx, negate(cx, u))
+    finally:
+        cx.open_negation = prev
 
 
 def negate_node(cx, n, depth):
@@ -683,13 +719,28 @@ def negate_node(cx, n, depth):
                 alts.append(Arr(contains=((cu, cmax + 1, None, src),)))
         return others + tuple(alts)
     if k == "object":
-        if n.patterns or n.addl or n.names:
+        if (n.patterns or n.addl or n.names or n.somes) and not getattr(cx, "open_negation", False):
+            # (the converter first tries the relative negation, ir.subtract, which is cheaper where
+            # it applies; see Converter._one_of)
             raise NotExpressible("negation of an object schema with patternProperties/additionalProperties/"
                                  "propertyNames")
+        if n.names:
+            raise NotExpressible("negation of an object schema with propertyNames")
         alts = []
+        merged = set()
         for r in n.required:
-            alts.append(Obj(props=((r, NEVER),)))
+            pu = n.prop(r)
+            if getattr(cx, "open_negation", False) and pu and not is_any(pu):
+                # "r missing" ∪ "r present with a value outside pu" is one node: "r, if present,
+                # is outside pu" (one alternative, not two: negated branches are intersected
+                # with each other, and the product of the alternatives is what grows)
+                merged.add(r)
+                alts.append(Obj(props=((r, negate(cx, pu, depth + 1)),)))
+            else:
+                alts.append(Obj(props=((r, NEVER),)))
         for key, pu in n.props:
+            if key in merged:
+                continue
             if not pu:
                 alts.append(Obj(props=((key, ANY),), required=(key,)))
                 continue
@@ -698,12 +749,81 @@ def negate_node(cx, n, depth):
             npu = negate(cx, pu, depth + 1)
             if npu:
                 alts.append(Obj(props=((key, npu),), required=(key,)))
+        # De Morgan over "every key matching p has a value in su" (and over additionalProperties,
+        # "every key outside keys/pats ..."): some key of that language has a value outside.
+        for ast, su in n.patterns:
+            if not is_any(su):
+                alts.extend(_some_alts(cx, ast, frozenset(), (), negate(cx, su, depth + 1), n.src))
+        for su, keys, pats in n.addl:
+            if not is_any(su):
+                alts.extend(_some_alts(cx, None, keys, pats, negate(cx, su, depth + 1), n.src))
+        for pos, keys, pats, vu, _ in n.somes:
+            # ¬(some key of L has a value in vu) = every key of L has a value in ¬vu
+            nv = negate(cx, vu, depth + 1)
+            if is_any(nv):
+                continue
+            if pos is None:
+                # (the excluded keys listed as properties: the emitter reads an additionalProperties
+                # entry's keys as named properties of the same object)
+                alts.append(Obj(props=tuple((key, ANY) for key in sorted(keys)), addl=((nv, keys, pats),)))
+            elif not keys and not pats:
+                alts.append(Obj(patterns=((pos, nv),)))
+            else:
+                raise NotExpressible("negation of a 'some member' condition with a pattern and exclusions")
         if n.minp > 0:
             alts.append(Obj(maxp=n.minp - 1))
         if n.maxp is not None:
             alts.append(Obj(minp=n.maxp + 1))
         return others + tuple(alts)
     raise AssertionError(k)
+
+
+#: A key language with at most this many strings becomes one alternative per key (a property
+#: with a value in the union) instead of an existential condition (Obj.somes).
+FINITE_KEYS_MAX = 16
+
+
+def _some_alts(cx, pos, keys, pats, vu, src):
+    """Objects with some key of the language (``pos``, not ``keys``, none of ``pats``, as in
+    Obj.somes) whose value is in ``vu``: one alternative per key when the language is a small
+    finite set, else one node with an existential condition."""
+    if not vu:
+        return ()
+    if pos is not None:
+        try:
+            ks = finite_language(regex_dfa(pos), FINITE_KEYS_MAX)
+        except rx.RegexUnsupported:
+            ks = None
+        if ks is not None:
+            ks = [k for k in ks if k not in keys and not any(regex_match(p, k) for p in pats)]
+            return tuple(Obj(props=((k, vu),), required=(k,)) for k in ks)
+    return (Obj(somes=((pos, keys, pats, vu, src),), src=src),)
+
+
+def finite_language(d, limit):
+    """The strings a DFA accepts, sorted, when they are at most ``limit``; else None."""
+    d = fa.trim(d)
+    if d.is_empty():
+        return []
+    if fa.length_bounds(d)[1] is None:
+        return None
+    out = []
+    stack = [(0, "")]
+    while stack:
+        st, pre = stack.pop()
+        if d.accept[st]:
+            out.append(pre)
+            if len(out) > limit:
+                return None
+        for cset, t in d.trans[st]:
+            if sum(hi - lo + 1 for lo, hi in cset) > limit:
+                return None
+            for lo, hi in cset:
+                for cp in range(lo, hi + 1):
+                    stack.append((t, pre + chr(cp)))
+        if len(stack) > 4 * limit + 64:
+            return None
+    return sorted(out)
 
 
 def _negate_container(cx, v, depth):
@@ -877,7 +997,7 @@ def finite_keys(c):
 def _negate_obj_within(cx, n, c, depth, first):
     """Objects violating object node ``n``, among those ``c`` allows (finite key set)."""
     keys = finite_keys(c)
-    if keys is None:
+    if keys is None or n.somes:
         raise first
     alts = []
     for r in n.required:
@@ -917,6 +1037,35 @@ def literal_set_ast(strings):
 
 # ---------------------------------------------------------------- emptiness (conservative)
 
+def prune(cx, u):
+    """``u`` without the nodes definitely_empty() finds empty, also looking at what every
+    required key's value must satisfy (its ``properties`` entry, the patternProperties entries
+    that match it and the additionalProperties entries that apply): the products of negated
+    open objects are mostly such contradictions."""
+    out = tuple(n for n in u if not node_definitely_empty(cx, n, 0) and not _required_key_empty(cx, n))
+    return out if len(out) != len(u) else u
+
+
+def _required_key_empty(cx, n) -> bool:
+    if n.kind != "object" or not n.required or not (n.patterns or n.addl):
+        return False
+    try:
+        for r in n.required:
+            ru = n.prop(r)
+            ru = ANY if ru is None else ru
+            for ast, su in n.patterns:
+                if ru and regex_match(ast, r):
+                    ru = intersect(cx, ru, su)
+            for su, keys, pats in n.addl:
+                if ru and r not in keys and not any(regex_match(p, r) for p in pats):
+                    ru = intersect(cx, ru, su)
+            if definitely_empty(cx, ru, 1):
+                return True
+    except (rx.RegexUnsupported, NotExpressible):
+        return False
+    return False
+
+
 def definitely_empty(cx, u, depth=0) -> bool:
     """True only when no value can satisfy ``u`` (False means: unknown or satisfiable)."""
     if depth > 6:
@@ -938,24 +1087,11 @@ def node_definitely_empty(cx, n, depth) -> bool:
             return True
         if not n.pos and not n.neg:
             return False
-        try:
-            d = fa.length_dfa(n.minl, n.maxl) if (n.minl or n.maxl is not None) and n.maxl is not None and n.maxl < 64 else None
-            acc = None
-            for ast, _ in n.pos:
-                dd = regex_dfa(ast)
-                acc = dd if acc is None else fa.intersect(acc, dd)
-                if acc.is_empty():
-                    return True
-            for ast, _ in n.neg:
-                dd = regex_dfa(ast)
-                acc = fa.negate(dd) if acc is None else fa.difference(acc, dd)
-                if acc.is_empty():
-                    return True
-            if d is not None and acc is not None:
-                return fa.intersect(acc, d).is_empty()
-        except rx.RegexUnsupported:
-            return False
-        return False
+        sk = (n.minl, n.maxl, tuple(a for a, _ in n.pos), tuple(a for a, _ in n.neg))
+        r = _str_empty_cache.get(sk)
+        if r is None:
+            r = _bounded_put(_str_empty_cache, sk, _str_node_empty(n), 4096)
+        return r
     if k == "array":
         if n.maxn is not None and n.minn > n.maxn:
             return True
@@ -968,6 +1104,18 @@ def node_definitely_empty(cx, n, depth) -> bool:
     if k == "object":
         if n.maxp is not None and (n.minp > n.maxp or len(n.required) > n.maxp):
             return True
+        if n.somes:
+            if n.maxp == 0:
+                return True
+            keys = finite_keys(n)
+            for sm in n.somes:
+                if definitely_empty(cx, sm[3], depth + 1):
+                    return True
+                try:
+                    if keys is not None and not any(some_key(sm, key) for key in keys):
+                        return True
+                except rx.RegexUnsupported:
+                    pass
         for r in n.required:
             pu = n.prop(r)
             if pu is not None and definitely_empty(cx, pu, depth + 1):
@@ -986,5 +1134,31 @@ def node_definitely_empty(cx, n, depth) -> bool:
                         return True
                 except rx.RegexUnsupported:
                     pass
+        return False
+    return False
+
+
+_str_empty_cache: dict = {}
+
+
+def _str_node_empty(n) -> bool:
+    """node_definitely_empty() of a string node with patterns (automaton products: memoised by
+    the caller, the same combinations recur across the alternatives of negated branches)."""
+    try:
+        d = fa.length_dfa(n.minl, n.maxl) if (n.minl or n.maxl is not None) and n.maxl is not None and n.maxl < 64 else None
+        acc = None
+        for ast, _ in n.pos:
+            dd = regex_dfa(ast)
+            acc = dd if acc is None else fa.intersect(acc, dd)
+            if acc.is_empty():
+                return True
+        for ast, _ in n.neg:
+            dd = regex_dfa(ast)
+            acc = fa.negate(dd) if acc is None else fa.difference(acc, dd)
+            if acc.is_empty():
+                return True
+        if d is not None and acc is not None:
+            return fa.intersect(acc, d).is_empty()
+    except rx.RegexUnsupported:
         return False
     return False

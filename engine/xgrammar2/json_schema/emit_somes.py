@@ -1,0 +1,248 @@
+"""Objects with existential member conditions (ir.Obj.somes, from negating patternProperties/
+additionalProperties: "some member's key is in L and its value in V") → grammar rules.
+
+The members are written as Emitter.object() writes them (named properties in their order, then
+any number of additional members), with one more component in the state: the set of conditions
+not yet met. A member whose key is in the language of some conditions has one alternative per
+subset of them (its value in the intersection of their unions, or just the member's own schema
+for the empty subset); the content may end only when every condition is met. Additional
+members are split into key regions by every pattern involved (the object's, and the
+conditions' languages), so that a region's key is in a condition's language for all its keys
+or for none. At most ir.MAX_SOMES conditions (2^MAX_SOMES sets).
+"""
+
+from __future__ import annotations
+
+from . import automaton as fa
+from . import grammar as G
+from . import ir
+from . import regex as rx
+from .convert import _sanitize
+from .grammar import EPS, alt, seq
+
+Q = ("lit", '"')
+
+
+def _masks(bits):
+    """Every subset of the condition indices ``bits``, as bit masks (the empty one first)."""
+    out = [0]
+    for b in bits:
+        out += [m | (1 << b) for m in out]
+    return out
+
+
+def object_somes(em, n, name, depth, state_limit):
+    """Emitter.object() for an object node with ``somes`` (``state_limit``: emit.STATE_LIMIT,
+    passed in: this module does not import emit)."""
+    oo, oc, ao, ac, sep, kv, eo, ea = em.layout(depth)
+    cx = em.cx
+    addl = n.addl
+    if cx.strict and not n.ev_all and (n.ev_keys or n.ev_pats):
+        addl = addl + ((ir.NEVER, n.ev_keys | frozenset(n.required), n.ev_pats),)
+    somes = n.somes
+    full = (1 << len(somes)) - 1
+    if em.any_order:
+        em.unsupported("oneOf", somes[0][4], "any_order with the negation of an object with "
+                       "patternProperties/additionalProperties is not supported")
+        return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
+    listed = [k for k, _ in n.props] + [r for r in n.required if n.prop(r) is None]
+    req = set(n.required)
+    pmap: dict = {}
+    for kk, pu in n.props:
+        pmap.setdefault(kk, pu)
+    try:
+        entries = []
+        for k in listed:
+            u = pmap.get(k)
+            u = ir.ANY if u is None else u
+            for ast, su in n.patterns:
+                if u and em._matches(ast, k):
+                    u = ir.intersect(cx, u, su)
+            for su, keys, pats in addl:
+                if u and k not in keys and not any(em._matches(p, k) for p in pats):
+                    u = ir.intersect(cx, u, su)
+            for nu in n.names:
+                if u and not ir.validate(cx, nu, k):
+                    u = ir.NEVER
+            variants = []
+            kt = em.key_text(k) if u else None
+            if kt is not None:
+                app = [b for b, s in enumerate(somes) if _some_key(s, k)]
+                for mask in _masks(app):
+                    w = u
+                    for b in range(len(somes)):
+                        if w and mask >> b & 1:
+                            w = ir.intersect(cx, w, somes[b][3])
+                    e = em.sub(w, f"{name}_{_sanitize(k, 30)}" + (f"_w{mask}" if mask else ""), depth + 1)
+                    if e is not None:
+                        variants.append((seq(kt, kv, e), mask))
+            if not variants:
+                if k in req:
+                    return None
+                continue
+            entries.append((variants, k in req))
+        extras = _extras(em, n, addl, listed, name, depth, kv, state_limit)
+    except (ir.NotExpressible, rx.RegexUnsupported) as e:
+        em.unsupported("patternProperties" if n.patterns else "additionalProperties", n.src, str(e))
+        return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
+    pmin, pmax = n.minp, n.maxp
+    nreq = sum(1 for _, r in entries if r)
+    if pmax is not None and nreq > pmax:
+        return None
+    bounded = pmin > nreq or pmax is not None
+    if not bounded:
+        pmin, pmax = 0, None
+    cap = max(pmin, 1) if pmax is None else pmax
+    nent = len(entries)
+    if (nent + 1) * (cap + 1) * (full + 1) > state_limit:
+        em.unsupported("oneOf", somes[0][4], "the negation of an object with patternProperties/"
+                       "additionalProperties needs too large a member automaton")
+        return em.object(n.copy(somes=()), name, depth)  # (lenient: the conditions dropped)
+    memo: dict = {}
+    xmemo: dict = {}
+
+    def extras_state(c, need):
+        """Additional members after c members (c == 0: none yet, the content must be
+        non-empty), conditions ``need`` still unmet; a rule per state (they loop)."""
+        key = (c, need)
+        if key in xmemo:
+            return xmemo[key]
+        lo = max(0, pmin - c)
+        hi = None if pmax is None else pmax - c
+        if hi is not None and hi < lo:
+            xmemo[key] = None
+            return None
+        rn = em.g.unique(f"{name}__x{c}_{need}")
+        em.g.define(rn, None)
+        xmemo[key] = r = ("ref", rn)
+        alts = []
+        if need == 0 and lo == 0 and c > 0:
+            alts.append(EPS)
+        if hi is None or hi > 0:
+            nc = min(c + 1, cap) if pmax is None else c + 1
+            for e, mask in extras:
+                nxt = extras_state(nc, need & ~mask)
+                if nxt is not None:
+                    alts.append(seq(e if c == 0 else seq(sep, e), nxt))
+        em.g.rules[rn] = alt(*alts)  # (None: unproductive, pruned when the grammar is finalized)
+        return r
+
+    def state(i, c, need):
+        cc = min(c, cap) if pmax is None else c
+        key = (i, cc, need)
+        if key in memo:
+            return memo[key]
+        if i == nent:
+            e = extras_state(cc, need)
+            memo[key] = e
+            return e
+        variants, required = entries[i]
+        alts = []
+        if pmax is None or cc + 1 <= pmax:
+            for e, mask in variants:
+                alts.append(seq(e if cc == 0 else seq(sep, e), state(i + 1, cc + 1, need & ~mask)))
+        if not required:
+            alts.append(state(i + 1, cc, need))
+        body = alt(*alts)
+        memo[key] = em.intern(em.g.unique(f"{name}__s{i}_{cc}_{need}"), body) if body is not None else None
+        return memo[key]
+
+    content = state(0, 0, full)
+    # (the empty object meets no condition: never accepted here)
+    return seq(oo, content, oc) if content is not None else None
+
+
+def _some_key(s, k) -> bool:
+    try:
+        return ir.some_key(s, k)
+    except rx.RegexUnsupported as e:
+        raise ir.NotExpressible(str(e))
+
+
+def _extras(em, n, addl, listed, name, depth, kv, limit):
+    """(member expression, mask of the conditions it meets) for additional members."""
+    cx = em.cx
+    real = []
+    for ast, _ in n.patterns:
+        if ast not in real:
+            real.append(ast)
+    for _, _, ps in addl:
+        for ast in ps:
+            if ast not in real:
+                real.append(ast)
+    pats = list(real)
+    lits = []  # per condition: the AST of its excluded keys (or None)
+    for pos, keys, ps, _, _ in n.somes:
+        for ast in ((pos,) if pos is not None else ()) + tuple(ps):
+            if ast not in pats:
+                pats.append(ast)
+        la = ir.literal_set_ast(sorted(keys)) if keys else None
+        lits.append(la)
+        if la is not None and la not in pats:
+            pats.append(la)
+    names_dfa = None
+    for nu in n.names:
+        d = em.names_dfa(nu)
+        names_dfa = d if names_dfa is None else fa.intersect(names_dfa, d, limit)
+    if names_dfa is not None and names_dfa.is_empty():
+        return []
+    listed_set = sorted(set(listed))
+    base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
+    if names_dfa is not None:
+        base = names_dfa if base is None else fa.intersect(base, names_dfa, limit)
+    regions = [((), base)]
+    for p in pats:
+        pd = ir.regex_dfa(p)
+        nxt = []
+        for m, d in regions:
+            inside = pd if d is None else fa.intersect(d, pd, limit)
+            outside = fa.negate(pd) if d is None else fa.difference(d, pd, limit)
+            if not inside.is_empty():
+                nxt.append((m + (p,), inside))
+            if not outside.is_empty():
+                nxt.append((m, outside))
+        regions = nxt
+        if len(regions) > 64:
+            raise ir.NotExpressible("too many patternProperties regions")
+
+    def value_for(matched):
+        u = ir.ANY
+        for ast, su in n.patterns:
+            if ast in matched:
+                u = ir.intersect(cx, u, su)
+        for su, keys, ps in addl:
+            if not any(p in matched for p in ps):
+                u = ir.intersect(cx, u, su)
+        return u
+
+    out = []
+    for i, (m, d) in enumerate(regions):
+        u = value_for(m)
+        if not u:
+            continue
+        if d is None:
+            key = em.shared("string")
+        else:
+            d = fa.restrict_alphabet(d)
+            if d.is_empty():
+                continue
+            if em.excl and not any(p in m for p in real) and not any(em._has_pattern(nu) for nu in n.names):
+                body = em.excl_body(d, False, f"{name}__key{i}")
+                if body is None:
+                    continue
+                key = seq(Q, body)
+            else:
+                key = seq(Q, G.dfa_to_rules(em.g, d, em.g.unique(f"{name}__key{i}"), Q,
+                                            lambda c: em.char_ref(c, False)))
+        app = [b for b, (pos, keys, ps, _, _) in enumerate(n.somes)
+               if (pos is None or pos in m) and (lits[b] is None or lits[b] not in m)
+               and not any(p in m for p in ps)]
+        for mask in _masks(app):
+            w = u
+            for b in range(len(n.somes)):
+                if w and mask >> b & 1:
+                    w = ir.intersect(cx, w, n.somes[b][3])
+            v = em.sub(w, f"{name}_addl{i}" + (f"_w{mask}" if mask else ""), depth + 1) if w else None
+            if v is not None:
+                out.append((seq(key, kv, v), mask))
+    return out
