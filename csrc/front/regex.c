@@ -35,14 +35,15 @@
  *   (a{2}){3}); [^] and a stray `]` are errors; json_string=true removes '"', '\\' and
  *   U+0000..U+001F from every character match.
  * ECMAScript (the common rules above where not said otherwise): search semantics, so `^`
- *   and `$` are BOL / EOL nodes of the tree (a quantifier after one is an error); `.` is
+ *   and `$` are BOL / EOL nodes of the tree, lookaheads (?=...) (?!...) LOOK nodes and
+ *   \b \B WORDB nodes (a quantifier after any of these is an error); `.` is
  *   any code point but \n \r U+2028 U+2029; \s is ECMAScript's WhiteSpace and
  *   LineTerminator; \p{Name} / \P{Name} / \p{gc=Name} take Unicode general categories
  *   (the tree names them; the caller supplies the tables); \u{...} takes any number of
  *   hex digits; a '{' that starts no {m} {m,} {m,n} is a literal; quantifiers in a row
  *   nest; [] matches nothing and [^] anything; a NUL in the pattern is a literal; a class
  *   escape next to '-' in a class is an error. XGR_ERR_SEMANTIC (the caller's
- *   "unsupported") for \b \B, backreferences \1-\9 \k \0<digit>, lookaround, inline flags,
+ *   "unsupported") for \B in a class, backreferences \1-\9 \k \0<digit>, lookbehind, inline flags,
  *   unknown properties and an escaped ASCII letter or digit without an ECMAScript meaning
  *   (\a \e \q ...); XGR_ERR_SYNTAX for malformed patterns. */
 #include <stdarg.h>
@@ -69,7 +70,8 @@ typedef struct {
     u32vec props;  /* ECMAScript \p{..} members of the class under construction */
 } rx;
 
-enum { SET_NONE = 0, SET_D, SET_W, SET_S, SET_PROP };
+/* SET_WORDB: not a set but the assertion \\b (\\B when negated), ECMAScript only. */
+enum { SET_NONE = 0, SET_D, SET_W, SET_S, SET_PROP, SET_WORDB };
 
 static const uint32_t SET_D_RANGES[] = {'0', '9'};
 static const uint32_t SET_W_RANGES[] = {'0', '9', 'A', 'Z', '_', '_', 'a', 'z'};
@@ -266,11 +268,16 @@ static int ecma_escape(rx *p, size_t start, uint8_t c, int in_class, uint32_t *c
         *rc = parse_property(p, start, c, cp);
         return 0;
     case 'B':
-        *rc = rerr(p, XGR_ERR_SEMANTIC, start, "Word boundary assertion \\B is not supported in regex");
+        if (in_class) { /* no meaning in a class (u flag) */
+            *rc = rerr(p, XGR_ERR_SEMANTIC, start,
+                       "Word boundary assertion \\B is not supported in a character class");
+            return 0;
+        }
+        *set = SET_WORDB, *neg = 1;
         return 0;
     case 'b':
         if (in_class) return 1;
-        *rc = rerr(p, XGR_ERR_SEMANTIC, start, "Word boundary assertion \\b is not supported in regex");
+        *set = SET_WORDB, *neg = 0;
         return 0;
     case 'k':
         *rc = rerr(p, XGR_ERR_SEMANTIC, start, "Backreference \\k is not supported in regex");
@@ -544,10 +551,14 @@ static int parse_group(rx *p, int32_t *node, int *never) {
             if (!gt) return rerr(p, XGR_ERR_SYNTAX, start, "Invalid named capturing group");
             p->pos = (size_t)(gt - p->s) + 1;
         } else if (c == '<') {
-            return rerr(p, XGR_ERR_SEMANTIC, start, "Lookbehind assertion is not supported in regex");
-        } else if (c == '=' || c == '!') {
+            if (q + 1 >= p->n) return rerr(p, XGR_ERR_SYNTAX, start, "Invalid named capturing group");
             return rerr(p, XGR_ERR_SEMANTIC, start,
-                        "Lookahead assertion (?%c...) is not supported in regex", (char)c);
+                        "Lookbehind assertion (?<%c...) is not supported in regex (lookahead "
+                        "and \\b \\B are)",
+                        (char)p->s[q + 1]);
+        } else if (c == '=' || c == '!') { /* an XGR_RX_LOOK node (below) */
+            lookahead = c == '=' ? 1 : 2;
+            p->pos = q + 1;
         } else {
             return rerr(p, XGR_ERR_SEMANTIC, start,
                         "Unsupported group modifier '(?%.*s' (inline flags)",
@@ -597,7 +608,11 @@ static int parse_group(rx *p, int32_t *node, int *never) {
     if (p->pos >= p->n || p->s[p->pos] != ')')
         return rerr(p, XGR_ERR_SYNTAX, start, "The parenthesis is not closed.");
     p->pos++;
-    if (lookahead) { /* checked, then ignored: matches "" (upstream's Regex(...)) */
+    if (lookahead && p->ecma) { /* the assertion on the rest of the input */
+        *never = 0;
+        *node = xgr_rx_add(p->ast, XGR_RX_LOOK, *node, lookahead == 2, 0);
+        if (*node < 0) return ir_fail();
+    } else if (lookahead) { /* checked, then ignored: matches "" (upstream's Regex(...)) */
         *never = 0;
         *node = mk_empty(p, XGR_RX_EPS);
         if (*node < 0) return ir_fail();
@@ -716,6 +731,12 @@ static int parse_seq(rx *p, int32_t *node, int *never) {
         if (c == '(') {
             if ((rc = parse_group(p, &k, &atom_never))) return rc;
             p->never = 0; /* whatever a class inside left; atom_never has the group's */
+            if (p->ecma && at + 2 < p->n && p->s[at + 1] == '?' &&
+                (p->s[at + 2] == '=' || p->s[at + 2] == '!') && quant_at(p, p->pos))
+                return rerr(p, XGR_ERR_SYNTAX, p->pos,
+                            "There is nothing to repeat before '%c' (a lookahead cannot be "
+                            "repeated with the u flag)",
+                            (char)p->s[p->pos]);
         } else if (c == '[') {
             if ((rc = parse_class(p, &k))) return rc;
         } else if (p->ecma && (c == '^' || c == '$')) { /* assertions, kept in the tree */
@@ -742,7 +763,14 @@ static int parse_seq(rx *p, int32_t *node, int *never) {
         } else if (c == '\\') {
             int set, neg;
             if ((rc = parse_escape(p, 0, &cp, &set, &neg))) return rc;
-            if (set) {
+            if (set == SET_WORDB) { /* \b \B: an assertion, kept in the tree */
+                if (quant_at(p, p->pos))
+                    return rerr(p, XGR_ERR_SYNTAX, p->pos,
+                                "There is nothing to repeat before '%c' (an assertion cannot "
+                                "be repeated)",
+                                (char)p->s[p->pos]);
+                if ((k = xgr_rx_add(p->ast, XGR_RX_WORDB, 0, neg, 0)) < 0) return ir_fail();
+            } else if (set) {
                 p->ranges.len = 0;
                 p->props.len = 0;
                 if ((rc = push_set(p, set, 0, cp))) return rc;

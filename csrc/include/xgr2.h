@@ -75,7 +75,9 @@ enum {
     XGR_RX_REP = 3, /* repetition of one child */
     XGR_RX_EPS = 4, /* the empty string */
     XGR_RX_BOL = 5, /* ^ (ECMAScript only; the other dialects read ^ as EPS) */
-    XGR_RX_EOL = 6  /* $ (ECMAScript only) */
+    XGR_RX_EOL = 6, /* $ (ECMAScript only) */
+    XGR_RX_LOOK = 7, /* lookahead (ECMAScript only): (?=child) or, when negated, (?!child) */
+    XGR_RX_WORDB = 8 /* \b or, when negated, \B (ECMAScript only) */
 };
 /* A regex as a flat tree. Node i is nodes[5*i .. 5*i+5) = {kind, a, b, c, d}; a node's
  * children always have smaller ids, the root is node `root`.
@@ -86,6 +88,8 @@ enum {
  *        the union of all of these, complemented when d is 1.
  *   CAT / ALT: data[a .. a+b) are the b child ids, in order.
  *   REP: child a, at least b, at most c times (c = -1: unbounded).
+ *   LOOK: child a, b is 1 for a negative lookahead (?!..), 0 for (?=..).
+ *   WORDB: b is 1 for \B, 0 for \b.
  *   EPS / BOL / EOL: no fields. */
 typedef struct xgr_regex_ast {
     int32_t *nodes;
@@ -99,7 +103,7 @@ typedef struct xgr_regex_ast {
  * xgr_grammar_from_regex / the macro compile (anchors as EPS, lookaheads as EPS).
  * Status: XGR_ERR_SYNTAX for a malformed pattern; XGR_ERR_SEMANTIC (ECMAScript) for a
  * valid pattern using a construct a regular grammar cannot express or that is not
- * supported (lookaround, backreferences, word boundaries, unknown \p names, escapes
+ * supported (lookbehind, backreferences, unknown \p names, escapes
  * with no ECMAScript meaning, repetition counts above 10^9); XGR_ERR_UTF8, XGR_ERR_LIMIT
  * (nesting deeper than 1000), XGR_ERR_NOMEM, XGR_ERR_INVALID_ARG. Messages name the
  * column in the pattern. Thread-safe. */

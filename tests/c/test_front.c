@@ -726,6 +726,13 @@ static void tree_str(const xgr_regex_ast *t, int32_t id, char *buf, size_t cap) 
     case XGR_RX_EPS: tree_put(buf, cap, "()"); break;
     case XGR_RX_BOL: tree_put(buf, cap, "^"); break;
     case XGR_RX_EOL: tree_put(buf, cap, "$"); break;
+    case XGR_RX_LOOK:
+        CHECK(n[1] >= 0 && n[1] < id, "child %d of node %d", n[1], id);
+        tree_put(buf, cap, n[2] ? "(?!" : "(?=");
+        if (n[1] >= 0 && n[1] < id) tree_str(t, n[1], buf, cap);
+        tree_put(buf, cap, ")");
+        break;
+    case XGR_RX_WORDB: tree_put(buf, cap, n[2] ? "\\B" : "\\b"); break;
     default: CHECK(0, "node kind %d", n[0]);
     }
 }
@@ -762,10 +769,14 @@ static void test_regex_tree(void) {
     tree_case(M, "(?=x)y", 0, "(() [79])");
     tree_case(E, "\\1", XGR_ERR_SEMANTIC, "Backreference");
     tree_case(E, "\\01", XGR_ERR_SEMANTIC, "octal");
-    tree_case(E, "(?=a)", XGR_ERR_SEMANTIC, "Lookahead");
-    tree_case(E, "(?<!a)", XGR_ERR_SEMANTIC, "Lookbehind");
+    tree_case(E, "(?=a)x(?!b|c)", 0, "((?=([61])) [78] (?!(([62])|([63]))))");
+    tree_case(E, "\\bx\\B[\\b]", 0, "(\\b [78] \\B [8])");
+    tree_case(E, "(?=a)*", XGR_ERR_SYNTAX, "lookahead cannot be repeated");
+    tree_case(E, "\\b+", XGR_ERR_SYNTAX, "assertion cannot be repeated");
+    tree_case(E, "[\\B]", XGR_ERR_SEMANTIC, "Word boundary assertion \\B");
+    tree_case(E, "(?<!a)", XGR_ERR_SEMANTIC, "Lookbehind assertion (?<!");
+    tree_case(E, "(?<", XGR_ERR_SYNTAX, "named capturing group");
     tree_case(E, "(?i)a", XGR_ERR_SEMANTIC, "group modifier");
-    tree_case(E, "\\bx", XGR_ERR_SEMANTIC, "Word boundary");
     tree_case(E, "\\q", XGR_ERR_SEMANTIC, "no meaning");
     tree_case(E, "\\p{Script=Greek}", XGR_ERR_SEMANTIC, "only general categories");
     tree_case(E, "\\p{Foo}", XGR_ERR_SEMANTIC, "unknown general category");

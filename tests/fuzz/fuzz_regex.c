@@ -20,6 +20,10 @@ static void check_tree(const xgr_regex_ast *t) {
                 if (t->data[a + k] < 0 || (size_t)t->data[a + k] >= i) abort();
         } else if (n[0] == XGR_RX_REP) {
             if (n[1] < 0 || a >= i || n[2] < 0 || (n[3] >= 0 && n[3] < n[2])) abort();
+        } else if (n[0] == XGR_RX_LOOK) {
+            if (n[1] < 0 || a >= i || (n[2] != 0 && n[2] != 1)) abort();
+        } else if (n[0] == XGR_RX_WORDB) {
+            if (n[2] != 0 && n[2] != 1) abort();
         } else if (n[0] < XGR_RX_EPS || n[0] > XGR_RX_EOL) {
             abort();
         }

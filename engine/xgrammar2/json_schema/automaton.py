@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 
 from . import charset as cs
-from .regex import RegexUnsupported
+from .regex import WORD, RegexUnsupported, has_lookaround
 
 DEFAULT_LIMIT = 4000
 
@@ -59,7 +59,10 @@ class DFA:
 class _NFA:
     def __init__(self, limit):
         self.edges = []   # per state: list of (charset, target)
-        self.eps = []     # per state: list of (kind, target); kind 0 plain, 1 bol, 2 eol
+        # per state: list of (kind, target); kind 0 plain, 1 bol, 2 eol, 3 + i the
+        # assertion looks[i] (a ("look", ..) or ("wordb", ..) node; see _Look)
+        self.eps = []
+        self.looks = []
         self.limit = limit
 
     def new(self):
@@ -81,6 +84,11 @@ class _NFA:
         if k == "bol" or k == "eol":
             end = self.new()
             self.eps[start].append((1 if k == "bol" else 2, end))
+            return end
+        if k == "look" or k == "wordb":
+            end = self.new()
+            self.eps[start].append((3 + len(self.looks), end))
+            self.looks.append(node)
             return end
         if k == "cat":
             cur = start
@@ -160,6 +168,10 @@ def _split(pairs):
 
 
 def compile_nfa(node, limit=DEFAULT_LIMIT):
+    """A matcher for nfa_match: an NFA, or for a regex with lookahead / \\b \\B the lazy
+    subset construction of _Look (states made only for the strings matched)."""
+    if has_lookaround(node):
+        return _Look(node, limit, START)
     nfa = _NFA(limit * 8)
     start = nfa.new()
     final = nfa.build(node, start)
@@ -167,6 +179,8 @@ def compile_nfa(node, limit=DEFAULT_LIMIT):
 
 
 def nfa_match(compiled, s: str) -> bool:
+    if isinstance(compiled, _Look):
+        return compiled.match(s)
     nfa, start, final = compiled
     cur = _closure(nfa, [start], True, not s)
     for i, ch in enumerate(s):
@@ -182,9 +196,15 @@ def nfa_match(compiled, s: str) -> bool:
     return final in cur
 
 
-def from_regex(node, limit=DEFAULT_LIMIT) -> DFA:
+def from_regex(node, limit=DEFAULT_LIMIT, ctx=None) -> DFA:
     """DFA of the full-match language of a regex AST; ``bol``/``eol`` assertions hold only
-    at the start / end of the string."""
+    at the start / end of the string, lookaheads and ``\\b`` ``\\B`` are exact (_Look).
+    ``ctx`` (START, WORD, OTHER; default START) is what precedes the string: the start of
+    the whole input, a word character or another one (a lookahead's body is matched in
+    the context of its position)."""
+    ctx = START if ctx is None else ctx
+    if has_lookaround(node) or (ctx != START and _needs_ctx(node)[0]):
+        return _Look(node, limit, ctx).dfa()
     nfa = _NFA(limit)
     start = nfa.new()
     final = nfa.build(node, start)
@@ -214,6 +234,253 @@ def from_regex(node, limit=DEFAULT_LIMIT) -> DFA:
                 row.append((cset, idx))
         trans.append(row)
     return minimize(DFA(trans, accept))
+
+
+# ---------------------------------------------------------------- lookahead, \b, \B
+#
+# An ECMA-262 lookahead at a position is a condition on the rest of the whole input from
+# there: (?=X) holds when that rest is in X·Σ*, (?!X) when it is not (X's own assertions
+# are read against the same rest, so X·Σ* is compiled as one regex, recursively). \b and
+# \B compare the classes of the characters before and after the position: the class of
+# the previous one is known (it is part of the automaton state: the context START, WORD
+# or OTHER), so the assertion is a lookahead on the next one: (?=\w) or (?!\w). $ is the
+# lookahead (?![^]). The subset construction then runs over configurations
+# (NFA state, pending obligations), an obligation being (negated, sub-automaton, its
+# state): every character advances the obligations with the NFA; a positive one dies
+# with its configuration when its automaton has no move and is met (dropped) once it
+# reaches the state accepting everything; a negative one the other way round. At the end
+# of the input a configuration accepts at the final NFA state when each positive
+# obligation's state accepts and no negative one's does. The language is regular (no
+# back-references), so the result is exact; its size is bounded by the usual limit.
+
+START, WORD_CTX, OTHER = 0, 1, 2
+_DROP = "drop"
+_DEAD = "dead"
+_ANY_CHAR = ("set", cs.ALL)
+_WORD_CHAR = ("set", WORD)
+_ANY_STAR = ("rep", ("set", cs.ALL), 0, None)
+
+
+def _needs_ctx(n):
+    """(has ^, has \\b or \\B) anywhere in ``n``, lookahead bodies included: whether the
+    automaton of ``n`` depends on what precedes its input."""
+    k = n[0]
+    if k == "bol":
+        return True, False
+    if k == "wordb":
+        return False, True
+    if k == "look":
+        return _needs_ctx(n[1])
+    if k in ("cat", "alt"):
+        b = w = False
+        for m in n[1]:
+            x, y = _needs_ctx(m)
+            b, w = b or x, w or y
+        return b, w
+    if k == "rep":
+        return _needs_ctx(n[1])
+    return False, False
+
+
+#: (body AST, context, limit) -> (DFA of body·Σ*, its universal states): the automata of
+#: lookahead bodies, shared by all patterns that use the same body.
+_sub_cache: dict = {}
+
+
+def _sub_automaton(body, ctx, limit):
+    bol, wb = _needs_ctx(body)
+    ctx = ctx if wb else (START if bol and ctx == START else OTHER)
+    key = (body, ctx, limit)
+    hit = _sub_cache.get(key)
+    if hit is None:
+        d = from_regex(("cat", (body, _ANY_STAR)), limit, ctx)
+        uni = frozenset(s_ for s_ in range(d.n) if d.accept[s_] and tuple(d.trans[s_]) == ((cs.ALL, s_),))
+        if len(_sub_cache) > 512:
+            _sub_cache.clear()
+        hit = _sub_cache[key] = (d, uni)
+    return hit
+
+
+class _Look:
+    """Subset construction for a regex with lookaheads, ``\\b`` / ``\\B`` (see above). A
+    state is (frozenset of configurations, context); a configuration is (NFA state,
+    frozenset of obligations (negated, sub id, sub state))."""
+
+    def __init__(self, node, limit, ctx):
+        self.limit = limit
+        self.nfa = _NFA(limit)
+        self.start = self.nfa.new()
+        self.final = self.nfa.build(node, self.start)
+        self.track_word = _needs_ctx(node)[1]
+        self.subs: list = []     # sub id -> (DFA, universal states)
+        self.sub_ids: dict = {}  # (body, ctx) -> sub id
+        self.ctx0 = ctx
+        self._moves: dict = {}   # state -> [(charset, state)] (lazy: match() builds few)
+
+    def _spawn(self, neg, body, ctx):
+        sk = (body, ctx)
+        sid = self.sub_ids.get(sk)
+        if sid is None:
+            sid = self.sub_ids[sk] = len(self.subs)
+            self.subs.append(_sub_automaton(body, ctx, self.limit))
+        return self._norm(neg, sid, 0 if self.subs[sid][0].n else None)
+
+    def _norm(self, neg, sid, st):
+        if st is None:  # the sub-automaton has no move: X·Σ* cannot match any more
+            return _DROP if neg else _DEAD
+        if st in self.subs[sid][1]:  # X·Σ* matches whatever follows
+            return _DEAD if neg else _DROP
+        return (neg, sid, st)
+
+    def _closure(self, configs, ctx):
+        nfa = self.nfa
+        out = set()
+        stack = list(configs)
+        while stack:
+            c = stack.pop()
+            if c in out:
+                continue
+            out.add(c)
+            q, obl = c
+            for kind, t in nfa.eps[q]:
+                if kind == 0:
+                    nc = (t, obl)
+                elif kind == 1:
+                    if ctx != START:
+                        continue
+                    nc = (t, obl)
+                else:
+                    if kind == 2:
+                        ob = self._spawn(True, _ANY_CHAR, ctx)
+                    else:
+                        a = nfa.looks[kind - 3]
+                        if a[0] == "look":
+                            ob = self._spawn(a[2], a[1], ctx)
+                        else:  # \b: the next character's class differs from the previous one's
+                            next_word = (ctx == WORD_CTX) if a[1] else (ctx != WORD_CTX)
+                            ob = self._spawn(not next_word, _WORD_CHAR, ctx)
+                    if ob is _DEAD:
+                        continue
+                    nc = (t, obl) if ob is _DROP else (t, obl | frozenset((ob,)))
+                if nc not in out:
+                    stack.append(nc)
+        return self._prune(out)
+
+    @staticmethod
+    def _prune(configs):
+        """Drops a configuration whose obligations include another's at the same NFA state
+        (it accepts a subset of what the other accepts)."""
+        by_q: dict = {}
+        for q, obl in configs:
+            by_q.setdefault(q, []).append(obl)
+        out = []
+        for q, obls in by_q.items():
+            if len(obls) > 1:
+                obls.sort(key=len)
+                kept: list = []
+                for o in obls:
+                    if not any(k <= o for k in kept):
+                        kept.append(o)
+                obls = kept
+            out.extend((q, o) for o in obls)
+        return frozenset(out)
+
+    def initial(self):
+        return (self._closure([(self.start, frozenset())], self.ctx0), self.ctx0)
+
+    def accepting(self, state) -> bool:
+        for q, obl in state[0]:
+            if q == self.final and all(self.subs[sid][0].accept[st] != neg for neg, sid, st in obl):
+                return True
+        return False
+
+    def moves(self, state):
+        hit = self._moves.get(state)
+        if hit is not None:
+            return hit
+        configs, _ = state
+        nfa = self.nfa
+        pairs = [(cset, (0, q, t)) for q, _ in configs for cset, t in nfa.edges[q]]
+        out = []
+        if pairs:
+            for ob in {ob for _, obl in configs for ob in obl}:
+                _, sid, st = ob
+                for cset, t in self.subs[sid][0].trans[st]:
+                    pairs.append((cset, (1, sid, st, t)))
+            if self.track_word:
+                pairs.append((WORD, (2,)))
+            for cset, payload in _split(pairs):
+                nmap: dict = {}
+                omap: dict = {}
+                word = False
+                for p in payload:
+                    if p[0] == 0:
+                        nmap.setdefault(p[1], []).append(p[2])
+                    elif p[0] == 1:
+                        omap[(p[1], p[2])] = p[3]
+                    else:
+                        word = True
+                if not nmap:
+                    continue
+                new = set()
+                for q, obl in configs:
+                    ts = nmap.get(q)
+                    if not ts:
+                        continue
+                    kept = []
+                    for neg, sid, st in obl:
+                        r = self._norm(neg, sid, omap.get((sid, st)))
+                        if r is _DEAD:
+                            break
+                        if r is not _DROP:
+                            kept.append(r)
+                    else:
+                        fo = frozenset(kept)
+                        new.update((t, fo) for t in ts)
+                if new:
+                    nctx = WORD_CTX if word else OTHER
+                    out.append((cset, (self._closure(new, nctx), nctx)))
+        self._moves[state] = out
+        return out
+
+    def dfa(self) -> DFA:
+        init = self.initial()
+        keys = {init: 0}
+        order = [init]
+        trans = []
+        accept = []
+        i = 0
+        while i < len(order):
+            st = order[i]
+            i += 1
+            accept.append(self.accepting(st))
+            row = []
+            for cset, nxt in self.moves(st):
+                idx = keys.get(nxt)
+                if idx is None:
+                    idx = len(order)
+                    if idx >= self.limit:
+                        raise AutomatonTooLarge("pattern automaton (with lookahead or \\b) exceeds the state limit")
+                    keys[nxt] = idx
+                    order.append(nxt)
+                row.append((cset, idx))
+            trans.append(row)
+            self._moves.pop(st, None)
+        return minimize(DFA(trans, accept))
+
+    def match(self, s: str) -> bool:
+        st = self.initial()
+        for ch in s:
+            cp = ord(ch)
+            for cset, nxt in self.moves(st):
+                if cs.contains(cset, cp):
+                    st = nxt
+                    break
+            else:
+                return False
+            if len(self._moves) > 4 * self.limit:
+                self._moves.clear()
+        return self.accepting(st)
 
 
 # ---------------------------------------------------------------- DFA operations

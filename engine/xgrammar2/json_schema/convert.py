@@ -100,6 +100,9 @@ _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitio
 ONE_OF_BUDGET = 100_000
 
 
+#: Intersections of a definition with a schema that get a rule of their own, per conversion.
+MAX_SYNTH_REFS = 5000
+
 class Converter:
     def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None, index=True):
         self.root = root
@@ -387,6 +390,8 @@ class Converter:
             name = self.ref_by_key.get(key)
             if name is None:
                 self._synth += 1
+                if self._synth > MAX_SYNTH_REFS:
+                    raise ir.NotExpressible(f"more than {MAX_SYNTH_REFS} intersections of definitions")
                 name = f"{a}_and{self._synth}"
                 self.ref_by_key[key] = name
                 self.refs[name] = ("and", (Ref(a),), Ref(b))
@@ -399,6 +404,10 @@ class Converter:
             # used when the expansion of ref ∩ node meets ref ∩ node again (a definition that
             # contains itself in place), which makes the recursion a rule.
             self._synth += 1
+            if self._synth > MAX_SYNTH_REFS:
+                # (ref ∩ node is keyed by the node's identity: intersections that keep making
+                # new nodes, e.g. JsonSchemaStore---web-types, would otherwise never end)
+                raise ir.NotExpressible(f"more than {MAX_SYNTH_REFS} intersections of definitions")
             name = f"{r.name}_and{self._synth}"
             self.ref_by_key[key] = name
             self.refs[name] = ("and", (Ref(r.name),), o)

@@ -70,8 +70,9 @@ KEYWORD_POLICY: dict = {
     "minLength": (E, "code points; an escape counts as one character"),
     "maxLength": (E, "code points; large bounds are emitted as {m,n} repetitions"),
     "pattern": (E, "ECMA-262 (u-mode), unanchored search semantics; intersected exactly with "
-                   "lengths/other patterns/formats via automata; lookaround, back-references "
-                   "and \\b are refused, as are intersections exceeding the state limit"),
+                   "lengths/other patterns/formats via automata; lookahead and \\b \\B are "
+                   "exact (automata); lookbehind and back-references are refused, as are "
+                   "automata exceeding the state limit"),
     "format": (E, "date, time, date-time, duration, email, hostname, ipv4, ipv6, uuid, uri, "
                   "uri-reference, uri-template, json-pointer, relative-json-pointer (see "
                   "formats.py for documented subsets), OpenAPI byte (base64) and int32/int64 "

@@ -14,11 +14,15 @@ The AST is made of tuples so that equal expressions compare and hash equal:
 * ``("rep", n, lo, hi)``          repetition, ``hi`` is ``None`` for unbounded
 * ``("eps",)``                    the empty string
 * ``("bol",)`` / ``("eol",)``     the ``^`` / ``$`` assertions (no multiline flag exists)
+* ``("look", n, neg)``            the lookahead ``(?=n)`` (``(?!n)`` when ``neg``)
+* ``("wordb", neg)``              the word boundary ``\\b`` (``\\B`` when ``neg``)
 
 Semantics are those of a ``u``-flag regex: the unit is the code point, so an astral
-character is one character, as it is for ``minLength``. Constructs that a regular grammar
-cannot express exactly (lookaround, back-references, word boundaries) raise
-:class:`RegexUnsupported`; malformed patterns raise :class:`RegexSyntaxError`.
+character is one character, as it is for ``minLength``. The assertions (``^ $``,
+lookahead, ``\\b \\B``) keep the language regular; automaton.from_regex builds their
+automata exactly. Constructs that a regular grammar cannot express (back-references) or
+that are not supported (lookbehind) raise :class:`RegexUnsupported`; malformed patterns
+raise :class:`RegexSyntaxError`.
 """
 
 from __future__ import annotations
@@ -154,7 +158,7 @@ def _general_category(short: str) -> tuple:
 
 
 # Node kinds of the core's flat regex tree (XGR_RX_* in xgr2.h).
-_SET, _CAT, _ALT, _REP, _EPS, _BOL, _EOL = range(7)
+_SET, _CAT, _ALT, _REP, _EPS, _BOL, _EOL, _LOOK, _WORDB = range(9)
 
 
 def _core_utf8(pattern: str) -> bytes:
@@ -206,7 +210,7 @@ def _from_tree(nodes, data, root):
         elif k == _ALT:
             node = alt(*[built[j] for j in data[a:a + b]])
         elif k == _REP:
-            if built[a] in (BOL, EOL):
+            if built[a] in (BOL, EOL) or built[a][0] in ("look", "wordb"):
                 raise RegexSyntaxError("nothing to repeat: a group holding only an assertion")
             node = rep(built[a], b, None if c < 0 else c)
         elif k == _EPS:
@@ -215,6 +219,10 @@ def _from_tree(nodes, data, root):
             node = BOL
         elif k == _EOL:
             node = EOL
+        elif k == _LOOK:
+            node = ("look", built[a], bool(b))
+        elif k == _WORDB:
+            node = ("wordb", bool(b))
         else:  # pragma: no cover - the core only emits the kinds above
             raise AssertionError(k)
         built.append(node)
@@ -254,7 +262,7 @@ def _length_range(n):
     k = n[0]
     if k == "set":
         return (1, 1) if n[1] else (0, 0)
-    if k in ("eps", "bol", "eol"):
+    if k in ("eps", "bol", "eol", "look", "wordb"):
         return (0, 0)
     if k == "cat":
         lo = 0
@@ -282,7 +290,7 @@ def _length_range(n):
 
 def _has_anchor(n) -> bool:
     k = n[0]
-    if k in ("bol", "eol"):
+    if k in ("bol", "eol", "look", "wordb"):
         return True
     if k in ("cat", "alt"):
         return any(_has_anchor(m) for m in n[1])
@@ -297,10 +305,21 @@ def _has_anchor(n) -> bool:
 _ast_facts: dict = {}
 
 
+def _has_lookaround(n) -> bool:
+    k = n[0]
+    if k in ("look", "wordb"):
+        return True
+    if k in ("cat", "alt"):
+        return any(_has_lookaround(m) for m in n[1])
+    if k == "rep":
+        return _has_lookaround(n[1])
+    return False
+
+
 def _facts(n):
     f = _ast_facts.get(id(n))
     if f is None or f[0] is not n:
-        f = (n, _length_range(n), _has_anchor(n))
+        f = (n, _length_range(n), _has_anchor(n), _has_lookaround(n))
         if len(_ast_facts) > 4096:
             _ast_facts.clear()
         _ast_facts[id(n)] = f
@@ -313,8 +332,14 @@ def length_range(n):
 
 
 def has_anchor(n) -> bool:
-    """Whether ``n`` contains a ^ or $ assertion."""
+    """Whether ``n`` contains an assertion: ^, $, a lookahead, \\b or \\B (then only an
+    automaton, automaton.from_regex, honours it)."""
     return _facts(n)[2]
+
+
+def has_lookaround(n) -> bool:
+    """Whether ``n`` contains a lookahead, \\b or \\B."""
+    return _facts(n)[3]
 
 
 ANY_STAR = ("rep", ("set", cs.ALL), 0, None)
@@ -360,7 +385,7 @@ def _matches_empty(n) -> bool:
     k = n[0]
     if k == "set":
         return False
-    if k in ("eps", "bol", "eol"):
+    if k in ("eps", "bol", "eol", "look", "wordb"):
         return True
     if k == "cat":
         return all(_matches_empty(m) for m in n[1])
