@@ -272,13 +272,15 @@ static int advance_over(xgr_parser *p, size_t row_start, xgr_item y, int32_t rul
 }
 
 /* Completion memo (earley.h): rows of at least CM_MIN_ROW items only (a narrow row is
- * scanned faster than looked up); emptied past CM_MAX_ITEMS kept items. */
+ * scanned faster than looked up); emptied past CM_MAX_ITEMS kept items or CM_MAX_ENTS
+ * entries. */
 struct xgr_cmemo_ent {
     int32_t row, rule; /* row -1: empty */
     uint32_t gen, off, n;
 };
 #define CM_MIN_ROW 32
 #define CM_MAX_ITEMS (1u << 16)
+#define CM_MAX_ENTS (1u << 14)
 
 static void cm_clear(xgr_parser *p) {
     for (size_t i = 0; i < p->cm_cap; i++) p->cm_tab[i].row = -1;
@@ -295,7 +297,7 @@ static inline size_t cm_slot(int32_t row, int32_t rule, uint32_t gen, size_t cap
 
 /* A slot for a new entry, growing the table; NULL without memory (no memo then). */
 static struct xgr_cmemo_ent *cm_new_slot(xgr_parser *p, int32_t row, int32_t rule, uint32_t gen) {
-    if (p->cm_items.len > CM_MAX_ITEMS) cm_clear(p);
+    if (p->cm_items.len > CM_MAX_ITEMS || p->cm_n > CM_MAX_ENTS) cm_clear(p);
     if (2 * (p->cm_n + 1) > p->cm_cap) {
         size_t cap = p->cm_cap ? 2 * p->cm_cap : 256;
         struct xgr_cmemo_ent *t = xgr_malloc(cap * sizeof *t);
