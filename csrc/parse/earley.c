@@ -70,6 +70,11 @@ void xgr_parser_free(xgr_parser *p) {
     XGR_VEC_FREE(p->leo);
     XGR_VEC_FREE(p->leo_begin);
     XGR_VEC_FREE(p->leo_cand);
+    XGR_VEC_FREE(p->row_gen);
+    XGR_VEC_FREE(p->cm_items);
+    free(p->cm_tab);
+    p->cm_tab = NULL;
+    p->cm_cap = p->cm_n = 0;
     xgr_attrs_free(p);
     free(p->slot_item);
     free(p->slot_stamp);
@@ -266,6 +271,119 @@ static int advance_over(xgr_parser *p, size_t row_start, xgr_item y, int32_t rul
     return XGR_OK;
 }
 
+/* Completion memo (earley.h): rows of at least CM_MIN_ROW items only (a narrow row is
+ * scanned faster than looked up); emptied past CM_MAX_ITEMS kept items or CM_MAX_ENTS
+ * entries. */
+struct xgr_cmemo_ent {
+    int32_t row, rule; /* row -1: empty */
+    uint32_t gen, off, n;
+};
+#define CM_MIN_ROW 32
+#define CM_MAX_ITEMS (1u << 16)
+#define CM_MAX_ENTS (1u << 14)
+
+static void cm_clear(xgr_parser *p) {
+    for (size_t i = 0; i < p->cm_cap; i++) p->cm_tab[i].row = -1;
+    p->cm_n = 0;
+    p->cm_items.len = 0;
+}
+
+static inline size_t cm_slot(int32_t row, int32_t rule, uint32_t gen, size_t cap) {
+    uint64_t h = ((uint64_t)(uint32_t)row * 0x9e3779b97f4a7c15ull) ^
+                 ((uint64_t)(uint32_t)rule * 0xff51afd7ed558ccdull) ^ gen;
+    h ^= h >> 29;
+    return (size_t)(h * 0xc4ceb9fe1a85ec53ull >> 7) & (cap - 1);
+}
+
+/* A slot for a new entry, growing the table; NULL without memory (no memo then). */
+static struct xgr_cmemo_ent *cm_new_slot(xgr_parser *p, int32_t row, int32_t rule, uint32_t gen) {
+    if (p->cm_items.len > CM_MAX_ITEMS || p->cm_n > CM_MAX_ENTS) cm_clear(p);
+    if (2 * (p->cm_n + 1) > p->cm_cap) {
+        size_t cap = p->cm_cap ? 2 * p->cm_cap : 256;
+        struct xgr_cmemo_ent *t = xgr_malloc(cap * sizeof *t);
+        if (!t) return NULL;
+        for (size_t i = 0; i < cap; i++) t[i].row = -1;
+        for (size_t i = 0; i < p->cm_cap; i++) {
+            if (p->cm_tab[i].row < 0) continue;
+            const struct xgr_cmemo_ent *x = &p->cm_tab[i];
+            size_t j = cm_slot(x->row, x->rule, x->gen, cap);
+            while (t[j].row >= 0) j = (j + 1) & (cap - 1);
+            t[j] = *x;
+        }
+        free(p->cm_tab);
+        p->cm_tab = t;
+        p->cm_cap = cap;
+    }
+    size_t j = cm_slot(row, rule, gen, p->cm_cap);
+    while (p->cm_tab[j].row >= 0) j = (j + 1) & (p->cm_cap - 1);
+    return &p->cm_tab[j];
+}
+
+/* Advances the items of row `origin` over a completed `rule` (advance_over on each). The
+ * advanced items are a function of the closed row and the rule alone, so for a wide row
+ * they are kept (the completion memo) and replayed in the same order: the string values
+ * of an object with many properties complete into the object's row token after token. */
+static int complete_from(xgr_parser *p, size_t row_start, int32_t origin, int32_t rule) {
+    int32_t ob = p->row_begin.data[origin], oe = p->row_begin.data[origin + 1];
+    if (oe - ob < CM_MIN_ROW || (size_t)origin >= p->row_gen.len) {
+        for (int32_t k = ob; k < oe; k++) {
+            int rc = advance_over(p, row_start, p->items.data[k], rule);
+            if (rc) return rc;
+        }
+        return XGR_OK;
+    }
+    uint32_t gen = p->row_gen.data[origin];
+    if (p->cm_cap)
+        for (size_t j = cm_slot(origin, rule, gen, p->cm_cap); p->cm_tab[j].row >= 0;
+             j = (j + 1) & (p->cm_cap - 1)) {
+            const struct xgr_cmemo_ent *x = &p->cm_tab[j];
+            if (x->row != origin || x->rule != rule || x->gen != gen) continue;
+            for (uint32_t i = 0; i < x->n; i++) {
+                int rc = add_item(p, row_start, p->cm_items.data[x->off + i]);
+                if (rc) return rc;
+            }
+            return XGR_OK;
+        }
+    /* not kept: collect the advanced items, keep them, then add them */
+    struct xgr_cmemo_ent *slot = cm_new_slot(p, origin, rule, gen);
+    size_t off = p->cm_items.len;
+    const xgr_fsm *f = p->fsm;
+    for (int32_t k = ob; k < oe && slot; k++) {
+        xgr_item y = p->items.data[k];
+        int32_t yr = f->state_rule[y.state];
+        int32_t e0 = p->ref_begin ? p->ref_begin[y.state] : f->edge_begin[y.state];
+        for (int32_t e = e0; e < f->edge_begin[y.state + 1]; e++) {
+            const xgr_edge *ed = &f->edges[e];
+            if (ed->ref != rule) continue;
+            xgr_item n = {ed->target, y.origin, y.count, y.bud};
+            if (f->rule_kind[yr] == XGR_RULE_REPEAT) {
+                if (!repeat_open(f, yr, y)) continue;
+                n.count = y.count + 1;
+            }
+            if (XGR_VEC_PUSH(p->cm_items, n)) {
+                slot = NULL;
+                break;
+            }
+        }
+    }
+    if (!slot) { /* no memory for the memo: as without it */
+        p->cm_items.len = off;
+        for (int32_t k = ob; k < oe; k++) {
+            int rc = advance_over(p, row_start, p->items.data[k], rule);
+            if (rc) return rc;
+        }
+        return XGR_OK;
+    }
+    *slot = (struct xgr_cmemo_ent){origin, rule, gen, (uint32_t)off,
+                                   (uint32_t)(p->cm_items.len - off)};
+    p->cm_n++;
+    for (size_t i = off; i < p->cm_items.len; i++) {
+        int rc = add_item(p, row_start, p->cm_items.data[i]);
+        if (rc) return rc;
+    }
+    return XGR_OK;
+}
+
 static XGR_NOINLINE_WORK int work_limit(const xgr_parser *p) {
     return xgr_fail(XGR_ERR_LIMIT,
                     "parsing one byte needs more than %lld work units (max_step_work); the "
@@ -311,10 +429,8 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                     int32_t ob = p->row_begin.data[it.origin],
                             oe = p->row_begin.data[it.origin + 1];
                     if ((work += oe - ob) > p->max_work) return work_limit(p);
-                    for (int32_t k = ob; k < oe; k++) {
-                        int rc = advance_over(p, row_start, p->items.data[k], r);
-                        if (rc) return rc;
-                    }
+                    int rc = complete_from(p, row_start, it.origin, r);
+                    if (rc) return rc;
                 }
             }
         }
@@ -468,12 +584,26 @@ static void clear_rows(xgr_parser *p) {
     p->leo_begin.len = 1;
     p->leo_begin.data[0] = 0;
     p->popped = 0;
+    p->row_gen.len = 0;
     xgr_attrs_clear(p);
+}
+
+/* A new generation for the row being pushed (earley.h row_gen); on wrapping, the memo is
+ * emptied so that no entry can name a generation given out again. */
+static int next_gen(xgr_parser *p) {
+    if (++p->row_gen_next == 0) {
+        if (p->cm_cap) cm_clear(p);
+        p->row_gen_next = 1;
+    }
+    return XGR_VEC_PUSH(p->row_gen, p->row_gen_next) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
 /* Ends the row just closed (leo_close_row ended its Leo items, if it has any). */
 static inline int push_row(xgr_parser *p) {
     if ((p->budgets || p->lazy || p->captures) && xgr_attrs_push_row(p)) return XGR_ERR_NOMEM;
+    size_t rows = p->row_begin.len - 1; /* (the index of the row being pushed) */
+    if (p->row_gen.len > rows) p->row_gen.len = rows; /* (left by a push that failed) */
+    if (p->row_gen.len == rows && next_gen(p)) return XGR_ERR_NOMEM;
     return XGR_VEC_PUSH(p->row_begin, (int32_t)p->items.len) ? XGR_ERR_NOMEM : XGR_OK;
 }
 
@@ -600,6 +730,10 @@ int xgr_parser_copy(xgr_parser *dst, const xgr_parser *src) {
     dst->row_begin.len = src->row_begin.len;
     dst->leo.len = src->leo.len;
     dst->leo_begin.len = src->leo_begin.len;
+    /* dst's rows are new to its completion memo: a generation each */
+    dst->row_gen.len = 0;
+    for (size_t i = 0; i + 1 < dst->row_begin.len; i++)
+        if (next_gen(dst)) return XGR_ERR_NOMEM;
     return xgr_attrs_copy(dst, src);
 }
 

@@ -92,6 +92,16 @@ typedef struct {
     int32_t next_tk;        /* row_tk for rows the next steps build (set by the matcher) */
     const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
     const uint8_t *leo_rules; /* optional: xgr_leo_rules of fsm (NULL: every rule may) */
+    /* Completion memo (earley.c complete_from): the items that completing a rule at a wide
+     * origin row advances there, by (row, rule, the row's generation). A row never changes
+     * once closed, and a row built again after a truncation gets a new generation, so an
+     * entry is read only for the very row it was made from. row_gen: one per row, truncated
+     * with the rows. */
+    XGR_VEC(uint32_t) row_gen;
+    uint32_t row_gen_next;
+    struct xgr_cmemo_ent *cm_tab; /* open addressing, cm_cap slots (power of two) */
+    size_t cm_cap, cm_n;
+    XGR_VEC(xgr_item) cm_items; /* the entries' advanced items */
 } xgr_parser;
 
 int xgr_parser_init(xgr_parser *p, const xgr_fsm *fsm, int32_t max_row_items);
@@ -122,6 +132,7 @@ static inline int32_t xgr_parser_rows(const xgr_parser *p) {
 static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     p->row_begin.len = (size_t)n_rows + 1;
     p->items.len = (size_t)p->row_begin.data[n_rows];
+    if (p->row_gen.len > (size_t)n_rows) p->row_gen.len = (size_t)n_rows;
     if (p->row_cp.len > (size_t)n_rows) {
         p->row_cp.len = p->row_tk.len = p->row_bud.len = (size_t)n_rows;
         if (n_rows > 0) p->buds.len = (size_t)p->row_bud.data[n_rows - 1];

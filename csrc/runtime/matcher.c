@@ -61,7 +61,9 @@ struct xgr_matcher {
     int vm_ok;     /* vm_items is valid: the rows its origins point to are unchanged */
     int vm_active; /* this fill reads and writes the verdicts */
     xgr_tail_memo tail;        /* verdicts of token tails by parser row (tail_memo.h) */
-    XGR_VEC(int32_t) tail_rid; /* check_uncertain: per depth, the tail memo's row id */
+    /* check_uncertain, per depth: the tail memo's ids of the row (tail_id), exact and
+     * collapsed, and the collapsed key's room */
+    XGR_VEC(int32_t) tail_rid, tail_cid, tail_room;
     int tail_stale;            /* rows it knows may have changed: clear before use */
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
     uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
@@ -122,6 +124,8 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->vm_items);
     xgr_tail_memo_free(&m->tail);
     XGR_VEC_FREE(m->tail_rid);
+    XGR_VEC_FREE(m->tail_cid);
+    XGR_VEC_FREE(m->tail_room);
     xgr_cover_free(&m->cover);
     xgr_compiled_release(m->c);
     free(m);
@@ -519,6 +523,20 @@ static int scratch_bits(xgr_matcher *m) {
     return XGR_OK;
 }
 
+/* The tail memo's id for a tail of n bytes fed from row base + d: the row's collapsed key
+ * (counters at or above their minimum compared equal, tail_memo.c tail_count) when the
+ * tail is shorter than the room it leaves, else its exact key. rid / cid / room: per depth,
+ * TM_UNKNOWN until asked. */
+static int32_t tail_id(xgr_matcher *m, int32_t *rid, int32_t *cid, int32_t *room, int32_t base,
+                       uint32_t d, uint32_t n) {
+    const xgr_parser *p = &m->parser;
+    if (cid[d] == TM_UNKNOWN)
+        cid[d] = xgr_tail_row(&m->tail, p, base + (int32_t)d, base, &room[d]);
+    if (cid[d] < 0 || (int64_t)n < room[d]) return cid[d];
+    if (rid[d] == TM_UNKNOWN) rid[d] = xgr_tail_row(&m->tail, p, base + (int32_t)d, base, NULL);
+    return rid[d];
+}
+
 static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const uint32_t *uoff,
                            const uint8_t *ubytes, uint32_t *row) {
     if (scratch_bits(m)) return XGR_ERR_NOMEM;
@@ -531,9 +549,9 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
     int64_t dead_len = -1;            /* prev's first dead prefix length, or -1 */
     int rc = XGR_OK;
     /* The tail memo (tail_memo.h) with the verdict memo's conditions (no budgets nor lazy
-     * rules; captures left alone), for lists short enough: rid[d] is the memo's id of row
-     * base + d (TM_UNKNOWN until asked, -1 none). */
-    int32_t *rid = NULL;
+     * rules; captures left alone), for lists short enough: rid[d] / cid[d] are the memo's
+     * exact / collapsed ids of row base + d (tail_id; TM_UNKNOWN until asked, -1 none). */
+    int32_t *rid = NULL, *cid = NULL, *croom = NULL;
     if (m->vm_active && !m->vm_known && vm_alloc(m)) m->vm_active = 0; /* (no memory: no memo) */
     int tm = m->vm_active && !p->captures && n <= TM_MAX_CHECKS;
     if (tm) {
@@ -541,8 +559,14 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
             xgr_tail_memo_clear(&m->tail);
             m->tail_stale = 0;
         }
-        if (XGR_VEC_RESERVE(m->tail_rid, (size_t)v->max_token_len + 1)) tm = 0;
-        else rid = m->tail_rid.data, rid[0] = TM_UNKNOWN;
+        size_t depths = (size_t)v->max_token_len + 1;
+        if (XGR_VEC_RESERVE(m->tail_rid, depths) || XGR_VEC_RESERVE(m->tail_cid, depths) ||
+            XGR_VEC_RESERVE(m->tail_room, depths)) {
+            tm = 0;
+        } else {
+            rid = m->tail_rid.data, cid = m->tail_cid.data, croom = m->tail_room.data;
+            rid[0] = cid[0] = TM_UNKNOWN;
+        }
     }
     for (int32_t i = 0; i < n && !rc; i++) {
         int32_t id = ids[i];
@@ -575,8 +599,8 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
         for (; d < len; d++) {
             /* a tail already decided from this row (tail_memo.h) */
             if (tm && len - d <= XGR_TAIL_MAX_SUFFIX) {
-                if (rid[d] == TM_UNKNOWN) rid[d] = xgr_tail_row(&m->tail, p, base + (int32_t)d, base);
-                if (rid[d] >= 0 && (verdict = xgr_tail_get(&m->tail, rid[d], tok + d, len - d)) >= 0)
+                int32_t id_d = tail_id(m, rid, cid, croom, base, d, len - d);
+                if (id_d >= 0 && (verdict = xgr_tail_get(&m->tail, id_d, tok + d, len - d)) >= 0)
                     break;
             }
             int alive;
@@ -593,7 +617,7 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
                 dead_len = (int64_t)d + 1;
                 break;
             }
-            if (tm) rid[d + 1] = TM_UNKNOWN;
+            if (tm) rid[d + 1] = cid[d + 1] = TM_UNKNOWN;
         }
         valid = d;
         if (rc) break;
@@ -607,10 +631,9 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
         /* the verdict holds for every tail of the token from the rows it went through,
          * up to where it was decided (rows base..base+valid exist) */
         for (uint32_t e = 0; tm && e <= valid && e < len; e++) {
-            if (len - e > XGR_TAIL_MAX_SUFFIX) continue;
-            if (rid[e] == TM_UNKNOWN) rid[e] = xgr_tail_row(&m->tail, p, base + (int32_t)e, base);
-            if (rid[e] >= 0 && (verdict < 0 || e < valid))
-                xgr_tail_put(&m->tail, rid[e], tok + e, len - e, acc);
+            if (len - e > XGR_TAIL_MAX_SUFFIX || (verdict >= 0 && e >= valid)) continue;
+            int32_t id_e = tail_id(m, rid, cid, croom, base, e, len - e);
+            if (id_e >= 0) xgr_tail_put(&m->tail, id_e, tok + e, len - e, acc);
         }
     }
     xgr_parser_truncate(p, base + 1);

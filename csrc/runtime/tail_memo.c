@@ -5,8 +5,8 @@
  * memo row holds the items exactly, with absolute origins that are all at or before the
  * `stable` row of the fill that made it (rows that do not change until the matcher rolls
  * back or resets, when it clears the memo) or the row itself (-1). Two rows with the same
- * memo id therefore accept the same byte strings of at most XGR_TAIL_MAX_SUFFIX bytes (counters
- * far from their bounds compare equal: tail_count). Items in a state without edges neither
+ * memo id therefore accept the same byte strings of at most XGR_TAIL_MAX_SUFFIX bytes (under a
+ * collapsed key, those shorter than the row's room: tail_count). Items in a state without edges neither
  * scan nor complete again (their completion is already in the row), except the root's,
  * kept since it decides whether the grammar may end.
  *
@@ -83,26 +83,32 @@ static int row_tab_grow(xgr_tail_memo *t) {
     return 0;
 }
 
-/* An item's counter as the memo compares it: a repetition of a child that cannot be empty,
- * at or above its minimum and more than XGR_TAIL_MAX_SUFFIX repetitions below its maximum
- * (or unbounded), compares equal at every such count (-2). Each repetition a kept tail
- * completes consumes one of its at most XGR_TAIL_MAX_SUFFIX bytes, so the tail can neither
- * overrun the bound nor be kept from leaving at any such count (the verdict memo's room
- * argument, matcher.c vm_count, with the room the memo's longest tail). Inside a long
- * bounded string (`char{0,255}`), the rows after each of a token's bytes then compare equal,
- * and so do the rows of the string's first and second fill. */
-static inline int32_t tail_count(const xgr_fsm *f, xgr_item it) {
+/* An item's counter as the memo compares it. With `room` (the collapsed key), a repetition
+ * of a child that cannot be empty, at or above its minimum, compares equal at every count
+ * (-2), and its room (max - count) lowers *room. A verdict of a tail of n bytes is the same
+ * at every such count whose room exceeds n: each repetition the tail starts consumes one
+ * of its bytes, so the tail can neither overrun the bound nor be kept from leaving (the
+ * verdict memo's room argument, matcher.c vm_count). The matcher reads and keeps a tail
+ * under a row's collapsed key only when the tail is shorter than that row's room, and
+ * under its exact key (room NULL: every counter as it is) otherwise. Inside a bounded
+ * string (`char{0,255}`, `char{0,12}`), the rows after each of a token's bytes then share
+ * one collapsed key, and so do the rows of the string's successive fills, for every tail
+ * shorter than the room left. */
+static inline int32_t tail_count(const xgr_fsm *f, xgr_item it, int32_t *room) {
+    if (!room) return it.count;
     int32_t r = f->state_rule[it.state];
     if (f->rule_kind[r] != XGR_RULE_REPEAT || f->repeat_child[r] < 0 ||
         f->rule_nullable[f->repeat_child[r]] || it.count < f->repeat_min[r])
         return it.count;
-    if (f->repeat_max[r] >= 0 && f->repeat_max[r] - it.count <= XGR_TAIL_MAX_SUFFIX)
-        return it.count;
+    if (f->repeat_max[r] >= 0 && f->repeat_max[r] - it.count < *room)
+        *room = f->repeat_max[r] - it.count;
     return -2;
 }
 
-int32_t xgr_tail_row(xgr_tail_memo *t, const xgr_parser *p, int32_t r, int32_t stable) {
+int32_t xgr_tail_row(xgr_tail_memo *t, const xgr_parser *p, int32_t r, int32_t stable,
+                     int32_t *room) {
     const xgr_fsm *f = p->fsm;
+    if (room) *room = INT32_MAX;
     int32_t b = p->row_begin.data[r], e = p->row_begin.data[r + 1];
     if (!t->row_off.len && XGR_VEC_PUSH(t->row_off, 0u)) return -1;
     size_t start = t->items.len;
@@ -119,7 +125,7 @@ int32_t xgr_tail_row(xgr_tail_memo *t, const xgr_parser *p, int32_t r, int32_t s
             return -1;
         }
         it.bud = 0;
-        it.count = tail_count(f, it);
+        it.count = tail_count(f, it, room);
         t->items.data[t->items.len++] = it;
         h = mix(mix(mix(h, (uint32_t)it.state), (uint32_t)it.origin), (uint32_t)it.count);
     }

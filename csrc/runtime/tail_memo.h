@@ -27,11 +27,14 @@ void xgr_tail_memo_clear(xgr_tail_memo *t);
 int xgr_tail_memo_full(const xgr_tail_memo *t);
 /* The id of parser row `r` as the memo knows it (added when new): its items that can still
  * scan or complete (a state with edges, or the root's), origins at or past `r` written as
- * -1, a repetition's counter far from its bounds as -2 (tail_memo.c tail_count). Rows
+ * -1; with `room`, the collapsed key: a repetition's counter at or above its minimum as -2,
+ * and *room the smallest room (max - count) of those counters, INT32_MAX if none
+ * (tail_memo.c tail_count: read and keep under it only tails shorter than *room). Rows
  * `stable` and before must never change while the memo lives (the matcher clears it on
  * rollback and reset); a row with an item whose origin lies between `stable` and `r` (a row
  * of the token being checked) gets -1, as does any row when memory runs out. */
-int32_t xgr_tail_row(xgr_tail_memo *t, const xgr_parser *p, int32_t r, int32_t stable);
+int32_t xgr_tail_row(xgr_tail_memo *t, const xgr_parser *p, int32_t r, int32_t stable,
+                     int32_t *room);
 /* The verdict of bytes s[0..n) fed from a row of id `row`: 1 accepted, 0 rejected, -1
  * unknown. */
 int xgr_tail_get(const xgr_tail_memo *t, int32_t row, const uint8_t *s, uint32_t n);
