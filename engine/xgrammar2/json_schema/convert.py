@@ -350,7 +350,9 @@ class Converter:
                 if other.kind == "ref":
                     u = ir.intersect(self, self.ref_union(entry[1][0].name), self.ref_union(other.name))
                 else:
-                    u = ir.intersect(self, entry[1], (other,))
+                    # (the reference's union, not the reference: ref ∩ node would find this
+                    # very rule under its key and define the rule as itself, i.e. empty)
+                    u = ir.intersect(self, self.ref_union(entry[1][0].name), (other,))
             else:
                 node, base, ptr, scope = entry
                 self.scope = scope
