@@ -9,6 +9,7 @@ from decimal import Decimal
 from urllib.parse import unquote, urljoin
 from urllib.parse import urldefrag as _urldefrag
 
+from . import deferred_negation
 from . import formats as fmts
 from . import ir
 from . import regex as rx
@@ -115,11 +116,16 @@ class Converter:
         #: True while Converter._one_of_open() runs: ir.negate_node() then negates objects with
         #: patternProperties/additionalProperties (existential "some member" conditions).
         self.open_negation = False
+        #: True while a oneOf is retried with deferred negations (Converter._one_of): the
+        #: negation of a definition still being converted, or nested deeper than ir.negate()
+        #: goes, becomes a rule "context minus the definition" (defer_subtract).
+        self.defer_negation = False
         #: Why parts of the schema admit no value ("<pointer>: minItems is greater than
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
         self.memo: dict = {}
         self.refs: dict = {}        # rule name -> (schema, base, ptr, scope) | ("and", union, node)
+        #                             | ("not", context union, union, open_negation)
         self.ref_by_key: dict = {}  # (absolute ptr, scope) -> rule name
         self.ref_union_memo: dict = {}
         self.resources: dict = {}   # absolute URI (no fragment) -> (schema, ptr, base)
@@ -129,6 +135,9 @@ class Converter:
         self.has_dynamic = False
         self.scope: tuple = ()      # dynamic scope (resource URIs, outermost first) while converting
         self._synth = 0
+        self._not_failed: dict = {}  # deferred negation rule -> the NotExpressible it raised
+        #: Rules synthesized since the first deferred negation (deferred_negation.MAX_RULES).
+        self._deferred = 0
         self._keep: list = []
         self._expanding: set = set()
         self._loc_memo: dict = {}  # ($ref, base) -> _locate's result
@@ -345,9 +354,23 @@ class Converter:
         saved = self.scope
         try:
             entry = self.refs[name]
-            if entry[0] == "and":
+            if entry[0] == "not":
+                # (a failure is kept: emptiness tests would otherwise recompute it each time)
+                u = self._not_failed.get(name)
+                if u is not None:
+                    raise u
+                try:
+                    u = deferred_negation.body(self, name, entry)
+                except ir.NotExpressible as e:
+                    if not ir.deferrable(self, e):
+                        self._not_failed[name] = e
+                    raise
+            elif entry[0] == "and":
                 other = entry[2]
-                if other.kind == "ref":
+                inner = self.refs.get(entry[1][0].name)
+                if other.kind != "ref" and inner is not None and inner[0] == "not":
+                    u = deferred_negation.body(self, name, inner, (other,))
+                elif other.kind == "ref":
                     u = ir.intersect(self, self.ref_union(entry[1][0].name), self.ref_union(other.name))
                 else:
                     # (the reference's union, not the reference: ref ∩ node would find this
@@ -365,6 +388,10 @@ class Converter:
         self.ref_union_memo[name] = u
         return u
 
+    def defer_subtract(self, ctx, u):
+        """A rule for ``ctx`` minus the union ``u`` (deferred_negation.py)."""
+        return deferred_negation.defer_subtract(self, ctx, u)
+
     def try_ref_union(self, name):
         """The union of a reference, or None while it is being converted (or not
         expressible)."""
@@ -377,7 +404,7 @@ class Converter:
 
     def ref_ptr(self, name):
         entry = self.refs.get(name)
-        if entry is None or entry[0] == "and":
+        if entry is None or entry[0] in ("and", "not"):
             return "#"
         return entry[2]
 
@@ -405,23 +432,39 @@ class Converter:
             # Defer: a rule for "ref ∩ node", computed once the reference is complete; also
             # used when the expansion of ref ∩ node meets ref ∩ node again (a definition that
             # contains itself in place), which makes the recursion a rule.
-            self._synth += 1
-            if self._synth > MAX_SYNTH_REFS:
-                # (ref ∩ node is keyed by the node's identity: intersections that keep making
-                # new nodes, e.g. JsonSchemaStore---web-types, would otherwise never end)
-                raise ir.NotExpressible(f"more than {MAX_SYNTH_REFS} intersections of definitions")
-            name = f"{r.name}_and{self._synth}"
-            self.ref_by_key[key] = name
-            self.refs[name] = ("and", (Ref(r.name),), o)
-            self._keep.append(o)
+            return self._defer_and(r, o, key)
         if name is not None:
             return Ref(name)
-        ru = self.ref_union(r.name)
+        entry = self.refs.get(r.name)
+        if entry is not None and entry[0] == "not":
+            # (a rule as well: the difference is computed, within the node only, when needed)
+            return self._defer_and(r, o, key)
+        try:
+            ru = self.ref_union(r.name)
+        except ir.NotExpressible as e:
+            # (a deferred negation whose definition is still being converted)
+            if not ir.deferrable(self, e):
+                raise
+            return self._defer_and(r, o, key)
         self._expanding.add(key)
         try:
             return ir.intersect(self, ru, (o,)) if r is x else ir.intersect(self, (o,), ru)
         finally:
             self._expanding.discard(key)
+
+    def _defer_and(self, r, o, key):
+        if self._deferred:
+            deferred_negation.count_rule(self)
+        self._synth += 1
+        if self._synth > MAX_SYNTH_REFS:
+            # (ref ∩ node is keyed by the node's identity: intersections that keep making
+            # new nodes, e.g. JsonSchemaStore---web-types, would otherwise never end)
+            raise ir.NotExpressible(f"more than {MAX_SYNTH_REFS} intersections of definitions")
+        name = f"{r.name}_and{self._synth}"
+        self.ref_by_key[key] = name
+        self.refs[name] = ("and", (Ref(r.name),), o)
+        self._keep.append(o)
+        return Ref(name)
 
     # ------------------------------------------------------------ schema → union
 
@@ -449,12 +492,14 @@ class Converter:
         if u is None:
             meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
             opn, self.open_negation = self.open_negation, False  # (nor _one_of_open()'s mode)
+            dfr, self.defer_negation = self.defer_negation, False  # (nor deferred negation)
             try:
                 u = self._convert(s, ptr, base)
             finally:
                 self.scope = saved
                 self.meter = meter
                 self.open_negation = opn
+                self.defer_negation = dfr
             self.memo[key] = u
         else:
             self.scope = saved
@@ -624,7 +669,9 @@ class Converter:
                     u = ir.intersect(self, u, (Ref(name),))
         if "allOf" in s:
             for i, sub in enumerate(self._schema_list(s, "allOf", ptr)):
-                u = ir.intersect(self, u, self.convert(sub, ptr_join(ptr, "allOf", i), base))
+                sptr = ptr_join(ptr, "allOf", i)
+                r = self._one_of_in_context(sub, sptr, base, u)
+                u = ir.intersect(self, u, self.convert(sub, sptr, base) if r is None else r)
         uneval = "unevaluatedProperties" in s or "unevaluatedItems" in s
         if "anyOf" in s:
             subs = self._schema_list(s, "anyOf", ptr)
@@ -711,7 +758,13 @@ class Converter:
                            ir._others("object"))
             u = ir.intersect(self, u, alt)
         for k, (sub, sptr) in deps_sch.items():
-            su = self.convert(sub, sptr, base)
+            try:
+                kctx = ir.intersect(self, u, (Obj(required=(k,)),))
+            except ir.NotExpressible:
+                kctx = ANY
+            su = self._one_of_in_context(sub, sptr, base, kctx)
+            if su is None:
+                su = self.convert(sub, sptr, base)
             if ir.is_any(su):
                 continue
             alt = ir.union((Obj(props=((k, NEVER),)),), ir._others("object"),
@@ -783,6 +836,8 @@ class Converter:
                     return set(_ALL_KINDS)
                 if entry[0] == "and":
                     out |= self._kinds(entry[1], seen + (n.name,)) & self._kinds((entry[2],), seen + (n.name,))
+                elif entry[0] == "not":
+                    out |= self._kinds(entry[1], seen + (n.name,))
                 else:
                     out |= self._schema_kinds(entry[0], entry[1], entry[2], seen + (n.name,), 0)
             if len(out) == len(_ALL_KINDS):
@@ -845,10 +900,31 @@ class Converter:
             return False
         return True
 
-    def _one_of(self, branches, ptr, context):
+    def _one_of_in_context(self, sub, ptr, base, context):
+        """An allOf member (or a dependentSchemas/dependencies entry) that is only a ``oneOf``
+        whose branches are disjoint within what the schema object requires before it
+        (``context``, e.g. a required discriminator key next to the allOf, or the key the
+        dependency is on): the union of the branches, exact since the member is intersected
+        with the context. None otherwise (the member is converted on its own, as before)."""
+        if not isinstance(sub, dict) or "oneOf" not in sub or "$id" in sub or "id" in sub:
+            return None
+        if any(k in _SEMANTIC and k != "oneOf" or k in _UNSUPPORTED for k in sub):
+            return None
+        subs = self._schema_list(sub, "oneOf", ptr)
+        if len(subs) < 2 or ir.is_any(context):
+            return None
+        branches = [self.convert(b, ptr_join(ptr, "oneOf", i), base) for i, b in enumerate(subs)]
+        if self._overlaps(branches, context) is not None:
+            return None
+        try:
+            return ir.union(*branches)
+        except ir.NotExpressible:
+            return None
+
+    def _overlaps(self, branches, context):
+        """The overlap matrix of the branches within ``context`` (True: may overlap), or None
+        when they are pairwise disjoint."""
         n = len(branches)
-        if n == 1:
-            return branches[0]
         kinds = [self._kinds(b) for b in branches]
         exp = []
         for b in branches:
@@ -866,9 +942,55 @@ class Converter:
                 if not empty:
                     overlap[i][j] = overlap[j][i] = True
                     any_overlap = True
-        if not any_overlap:
+        return overlap if any_overlap else None
+
+    def _one_of(self, branches, ptr, context):
+        n = len(branches)
+        if n == 1:
+            return branches[0]
+        overlap = self._overlaps(branches, context)
+        if overlap is None:
             return ir.union(*branches)
         own = self.meter is None
+        r = err = self._one_of_closed(branches, overlap, context, own)
+        if not isinstance(r, ir.NotExpressible):
+            return r
+        # Further attempts, each enabling what stopped the previous one: the negation of open
+        # objects (_one_of_open), then or else the negation of a definition that is still being
+        # converted (or nested too deeply) as a deferred rule (defer_subtract). The first
+        # attempt and its output are unchanged for every schema it converted.
+        opened = deferred = False
+        while True:
+            if "negation of an object schema with patternProperties" in str(r) and not opened \
+                    and not self.open_negation:
+                opened = True
+            elif str(r) in (ir.RECURSIVE_REF, ir.TOO_DEEP) and not deferred and not self.defer_negation \
+                    and not self.lenient:
+                # (not in lenient mode: a deferred rule that turns out inexpressible when it is
+                # computed could no longer fall back to treating the oneOf as anyOf)
+                deferred = True
+            else:
+                break
+            prev = self.defer_negation
+            self.defer_negation = deferred or prev
+            try:
+                r = (self._one_of_open(branches, overlap, own) if opened
+                     else self._one_of_closed(branches, overlap, context, own))
+            finally:
+                self.defer_negation = prev
+            if not isinstance(r, ir.NotExpressible):
+                return r
+        # (the message stays the first attempt's: what stops the later ones, mostly a product
+        # over MAX_ALTS, is in docs/json-schema.md)
+        self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
+                                       "lenient mode treats it as anyOf")
+        return ir.union(*branches)
+
+    def _one_of_closed(self, branches, overlap, context, own):
+        """Each branch intersected with the negation of every branch it overlaps (relative to
+        it where a branch cannot be negated alone); the union, or the NotExpressible that
+        stopped it."""
+        n = len(branches)
         if own:
             self.meter = [ONE_OF_BUDGET]
         try:
@@ -894,19 +1016,10 @@ class Converter:
                 out.append(cur)
             return ir.union(*out)
         except ir.NotExpressible as e:
-            err = e
+            return e
         finally:
             if own:
                 self.meter = None
-        if "negation of an object schema with patternProperties" in str(err) and not self.open_negation:
-            r = self._one_of_open(branches, overlap, own)
-            if not isinstance(r, ir.NotExpressible):
-                return r
-            # (the message stays the first attempt's: what stops the second one, mostly a
-            # product over MAX_ALTS or a negated recursive $ref, is in docs/json-schema.md)
-        self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
-                                       "lenient mode treats it as anyOf")
-        return ir.union(*branches)
 
     def _one_of_open(self, branches, overlap, own):
         """Exclusive oneOf for branches whose negation needs the negation of objects with

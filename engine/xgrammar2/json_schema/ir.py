@@ -598,10 +598,21 @@ def _others(kind):
                                 ("array", ARRAY), ("object", OBJECT)) if t != kind)
 
 
+#: The failures a deferred negation avoids (Converter.defer_subtract, only while
+#: ``cx.defer_negation``): the definition is still being converted, or its negation unrolls
+#: recursion deeper than negate() goes.
+RECURSIVE_REF = "a recursive $ref is intersected with itself"
+TOO_DEEP = "negation nested too deeply"
+
+
+def deferrable(cx, e) -> bool:
+    return getattr(cx, "defer_negation", False) and str(e) in (RECURSIVE_REF, TOO_DEEP)
+
+
 def negate(cx, u, depth=0):
     """Complement of a union within all JSON values; raises NotExpressible."""
     if depth > 8:
-        raise NotExpressible("negation nested too deeply")
+        raise NotExpressible(TOO_DEEP)
     if not u:
         return ANY
     if is_any(u):
@@ -628,7 +639,17 @@ def negate_open(cx, u):
 def negate_node(cx, n, depth):
     k = n.kind
     if k == "ref":
-        return negate(cx, cx.ref_union(n.name), depth + 1)
+        entry = getattr(cx, "refs", {}).get(n.name)
+        if entry is not None and entry[0] == "not":
+            # ¬(ctx minus U) = ¬ctx ∪ U (a deferred negation negated again)
+            return union(negate(cx, entry[1], depth + 1), entry[2])
+        try:
+            return negate(cx, cx.ref_union(n.name), depth + 1)
+        except NotExpressible as e:
+            if not deferrable(cx, e):
+                raise
+            # A rule "not this definition", computed once the definition is complete.
+            return (cx.defer_subtract(ANY, (n,)),)
     if k == "null":
         return _others("null")
     if k == "boolean":
@@ -832,7 +853,7 @@ def _negate_container(cx, v, depth):
     item equals ``v``'s is ``v``; an object with ``len(v)`` keys that has every key of ``v``
     with an equal value is ``v``."""
     if depth > 8:
-        raise NotExpressible("negation nested too deeply")
+        raise NotExpressible(TOO_DEEP)
     if isinstance(v, list):
         n = len(v)
         alts = [Arr(minn=n + 1)] + ([Arr(maxn=n - 1)] if n else [])
@@ -878,12 +899,25 @@ def subtract(cx, ctx, u, depth=0):
 
 def _subtract(cx, ctx, u, depth, first):
     out = []
-    for c in _expand_nodes(cx, ctx):
+    nodes, later = _expand_nodes_deferring(cx, u)
+    try:
+        ctx_nodes = _expand_nodes(cx, ctx)
+    except NotExpressible as e:
+        if not deferrable(cx, e):
+            raise
+        # (the context is a definition still being converted: the whole difference a rule)
+        return (cx.defer_subtract(ctx, u),)
+    for c in ctx_nodes:
         cur = (c,)
-        for n in _expand_nodes(cx, u):
+        for n in nodes:
             cur = _subtract_node(cx, cur, n, depth, first)
             if not cur:
                 break
+        for name in later:
+            if not cur:
+                break
+            # (last: the rule "cur minus the definition" replaces cur)
+            cur = (cx.defer_subtract(cur, (Ref(name),)),)
         out.extend(cur)
         if len(out) > MAX_ALTS:
             raise NotExpressible("intersection has too many alternatives")
@@ -898,6 +932,27 @@ def _expand_nodes(cx, u):
         else:
             out.append(n)
     return out
+
+
+def _expand_nodes_deferring(cx, u):
+    """_expand_nodes(), and the names of the references whose union cannot be had now
+    (deferrable(): only while ``cx.defer_negation``), to be subtracted by a deferred rule."""
+    out, later = [], []
+    for n in u:
+        if n.kind != "ref":
+            out.append(n)
+            continue
+        try:
+            ru = cx.ref_union(n.name)
+        except NotExpressible as e:
+            if not deferrable(cx, e):
+                raise
+            later.append(n.name)
+            continue
+        o, l2 = _expand_nodes_deferring(cx, ru)
+        out.extend(o)
+        later.extend(l2)
+    return out, later
 
 
 def _subtract_node(cx, cur, n, depth, first):
