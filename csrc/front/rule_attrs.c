@@ -1,6 +1,7 @@
 /* Rule-head attributes: `[key, key=value, ...]` right after a rule's name.
  *
- * Keys (each at most once): max_tokens=N and max_chars=N (decimal, 0 .. INT32_MAX),
+ * Keys (each at most once): max_tokens=N, max_chars=N and max_json_chars=N (decimal,
+ * 0 .. INT32_MAX; the last counts decoded JSON-string characters, ir.h),
  * temperature=X (a decimal float, finite and >= 0, kept as a float), lazy, capture and
  * capture="label" (a plain non-empty string without escapes), stop_capture="label",
  * capture_hidden_{suffix,stop}_bytes=N and capture_hidden_before (Lark suffix= / stop=
@@ -138,8 +139,10 @@ int xgr_attrs_parse(const uint8_t *s, size_t i, size_t len, xgr_grammar *g,
         size_t kl = a.pos - k0;
         const char *k = (const char *)s + k0;
 #define KEY(lit) (kl == sizeof(lit) - 1 && memcmp(k, lit, kl) == 0)
-        if (KEY("max_tokens") || KEY("max_chars")) {
-            int32_t *dst = KEY("max_tokens") ? &r.max_tokens : &r.max_chars;
+        if (KEY("max_tokens") || KEY("max_chars") || KEY("max_json_chars")) {
+            int32_t *dst = KEY("max_tokens") ? &r.max_tokens
+                           : KEY("max_chars") ? &r.max_chars
+                                              : &r.max_json_chars;
             if (*dst >= 0 || !ap_eq(&a)) return ap_malformed(&a);
             if ((rc = ap_count(&a, dst))) return rc;
         } else if (KEY("temperature")) {

@@ -92,6 +92,11 @@ typedef struct {
      * "") leading to an edgeless state that is not final but counts as an end once the
      * occurrence's budget is spent (parse/attrs.h xgr_forced_state). -1: none. */
     int32_t forced_body;
+    /* Budget in decoded JSON-string characters, -1: none (`max_json_chars=N`): like
+     * max_chars, but a JSON escape counts as the one character it decodes to and a
+     * surrogate-pair escape (`\uD83D\uDE00`) as one code point (parse/attrs.h). Meant for
+     * the body of a JSON string (between the quotes); a hard bound, no forced close. */
+    int32_t max_json_chars;
 } xgr_rule_attrs;
 
 enum { XGR_HIDDEN_SUFFIX = 1, XGR_HIDDEN_STOP = 2 };
@@ -105,11 +110,12 @@ typedef struct {
 
 /* No attributes. */
 static inline xgr_rule_attrs xgr_attrs_none(void) {
-    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1, -1};
+    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1};
     return a;
 }
 static inline int xgr_attrs_any(const xgr_rule_attrs *a) {
-    return a->max_tokens >= 0 || a->max_chars >= 0 || a->capture_off >= 0 ||
+    return a->max_tokens >= 0 || a->max_chars >= 0 || a->max_json_chars >= 0 ||
+           a->capture_off >= 0 ||
            a->has_temperature || a->lazy || a->hidden_kind || a->stop_capture_off >= 0;
 }
 

@@ -296,7 +296,7 @@ static int print_node(printer *p, int32_t id, int need, int depth) {
     return XGR_OK;
 }
 
-/* `[max_tokens=N, max_chars=N, capture="label", capture_hidden_stop_bytes=N,
+/* `[max_tokens=N, max_chars=N, max_json_chars=N, capture="label", capture_hidden_stop_bytes=N,
  * stop_capture="label", lazy, temperature=T]`, in upstream
  * xgrammar's order and number format (the temperature as a float, %.9g); nothing when the
  * rule has no attributes. */
@@ -312,6 +312,11 @@ static int print_attrs(printer *p, const xgr_rule_attrs *a) {
     }
     if (!rc && a->max_chars >= 0) {
         snprintf(buf, sizeof buf, "%smax_chars=%ld", sep, (long)a->max_chars);
+        rc = xgr_sb_puts(&p->out, buf);
+        sep = ", ";
+    }
+    if (!rc && a->max_json_chars >= 0) {
+        snprintf(buf, sizeof buf, "%smax_json_chars=%ld", sep, (long)a->max_json_chars);
         rc = xgr_sb_puts(&p->out, buf);
         sep = ", ";
     }

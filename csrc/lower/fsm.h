@@ -57,13 +57,14 @@ typedef struct xgr_fsm {
     xgr_rule_attrs *rule_attrs;
     char *attr_names;
     size_t attr_names_len;
-    uint8_t attr_budgets;     /* some rule has max_tokens / max_chars */
+    uint8_t attr_budgets;     /* some rule has max_tokens / max_chars / max_json_chars */
     uint8_t attr_lazy;        /* some rule is lazy or has a token budget (both end
                                * occurrences early: parse/attrs.h) */
     uint8_t attr_captures;    /* some rule has a capture label */
     uint8_t attr_lazy_rules;  /* some rule has the lazy attribute itself */
     uint8_t attr_forced;      /* some rule has a forced close (ir.h forced_body) */
-    int32_t attr_min_budget;  /* smallest max_chars (0 if some max_tokens is 0), or
+    int32_t attr_min_budget;  /* smallest max_chars or max_json_chars (0 if some
+                               * max_tokens is 0), or
                                * INT32_MAX: a token of at most this many bytes cannot
                                * overrun a budget of a rule it enters */
 

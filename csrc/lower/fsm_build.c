@@ -452,9 +452,13 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             }
             w->forced_body = c->orules.data[i].forced;
             const xgr_rule_attrs *a = w;
-            if (a->max_chars >= 0 || a->max_tokens >= 0) f->attr_budgets = 1;
+            if (a->max_chars >= 0 || a->max_tokens >= 0 || a->max_json_chars >= 0)
+                f->attr_budgets = 1;
             if (a->max_chars >= 0 && a->max_chars < f->attr_min_budget)
                 f->attr_min_budget = a->max_chars;
+            /* (a decoded character takes at least one byte too) */
+            if (a->max_json_chars >= 0 && a->max_json_chars < f->attr_min_budget)
+                f->attr_min_budget = a->max_json_chars;
             if (a->max_tokens == 0) f->attr_min_budget = 0;
             if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
             if (a->lazy) f->attr_lazy_rules = 1;

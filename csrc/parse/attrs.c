@@ -6,7 +6,7 @@ int xgr_attrs_init(xgr_parser *p) {
     p->attrs = f->rule_attrs;
     p->budgets = f->attr_budgets;
     p->lazy = f->attr_lazy; /* (set for token budgets too: they end occurrences) */
-    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE, -1, -1};
+    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE, XGR_NO_DEADLINE, -1, -1};
     p->captures = f->attr_captures;
     if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16) ||
         XGR_VEC_RESERVE(p->cap_begin, 16))
@@ -16,11 +16,12 @@ int xgr_attrs_init(xgr_parser *p) {
 }
 
 void xgr_attrs_clear(xgr_parser *p) {
-    p->row_cp.len = p->row_tk.len = p->row_bud.len = 0;
+    p->row_cp.len = p->row_tk.len = p->row_bud.len = p->row_jc.len = p->row_js.len = 0;
     p->buds.len = p->buds.len ? 1 : 0;
     p->lazy_done.len = 0;
     p->lazy_begin.len = 0;
-    p->cur_cp = p->cur_tk = p->next_tk = 0;
+    p->cur_cp = p->cur_tk = p->next_tk = p->cur_jc = 0;
+    p->cur_js = XGR_JS_TEXT;
     if (p->lazy) p->lazy_begin.data[p->lazy_begin.len++] = 0; /* (capacity from init) */
     p->cap_done.len = p->cap_begin.len = p->hist.len = 0;
     p->cur_byte = 0;
@@ -30,6 +31,8 @@ void xgr_attrs_clear(xgr_parser *p) {
 void xgr_attrs_free(xgr_parser *p) {
     XGR_VEC_FREE(p->row_cp);
     XGR_VEC_FREE(p->row_tk);
+    XGR_VEC_FREE(p->row_jc);
+    XGR_VEC_FREE(p->row_js);
     XGR_VEC_FREE(p->row_bud);
     XGR_VEC_FREE(p->buds);
     XGR_VEC_FREE(p->lazy_done);
@@ -49,9 +52,15 @@ static inline int32_t add_sat(int32_t a, int32_t b) {
 
 int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent) {
     const xgr_rule_attrs *a = &p->attrs[rule];
-    if (a->max_chars < 0 && a->max_tokens < 0) return parent;
+    if (a->max_chars < 0 && a->max_tokens < 0 && a->max_json_chars < 0) return parent;
     xgr_budget b = p->buds.data[parent];
     if (a->max_chars >= 0) b.cdl = min32(b.cdl, add_sat(p->cur_cp, a->max_chars));
+    if (a->max_json_chars >= 0) {
+        b.jdl = min32(b.jdl, add_sat(p->cur_jc, a->max_json_chars));
+        /* a JSON string's body starts outside an escape: say so, for a row whose state
+         * was guessed (a mask-cache walk starts a token in XGR_JS_TEXT wherever it is) */
+        p->cur_js = XGR_JS_TEXT;
+    }
     if (a->max_tokens >= 0) {
         /* tokens touched from here: the current one too when the next byte continues it */
         int32_t tdl = add_sat(p->cur_tk >> 1, a->max_tokens) - (p->cur_tk & 1);
@@ -65,7 +74,7 @@ int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent) {
     size_t n = p->buds.len;
     for (size_t k = n; k > 1 && k + 8 > n; k--) {
         const xgr_budget *o = &p->buds.data[k - 1];
-        if (o->cdl == b.cdl && o->tdl == b.tdl && o->own_rule == b.own_rule &&
+        if (o->cdl == b.cdl && o->tdl == b.tdl && o->jdl == b.jdl && o->own_rule == b.own_rule &&
             o->own_origin == b.own_origin)
             return (int32_t)(k - 1);
     }
@@ -123,7 +132,8 @@ int xgr_capture_note(xgr_parser *p, int32_t rule, int32_t origin, int32_t state)
 
 int xgr_attrs_push_row(xgr_parser *p) {
     if (p->budgets && (XGR_VEC_PUSH(p->row_cp, p->cur_cp) || XGR_VEC_PUSH(p->row_tk, p->cur_tk) ||
-                       XGR_VEC_PUSH(p->row_bud, (int32_t)p->buds.len)))
+                       XGR_VEC_PUSH(p->row_bud, (int32_t)p->buds.len) ||
+                       XGR_VEC_PUSH(p->row_jc, p->cur_jc) || XGR_VEC_PUSH(p->row_js, p->cur_js)))
         return XGR_ERR_NOMEM;
     if (p->lazy && XGR_VEC_PUSH(p->lazy_begin, (int32_t)p->lazy_done.len)) return XGR_ERR_NOMEM;
     if (p->captures && (XGR_VEC_PUSH(p->cap_begin, (int32_t)p->cap_done.len) ||
@@ -142,6 +152,8 @@ int xgr_attrs_push_row(xgr_parser *p) {
 int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
     COPY_VEC(dst->row_cp, src->row_cp);
     COPY_VEC(dst->row_tk, src->row_tk);
+    COPY_VEC(dst->row_jc, src->row_jc);
+    COPY_VEC(dst->row_js, src->row_js);
     COPY_VEC(dst->row_bud, src->row_bud);
     COPY_VEC(dst->buds, src->buds);
     COPY_VEC(dst->lazy_done, src->lazy_done);
@@ -151,6 +163,8 @@ int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
     COPY_VEC(dst->hist, src->hist);
     dst->cur_byte = src->cur_byte;
     dst->cur_cp = src->cur_cp;
+    dst->cur_jc = src->cur_jc;
+    dst->cur_js = src->cur_js;
     dst->cur_tk = src->cur_tk;
     dst->next_tk = src->next_tk;
     return XGR_OK;
@@ -160,12 +174,13 @@ void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens
     *chars = *tokens = XGR_NO_DEADLINE;
     if (!p->budgets) return;
     int32_t last = xgr_parser_rows(p) - 1;
-    int32_t cp = p->row_cp.data[last], tc = p->row_tk.data[last] >> 1;
+    int32_t cp = p->row_cp.data[last], tc = p->row_tk.data[last] >> 1, jc = p->row_jc.data[last];
     for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
         int32_t bud = p->items.data[k].bud;
         if (!bud) continue;
         const xgr_budget *b = &p->buds.data[bud];
         if (b->cdl != XGR_NO_DEADLINE && b->cdl - cp < *chars) *chars = b->cdl - cp;
+        if (b->jdl != XGR_NO_DEADLINE && b->jdl - jc < *chars) *chars = b->jdl - jc;
         if (b->tdl != XGR_NO_DEADLINE && b->tdl - tc < *tokens) *tokens = b->tdl - tc;
     }
 }
@@ -307,7 +322,10 @@ static int context_temps(temp_memo *m, int32_t row, int32_t rule, int depth, tem
 static int spent(const xgr_parser *p, xgr_item it, int32_t last) {
     if (!it.bud) return 0;
     const xgr_budget *b = &p->buds.data[it.bud];
-    return p->row_cp.data[last] >= b->cdl || (p->row_tk.data[last] >> 1) >= b->tdl;
+    /* (a decoded budget at its deadline still takes the rest of an escape, or the low half
+     * of a surrogate pair) */
+    return p->row_cp.data[last] >= b->cdl || (p->row_tk.data[last] >> 1) >= b->tdl ||
+           (p->row_jc.data[last] >= b->jdl && p->row_js.data[last] == XGR_JS_TEXT);
 }
 
 int xgr_parser_temperature(const xgr_parser *p, int *has, float *out, int *conflict) {

@@ -9,6 +9,19 @@
  * it was predicted in (nested budgets all apply). A row drops the items whose deadlines
  * its position has passed. Contexts are interned in the parser's append-only table.
  *
+ * max_json_chars counts decoded JSON-string characters instead (row_jc): a global count
+ * driven by a small escape-state machine over the bytes (xgr_json_step), so a JSON escape
+ * is the one character it decodes to and a surrogate-pair escape one code point, as
+ * JSON Schema's maxLength (Python's json / jsonschema) counts. A character is counted at
+ * the first byte where every way to go on counts it: a UTF-8 lead byte; an escape at its
+ * `\`, except right after a high-surrogate escape (\uD800-\uDBFF), where the escape is
+ * counted only once its bytes rule out a low surrogate (\uDC00-\uDFFF: the pair's second
+ * half, 0). The count of a prefix is thus the least count of any text it starts, so a
+ * deadline drops exactly the rows no continuation can bring back within the budget.
+ * Backslashes are read as escapes everywhere, which is right only inside JSON strings:
+ * the attribute is meant for a JSON string's body (between its quotes), where the state
+ * is reset on entry (a string's body starts outside an escape).
+ *
  * Lazy rules end at the first opportunity: once an occurrence (rule, origin) completes in
  * a row, its items neither scan from that row on nor appear in later rows.
  *
@@ -23,6 +36,60 @@
 
 #define XGR_NO_DEADLINE INT32_MAX
 
+/* Escape states of xgr_json_step (parse/attrs.c), per row in row_js. */
+enum {
+    XGR_JS_TEXT = 0, /* outside an escape */
+    XGR_JS_HIGH = 1, /* right after a \uD800-\uDBFF escape */
+    XGR_JS_BS = 2,   /* after `\` (counted) */
+    XGR_JS_BS_H = 3, /* after `\` right after a high surrogate (not counted yet) */
+    XGR_JS_U = 4,    /* after `\u` (counted) */
+    XGR_JS_U_H = 5,  /* after `\u` right after a high surrogate (not counted yet) */
+    XGR_JS_UD = 6,   /* after `\ud` (counted) */
+    XGR_JS_UD_H = 7, /* after `\ud` right after a high surrogate (not counted yet) */
+    XGR_JS_SKIP = 8  /* + 2 * (k - 1) + high: k hex digits left (1..3), high: the escape
+                      * is a high surrogate */
+};
+
+/* The escape state after `byte` read in state `s`; *inc = the decoded characters this
+ * byte settles (0 or 1). Hex digits are not checked: the grammar does. */
+static inline uint8_t xgr_json_step(uint8_t s, uint8_t byte, int32_t *inc) {
+    uint8_t l = byte | 0x20; /* (ASCII letters to lower case) */
+    *inc = 0;
+    switch (s) {
+    case XGR_JS_TEXT:
+    case XGR_JS_HIGH:
+        if (byte == '\\') {
+            *inc = s == XGR_JS_TEXT;
+            return s == XGR_JS_TEXT ? XGR_JS_BS : XGR_JS_BS_H;
+        }
+        *inc = (byte & 0xC0) != 0x80;
+        return XGR_JS_TEXT;
+    case XGR_JS_BS:
+        return byte == 'u' ? XGR_JS_U : XGR_JS_TEXT;
+    case XGR_JS_BS_H:
+        if (byte == 'u') return XGR_JS_U_H;
+        *inc = 1;
+        return XGR_JS_TEXT;
+    case XGR_JS_U:
+        return l == 'd' ? XGR_JS_UD : XGR_JS_SKIP + 4; /* (3 left) */
+    case XGR_JS_U_H:
+        if (l == 'd') return XGR_JS_UD_H;
+        *inc = 1;
+        return XGR_JS_SKIP + 4;
+    case XGR_JS_UD:
+    case XGR_JS_UD_H: {
+        int high = byte == '8' || byte == '9' || l == 'a' || l == 'b';
+        if (s == XGR_JS_UD_H && !(l >= 'c' && l <= 'f')) *inc = 1; /* not the low half */
+        return (uint8_t)(XGR_JS_SKIP + 2 + high); /* (2 left) */
+    }
+    default: {
+        int k = (s - XGR_JS_SKIP) / 2 + 1, high = (s - XGR_JS_SKIP) & 1;
+        if (k == 1) return high ? XGR_JS_HIGH : XGR_JS_TEXT;
+        return (uint8_t)(XGR_JS_SKIP + 2 * (k - 2) + high);
+    }
+    }
+}
+
 /* Sets up p's attribute state for p->fsm (called by xgr_parser_init). */
 int xgr_attrs_init(xgr_parser *p);
 /* Resets the per-row attribute state to no rows (clear_rows). */
@@ -30,9 +97,9 @@ void xgr_attrs_clear(xgr_parser *p);
 /* Budget context of an occurrence of `rule` predicted in the row under construction
  * inside context `parent`; -1 on OOM. */
 int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent);
-/* Does context `bud` allow the row under construction? (A code-point budget is hard.) */
+/* Does context `bud` allow the row under construction? (Character budgets are hard.) */
 static inline int xgr_bud_alive(const xgr_parser *p, int32_t bud) {
-    return p->cur_cp <= p->buds.data[bud].cdl;
+    return p->cur_cp <= p->buds.data[bud].cdl && p->cur_jc <= p->buds.data[bud].jdl;
 }
 /* Has the token budget of context `bud` run out at the row under construction? Then every
  * occurrence in it ends where it first completes (from then on, like a lazy one). */
@@ -111,8 +178,9 @@ void xgr_attrs_free(xgr_parser *p);
  * parse/captures.c. */
 int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_len);
 
-/* Remaining budget at the last row over its items: code points (*chars) and tokens
- * (*tokens) before some item's deadline passes, XGR_NO_DEADLINE when no item has one. */
+/* Remaining budget at the last row over its items: characters (*chars: code points, or
+ * decoded JSON-string characters, each at least a byte) and tokens (*tokens) before some
+ * item's deadline passes, XGR_NO_DEADLINE when no item has one. */
 void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens);
 
 /* The tightest token deadline (absolute token count) over the last row's items; a

@@ -646,6 +646,9 @@ int xgr_parser_step_with(xgr_parser *p, uint8_t byte, const xgr_item *extra, siz
     dedup_reset(p);
     if (p->budgets) {
         p->cur_cp = p->row_cp.data[last] + ((byte & 0xC0) != 0x80);
+        int32_t inc;
+        p->cur_js = xgr_json_step(p->row_js.data[last], byte, &inc);
+        p->cur_jc = p->row_jc.data[last] + inc;
         p->cur_tk = p->next_tk;
         p->buds.len = (size_t)p->row_bud.data[last]; /* (those of a row that failed) */
     }

@@ -31,6 +31,8 @@ typedef struct {
  * code-point count is <= cdl and its token count <= tdl (parse/attrs.c). */
 typedef struct {
     int32_t cdl, tdl;
+    int32_t jdl; /* deadline in decoded JSON-string characters (max_json_chars): the item
+                  * lives while the row's count (row_jc) is <= jdl */
     /* The occurrence (rule, origin row) of a rule with a forced close (ir.h forced_body)
      * that this context was entered for, inherited by the contexts inside it: once that
      * occurrence has ended, every item of this context is dead (parse/attrs.h
@@ -67,7 +69,8 @@ typedef struct {
     uint32_t gen;
     int popped; /* set when an OUTER item completed while building the last row */
     /* Rule attributes (fsm->rule_attrs; NULL: none). With budgets, every row records its
-     * code-point count and token position (row_cp, row_tk: tcount * 2 + mid-token), and
+     * code-point count and token position (row_cp, row_tk: tcount * 2 + mid-token), its
+     * count of decoded JSON-string characters (row_jc, row_js), and
      * items carry budget contexts (buds, append-only, entry 0 = none). With lazy rules,
      * each row lists the lazy occurrences (rule, origin) that completed in it (lazy_done,
      * CSR by lazy_begin, truncated with the rows). See parse/attrs.c. */
@@ -75,6 +78,10 @@ typedef struct {
     int budgets, lazy;
     XGR_VEC(int32_t) row_cp;
     XGR_VEC(int32_t) row_tk;
+    /* decoded JSON-string characters up to each row and the escape state after it
+     * (parse/attrs.h xgr_json_step), for max_json_chars */
+    XGR_VEC(int32_t) row_jc;
+    XGR_VEC(uint8_t) row_js;
     XGR_VEC(int32_t) row_bud; /* buds.len once each row was built: rows only refer to
                                * contexts made up to them, so truncation drops the rest */
     XGR_VEC(xgr_budget) buds;
@@ -89,6 +96,8 @@ typedef struct {
     XGR_VEC(uint8_t) hist;
     uint8_t cur_byte;
     int32_t cur_cp, cur_tk; /* of the row under construction */
+    int32_t cur_jc;         /* the same for row_jc, row_js */
+    uint8_t cur_js;
     int32_t next_tk;        /* row_tk for rows the next steps build (set by the matcher) */
     const int32_t *ref_begin; /* optional: per state, its first ref edge (skips byte edges) */
     const uint8_t *leo_rules; /* optional: xgr_leo_rules of fsm (NULL: every rule may) */
@@ -135,6 +144,7 @@ static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     if (p->row_gen.len > (size_t)n_rows) p->row_gen.len = (size_t)n_rows;
     if (p->row_cp.len > (size_t)n_rows) {
         p->row_cp.len = p->row_tk.len = p->row_bud.len = (size_t)n_rows;
+        p->row_jc.len = p->row_js.len = (size_t)n_rows;
         if (n_rows > 0) p->buds.len = (size_t)p->row_bud.data[n_rows - 1];
     }
     if (p->lazy_begin.len > (size_t)n_rows + 1) {

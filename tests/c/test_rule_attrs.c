@@ -1,7 +1,7 @@
 /* Rule attributes through the public C API: EBNF heads parse and print back in upstream's
  * form, bad heads fail with a located message, and a matcher reports temperature, keeps a
- * code-point budget across tokens, ends a spent token budget where it can, and records
- * captures that rollback undoes. */
+ * code-point budget across tokens, counts decoded JSON-string characters (max_json_chars),
+ * ends a spent token budget where it can, and records captures that rollback undoes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,11 +251,113 @@ static void forced_close(void) {
     xgr_vocab_release(v);
 }
 
+/* max_json_chars: a budget in decoded JSON-string characters (parse/attrs.h). An escape is
+ * one character, a surrogate-pair escape one code point (the counts are Python's
+ * len(json.loads(text))); masks at the deadline keep exactly the tokens that can still
+ * finish (the low half of a pair after a high one); rollback and fork keep the count. */
+static const char *const JSON_BUDGET =
+    "root ::= \"\\\"\" s \"\\\"\"\ns[max_json_chars=3] ::= c*\n"
+    "c ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\/bfnrt] | \"\\\\u\" h h h h\nh ::= [0-9a-fA-F]";
+
+static int accepts_text(xgr_compiled *c, const char *body) {
+    xgr_matcher *m = NULL;
+    int ok = 0;
+    char buf[128];
+    snprintf(buf, sizeof buf, "\"%s\"", body);
+    if (xgr_matcher_new(c, NULL, 0, 0, 1, -1, &m)) return -1;
+    if (xgr_matcher_accept_bytes(m, (const uint8_t *)buf, strlen(buf), &ok)) ok = -1;
+    if (ok == 1) ok = xgr_matcher_is_terminated(m);
+    xgr_matcher_free(m);
+    return ok;
+}
+
+static void json_chars(void) {
+    xgr_grammar *g = parse("root ::= v\nv[max_json_chars=7, max_chars=9] ::= \"a\"*");
+    char *t = NULL;
+    size_t tl = 0;
+    CHECK(g && !xgr_grammar_to_ebnf(g, &t, &tl) &&
+              strstr(t, "v[max_chars=9, max_json_chars=7] ::="),
+          "max_json_chars prints back: %s", t ? t : xgr_last_error());
+    xgr_free(t);
+    xgr_grammar_release(g);
+    g = parse("root ::= v\nv[max_json_chars=99999999999] ::= \"a\"");
+    CHECK(!g && strstr(xgr_last_error(), "at most 2147483647"), "too large: %s", xgr_last_error());
+    g = parse("root ::= v\nv[max_json_chars=1, max_json_chars=2] ::= \"a\"");
+    CHECK(!g && strstr(xgr_last_error(), "Assign should be preceded"), "twice: %s",
+          xgr_last_error());
+
+    static const char *toks[] = {"\"", "\\", "u", "d", "e", "0", "\\ude00", "\\n", "a",
+                                 "\\ud83d", "\\u0041", "8", "\\ud83d\\ude00", "\xc3\xa9"};
+    xgr_vocab *v = vocab(toks, 14);
+    CHECK(v, "vocab: %s", xgr_last_error());
+    if (!v) return;
+    xgr_compiled *c = NULL;
+    xgr_matcher *m = matcher(JSON_BUDGET, v, &c);
+    static const struct {
+        const char *body;
+        int ok;
+    } texts[] = {
+        {"abc", 1}, {"abcd", 0},
+        {"\\n\\t\\u00e9", 1}, {"\\n\\t\\u00e9a", 0},
+        {"\\ud83d\\ude00ab", 1}, {"\\ud83d\\ude00abc", 0},
+        {"\\ud83d\\ude00\\ud83d\\ude00\\ud83d\\ude00", 1},
+        {"\\ud83d\\ude00\\ud83d\\ude00\\ud83d\\ude00\\ud83d\\ude00", 0},
+        {"\\ud83d\\ud83d\\ude00a", 1}, {"\\ud83d\\ud83d\\ude00ab", 0}, /* a lone high one */
+        {"\\ude00\\ude00\\ude00", 1}, {"\\ude00\\ude00\\ude00\\ude00", 0}, /* lone low ones */
+        {"\\ud83d\\u0041\\u0042", 1}, {"\\ud83d\\u0041\\u0042a", 0},
+        {"\\uD83D\\uDE00\\uDBFF\\uDFFF\\\\", 1}, {"\\uD83D\\uDE00\\uDBFF\\uDFFF\\\\\\\"", 0},
+        {"\\ud83d\\n\\n", 1}, {"\\ud83d\\n\\n\\n", 0},
+        {"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80", 1},
+        {"\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80" "a", 0},
+        {"\\\"\\\\\\/", 1}, {"\\\"\\\\\\/\\b", 0},
+        {"\\ud800\\udc00\\udbff", 1}, {"\\ud800\\udc00\\udbff\\udfff\\udfff", 1},
+    };
+    for (size_t i = 0; c && i < sizeof texts / sizeof *texts; i++)
+        CHECK(accepts_text(c, texts[i].body) == texts[i].ok, "json chars: \"%s\" should be %s",
+              texts[i].body, texts[i].ok ? "accepted" : "refused");
+    if (m) {
+        int32_t all = (1 << 14) - 1, at_high = 1 | 2 | 64, ok = 0;
+        int32_t bf[1] = {0};
+        CHECK(accept(m, 0) && accept(m, 8) && accept(m, 8), "\"aa");
+        CHECK(mask0(m) == all, "one character left: every token (%x)", (unsigned)mask0(m));
+        CHECK(accept(m, 9), "\"aa\\ud83d: the budget is spent but for a pair's low half");
+        CHECK(mask0(m) == at_high, "at the deadline after a high surrogate: '\"', '\\', the low "
+              "half (%x)", (unsigned)mask0(m));
+        CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, bf, 1) && bf[0] == at_high,
+              "brute force agrees (%x)", (unsigned)bf[0]);
+        CHECK(accept(m, 1) && mask0(m) == 4, "after \\: only u (%x)", (unsigned)mask0(m));
+        CHECK(accept(m, 2) && mask0(m) == 8, "after \\u: only d (%x)", (unsigned)mask0(m));
+        CHECK(accept(m, 3) && mask0(m) == (8 | 16), "after \\ud: d or e, the low half (%x)",
+              (unsigned)mask0(m));
+        CHECK(accept(m, 4) && mask0(m) == (8 | 16 | 32 | 256 | 2048), "then any hex digit (%x)",
+              (unsigned)mask0(m));
+        CHECK(!xgr_matcher_rollback(m, 4) && mask0(m) == at_high, "rollback to the high half");
+        xgr_matcher *f = NULL;
+        CHECK(!xgr_matcher_fork(m, &f) && f, "fork");
+        if (f) {
+            CHECK(mask0(f) == at_high, "the fork keeps the count (%x)", (unsigned)mask0(f));
+            CHECK(!accept(f, 7) && !accept(f, 10) && !accept(f, 8), "no other character fits");
+            CHECK(accept(f, 6) && mask0(f) == 1, "the low half: only '\"' (%x)",
+                  (unsigned)mask0(f));
+            CHECK(accept(f, 0) && xgr_matcher_is_terminated(f), "closed");
+            xgr_matcher_free(f);
+        }
+        CHECK(!xgr_matcher_rollback(m, 1) && mask0(m) == all, "rollback over the high half");
+        CHECK(accept(m, 12) && mask0(m) == 1, "a pair in one token is one character");
+        CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)"\"", 1, &ok) && ok &&
+                  xgr_matcher_is_terminated(m), "closed");
+        xgr_matcher_free(m);
+    }
+    xgr_compiled_release(c);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     heads();
     runtime();
     hidden_markers();
     forced_close();
+    json_chars();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;

@@ -763,6 +763,12 @@ int main(void) {
         {"token_class_budget", "root ::= \"[\" r \"]\"\nr[max_tokens=2] ::= ExcludeToken(93)*"},
         {"attr_max_chars", "root ::= \"[\" v \"]\"\nv[max_chars=3] ::= [a-c\\u00e9\\u4e00-\\u9fff]*"},
         {"attr_nested_chars", "root ::= o \"!\"\no[max_chars=4] ::= \"x\" i \"b\"?\ni[max_chars=2] ::= [a-c]*"},
+        /* decoded JSON-string characters: escapes (\\u with hex digits the vocabulary has)
+         * count one each, per string of a list */
+        {"attr_json_chars",
+         "root ::= \"[\" s (\",\" s)* \"]\"\ns ::= \"\\\"\" b \"\\\"\"\n"
+         "b[max_json_chars=3] ::= ([^\"\\\\\\x00-\\x1f] | \"\\\\\" [\"\\\\nrt] | "
+         "\"\\\\u\" [0-9a-e]{4})*"},
         {"attr_sibling", "root ::= \"[\" t \",\" b \"]\"\nt ::= [a-c]*\nb[max_chars=2] ::= [a-c]*"},
         {"attr_max_tokens", "root ::= \"[\" r \"]\" [a-c]*\nr[max_tokens=2] ::= ([a-c]* \" \")+"},
         {"attr_lazy", "root ::= \"a\" v [x,]*\nv[lazy] ::= \"x\"+ \",\"?"},

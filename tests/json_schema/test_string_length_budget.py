@@ -1,10 +1,11 @@
 """Strings whose pattern/format automaton times their maxLength counts is too large for the
 product automaton: maxLength becomes a per-occurrence character budget, a rule
 ``[max_chars=maxLength]`` spanning exactly the characters between the quotes
-(docs/rule-attributes.md), with minLength a product with min+1 counts. Exact only where
-each character of the string is one character of the text: the pattern admits no '"', '\\'
-or control character and the budgeted rule takes raw spellings only; otherwise refused as
-before (docs/json-schema.md, "Strings").
+(docs/rule-attributes.md), with minLength a product with min+1 counts. Exact where each
+character of the string is one character of the text: the pattern admits no '"', '\\' or
+control character and the budgeted rule takes raw spellings only; other patterns take a
+decoded budget, ``[max_json_chars=maxLength]`` (test_string_decoded_char_budget.py; docs/
+json-schema.md, "Strings").
 
 Checked with the matcher against independent oracles: Python's ``re`` for the pattern and
 ``len`` of the decoded string for the lengths, and, for masks, a brute force over a small
@@ -93,18 +94,18 @@ def test_escape_spellings_are_refused_inside_the_budget():
 
 
 @pytest.mark.parametrize("cls", ['"', "\\\\", "\\n", "\\x00-\\x1f"])
-def test_patterns_admitting_escaped_characters_are_refused(cls):
+def test_patterns_admitting_escaped_characters_take_the_decoded_budget(cls):
     # '"', '\\' and control characters have no raw spelling: their escapes are several
-    # characters of text, the budget would not count them as one; the product is too large:
-    # refused with the product's message, as before (lenient: the length dropped with a warning)
+    # characters of text, which max_chars would count; these take [max_json_chars=N], which
+    # counts decoded characters (test_string_decoded_char_budget.py), strictly and leniently
     pat = "^(?:[ab%s]+-){0,100}[ab]*$" % cls
     schema = {"type": "string", "pattern": pat, "maxLength": MAXL}
-    with pytest.raises(UnsupportedSchemaError, match="length counts: the combination of pattern/format/length"):
-        _ebnf(schema)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = json_schema_to_ebnf(schema, lenient=True)
-    assert "max_chars" not in r.ebnf and any("pattern" in w for w in r.warnings)
+    for kw in ({}, {"lenient": True}):
+        r = json_schema_to_ebnf(schema, **kw)
+        assert f"[max_json_chars={MAXL}]" in r.ebnf and "max_chars" not in r.ebnf and not r.warnings
+    esc = {'"': '\\"', "\\\\": "\\\\", "\\n": "\\n", "\\x00-\\x1f": "\\u0001"}[cls]
+    assert accepts(schema, '"' + esc * (MAXL - 1) + '-"')  # (one group: the escapes and '-')
+    assert not accepts(schema, '"' + esc * MAXL + '-"')
 
 
 def test_budget_is_per_occurrence_and_not_shared_with_unbudgeted_uses():

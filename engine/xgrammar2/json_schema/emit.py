@@ -708,13 +708,15 @@ class Emitter:
     def _budget_string(self, n, name):
         """``pattern``/``format`` with a ``maxLength`` whose product automaton is too large:
         the pattern's automaton (times the ``minLength`` counts, when it needs them) in a rule
-        ``[max_chars=maxLength]`` that spans exactly the characters between the quotes
-        (docs/rule-attributes.md: a hard bound per occurrence, in code points of the text).
-        Exact only where each decoded character is one code point of the text: every
-        character the automaton reads has a raw spelling (grammar.RAW_OK: no '"', '\\' or
-        control character), and the rule admits that spelling alone (no escapes inside, a
-        subset of the spellings as for keys; every value keeps its raw spelling). Raises
-        RegexUnsupported otherwise (the caller refuses as before)."""
+        with a character budget that spans exactly the characters between the quotes
+        (docs/rule-attributes.md: a hard bound per occurrence). Where every character the
+        automaton reads has a raw spelling (grammar.RAW_OK: no '"', '\\' or control
+        character), ``[max_chars=maxLength]`` (code points of the text) over the raw
+        spellings alone (a subset of the spellings as for keys; every value keeps its raw
+        spelling; the smaller grammar); otherwise ``[max_json_chars=maxLength]``, which
+        counts decoded characters (an escape is one, a surrogate-pair escape one code
+        point), over every spelling. Raises RegexUnsupported where no budget applies (the
+        caller refuses as before)."""
         if n.maxl > _MAX_CHARS:
             raise fa.AutomatonTooLarge(f"maxLength is above {_MAX_CHARS}")
         d = self.string_dfa(n.copy(minl=0, maxl=None))
@@ -724,9 +726,7 @@ class Emitter:
         for row in d.trans:
             for c, _ in row:
                 alpha = cs.union(alpha, c)
-        if cs.difference(alpha, G.RAW_OK):
-            raise fa.AutomatonTooLarge("the pattern admits '\"', '\\' or control characters, whose escapes "
-                                       "are several characters of the text for one of the string")
+        raw = not cs.difference(alpha, G.RAW_OK)
         lo, hi = fa.length_bounds(d)
         if lo < n.minl:
             # (the budget bounds from above only: the counts up to minLength stay a product)
@@ -745,10 +745,10 @@ class Emitter:
         rname = self.g.unique(name + "__str")
         if hi is not None and hi <= n.maxl:  # (minLength's product bounded it: no budget needed)
             return seq(Q, G.dfa_to_rules(self.g, d, rname, Q, self.char_ref))
-        body = G.dfa_to_rules(self.g, d, rname, EPS, G.cls)
+        body = G.dfa_to_rules(self.g, d, rname, EPS, G.cls if raw else self.char_ref)
         bname = self.g.unique(name + "__len")
         self.g.define(bname, body)
-        self.g.attrs[bname] = f"[max_chars={n.maxl}]"
+        self.g.attrs[bname] = f"[max_chars={n.maxl}]" if raw else f"[max_json_chars={n.maxl}]"
         return seq(Q, ref(bname), Q)
 
     def string_dfa(self, n):
