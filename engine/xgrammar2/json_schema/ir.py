@@ -437,7 +437,7 @@ def intersect(cx, a, b):
                 else:
                     out.append(r)
                 if len(out) > MAX_ALTS:  # (as soon as it is known: not after the whole product)
-                    if compactions < COMPACTIONS:
+                    if compactions < COMPACTIONS and not getattr(cx, "emitting", False):
                         compactions += 1
                         out = compact(out)
                     if len(out) > MAX_ALTS:
@@ -991,7 +991,7 @@ def _subtract(cx, ctx, u, depth, first):
                 break
         out.extend(cur)
         if len(out) > MAX_ALTS:
-            if compactions < COMPACTIONS:
+            if compactions < COMPACTIONS and not getattr(cx, "emitting", False):
                 compactions += 1
                 out = compact(out)
             if len(out) > MAX_ALTS:
