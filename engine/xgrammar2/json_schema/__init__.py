@@ -199,6 +199,9 @@ def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespac
         if "root" in cx.refs:
             cx.ref_union_memo.setdefault("root", u)
         em.g.define("root", None)
+        # (products the emitter builds are not compacted past ir.MAX_ALTS: there a refused
+        # negation falls back to a relative one, ir.subtract, with a much smaller grammar)
+        cx.emitting = True
         e = em.emit(u, "root", 0)
         em.g.define("root", e)
         em.drain()

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from . import automaton as fa
 from . import charset as cs
+from . import emit_contains
 from . import emit_somes
 from . import grammar as G
 from . import ir
@@ -810,7 +811,7 @@ class Emitter:
                 return self.unique_array(n, name, depth, P, tail, minn, maxn)
         if contains:
             if len(contains) > 1:
-                self.unsupported("contains", contains[1][3], "several 'contains' constraints on one array")
+                return emit_contains.contains_array(self, n, name, depth, P, tail, minn, maxn, contains, STATE_LIMIT)
             return self.contains_array(n, name, depth, P, tail, minn, maxn, contains[0])
         elems = [self.sub(n.prefix[i], f"{name}_{i}", depth + 1) for i in range(P if maxn is None else min(P, maxn))]
         for i, e in enumerate(elems):

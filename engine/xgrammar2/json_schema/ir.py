@@ -427,6 +427,7 @@ def intersect(cx, a, b):
         if m[0] < 0:
             raise NotExpressible("making the branches exclusive needs too large a product")
     out = []
+    compactions = 0
     for x in a:
         for y in b:
             r = intersect_node(cx, x, y)
@@ -436,8 +437,109 @@ def intersect(cx, a, b):
                 else:
                     out.append(r)
                 if len(out) > MAX_ALTS:  # (as soon as it is known: not after the whole product)
-                    raise NotExpressible("intersection has too many alternatives")
+                    if compactions < COMPACTIONS and not getattr(cx, "emitting", False):
+                        compactions += 1
+                        out = compact(out)
+                    if len(out) > MAX_ALTS:
+                        raise NotExpressible("intersection has too many alternatives")
     return tuple(out)
+
+
+# ---------------------------------------------------------------- compaction (past MAX_ALTS)
+
+def same(a, b, depth=0) -> bool:
+    """True only when ``a`` and ``b`` (nodes, unions, or their fields) are structurally equal
+    (the source pointers aside); False when unsure (objects without a known structure are
+    compared by identity)."""
+    if a is b:
+        return True
+    ta = type(a)
+    if ta is not type(b) or depth > 40:
+        return False
+    if isinstance(a, Node):
+        return all(s == "src" or same(getattr(a, s), getattr(b, s), depth + 1) for s in a.__slots__)
+    if ta is tuple or ta is list:
+        return len(a) == len(b) and all(same(x, y, depth + 1) for x, y in zip(a, b))
+    if ta in (str, int, bool, Decimal, frozenset, type(None)):
+        return a == b
+    return False
+
+
+def _obj_sig(n, k):
+    """Object node ``n`` without its key ``k`` (its property entry and whether it is
+    required), for _merge_objects: (key order, other entries, other fields)."""
+    return ([kk for kk, _ in n.props], [u for kk, u in n.props if kk != k], tuple(r for r in n.required if r != k),
+            [getattr(n, s) for s in Obj.__slots__ if s not in ("props", "required", "src")])
+
+
+def _merge_pair(x, y):
+    """One object node for ``x ∪ y`` when they differ in one key's entry only, else None:
+    "k absent or in V1" (or "k present and in V1") ∪ the same with V2 is "k, if present, in
+    V1 ∪ V2", required only where both require k. Exact: the other conditions are the same
+    (and, in strict mode, the keys the object is closed to)."""
+    if x.kind != "object" or y.kind != "object" or len(x.props) != len(y.props):
+        return None
+    diff = [k for (k, u), (kk, v) in zip(x.props, y.props) if k != kk or not same(u, v)]
+    if len(diff) > 1:
+        return None
+    rx_, ry = set(x.required), set(y.required)
+    if diff:
+        k = diff[0]
+    else:
+        d = rx_ ^ ry
+        if len(d) != 1:
+            return None  # (equal nodes: compact() drops one)
+        k = next(iter(d))
+    if not same(_obj_sig(x, k), _obj_sig(y, k)):
+        return None
+    if (k in rx_) != (k in ry) and not (k in x.ev_keys or x.ev_all or not (x.ev_keys or x.ev_pats)):
+        # (strict mode closes an object to its evaluated and required keys, emit.object: k
+        # stays allowed only where it is evaluated)
+        return None
+    req = x.required if k in rx_ and k in ry else tuple(r for r in x.required if r != k)
+    if not diff:  # (the same entry, or none: "k required" ∪ "k optional" is "k optional")
+        return x.copy(required=req)
+    v = union(x.prop(k), y.prop(k))
+    return x.copy(props=tuple((kk, v if kk == k else u) for kk, u in x.props), required=req)
+
+
+#: compact() calls one intersection may make (each when its product passes MAX_ALTS), and the
+#: node pairs one call compares: past them the product is refused as before.
+COMPACTIONS = 2
+COMPACT_PAIRS = 20000
+
+
+def compact(nodes):
+    """``nodes`` (a union's alternatives) with structurally equal ones dropped and object
+    nodes that differ in one key's entry merged (_merge_pair), repeatedly: the same set of
+    values in fewer alternatives. Used where a product passes MAX_ALTS (the products of negated
+    branches: "k absent" and "k present with a value in V" split one condition in two). Only
+    nodes of one kind with the same property keys in the same order are compared."""
+    groups: dict = {}
+    for n in nodes:
+        key = (n.kind, tuple(k for k, _ in n.props)) if n.kind == "object" else (n.kind,)
+        groups.setdefault(key, []).append(n)
+    left = [COMPACT_PAIRS]
+    out = []
+    for g in groups.values():
+        changed = len(g) > 1
+        while changed and left[0] > 0:
+            changed = False
+            i = 0
+            while i < len(g):
+                j = i + 1
+                while j < len(g) and left[0] > 0:
+                    left[0] -= 1
+                    m = g[i] if same(g[i], g[j]) else _merge_pair(g[i], g[j])
+                    if m is not None:
+                        g[i] = m
+                        del g[j]
+                        changed = True
+                    else:
+                        j += 1
+                i += 1
+        out.extend(g)
+    return out
 
 
 def _merge_decimal_bounds(a: Num, b: Num):
@@ -587,7 +689,9 @@ def union(*us):
             if not any(n is m for m in out):
                 out.append(n)
     if len(out) > MAX_ALTS:
-        raise NotExpressible("union has too many alternatives")
+        out = compact(out)
+        if len(out) > MAX_ALTS:
+            raise NotExpressible("union has too many alternatives")
     return tuple(out)
 
 
@@ -907,6 +1011,7 @@ def _subtract(cx, ctx, u, depth, first):
             raise
         # (the context is a definition still being converted: the whole difference a rule)
         return (cx.defer_subtract(ctx, u),)
+    compactions = 0
     for c in ctx_nodes:
         cur = (c,)
         for n in nodes:
@@ -920,7 +1025,11 @@ def _subtract(cx, ctx, u, depth, first):
             cur = (cx.defer_subtract(cur, (Ref(name),)),)
         out.extend(cur)
         if len(out) > MAX_ALTS:
-            raise NotExpressible("intersection has too many alternatives")
+            if compactions < COMPACTIONS and not getattr(cx, "emitting", False):
+                compactions += 1
+                out = compact(out)
+            if len(out) > MAX_ALTS:
+                raise NotExpressible("intersection has too many alternatives")
     return _uniq(tuple(out))
 
 
