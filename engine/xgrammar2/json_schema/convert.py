@@ -101,8 +101,9 @@ _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitio
 ONE_OF_BUDGET = 100_000
 
 
-#: Intersections of a definition with a schema that get a rule of their own, per conversion.
-MAX_SYNTH_REFS = 5000
+#: Intersections of a definition with a schema that get a rule of their own, per conversion
+#: (defined in ir.py, which deferred_negation.py reads too).
+MAX_SYNTH_REFS = ir.MAX_SYNTH_REFS
 
 class Converter:
     def __init__(self, root, *, strict_mode=True, lenient=False, ref_resolver=None, index=True):

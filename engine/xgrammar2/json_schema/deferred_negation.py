@@ -40,15 +40,13 @@ def count_rule(cx):
 
 def defer_subtract(cx, ctx, u):
     """The rule ``ctx`` minus the union ``u`` (one per context, union and mode)."""
-    from .convert import MAX_SYNTH_REFS
-
     key = ("not", _key(ctx), _key(u), cx.open_negation)
     rn = cx.ref_by_key.get(key)
     if rn is None:
         count_rule(cx)
         cx._synth += 1
-        if cx._synth > MAX_SYNTH_REFS:
-            raise ir.NotExpressible(f"more than {MAX_SYNTH_REFS} intersections of definitions")
+        if cx._synth > ir.MAX_SYNTH_REFS:
+            raise ir.NotExpressible(f"more than {ir.MAX_SYNTH_REFS} intersections of definitions")
         base = next((n.name for n in tuple(u) + tuple(ctx) if n.kind == "ref"), "value")
         rn = f"{base}_not{cx._synth}"
         cx.ref_by_key[key] = rn

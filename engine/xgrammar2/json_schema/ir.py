@@ -407,6 +407,10 @@ def some_key(s, key) -> bool:
 # ---------------------------------------------------------------- intersection
 
 MAX_ALTS = 256
+
+#: Intersections of a definition with a schema that get a rule of their own, per conversion
+#: (convert.py's synthesized `ref ∩ node` rules and deferred_negation.py's `context minus U`).
+MAX_SYNTH_REFS = 5000
 #: Existential conditions (Obj.somes) one object node may carry: the emitter tracks which are
 #: still unmet, one grammar state per subset (2^MAX_SOMES per member position).
 MAX_SOMES = 3
