@@ -11,7 +11,6 @@ mutated arrays: accepted iff valid (members in the order the grammar writes them
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 import os
@@ -20,8 +19,7 @@ import jsonschema
 import pytest
 
 from js_engine import ENGINE
-from js_helpers import grammar_for
-from test_several_contains import _mutations, _ordered
+from js_helpers import bench_row, grammar_for, member_ordered, mutations
 from xgrammar2.json_schema import ir
 
 import suite_runner as S
@@ -82,18 +80,9 @@ def test_compact_merges_only_one_key_differences():
 BENCH = S.BENCH_DIR
 
 
-def _row(subset, oid):
-    with gzip.open(os.path.join(BENCH, f"{subset}.jsonl.gz"), "rt") as f:
-        for line in f:
-            r = json.loads(line)
-            if r["id"] == f"{subset}---{oid}":
-                return r
-    raise KeyError(oid)
-
-
 def _deep_ordered(x, order):
     if isinstance(x, dict):
-        return {k: _deep_ordered(v, order) for k, v in _ordered(x, order).items()}
+        return {k: _deep_ordered(v, order) for k, v in member_ordered(x, order).items()}
     if isinstance(x, list):
         return [_deep_ordered(v, order) for v in x]
     return x
@@ -109,7 +98,7 @@ DATASET = [("JsonSchemaStore", "prometheus", 12, []),
 @pytest.mark.skipif(not os.path.isdir(BENCH), reason="JSONSchemaBench data not found")
 @pytest.mark.parametrize("subset,oid,n_tests,order", DATASET)
 def test_dataset_schema_compiles_and_judges_mutated_instances(subset, oid, n_tests, order):
-    r = _row(subset, oid)
+    r = bench_row(f"{subset}---{oid}")
     _, st = S.OursPipeline(strict_mode=True).compile(r["schema"])
     assert st == "compiled", st
     loose = S.OursPipeline(strict_mode=False)
@@ -120,7 +109,7 @@ def test_dataset_schema_compiles_and_judges_mutated_instances(subset, oid, n_tes
     judged = [0, 0]
     for t in r["tests"]:
         assert v.is_valid(t["data"]) == t["valid"]
-        for x in _mutations(t["data"], [1, "x", None, {}])[:60]:
+        for x in mutations(t["data"], [1, "x", None, {}])[:60]:
             valid = v.is_valid(x)
             acc = all(loose.accepts(c, s) for s in loose.variants(_deep_ordered(x, order)))
             assert acc == valid, (oid, valid, json.dumps(x)[:300])
@@ -135,5 +124,5 @@ def test_emitter_products_are_not_compacted():
     Compacted, Github_ultra---o19343's lenient any_order grammar grew from 5.7 MB to 84 MB."""
     from xgrammar2.json_schema import json_schema_to_ebnf
 
-    r = json_schema_to_ebnf(_row("Github_ultra", "o19343")["schema"], any_order=True, lenient=True)
+    r = json_schema_to_ebnf(bench_row("Github_ultra---o19343")["schema"], any_order=True, lenient=True)
     assert len(r.ebnf) < 10_000_000, len(r.ebnf)

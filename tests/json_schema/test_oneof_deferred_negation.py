@@ -9,17 +9,14 @@ exclusivity must reject) and none, nested several levels deep through the recurs
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
-import os
 
 import jsonschema
 import pytest
 
-from js_engine import DATA, ENGINE
-from js_helpers import grammar_for
-from test_oneof_open_object_negation import _assert_exact
+from js_engine import ENGINE
+from js_helpers import assert_exact, bench_row, grammar_for
 
 COND = {"oneOf": [
     {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": False},
@@ -44,7 +41,7 @@ def test_negation_of_recursion_deeper_than_unrolled():
     c = _conds(2)
     inst = ([{"x": v} for v in c] + [{"y": v} for v in c] + [{"x": v, "y": w} for v in c for w in c[:8]]
             + [{"x": v, "y": w} for v in c[:8] for w in c] + [1, {}])
-    _assert_exact(schema, inst)
+    assert_exact(schema, inst)
 
 
 def _qs(depth):
@@ -63,7 +60,7 @@ def test_negation_of_definition_being_converted():
          "additionalProperties": False},
         {"type": "object", "properties": {"k": {"type": "string"}}, "additionalProperties": False},
         {"type": "string"}]}}, "$ref": "#/$defs/q"}
-    _assert_exact(schema, _qs(3))
+    assert_exact(schema, _qs(3))
 
 
 def test_allof_member_oneof_told_apart_by_the_parents_required_key():
@@ -82,23 +79,10 @@ def test_allof_member_oneof_told_apart_by_the_parents_required_key():
             inst.append(d)
             inst.append({**d, "x": 1})
             inst.append({**d, "x": "t", "note": "n"})
-    _assert_exact(schema, inst)
+    assert_exact(schema, inst)
 
 
 # ------------------------------------------------------------------ JSONSchemaBench schemas
-
-
-def _row(id_):
-    sub = id_.split("---")[0]
-    p = os.path.join(DATA, "jsonschemabench", f"{sub}.jsonl.gz")
-    if not os.path.exists(p):
-        pytest.skip(f"no {p}")
-    with gzip.open(p, "rt", encoding="utf-8") as f:
-        for line in f:
-            r = json.loads(line)
-            if r["id"] == id_:
-                return r
-    raise AssertionError(id_)
 
 
 def _texts_in_orders(x, orders):
@@ -165,7 +149,7 @@ def _sub(schema, ptr):
 
 
 def test_github_medium_o79474_items():
-    schema = _sub(_row("Github_medium---o79474")["schema"], "#/items")
+    schema = _sub(bench_row("Github_medium---o79474")["schema"], "#/items")
     conds = [True, {"attribute": "a", "wildCard": "*"}, {"not": {"not": False}},
              {"not": {"not": {"not": 1}}}, {"not": 1}, 5, {"attribute": "a"}]
     inst = []
@@ -178,7 +162,7 @@ def test_github_medium_o79474_items():
 
 
 def test_github_ultra_o39449_configuration():
-    schema = _sub(_row("Github_ultra---o39449")["schema"], "#/definitions/OrderProduct/properties/configuration")
+    schema = _sub(bench_row("Github_ultra---o39449")["schema"], "#/definitions/OrderProduct/properties/configuration")
     q = {"amount": "1", "units": "Mbps"}
     link = {"href": "h", "rel": "r"}
     evc = {"configText": "t", "configBinary": 1, "configLocation": link, "configActivationType": "Base",
@@ -195,7 +179,7 @@ def test_github_ultra_o39449_configuration():
 
 
 def test_jsonschemastore_component_spec_predicates():
-    schema = _sub(_row("JsonSchemaStore---component_spec.json_schema")["schema"], "#/definitions/PredicateType")
+    schema = _sub(bench_row("JsonSchemaStore---component_spec.json_schema")["schema"], "#/definitions/PredicateType")
     ops = {"op1": "a", "op2": "b"}
     preds = [{"==": ops}, {"not": {"==": ops}}, {"not": {"not": {"<": ops}}}, {"and": {"op1": {"==": ops}, "op2": {">": ops}}},
              {"not": 1}, {"==": {"op1": "a"}}]
@@ -212,7 +196,7 @@ def test_github_ultra_o78463_repositories(strict_mode):
     """The items' oneOf subtracts a closed one-member object from "repository" while that
     definition is still being converted (a repository may contain packages with repositories):
     the context itself becomes the deferred rule."""
-    schema = _row("Github_ultra---o78463")["schema"]
+    schema = bench_row("Github_ultra---o78463")["schema"]
     items = [{"type": "composer", "url": "https://x"}, {"type": "vcs", "url": "u"}, {"packagist.org": False},
              {"a": False, "b": False}, {"type": "composer"}, {"type": False}, {"type": "package", "package": {}},
              {}, 1, {"type": "path", "url": "p", "extra": 1}, {"type": "artifact", "url": "a", "x": False}]
@@ -226,7 +210,7 @@ def test_github_ultra_o358_linked_services():
     the enclosing definition requires (Github_ultra---o358; o359 and o360 have the same
     shape for copy sources and datasets). Non-strict only: strict mode closes the object
     merged from the allOf members, which _strict() cannot write for jsonschema."""
-    schema = _sub(_row("Github_ultra---o358")["schema"], "#/definitions/linkedServicePropertiesTypes")
+    schema = _sub(bench_row("Github_ultra---o358")["schema"], "#/definitions/linkedServicePropertiesTypes")
     tp = {"connectionString": "c"}
     inst = [{"type": "AzureStorage", "typeProperties": tp}, {"type": "AzureSqlDatabase", "typeProperties": tp},
             {"type": "AzureStorage", "typeProperties": {}}, {"type": "AzureStorage", "typeProperties": {**tp, "x": 1}},
@@ -242,7 +226,7 @@ def test_github_medium_o72217_dependency_on_type():
     "type": converted within "type is present", the kinds are disjoint (on its own, {}
     matches every kind and their negation needs too many alternatives). Non-strict: strict
     mode closes the root merged with the dependency's branch, which jsonschema cannot be told."""
-    schema = _row("Github_medium---o72217")["schema"]
+    schema = bench_row("Github_medium---o72217")["schema"]
     base = {"id": "i", "dateCreated": 1, "accountId": "a", "userId": "u", "cancellable": True,
             "rewardSource": "REFERRED"}
     variants = [{}, {"type": "PCT_DISCOUNT"}, {"type": "PCT_DISCOUNT", "discountPercent": 5, "unit": "%"},
@@ -267,7 +251,7 @@ def test_bench_schema_converts_and_agrees_with_labels(id_):
     discriminated allOf members); the shared test instances (if any) agree with their labels
     (Github_ultra---o359's valid instance is left out: its nested members are not in schema
     order, which the grammar requires)."""
-    r = _row(id_)
+    r = bench_row(id_)
     schema = r["schema"]
     cg = grammar_for(schema, strict_mode=True)
     order = list(schema.get("properties", {}))

@@ -8,49 +8,20 @@ instances that match several branches (valid only if exclusivity were dropped)."
 
 from __future__ import annotations
 
-import itertools
 import json
 
-import jsonschema
 import pytest
 
 from js_engine import ENGINE
-from js_helpers import grammar_for
+from js_helpers import arrays_over, assert_exact, grammar_for, objects_over
 from xgrammar2.json_schema import UnsupportedSchemaError, json_schema_to_ebnf
 
 SCALARS = [None, True, False, 0, 1, 2, -3, 2.5, "", "a", "b", "foo"]
 
 
-def _objects(keys, pool, max_keys=3):
-    """Objects over ``keys`` (in that order, as the grammar writes them), values from ``pool``."""
-    out = [{}]
-    for r in range(1, min(max_keys, len(keys)) + 1):
-        for ks in itertools.combinations(keys, r):
-            for vals in itertools.product(pool, repeat=r):
-                out.append(dict(zip(ks, vals)))
-    return out
-
-
-def _arrays(pool, max_len=3):
-    out = []
-    for n in range(max_len + 1):
-        out.extend(list(v) for v in itertools.product(pool, repeat=n))
-    return out
-
-
 def _assert_exact(schema, instances, strict_mode=False):
-    cg = grammar_for(schema, strict_mode=strict_mode)
-    v = jsonschema.Draft202012Validator(schema)
-    wrong = []
-    for x in instances:
-        valid = v.is_valid(x)
-        acc = ENGINE.accepts(cg, json.dumps(x))
-        if strict_mode:
-            if acc and not valid:  # strict mode narrows objects; never widens
-                wrong.append(("accepted invalid", x))
-        elif acc != valid:
-            wrong.append(("accepted invalid" if acc else "rejected valid", x))
-    assert not wrong, f"{len(wrong)} wrong verdicts for {json.dumps(schema)}: {wrong[:8]}"
+    """Each instance written once (as json.dumps writes it)."""
+    assert_exact(schema, instances, strict_mode, texts=lambda x: [json.dumps(x)], narrows=strict_mode)
 
 
 CLOSED_A = {"type": "object", "additionalProperties": False, "properties": {"foo": {"type": "string"}}}
@@ -59,55 +30,55 @@ CLOSED_B = {"type": "object", "additionalProperties": False, "properties": {"bar
 CASES = {
     # {} matches both closed branches: rejected; {"foo": ...} only A; {"bar": ...} only B.
     "closed_objects": ({"oneOf": [CLOSED_A, CLOSED_B]},
-                       _objects(["foo", "bar", "zz"], ["a", 1], 2) + SCALARS),
+                       objects_over(["foo", "bar", "zz"], ["a", 1], 2) + SCALARS),
     # required key forbidden by additionalProperties:false in the other branch
     "required_vs_closed": ({"oneOf": [
         {"type": "object", "required": ["ref"], "properties": {"ref": {"type": "string"}},
          "additionalProperties": False},
         {"type": "object", "properties": {"inherit": {"enum": [True]}, "ref": {"type": "integer"}}}]},
-        _objects(["inherit", "ref", "zz"], [True, "a", 1], 2)),
+        objects_over(["inherit", "ref", "zz"], [True, "a", 1], 2)),
     # additionalProperties as a schema, patternProperties and propertyNames in the negated branch
     # (the parent's additionalProperties:false gives both branches a finite key set)
     "pattern_and_additional": ({"type": "object", "properties": {"a": {}, "ab": {}, "b": {}},
                                 "additionalProperties": False, "oneOf": [
         {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
         {"patternProperties": {"^a": {"type": "integer", "minimum": 1}}, "additionalProperties": {"type": "string"}}]},
-        _objects(["a", "ab", "b", "c"], [0, 1, "x"], 3)),
+        objects_over(["a", "ab", "b", "c"], [0, 1, "x"], 3)),
     "property_names": ({"oneOf": [
         {"type": "object", "properties": {"x": {}, "yy": {}}, "additionalProperties": False},
         {"type": "object", "properties": {"x": {}, "yy": {}, "z": {}}, "additionalProperties": False,
          "propertyNames": {"maxLength": 1}}]},
-        _objects(["x", "yy", "z"], [1], 3)),
+        objects_over(["x", "yy", "z"], [1], 3)),
     "min_max_properties": ({"oneOf": [
         {"type": "object", "properties": {"p": {}, "q": {}, "r": {}}, "additionalProperties": False},
         {"type": "object", "properties": {"p": {"type": "integer"}, "q": {}, "s": {}}, "additionalProperties": False,
          "minProperties": 2, "maxProperties": 2}]},
-        _objects(["p", "q", "r", "s"], [1, "a"], 3)),
+        objects_over(["p", "q", "r", "s"], [1, "a"], 3)),
     # nested: the value of a listed key must itself be negated relative to the context
     "nested_closed": ({"oneOf": [
         {"type": "object", "properties": {"k": CLOSED_A}, "additionalProperties": False},
         {"type": "object", "properties": {"k": CLOSED_B}, "additionalProperties": False, "required": ["k"]}]},
-        [{"k": o} for o in _objects(["foo", "bar"], ["a", 1], 2)] + [{}, {"k": 1}, {"j": {}}]),
+        [{"k": o} for o in objects_over(["foo", "bar"], ["a", 1], 2)] + [{}, {"k": 1}, {"j": {}}]),
     # arrays whose items are closed objects: an item outside the other branch's items
     "arrays_of_closed": ({"oneOf": [{"type": "array", "items": CLOSED_A, "maxItems": 2},
                                     {"type": "array", "items": CLOSED_B}]},
-                         _arrays([{}, {"foo": "x"}, {"bar": "x"}, 1], 3)),
+                         arrays_over([{}, {"foo": "x"}, {"bar": "x"}, 1], 3)),
     "prefix_of_closed": ({"oneOf": [{"type": "array", "items": CLOSED_A},
                                     {"type": "array", "prefixItems": [CLOSED_A, CLOSED_B], "items": False}]},
-                         _arrays([{}, {"foo": "x"}, {"bar": "x"}, 1], 3)),
+                         arrays_over([{}, {"foo": "x"}, {"bar": "x"}, 1], 3)),
     "contains_closed": ({"type": "array", "items": {"type": "object", "properties": {"foo": {}, "bar": {}},
                                                     "additionalProperties": False},
                          "contains": CLOSED_A, "maxContains": 1},
-                        _arrays([{}, {"foo": "x"}, {"bar": "x"}, {"foo": 1, "bar": 1}], 3)),
+                        arrays_over([{}, {"foo": "x"}, {"bar": "x"}, {"foo": 1, "bar": 1}], 3)),
     # array and object constants
     "array_const": ({"oneOf": [{"const": [1, 2]}, {"type": "array", "items": {"type": "integer"}}]},
-                    _arrays([1, 2, "a"], 3)),
+                    arrays_over([1, 2, "a"], 3)),
     "object_const": ({"oneOf": [{"const": {"a": 1, "b": [True]}},
                                 {"type": "object", "properties": {"a": {"type": "integer"}}}]},
-                     _objects(["a", "b", "c"], [1, 2, [True], [False]], 3)),
+                     objects_over(["a", "b", "c"], [1, 2, [True], [False]], 3)),
     "enum_of_containers": ({"oneOf": [{"enum": [[], [1], {"x": None}]},
                                       {"type": ["array", "object"], "maxItems": 1, "maxProperties": 1}]},
-                           _arrays([1, 2], 2) + _objects(["x", "y"], [None, 1], 2)),
+                           arrays_over([1, 2], 2) + objects_over(["x", "y"], [None, 1], 2)),
     # discriminated with status const on the parent + closed variants (the JSONSchemaBench pattern)
     "discriminated_closed": ({"type": "object", "required": ["status"], "properties": {"status": {"enum": ["c"]}},
                               "oneOf": [
@@ -116,19 +87,19 @@ CASES = {
          "required": ["target"], "additionalProperties": False},
         {"properties": {"status": {}, "gone": {"const": True}}, "required": ["gone"],
          "additionalProperties": False}]},
-        _objects(["status", "path", "target", "gone"], ["c", "p", True], 3)),
+        objects_over(["status", "path", "target", "gone"], ["c", "p", True], 3)),
     # not / if with a closed object
     "not_closed": ({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
                     "not": {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False}},
-                   _objects(["a", "b", "c"], [1, "s"], 2)),
+                   objects_over(["a", "b", "c"], [1, "s"], 2)),
     "if_closed": ({"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
                    "if": {"properties": {"a": {"const": 1}}, "additionalProperties": False},
                    "then": {"required": ["a"]}, "else": {"required": ["b"]}},
-                  _objects(["a", "b"], [1, 2], 2)),
+                  objects_over(["a", "b"], [1, 2], 2)),
     # enum context: the values failing the other branch are kept
     "enum_context": ({"oneOf": [{"enum": [{"a": 1}, {"a": 1, "z": 2}, "s"]},
                                 {"type": "object", "properties": {"a": {}}, "additionalProperties": False}]},
-                     _objects(["a", "z"], [1, 2], 2) + ["s", "t"]),
+                     objects_over(["a", "z"], [1, 2], 2) + ["s", "t"]),
 }
 
 

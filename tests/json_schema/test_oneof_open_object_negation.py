@@ -10,54 +10,16 @@ contain instances that match several branches, which exclusivity must reject."""
 
 from __future__ import annotations
 
-import itertools
 import json
 
 import jsonschema
 import pytest
 
 from js_engine import ENGINE
-from js_helpers import grammar_for
+from js_helpers import assert_exact, bench_row, grammar_for, member_orders, objects_over
 from xgrammar2.json_schema import UnsupportedSchemaError, json_schema_to_ebnf
 
 SCALARS = [None, True, 0, 1.5, "", "a"]
-
-
-def _objects(keys, pool, max_keys=3):
-    """Objects over ``keys`` with values from ``pool``."""
-    out = [{}]
-    for r in range(1, min(max_keys, len(keys)) + 1):
-        for ks in itertools.combinations(keys, r):
-            for vals in itertools.product(pool, repeat=r):
-                out.append(dict(zip(ks, vals)))
-    return out
-
-
-def _texts(x):
-    """Serializations of ``x``: every order of an object's members (the grammar writes named
-    properties in the order of the schema node that accepts the object, and the branches of a
-    union may order them differently); nested values as json.dumps writes them."""
-    if not isinstance(x, dict) or len(x) < 2:
-        return [json.dumps(x)]
-    return [json.dumps(dict((k, x[k]) for k in ks)) for ks in itertools.permutations(x)]
-
-
-def _assert_exact(schema, instances, strict_mode=False):
-    """A valid instance is accepted in at least one member order; an invalid one in none."""
-    cg = grammar_for(schema, strict_mode=strict_mode)
-    v = jsonschema.Draft202012Validator(schema)
-    wrong = []
-    n_valid = 0
-    for x in instances:
-        valid = v.is_valid(x)
-        n_valid += valid
-        acc = [t for t in _texts(x) if ENGINE.accepts(cg, t)]
-        if valid and not acc:
-            wrong.append(("rejected valid", x))
-        elif acc and not valid:
-            wrong.append(("accepted invalid", acc[0]))
-    assert not wrong, f"{len(wrong)} wrong verdicts for {json.dumps(schema)}: {wrong[:8]}"
-    assert 0 < n_valid < len(instances), "the grid must contain valid and invalid instances"
 
 
 CLOSED_X = {"type": "object", "properties": {"x": {"type": "integer"}}, "additionalProperties": False}
@@ -68,21 +30,21 @@ CASES = {
     "nested_closed": ({"oneOf": [
         {"type": "object", "required": ["a"], "properties": {"a": CLOSED_X}},
         {"type": "object", "properties": {"a": {"type": "object"}, "b": {"type": "integer"}}}]},
-        [{"a": o} for o in _objects(["x", "y", "z"], [1, "s"], 2)]
-        + [{"a": o, "b": b} for o in _objects(["x", "y"], [1], 2) for b in (1, "s")]
+        [{"a": o} for o in objects_over(["x", "y", "z"], [1, "s"], 2)]
+        + [{"a": o, "b": b} for o in objects_over(["x", "y"], [1], 2) for b in (1, "s")]
         + [{"b": 1}, {"a": 1}] + SCALARS),
     # additionalProperties as a schema in an open-context branch: members outside {p} must be
     # strings in branch 0; branch 1 is any object with a number member "n"
     "additional_schema": ({"oneOf": [
         {"type": "object", "properties": {"p": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
         {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}]},
-        _objects(["p", "n", "q", "r"], [1, "s", None], 3) + SCALARS),
+        objects_over(["p", "n", "q", "r"], [1, "s", None], 3) + SCALARS),
     # patternProperties with an infinite key language (^x): some key starting with x has a
     # non-integer value
     "pattern_infinite": ({"oneOf": [
         {"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
         {"type": "object", "required": ["k"]}]},
-        _objects(["k", "x", "xa", "y"], [1, "s"], 3) + SCALARS),
+        objects_over(["k", "x", "xa", "y"], [1, "s"], 3) + SCALARS),
     # Github_trivial---o88605's shape: one required key each, a finite pattern forcing the
     # other keys to null (finite key language: one alternative per key)
     "finite_pattern_null": ({"oneOf": [
@@ -92,25 +54,25 @@ CASES = {
          "patternProperties": {"^(a|c)$": {"type": "null"}}},
         {"type": "object", "required": ["c"], "properties": {"c": {"type": "boolean"}},
          "patternProperties": {"^(a|b)$": {"type": "null"}}}]},
-        _objects(["a", "b", "c", "d"], [None, "s", 1, True], 3) + SCALARS),
+        objects_over(["a", "b", "c", "d"], [None, "s", 1, True], 3) + SCALARS),
     # a finite key language that really overlaps: {"b": 1} matches both branches
     "finite_pattern_overlap": ({"oneOf": [
         {"type": "object", "patternProperties": {"^(b|c)$": {"type": "integer"}}},
         {"type": "object", "required": ["b"]}]},
-        _objects(["b", "c", "d"], [1, "s"], 3) + SCALARS),
+        objects_over(["b", "c", "d"], [1, "s"], 3) + SCALARS),
     # both patternProperties and additionalProperties:false in the negated branch, plus
     # minProperties on the other one (counting members while tracking the condition)
     "pattern_and_closed": ({"oneOf": [
         {"type": "object", "properties": {"id": {"type": "integer"}}, "patternProperties": {"^t": {"type": "string"}},
          "additionalProperties": False},
         {"type": "object", "minProperties": 2}]},
-        _objects(["id", "ta", "tb", "z"], [1, "s"], 3) + SCALARS),
+        objects_over(["id", "ta", "tb", "z"], [1, "s"], 3) + SCALARS),
     # three overlapping open branches: two conditions tracked at once on one object
     "three_branches": ({"oneOf": [
         {"type": "object", "additionalProperties": {"type": "integer"}},
         {"type": "object", "additionalProperties": {"type": "string"}},
         {"type": "object", "patternProperties": {"^a": {"type": "null"}}}]},
-        _objects(["a", "ab", "b"], [1, "s", None], 3) + SCALARS),
+        objects_over(["a", "ab", "b"], [1, "s", None], 3) + SCALARS),
     # a branch that is itself an exclusive oneOf with an existential condition ("some member
     # other than p is not an integer"), negated by the outer oneOf: "every member other than p
     # is an integer", p itself left free
@@ -118,18 +80,18 @@ CASES = {
         {"oneOf": [{"type": "object", "properties": {"p": {}}, "additionalProperties": {"type": "integer"}},
                    {"type": "object"}]},
         {"type": "object", "required": ["z"]}]},
-        _objects(["p", "z", "q"], [1, "s"], 3) + SCALARS),
+        objects_over(["p", "z", "q"], [1, "s"], 3) + SCALARS),
     # (refused before: test_oneof_exact.py's test_open_key_context_still_refused)
     "open_key_context": ({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
                                     {"type": "object", "additionalProperties": {"type": "string"}}]},
-                         _objects(["a", "b", "c"], [1, "s", None], 3) + SCALARS),
+                         objects_over(["a", "b", "c"], [1, "s", None], 3) + SCALARS),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_open_object_negation_exact(case):
     schema, instances = CASES[case]
-    _assert_exact(schema, instances)
+    assert_exact(schema, instances)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -139,7 +101,7 @@ def test_open_object_negation_strict_mode_sound(case):
     schema, instances = CASES[case]
     cg = grammar_for(schema, strict_mode=True)
     v = jsonschema.Draft202012Validator(schema)
-    bad = [t for x in instances if not v.is_valid(x) for t in _texts(x) if ENGINE.accepts(cg, t)]
+    bad = [t for x in instances if not v.is_valid(x) for t in member_orders(x) if ENGINE.accepts(cg, t)]
     assert not bad, f"{len(bad)} invalid instances accepted in strict mode: {bad[:8]}"
 
 
@@ -148,7 +110,7 @@ def test_open_negation_inside_arrays_and_nested_oneof():
     schema = {"type": "array", "items": {"$ref": "#/$defs/it"}, "$defs": {"it": CASES["nested_closed"][0]}}
     items = [{"a": {"x": 1}}, {"a": {"x": 1, "y": 1}}, {"b": 2}, {"a": {"y": "s"}, "b": 1}]
     inst = [[]] + [[a] for a in items] + [[a, b] for a in items for b in items]
-    _assert_exact(schema, inst)
+    assert_exact(schema, inst)
 
 
 def test_open_negation_key_order_free_for_additional_members():
@@ -191,28 +153,6 @@ BENCH_IDS = ["Github_trivial---o88605", "Github_medium---o72203", "Github_ultra-
              "JsonSchemaStore---helm-testsuite"]
 
 
-def _bench_rows():
-    import gzip
-    import os
-
-    from js_engine import DATA
-
-    want = {}
-    for id_ in BENCH_IDS:
-        want.setdefault(id_.split("---")[0], set()).add(id_)
-    rows = {}
-    for sub, ids in want.items():
-        p = os.path.join(DATA, "jsonschemabench", f"{sub}.jsonl.gz")
-        if not os.path.exists(p):
-            pytest.skip(f"no {p}")
-        with gzip.open(p, "rt", encoding="utf-8") as f:
-            for line in f:
-                r = json.loads(line)
-                if r["id"] in ids:
-                    rows[r["id"]] = r
-    return [rows[i] for i in BENCH_IDS]
-
-
 @pytest.mark.parametrize("idx", range(len(BENCH_IDS)), ids=BENCH_IDS)
 def test_jsonschemabench_schemas_agree_with_labels(idx):
     """JSONSchemaBench schemas refused before (an exclusive oneOf needing the negation of an open
@@ -221,7 +161,7 @@ def test_jsonschemabench_schemas_agree_with_labels(idx):
     invalid one is rejected (as given and with its top-level members in the schema's property
     order), a valid one accepted in that order (the grammar writes named properties in schema
     order; three valid instances of o39230/o69900 list them otherwise)."""
-    r = _bench_rows()[idx]
+    r = bench_row(BENCH_IDS[idx])
     schema = r["schema"]
     cg = grammar_for(schema, strict_mode=False)
     order = list(schema.get("properties", {}))

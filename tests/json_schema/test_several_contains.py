@@ -10,44 +10,18 @@ with mutated arrays: accepted iff valid."""
 
 from __future__ import annotations
 
-import copy
-import gzip
-import itertools
 import json
 import os
 
 import jsonschema
 import pytest
 
-from js_engine import ENGINE
-from js_helpers import grammar_for
-from test_oneof_open_object_negation import _texts
+from js_helpers import arrays_over, assert_exact, bench_row, member_ordered, mutations
 from xgrammar2.json_schema import UnsupportedSchemaError, json_schema_to_ebnf
 
 import suite_runner as S
 
 POOL = [1, 2, 3.5, "a", "bb", None, True]
-
-
-def _arrays(pool, max_len):
-    out = []
-    for n in range(max_len + 1):
-        out.extend(list(t) for t in itertools.product(pool, repeat=n))
-    return out
-
-
-def _assert_exact(schema, instances, strict_mode=False):
-    cg = grammar_for(schema, strict_mode=strict_mode)
-    v = jsonschema.Draft202012Validator(schema)
-    wrong, n_valid = [], 0
-    for x in instances:
-        valid = v.is_valid(x)
-        n_valid += valid
-        acc = any(ENGINE.accepts(cg, t) for t in _texts(x))
-        if acc != valid:
-            wrong.append(("rejected valid" if valid else "accepted invalid", x))
-    assert not wrong, f"{len(wrong)} wrong verdicts for {json.dumps(schema)}: {wrong[:8]}"
-    assert 0 < n_valid < len(instances), "the grid must contain valid and invalid instances"
 
 
 CASES = {
@@ -84,12 +58,12 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_several_contains_exact_on_grid(case):
-    _assert_exact(CASES[case], _arrays(POOL, 4) + [1, "a", None, {}])
+    assert_exact(CASES[case], arrays_over(POOL, 4) + [1, "a", None, {}])
 
 
 def test_several_contains_strict_mode_exact_on_grid():
     """strict_mode=True changes nothing for arrays of scalars."""
-    _assert_exact(CASES["oneof_arrays"], _arrays(POOL, 4), strict_mode=True)
+    assert_exact(CASES["oneof_arrays"], arrays_over(POOL, 4), strict_mode=True)
 
 
 def test_too_many_contains_refused_with_pointer():
@@ -109,70 +83,15 @@ def test_equal_and_trivial_contains_are_folded():
         {"contains": {"type": "number"}, "minContains": 2, "maxContains": 3},
         {"contains": {"type": "string"}, "minContains": 0, "maxContains": 0},
         {"contains": {"const": 1}}]}
-    _assert_exact(s, _arrays([1, 2, "a"], 5))
+    assert_exact(s, arrays_over([1, 2, "a"], 5))
     never = {"type": "array", "items": {"type": "integer"}, "allOf": [
         {"contains": {"type": "string"}}, {"contains": {"const": 1}}]}
-    _assert_exact({"anyOf": [never, {"type": "array", "minItems": 3}]}, _arrays([1, 2, "a"], 4))
+    assert_exact({"anyOf": [never, {"type": "array", "minItems": 3}]}, arrays_over([1, 2, "a"], 4))
 
 
 # ---------------------------------------------------------------- dataset schemas
 
 BENCH = S.BENCH_DIR
-
-
-def _row(subset, oid):
-    with gzip.open(os.path.join(BENCH, f"{subset}.jsonl.gz"), "rt") as f:
-        for line in f:
-            r = json.loads(line)
-            if r["id"] == f"{subset}---{oid}":
-                return r
-    raise KeyError(oid)
-
-
-def _mutations(x, fillers):
-    """``x`` and copies with one array changed: an item appended (each filler), the first item
-    removed, the first item replaced by a filler."""
-    out = [x]
-    paths = []
-
-    def walk(v, path):
-        if isinstance(v, list):
-            paths.append(path)
-            for i, y in enumerate(v):
-                walk(y, path + (i,))
-        elif isinstance(v, dict):
-            for k, y in v.items():
-                walk(y, path + (k,))
-
-    walk(x, ())
-
-    def at(root, path):
-        for p in path:
-            root = root[p]
-        return root
-
-    for p in paths:
-        for f in fillers:
-            y = copy.deepcopy(x)
-            at(y, p).append(f)
-            out.append(y)
-            y = copy.deepcopy(x)
-            if at(y, p):
-                at(y, p)[0] = f
-                out.append(y)
-        y = copy.deepcopy(x)
-        if at(y, p):
-            del at(y, p)[0]
-            out.append(y)
-    return out
-
-
-def _ordered(d, order):
-    """``d`` with its keys in ``order`` first (the grammar writes named properties in the
-    schema's order), the others after them as they were."""
-    if not isinstance(d, dict):
-        return d
-    return {**{k: d[k] for k in order if k in d}, **{k: v for k, v in d.items() if k not in order}}
 
 
 def _order_o25751(schema, x):
@@ -184,7 +103,7 @@ def _order_o25751(schema, x):
     for b in schema["oneOf"]:
         if system in b["properties"]["_attributes"]["properties"]["repository_system"]["enum"]:
             order = list(b["properties"]["_elements"]["items"]["properties"])
-            return {**x, "_elements": [_ordered(e, order) for e in x["_elements"]]}
+            return {**x, "_elements": [member_ordered(e, order) for e in x["_elements"]]}
     return x
 
 
@@ -193,11 +112,11 @@ def _order_circleci(schema, x):
     executor choice (docker, ...)."""
     if not isinstance(x, dict):
         return x
-    x = _ordered(x, list(schema["properties"]))
+    x = member_ordered(x, list(schema["properties"]))
     if not isinstance(x.get("jobs"), dict):
         return x
     order = list(schema["definitions"]["jobs"]["additionalProperties"]["properties"])
-    return {**x, "jobs": {k: _ordered(j, order) for k, j in x["jobs"].items()}}
+    return {**x, "jobs": {k: member_ordered(j, order) for k, j in x["jobs"].items()}}
 
 
 DATASET = [("Github_trivial", "o25751", 6, _order_o25751), ("JsonSchemaStore", "circleciconfig", 5, _order_circleci)]
@@ -209,7 +128,7 @@ def test_dataset_schema_compiles_and_judges_mutated_instances(subset, oid, n_tes
     """The schema compiles (strict_mode=True, as bench.json_coverage); with strict_mode=False
     its instances and copies with one array changed are accepted iff jsonschema finds them
     valid (members in the order the grammar writes them)."""
-    r = _row(subset, oid)
+    r = bench_row(f"{subset}---{oid}")
     strict = S.OursPipeline(strict_mode=True)
     _, st = strict.compile(r["schema"])
     assert st == "compiled", st
@@ -223,7 +142,7 @@ def test_dataset_schema_compiles_and_judges_mutated_instances(subset, oid, n_tes
     fillers = [1, "x", None, {}, {"image": "a"}]
     for t in r["tests"]:
         assert v.is_valid(t["data"]) == t["valid"]
-        for x in _mutations(t["data"], fillers)[:80]:
+        for x in mutations(t["data"], fillers)[:80]:
             valid = v.is_valid(x)
             acc = all(loose.accepts(c, s) for s in loose.variants(order(r["schema"], x)))
             assert acc == valid, (oid, valid, json.dumps(x)[:300])
@@ -235,7 +154,7 @@ def test_dataset_schema_compiles_and_judges_mutated_instances(subset, oid, n_tes
 def test_github_medium_o62056_service_types_exact():
     """Github_medium---o62056 compiles; its oneOf of arrays of overlapping enums (the
     property that needed several contains) is exact on arrays of its enum values."""
-    r = _row("Github_medium", "o62056")
+    r = bench_row("Github_medium---o62056")
     _, st = S.OursPipeline(strict_mode=True).compile(r["schema"])
     assert st == "compiled", st
     sub = r["schema"]["properties"]["serviceTypes"]
@@ -246,4 +165,4 @@ def test_github_medium_o62056_service_types_exact():
                 values.append(e)
     shared = [e for e in values if sum(e in b["items"]["enum"] for b in sub["oneOf"]) > 1]
     pool = shared[:3] + [e for e in values if e not in shared][:3] + [values[-1], 1]
-    _assert_exact(sub, _arrays(pool, 3))
+    assert_exact(sub, arrays_over(pool, 3))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 
@@ -101,3 +102,44 @@ def oracle_walk(compiled: xgr.CompiledGrammar, tok: xgr.TokenizerInfo, rng: rand
             assert len(ids), f"{label}: dead end at step {step}"
             t = pick_token(rng, ids, tok)
             assert m.accept_token(t), f"{label}: allowed token {t} rejected"
+
+
+def wide_object_schema(max_len: int, min_len: int, n_props: int, second_string: bool = False) -> str:
+    """A closed object: n_props // 2 integer properties p.., the string "s" (maxLength
+    max_len, minLength min_len), with second_string a string "t" of the same maxLength, then
+    n_props // 2 boolean properties q..: a string inside a wide object, so that closing it
+    predicts many later members."""
+    props: dict[str, dict] = {f"p{i:02d}": {"type": "integer"} for i in range(n_props // 2)}
+    s: dict = {"type": "string", "maxLength": max_len}
+    if min_len:
+        s["minLength"] = min_len
+    props["s"] = s
+    if second_string:
+        props["t"] = {"type": "string", "maxLength": max_len}
+    props.update({f"q{i:02d}": {"type": "boolean"} for i in range(n_props // 2)})
+    return json.dumps({"type": "object", "properties": props, "additionalProperties": False})
+
+
+def assert_oracle_mask(m: xgr.GrammarMatcher, vocab: str, where: str) -> None:
+    """The matcher's mask equals the brute-force mask (masks_equal_oracle)."""
+    ok, why = masks_equal_oracle(m, tokenizer(vocab).vocab_size)
+    assert ok, f"{vocab} {where}: {why}"
+
+
+def type_string_checked(m: xgr.GrammarMatcher, vocab: str, n_chars: int, pieces: list[str]) -> None:
+    """After '{"p03":7,"s":"', types n_chars letters one character per token, then the
+    ``pieces`` by accept_string, comparing the mask with the brute-force mask after each."""
+    one = one_char_tokens(vocab)
+    text = '{"p03":7,"s":"'
+    assert m.accept_string(text)
+    assert_oracle_mask(m, vocab, f"after {text!r}")
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for k in range(n_chars):
+        ch = letters[k % 26]
+        assert m.accept_token(one[ch]), (text, ch)
+        text += ch
+        assert_oracle_mask(m, vocab, f"after {len(text)} characters")
+    for piece in pieces:
+        assert m.accept_string(piece), (text, piece)
+        text += piece
+        assert_oracle_mask(m, vocab, f"after {text[-12:]!r}")

@@ -17,35 +17,17 @@ parser) at every step.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import masks_equal_oracle, one_char_tokens, tokenizer
+from runtime_helpers import assert_oracle_mask, one_char_tokens, tokenizer, type_string_checked, wide_object_schema
 
 VOCABS = ["qwen3", "llama-2"]
 
 
-def _schema(max_len: int, min_len: int, n_props: int = 36) -> str:
-    props: dict[str, dict] = {f"p{i:02d}": {"type": "integer"} for i in range(n_props // 2)}
-    s: dict = {"type": "string", "maxLength": max_len}
-    if min_len:
-        s["minLength"] = min_len
-    props["s"] = s
-    props["t"] = {"type": "string", "maxLength": max_len}
-    props.update({f"q{i:02d}": {"type": "boolean"} for i in range(n_props // 2)})
-    return json.dumps({"type": "object", "properties": props, "additionalProperties": False})
-
-
-def _check(m: xgr.GrammarMatcher, vocab: str, where: str) -> None:
-    ok, why = masks_equal_oracle(m, tokenizer(vocab).vocab_size)
-    assert ok, f"{vocab} {where}: {why}"
-
-
 def _matcher(vocab: str, max_len: int, min_len: int) -> xgr.GrammarMatcher:
     c = xgr.GrammarCompiler(tokenizer(vocab), cache_enabled=False)
-    g = c.compile_json_schema(_schema(max_len, min_len), any_whitespace=False, separators=(",", ":"))
+    g = c.compile_json_schema(wide_object_schema(max_len, min_len, 36, second_string=True), any_whitespace=False, separators=(",", ":"))
     return xgr.GrammarMatcher(g, max_rollback_tokens=128)
 
 
@@ -53,20 +35,7 @@ def _matcher(vocab: str, max_len: int, min_len: int) -> xgr.GrammarMatcher:
 @pytest.mark.parametrize("min_len,max_len", [(0, 17), (0, 20), (3, 22), (0, 25), (18, 24)])
 def test_string_near_its_bound_at_every_count(vocab: str, min_len: int, max_len: int) -> None:
     m = _matcher(vocab, max_len, min_len)
-    one = one_char_tokens(vocab)
-    text = '{"p03":7,"s":"'
-    assert m.accept_string(text)
-    _check(m, vocab, f"after {text!r}")
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    for k in range(max_len):
-        ch = letters[k % 26]
-        assert m.accept_token(one[ch]), (text, ch)
-        text += ch
-        _check(m, vocab, f"after {len(text)} characters")
-    for piece in ['","t":"', "xy", '","q0', '2":true', "}"]:
-        assert m.accept_string(piece), (text, piece)
-        text += piece
-        _check(m, vocab, f"after {text[-12:]!r}")
+    type_string_checked(m, vocab, max_len, ['","t":"', "xy", '","q0', '2":true', "}"])
 
 
 @pytest.mark.parametrize("vocab", VOCABS)
@@ -77,20 +46,20 @@ def test_rollback_into_the_string(vocab: str, max_len: int) -> None:
     assert m.accept_string('{"p03":7,"s":"')
     for ch in "abcdefghijklmnop"[: max_len - 4]:
         assert m.accept_token(one[ch])
-    _check(m, vocab, "inside the string")
+    assert_oracle_mask(m, vocab, "inside the string")
     # close the string and type the next property, then roll back into the string
     closing = [one[c] for c in '","t":"uv","q01":false']
     for t in closing:
         assert m.accept_token(t)
-    _check(m, vocab, "after the next properties")
+    assert_oracle_mask(m, vocab, "after the next properties")
     m.rollback(len(closing) + 3)
-    _check(m, vocab, "after the rollback into the string")
+    assert_oracle_mask(m, vocab, "after the rollback into the string")
     for ch in "XYZ":
         assert m.accept_token(one[ch])
-        _check(m, vocab, f"after {ch!r}")
+        assert_oracle_mask(m, vocab, f"after {ch!r}")
     for piece in ['","q00', '":true,"q05":', "false}"]:
         assert m.accept_string(piece), piece
-        _check(m, vocab, f"after {piece!r}")
+        assert_oracle_mask(m, vocab, f"after {piece!r}")
 
 
 def _wide_ebnf(n: int = 40) -> str:
@@ -113,7 +82,7 @@ def test_completion_memo_after_rollback(vocab: str) -> None:
     m = xgr.GrammarMatcher(g, max_rollback_tokens=16)
     for piece in ["a", "<", "h7", ">"]:
         assert m.accept_string(piece), piece
-        _check(m, vocab, f"after {piece!r}")
+        assert_oracle_mask(m, vocab, f"after {piece!r}")
     assert not m.accept_string("!")
     m.rollback(4)
     fresh = xgr.GrammarMatcher(g)

@@ -12,48 +12,18 @@ above the minimum (no room test), or below the minimum."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import masks_equal_oracle, one_char_tokens, tokenizer
+from runtime_helpers import tokenizer, type_string_checked, wide_object_schema
 
 VOCABS = ["qwen3", "llama-2"]
-
-
-def _schema(max_len: int, min_len: int, n_props: int = 30) -> str:
-    props: dict[str, dict] = {f"p{i:02d}": {"type": "integer"} for i in range(n_props // 2)}
-    s: dict = {"type": "string", "maxLength": max_len}
-    if min_len:
-        s["minLength"] = min_len
-    props["s"] = s
-    props.update({f"q{i:02d}": {"type": "boolean"} for i in range(n_props // 2)})
-    return json.dumps({"type": "object", "properties": props, "additionalProperties": False})
-
-
-def _check(m: xgr.GrammarMatcher, vocab: str, where: str) -> None:
-    ok, why = masks_equal_oracle(m, tokenizer(vocab).vocab_size)
-    assert ok, f"{vocab} {where}: {why}"
 
 
 @pytest.mark.parametrize("vocab", VOCABS)
 @pytest.mark.parametrize("min_len,max_len", [(0, 26), (0, 30), (0, 40), (28, 40), (30, 60)])
 def test_long_string_at_every_count(vocab: str, min_len: int, max_len: int) -> None:
     c = xgr.GrammarCompiler(tokenizer(vocab), cache_enabled=False)
-    g = c.compile_json_schema(_schema(max_len, min_len), any_whitespace=False, separators=(",", ":"))
+    g = c.compile_json_schema(wide_object_schema(max_len, min_len, 30), any_whitespace=False, separators=(",", ":"))
     m = xgr.GrammarMatcher(g)
-    one = one_char_tokens(vocab)
-    text = '{"p03":7,"s":"'
-    assert m.accept_string(text)
-    _check(m, vocab, f"after {text!r}")
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    for k in range(max_len):
-        ch = letters[k % 26]
-        assert m.accept_token(one[ch]), (text, ch)
-        text += ch
-        _check(m, vocab, f"after {len(text)} characters")
-    for piece in ['"', ',"q0', '2":true', "}"]:
-        assert m.accept_string(piece), (text, piece)
-        text += piece
-        _check(m, vocab, f"after {text[-12:]!r}")
+    type_string_checked(m, vocab, max_len, ['"', ',"q0', '2":true', "}"])
