@@ -1289,23 +1289,7 @@ class Emitter:
             regions, restricted = hit
         else:
             try:
-                base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
-                if names_dfa is not None:
-                    base = names_dfa if base is None else fa.intersect(base, names_dfa, STATE_LIMIT)
-                regions = [((), base)]
-                for p in pats:
-                    pd = ir.regex_dfa(p)
-                    nxt = []
-                    for m, d in regions:
-                        inside = pd if d is None else fa.intersect(d, pd, STATE_LIMIT)
-                        outside = fa.negate(pd) if d is None else fa.difference(d, pd, STATE_LIMIT)
-                        if not inside.is_empty():
-                            nxt.append((m + (p,), inside))
-                        if not outside.is_empty():
-                            nxt.append((m, outside))
-                    regions = nxt
-                    if len(regions) > 64:
-                        raise ir.NotExpressible("too many patternProperties regions")
+                regions = emit_somes.key_regions(listed_set, pats, names_dfa, STATE_LIMIT)
             except rx.RegexUnsupported as e:
                 raise ir.NotExpressible(str(e))
             restricted: dict = {}  # region index -> fa.restrict_alphabet(its automaton)

@@ -159,6 +159,31 @@ def _some_key(s, k) -> bool:
         raise ir.NotExpressible(str(e))
 
 
+def key_regions(listed_set, pats, names_dfa, limit):
+    """The regions of the keys an object may have besides ``listed_set``: one (matched
+    patterns, automaton) pair per combination of ``pats`` a key can match (automaton None:
+    every key), within ``names_dfa`` (propertyNames) where given. Raises NotExpressible past
+    64 regions."""
+    base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
+    if names_dfa is not None:
+        base = names_dfa if base is None else fa.intersect(base, names_dfa, limit)
+    regions = [((), base)]
+    for p in pats:
+        pd = ir.regex_dfa(p)
+        nxt = []
+        for m, d in regions:
+            inside = pd if d is None else fa.intersect(d, pd, limit)
+            outside = fa.negate(pd) if d is None else fa.difference(d, pd, limit)
+            if not inside.is_empty():
+                nxt.append((m + (p,), inside))
+            if not outside.is_empty():
+                nxt.append((m, outside))
+        regions = nxt
+        if len(regions) > 64:
+            raise ir.NotExpressible("too many patternProperties regions")
+    return regions
+
+
 def _extras(em, n, addl, listed, name, depth, kv, limit):
     """(member expression, mask of the conditions it meets) for additional members."""
     cx = em.cx
@@ -187,23 +212,7 @@ def _extras(em, n, addl, listed, name, depth, kv, limit):
     if names_dfa is not None and names_dfa.is_empty():
         return []
     listed_set = sorted(set(listed))
-    base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
-    if names_dfa is not None:
-        base = names_dfa if base is None else fa.intersect(base, names_dfa, limit)
-    regions = [((), base)]
-    for p in pats:
-        pd = ir.regex_dfa(p)
-        nxt = []
-        for m, d in regions:
-            inside = pd if d is None else fa.intersect(d, pd, limit)
-            outside = fa.negate(pd) if d is None else fa.difference(d, pd, limit)
-            if not inside.is_empty():
-                nxt.append((m + (p,), inside))
-            if not outside.is_empty():
-                nxt.append((m, outside))
-        regions = nxt
-        if len(regions) > 64:
-            raise ir.NotExpressible("too many patternProperties regions")
+    regions = key_regions(listed_set, pats, names_dfa, limit)
 
     def value_for(matched):
         u = ir.ANY
