@@ -411,6 +411,9 @@ MAX_ALTS = 256
 #: Intersections of a definition with a schema that get a rule of their own, per conversion
 #: (convert.py's synthesized `ref ∩ node` rules and deferred_negation.py's `context minus U`).
 MAX_SYNTH_REFS = 5000
+#: The value of Converter.ref_union_memo for a reference being converted (convert.py sets it,
+#: one_of.py reads it).
+IN_PROGRESS = object()
 #: Existential conditions (Obj.somes) one object node may carry: the emitter tracks which are
 #: still unmet, one grammar state per subset (2^MAX_SOMES per member position).
 MAX_SOMES = 3
@@ -850,7 +853,7 @@ def negate_node(cx, n, depth):
     if k == "object":
         if (n.patterns or n.addl or n.names or n.somes) and not getattr(cx, "open_negation", False):
             # (the converter first tries the relative negation, ir.subtract, which is cheaper where
-            # it applies; see Converter._one_of)
+            # it applies; see one_of.one_of)
             raise NotExpressible("negation of an object schema with patternProperties/additionalProperties/"
                                  "propertyNames")
         if n.names:
