@@ -406,6 +406,13 @@ class Converter:
         if x.kind == "ref" and y.kind == "ref":
             if x.name == y.name:
                 return x
+            # (a rule for an intersection of definitions that already includes the other's
+            # definitions is the intersection: A∩B∩B = A∩B, without a product of their bodies)
+            cx_, cy = self._conjuncts(x.name), self._conjuncts(y.name)
+            if cy <= cx_:
+                return x
+            if cx_ <= cy:
+                return y
             # Two references: a deferred rule for the pair, so that intersecting two recursive
             # definitions terminates (their children pair up again into the same rule).
             a, b = sorted((x.name, y.name))
@@ -445,6 +452,14 @@ class Converter:
             return ir.intersect(self, ru, (o,)) if r is x else ir.intersect(self, (o,), ru)
         finally:
             self._expanding.discard(key)
+
+    def _conjuncts(self, name):
+        """The rules whose intersection rule ``name`` is: itself, or, for a rule made for the
+        intersection of two references (intersect_ref), the conjuncts of both."""
+        entry = self.refs.get(name)
+        if entry is None or entry[0] != "and" or entry[2].kind != "ref":
+            return frozenset((name,))
+        return self._conjuncts(entry[1][0].name) | self._conjuncts(entry[2].name)
 
     def _defer_and(self, r, o, key):
         if self._deferred:
@@ -489,6 +504,9 @@ class Converter:
             dfr, self.defer_negation = self.defer_negation, False  # (nor deferred negation)
             try:
                 u = self._convert(s, ptr, base)
+            except RecursionError as e:
+                e.__dict__.setdefault("pointers", []).append(ptr)  # (where, for the message)
+                raise
             finally:
                 self.scope = saved
                 self.meter = meter

@@ -714,6 +714,8 @@ def _others(kind):
 #: recursion deeper than negate() goes.
 RECURSIVE_REF = "a recursive $ref is intersected with itself"
 TOO_DEEP = "negation nested too deeply"
+#: (the end of the refusals past MAX_ALTS: "intersection/union has too many alternatives")
+TOO_MANY = "has too many alternatives"
 
 
 def deferrable(cx, e) -> bool:
@@ -757,9 +759,10 @@ def negate_node(cx, n, depth):
         try:
             return negate(cx, cx.ref_union(n.name), depth + 1)
         except NotExpressible as e:
-            if not deferrable(cx, e):
+            if not (deferrable(cx, e) or (getattr(cx, "defer_negation", False) and TOO_MANY in str(e))):
                 raise
-            # A rule "not this definition", computed once the definition is complete.
+            # A rule "not this definition", computed once the definition is complete (or, one
+            # too large to negate in place, when it is used: within the context it meets there).
             return (cx.defer_subtract(ANY, (n,)),)
     if k == "null":
         return _others("null")
@@ -1168,6 +1171,8 @@ def finite_keys(c):
 def _negate_obj_within(cx, n, c, depth, first):
     """Objects violating object node ``n``, among those ``c`` allows (finite key set)."""
     keys = finite_keys(c)
+    if keys is None and not (n.patterns or n.addl or n.names or n.somes):
+        return _negate_closed_obj_within(cx, n, c, depth)
     if keys is None or n.somes:
         raise first
     alts = []
@@ -1193,6 +1198,36 @@ def _negate_obj_within(cx, n, c, depth, first):
             continue
         cp = c.prop(k)
         nk = subtract(cx, cp if cp is not None else ANY, ck, depth + 1)
+        if nk:
+            alts.append(Obj(props=((k, nk),), required=(k,)))
+    if n.minp > 0:
+        alts.append(Obj(maxp=n.minp - 1))
+    if n.maxp is not None:
+        alts.append(Obj(minp=n.maxp + 1))
+    return tuple(alts)
+
+
+def _negate_closed_obj_within(cx, n, c, depth):
+    """Objects violating object node ``n`` (no patternProperties/additionalProperties/
+    propertyNames: its conditions are its required keys, its properties and its size) among
+    those ``c`` allows (any key set): a required key missing, a property's value outside its
+    entry, or a size out of range. A condition ``c`` already implies adds nothing (``c``
+    requires the key; ``c``'s entry for the key is the same union), so the negation of such an
+    entry (often a large definition both share) is not built."""
+    alts = []
+    for r in n.required:
+        if r not in c.required:
+            alts.append(Obj(props=((r, NEVER),)))
+    for k, pu in n.props:
+        if is_any(pu):
+            continue
+        cp = c.prop(k)
+        if cp is not None and same(cp, pu):
+            continue
+        if not pu:
+            alts.append(Obj(props=((k, ANY),), required=(k,)))
+            continue
+        nk = subtract(cx, cp if cp is not None else ANY, pu, depth + 1)
         if nk:
             alts.append(Obj(props=((k, nk),), required=(k,)))
     if n.minp > 0:
