@@ -20,6 +20,7 @@ import jsonschema
 from js_engine import ENGINE
 from js_helpers import bench_row as _row
 from js_helpers import grammar_for
+from test_oneof_deferred_negation import _sub
 
 AB = {"name": "a", "level": "l"}
 BASE = {"description": "d", "scale": {"name": "s", "levels": ["l"]}}
@@ -63,3 +64,17 @@ def test_competency_bench_instances():
     verdicts = [(v.is_valid(t["data"]), ENGINE.accepts(cg, json.dumps(t["data"]))) for t in row["tests"]]
     assert verdicts and all(a == b for a, b in verdicts), verdicts
     assert any(a for a, _ in verdicts) and not all(a for a, _ in verdicts)
+
+
+def test_command_build_or_buy_grid():
+    """Github_medium---o683: command = oneOf(Build: required build, Buy: required buy with
+    BuyObject = oneOf(Spaceship, Acres)), open objects; refused before ("intersection has too
+    many alternatives"). Commands with both keys, neither, and invalid members."""
+    schema = _sub(_row("Github_medium---o683")["schema"], "#/properties/command")
+    builds = [{}, {"building": "b", "maxCost": 3}, {"maxCost": "x"}, 1]
+    buys = [{"spaceship": "s"}, {"acres": 2, "location": "l"}, {"spaceship": "s", "acres": 2, "location": "l"},
+            {"location": "l"}, {"spaceship": 1}, {"acres": 2, "location": "l", "exactCost": "x"}, []]
+    inst = [{"build": b} for b in builds] + [{"buy": b} for b in buys]
+    inst += [{"build": a, "buy": b} for a, b in itertools.product(builds, buys)]
+    inst += [{}, {"other": 1}, 1, {"build": {}, "x": 1}]
+    _assert_exact_any_order(schema, inst)
