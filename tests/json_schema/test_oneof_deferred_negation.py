@@ -1,7 +1,7 @@
 """Exclusive oneOf whose branches need the negation of a recursive definition: one still being
 converted (the oneOf sits inside it: "a recursive $ref is intersected with itself") or one
 whose eager negation unrolls the recursion deeper than ir.negate goes ("negation nested too
-deeply"). Converter._one_of retries with such negations as deferred rules "context minus
+deeply"). one_of.one_of retries with such negations as deferred rules "context minus
 definition" (deferred_negation.py), computed once the definition is complete.
 
 Oracle: ``jsonschema`` on grids of instances that match one branch, several branches (which

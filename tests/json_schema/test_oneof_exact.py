@@ -161,12 +161,12 @@ def test_open_key_context_still_refused():
 
 
 def test_work_limit_refuses(monkeypatch):
-    from xgrammar2.json_schema import convert
+    from xgrammar2.json_schema import one_of
 
     # (a schema no other test converts: conversions are cached)
     s = {"oneOf": [{"type": "object", "additionalProperties": False, "properties": {"lim1": {}}},
                    {"type": "object", "additionalProperties": False, "properties": {"lim2": {}}}]}
-    monkeypatch.setattr(convert, "ONE_OF_BUDGET", 1)  # (a oneOf's subtractions share its budget)
+    monkeypatch.setattr(one_of, "ONE_OF_BUDGET", 1)  # (a oneOf's subtractions share its budget)
     with pytest.raises(UnsupportedSchemaError, match="too large a product"):
         json_schema_to_ebnf(s)
     r = json_schema_to_ebnf(s, lenient=True)

@@ -52,9 +52,9 @@ def test_inexpressible_one_of_is_refused_within_its_budget(count_nodes):
 
 
 def test_one_of_budget_is_what_refuses(monkeypatch):
-    from xgrammar2.json_schema import convert
+    from xgrammar2.json_schema import one_of
 
-    monkeypatch.setattr(convert, "ONE_OF_BUDGET", 10 ** 9)
+    monkeypatch.setattr(one_of, "ONE_OF_BUDGET", 10 ** 9)
     # with an unbounded budget the same shape still fails, later, on too many alternatives:
     # the budget changes when the refusal comes, not whether
     with pytest.raises(UnsupportedSchemaError, match="oneOf"):

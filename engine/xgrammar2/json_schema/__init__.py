@@ -208,8 +208,8 @@ def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespac
         text = em.g.finalize("root")
     except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
         raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
-    except RecursionError:
-        raise UnsupportedSchemaError("unsupported schema: nested too deeply", "#") from None
+    except RecursionError as ex:
+        raise _too_deep(ex, getattr(cx, "emitting", False)) from None
     out = text, tuple(cx.warnings), list(cx.unsat_notes)
     # The emitter, the converter and their memo tables reference each other (closures kept
     # in memos, the emitter's converter): clearing them frees the whole conversion by
@@ -217,6 +217,33 @@ def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespac
     em.__dict__.clear()
     cx.__dict__.clear()
     return out
+
+
+def _too_deep(ex, emitting):
+    """The refusal of a schema whose conversion (or grammar) recursed past Python's limit,
+    naming where: the schema object met most often while unwinding (the one that recurses;
+    the innermost among equals), as the schema object that has the applicator (a oneOf
+    branch "#/x/oneOf/3" is reported as keyword 'oneOf' at "#/x")."""
+    ptrs = getattr(ex, "pointers", None) or ["#"]
+    counts: dict = {}
+    for p in ptrs:
+        counts[p] = counts.get(p, 0) + 1
+    parts = max(counts, key=counts.__getitem__).split("/")  # (the first, innermost, among equals)
+    kw = None
+    if len(parts) > 2 and parts[-2] in ("allOf", "anyOf", "oneOf", "prefixItems") and parts[-1].isdigit():
+        kw, parts = parts[-2], parts[:-2]
+    else:
+        kw = next((p for p in reversed(parts) if p in _NESTING_KW), None)
+    ptr = "/".join(parts) or "#"
+    what = "writing its grammar recurses" if emitting else "its conversion recurses"
+    at = f"unsupported keyword '{kw}' at {ptr}" if kw else f"unsupported schema at {ptr}"
+    return UnsupportedSchemaError(f"{at}: nested too deeply ({what} deeper than Python's recursion limit)",
+                                  ptr, kw)
+
+
+_NESTING_KW = frozenset(("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref", "items", "prefixItems",
+                         "contains", "properties", "patternProperties", "additionalProperties",
+                         "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"))
 
 
 def builtin_json_ebnf(*, object_only: bool = False, any_whitespace: bool = True, indent=None, separators=None,

@@ -12,6 +12,7 @@ from urllib.parse import urldefrag as _urldefrag
 from . import deferred_negation
 from . import formats as fmts
 from . import ir
+from . import one_of
 from . import regex as rx
 from .errors import InvalidSchemaError, UnsupportedSchemaError
 from .ir import ANY, NEVER, Arr, Enum, Num, Obj, Ref, Str
@@ -39,8 +40,7 @@ _UNSUPPORTED = frozenset(k for k, (p, _) in KEYWORD_POLICY.items() if p is Polic
 _TAIL_KW = frozenset(("const", "enum", "$ref", "$dynamicRef", "allOf", "anyOf", "oneOf", "not", "if", "dependencies",
                       "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"))
 
-_IN_PROGRESS = object()
-_ALL_KINDS = ("null", "boolean", "number", "string", "array", "object")
+_IN_PROGRESS = ir.IN_PROGRESS
 
 
 @functools.lru_cache(maxsize=4096)
@@ -94,13 +94,6 @@ _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitio
                           "dependencies"))
 
 
-# The work (node pairs and enum values checked) one oneOf may spend making its branches
-# exclusive before it is refused: ~3x the most any schema that converts needs in the
-# JSONSchemaBench and maskbench sets (JsonSchemaStore---cityjson: 33,439), so an
-# inexpressible oneOf (Github_medium---o35868: 0.8 M) is refused in tens of milliseconds.
-ONE_OF_BUDGET = 100_000
-
-
 #: Intersections of a definition with a schema that get a rule of their own, per conversion
 #: (defined in ir.py, which deferred_negation.py reads too).
 MAX_SYNTH_REFS = ir.MAX_SYNTH_REFS
@@ -114,10 +107,10 @@ class Converter:
         self.warnings: list = []
         #: ir.subtract()'s remaining budget (a one-element list) while it runs, else None.
         self.meter = None
-        #: True while Converter._one_of_open() runs: ir.negate_node() then negates objects with
+        #: True while one_of._exclusive() runs open: ir.negate_node() then negates objects with
         #: patternProperties/additionalProperties (existential "some member" conditions).
         self.open_negation = False
-        #: True while a oneOf is retried with deferred negations (Converter._one_of): the
+        #: True while a oneOf is retried with deferred negations (one_of.one_of): the
         #: negation of a definition still being converted, or nested deeper than ir.negate()
         #: goes, becomes a rule "context minus the definition" (defer_subtract).
         self.defer_negation = False
@@ -413,6 +406,13 @@ class Converter:
         if x.kind == "ref" and y.kind == "ref":
             if x.name == y.name:
                 return x
+            # (a rule for an intersection of definitions that already includes the other's
+            # definitions is the intersection: A∩B∩B = A∩B, without a product of their bodies)
+            cx_, cy = self._conjuncts(x.name), self._conjuncts(y.name)
+            if cy <= cx_:
+                return x
+            if cx_ <= cy:
+                return y
             # Two references: a deferred rule for the pair, so that intersecting two recursive
             # definitions terminates (their children pair up again into the same rule).
             a, b = sorted((x.name, y.name))
@@ -453,6 +453,14 @@ class Converter:
         finally:
             self._expanding.discard(key)
 
+    def _conjuncts(self, name):
+        """The rules whose intersection rule ``name`` is: itself, or, for a rule made for the
+        intersection of two references (intersect_ref), the conjuncts of both."""
+        entry = self.refs.get(name)
+        if entry is None or entry[0] != "and" or entry[2].kind != "ref":
+            return frozenset((name,))
+        return self._conjuncts(entry[1][0].name) | self._conjuncts(entry[2].name)
+
     def _defer_and(self, r, o, key):
         if self._deferred:
             deferred_negation.count_rule(self)
@@ -492,10 +500,13 @@ class Converter:
         u = self.memo.get(key)
         if u is None:
             meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
-            opn, self.open_negation = self.open_negation, False  # (nor _one_of_open()'s mode)
+            opn, self.open_negation = self.open_negation, False  # (nor one_of._exclusive()'s open mode)
             dfr, self.defer_negation = self.defer_negation, False  # (nor deferred negation)
             try:
                 u = self._convert(s, ptr, base)
+            except RecursionError as e:
+                e.__dict__.setdefault("pointers", []).append(ptr)  # (where, for the message)
+                raise
             finally:
                 self.scope = saved
                 self.meter = meter
@@ -696,7 +707,7 @@ class Converter:
         if "oneOf" in s:
             subs = self._schema_list(s, "oneOf", ptr)
             branches = [self.convert(sub, ptr_join(ptr, "oneOf", i), base) for i, sub in enumerate(subs)]
-            u = ir.intersect(self, u, self._one_of(branches, ptr, u))
+            u = ir.intersect(self, u, one_of.one_of(self, branches, ptr, u))
         if "not" in s:
             nu = self.convert(s["not"], ptr_join(ptr, "not"), base)
             try:
@@ -804,102 +815,7 @@ class Converter:
             self.invalid(k, ptr, "must be a non-empty array of schemas")
         return v
 
-    # ------------------------------------------------------------ oneOf
-
-    def _expand(self, u):
-        out = []
-        for n in u:
-            if n.kind == "ref" and self.ref_union_memo.get(n.name) is not _IN_PROGRESS:
-                out.extend(self.ref_union(n.name))
-            else:
-                out.append(n)
-        return tuple(out)
-
-    def _kinds(self, u, seen=()):
-        """A superset of the JSON types of the values in ``u``; references still being
-        converted are read from their schema text (``type``/``const``/``enum``/allOf/anyOf/
-        oneOf/$ref), so recursive branches can be told apart by type."""
-        out = set()
-        for n in u:
-            if n.kind == "enum":
-                out.update(ir.json_type(v) for v in n.values)
-            elif n.kind != "ref":
-                out.add(n.kind)
-            elif n.name in seen:
-                return set(_ALL_KINDS)
-            else:
-                m = self.ref_union_memo.get(n.name)
-                if m is not None and m is not _IN_PROGRESS:
-                    out |= self._kinds(m, seen + (n.name,))
-                    continue
-                entry = self.refs.get(n.name)
-                if entry is None:
-                    return set(_ALL_KINDS)
-                if entry[0] == "and":
-                    out |= self._kinds(entry[1], seen + (n.name,)) & self._kinds((entry[2],), seen + (n.name,))
-                elif entry[0] == "not":
-                    out |= self._kinds(entry[1], seen + (n.name,))
-                else:
-                    out |= self._schema_kinds(entry[0], entry[1], entry[2], seen + (n.name,), 0)
-            if len(out) == len(_ALL_KINDS):
-                break
-        return out
-
-    def _schema_kinds(self, s, base, ptr, seen, depth):
-        if s is False:
-            return set()
-        if not isinstance(s, dict) or depth > 16:
-            return set(_ALL_KINDS)
-        base = self._base_of(s, base)
-        ks = set(_ALL_KINDS)
-        t = s.get("type")
-        if isinstance(t, str):
-            t = [t]
-        if isinstance(t, list) and all(isinstance(x, str) for x in t):
-            ks &= {"number" if x == "integer" else x for x in t}
-        if "const" in s:
-            ks &= {ir.json_type(s["const"])}
-        if isinstance(s.get("enum"), list):
-            ks &= {ir.json_type(v) for v in s["enum"]}
-        if isinstance(s.get("allOf"), list):
-            for sub in s["allOf"]:
-                ks &= self._schema_kinds(sub, base, ptr, seen, depth + 1)
-        for kw in ("anyOf", "oneOf"):
-            if isinstance(s.get(kw), list):
-                alt = set()
-                for sub in s[kw]:
-                    alt |= self._schema_kinds(sub, base, ptr, seen, depth + 1)
-                ks &= alt
-        ref = s.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#") and ks:
-            try:
-                loc = self._locate(ref, base, ptr)
-            except Exception:  # noqa: BLE001 - an unresolvable target is reported by the conversion itself
-                loc = None
-            if loc is not None and ("$ref", id(loc[0])) not in seen:
-                ks &= self._schema_kinds(loc[0], loc[2], loc[1], seen + (("$ref", id(loc[0])),), depth + 1)
-        return ks
-
-    def _disjoint(self, a, b):
-        """True only when no value is in both unions (node pair by node pair, so that a
-        large product is not built at once)."""
-        try:
-            if ir.definitely_empty(self, ir.intersect(self, a, b)):
-                return True
-        except ir.NotExpressible:
-            pass
-        else:
-            return False
-        if len(a) * len(b) > 1024:
-            return False
-        try:
-            for x in a:
-                for y in b:
-                    if not ir.definitely_empty(self, ir.intersect(self, (x,), (y,))):
-                        return False
-        except ir.NotExpressible:
-            return False
-        return True
+    # ------------------------------------------------------------ oneOf (one_of.py)
 
     def _one_of_in_context(self, sub, ptr, base, context):
         """An allOf member (or a dependentSchemas/dependencies entry) that is only a ``oneOf``
@@ -915,143 +831,7 @@ class Converter:
         if len(subs) < 2 or ir.is_any(context):
             return None
         branches = [self.convert(b, ptr_join(ptr, "oneOf", i), base) for i, b in enumerate(subs)]
-        if self._overlaps(branches, context) is not None:
-            return None
-        try:
-            return ir.union(*branches)
-        except ir.NotExpressible:
-            return None
-
-    def _overlaps(self, branches, context):
-        """The overlap matrix of the branches within ``context`` (True: may overlap), or None
-        when they are pairwise disjoint."""
-        n = len(branches)
-        kinds = [self._kinds(b) for b in branches]
-        exp = []
-        for b in branches:
-            try:
-                exp.append(ir.intersect(self, context, self._expand(b)))
-            except ir.NotExpressible:
-                exp.append(b)
-        overlap = [[False] * n for _ in range(n)]
-        any_overlap = False
-        for i in range(n):
-            for j in range(i + 1, n):
-                if not kinds[i] & kinds[j]:
-                    continue
-                empty = self._disjoint(exp[i], exp[j])
-                if not empty:
-                    overlap[i][j] = overlap[j][i] = True
-                    any_overlap = True
-        return overlap if any_overlap else None
-
-    def _one_of(self, branches, ptr, context):
-        n = len(branches)
-        if n == 1:
-            return branches[0]
-        overlap = self._overlaps(branches, context)
-        if overlap is None:
-            return ir.union(*branches)
-        own = self.meter is None
-        r = err = self._one_of_closed(branches, overlap, context, own)
-        if not isinstance(r, ir.NotExpressible):
-            return r
-        # Further attempts, each enabling what stopped the previous one: the negation of open
-        # objects (_one_of_open), then or else the negation of a definition that is still being
-        # converted (or nested too deeply) as a deferred rule (defer_subtract). The first
-        # attempt and its output are unchanged for every schema it converted.
-        opened = deferred = False
-        while True:
-            if "negation of an object schema with patternProperties" in str(r) and not opened \
-                    and not self.open_negation:
-                opened = True
-            elif str(r) in (ir.RECURSIVE_REF, ir.TOO_DEEP) and not deferred and not self.defer_negation \
-                    and not self.lenient:
-                # (not in lenient mode: a deferred rule that turns out inexpressible when it is
-                # computed could no longer fall back to treating the oneOf as anyOf)
-                deferred = True
-            else:
-                break
-            prev = self.defer_negation
-            self.defer_negation = deferred or prev
-            try:
-                r = (self._one_of_open(branches, overlap, own) if opened
-                     else self._one_of_closed(branches, overlap, context, own))
-            finally:
-                self.defer_negation = prev
-            if not isinstance(r, ir.NotExpressible):
-                return r
-        # (the message stays the first attempt's: what stops the later ones, mostly a product
-        # over MAX_ALTS, is in docs/json-schema.md)
-        self.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
-                                       "lenient mode treats it as anyOf")
-        return ir.union(*branches)
-
-    def _one_of_closed(self, branches, overlap, context, own):
-        """Each branch intersected with the negation of every branch it overlaps (relative to
-        it where a branch cannot be negated alone); the union, or the NotExpressible that
-        stopped it."""
-        n = len(branches)
-        if own:
-            self.meter = [ONE_OF_BUDGET]
-        try:
-            negs = {}
-            out = []
-            for i in range(n):
-                cur = branches[i]
-                for j in range(n):
-                    if j != i and overlap[i][j]:
-                        if j not in negs:
-                            try:
-                                negs[j] = ir.negate(self, branches[j])
-                            except ir.NotExpressible:
-                                negs[j] = None
-                        if negs[j] is not None:
-                            cur = ir.intersect(self, cur, negs[j])
-                        else:
-                            # Not negatable alone: negated relative to this branch (finite
-                            # key sets, enum values, other types), still exact.
-                            cur = ir.subtract(self, ir.intersect(self, cur, context), branches[j])
-                        if not cur:
-                            break
-                out.append(cur)
-            return ir.union(*out)
-        except ir.NotExpressible as e:
-            return e
-        finally:
-            if own:
-                self.meter = None
-
-    def _one_of_open(self, branches, overlap, own):
-        """Exclusive oneOf for branches whose negation needs the negation of objects with
-        patternProperties/additionalProperties (ir.negate_node with ``open_negation``: "some
-        member's value violates them"), each branch intersected with the other overlapping
-        branches' negations, contradictions pruned at every step. Returns the union, or the
-        NotExpressible that stopped it (its own work budget, as the first attempt)."""
-        n = len(branches)
-        self.open_negation = True
-        if own:
-            self.meter = [ONE_OF_BUDGET]
-        try:
-            negs = {}
-            out = []
-            for i in range(n):
-                cur = branches[i]
-                for j in range(n):
-                    if j != i and overlap[i][j]:
-                        if j not in negs:
-                            negs[j] = ir.prune(self, ir.negate(self, branches[j]))
-                        cur = ir.prune(self, ir.intersect(self, cur, negs[j]))
-                        if not cur:
-                            break
-                out.append(cur)
-            return ir.union(*out)
-        except ir.NotExpressible as e:
-            return e
-        finally:
-            self.open_negation = False
-            if own:
-                self.meter = None
+        return one_of.union_if_disjoint(self, branches, context)
 
     # ------------------------------------------------------------ unevaluated*
 

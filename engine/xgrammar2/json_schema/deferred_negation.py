@@ -5,7 +5,7 @@ definitions it refers to complete.
 An exclusive ``oneOf`` negates the branches each branch overlaps. A branch that refers to a
 definition still being converted (the oneOf sits inside that recursive definition) or whose
 negation unrolls a recursion deeper than ``ir.negate`` goes ("negation nested too deeply")
-could not be negated eagerly. ``Converter._one_of`` then retries with
+could not be negated eagerly. ``one_of.one_of`` then retries with
 ``Converter.defer_negation`` set, and ``ir.negate_node`` / ``ir.subtract`` make such a
 negation a rule instead (``defer_subtract``).
 
@@ -21,7 +21,7 @@ rule), so that only the part needed is negated.
 
 from __future__ import annotations
 
-from . import ir
+from . import ir, one_of
 from .ir import Ref
 
 
@@ -96,7 +96,7 @@ def body(cx, name, entry, within=None):
         if not ctx:
             return ir.NEVER
         # (nodes of U of a type the context lacks take nothing from it)
-        kinds = cx._kinds(ctx)
+        kinds = one_of.kinds(cx, ctx)
         du = []
         for n in u:
             for m in (cx.ref_union(n.name) if n.kind == "ref" else (n,)):

@@ -355,10 +355,16 @@ class Emitter:
             return alt(*[self.value_text(v, depth) for v in n.values])
         if k == "ref":
             return self.ref_rule(n.name, depth)
-        if k == "array":
-            return self.array(n, name, depth)
-        if k == "object":
-            return self.object(n, name, depth)
+        try:
+            if k == "array":
+                return self.array(n, name, depth)
+            if k == "object":
+                return self.object(n, name, depth)
+        except RecursionError as e:
+            # (where, for the message: the source pointers of the arrays/objects it unwinds)
+            if n.src != "#":
+                e.__dict__.setdefault("pointers", []).append(n.src)
+            raise
         raise AssertionError(k)
 
     def ref_rule(self, rname, depth):

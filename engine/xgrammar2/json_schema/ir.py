@@ -411,6 +411,9 @@ MAX_ALTS = 256
 #: Intersections of a definition with a schema that get a rule of their own, per conversion
 #: (convert.py's synthesized `ref ∩ node` rules and deferred_negation.py's `context minus U`).
 MAX_SYNTH_REFS = 5000
+#: The value of Converter.ref_union_memo for a reference being converted (convert.py sets it,
+#: one_of.py reads it).
+IN_PROGRESS = object()
 #: Existential conditions (Obj.somes) one object node may carry: the emitter tracks which are
 #: still unmet, one grammar state per subset (2^MAX_SOMES per member position).
 MAX_SOMES = 3
@@ -711,6 +714,8 @@ def _others(kind):
 #: recursion deeper than negate() goes.
 RECURSIVE_REF = "a recursive $ref is intersected with itself"
 TOO_DEEP = "negation nested too deeply"
+#: (the end of the refusals past MAX_ALTS: "intersection/union has too many alternatives")
+TOO_MANY = "has too many alternatives"
 
 
 def deferrable(cx, e) -> bool:
@@ -754,9 +759,10 @@ def negate_node(cx, n, depth):
         try:
             return negate(cx, cx.ref_union(n.name), depth + 1)
         except NotExpressible as e:
-            if not deferrable(cx, e):
+            if not (deferrable(cx, e) or (getattr(cx, "defer_negation", False) and TOO_MANY in str(e))):
                 raise
-            # A rule "not this definition", computed once the definition is complete.
+            # A rule "not this definition", computed once the definition is complete (or, one
+            # too large to negate in place, when it is used: within the context it meets there).
             return (cx.defer_subtract(ANY, (n,)),)
     if k == "null":
         return _others("null")
@@ -850,7 +856,7 @@ def negate_node(cx, n, depth):
     if k == "object":
         if (n.patterns or n.addl or n.names or n.somes) and not getattr(cx, "open_negation", False):
             # (the converter first tries the relative negation, ir.subtract, which is cheaper where
-            # it applies; see Converter._one_of)
+            # it applies; see one_of.one_of)
             raise NotExpressible("negation of an object schema with patternProperties/additionalProperties/"
                                  "propertyNames")
         if n.names:
@@ -1165,6 +1171,8 @@ def finite_keys(c):
 def _negate_obj_within(cx, n, c, depth, first):
     """Objects violating object node ``n``, among those ``c`` allows (finite key set)."""
     keys = finite_keys(c)
+    if keys is None and not (n.patterns or n.addl or n.names or n.somes):
+        return _negate_closed_obj_within(cx, n, c, depth)
     if keys is None or n.somes:
         raise first
     alts = []
@@ -1190,6 +1198,36 @@ def _negate_obj_within(cx, n, c, depth, first):
             continue
         cp = c.prop(k)
         nk = subtract(cx, cp if cp is not None else ANY, ck, depth + 1)
+        if nk:
+            alts.append(Obj(props=((k, nk),), required=(k,)))
+    if n.minp > 0:
+        alts.append(Obj(maxp=n.minp - 1))
+    if n.maxp is not None:
+        alts.append(Obj(minp=n.maxp + 1))
+    return tuple(alts)
+
+
+def _negate_closed_obj_within(cx, n, c, depth):
+    """Objects violating object node ``n`` (no patternProperties/additionalProperties/
+    propertyNames: its conditions are its required keys, its properties and its size) among
+    those ``c`` allows (any key set): a required key missing, a property's value outside its
+    entry, or a size out of range. A condition ``c`` already implies adds nothing (``c``
+    requires the key; ``c``'s entry for the key is the same union), so the negation of such an
+    entry (often a large definition both share) is not built."""
+    alts = []
+    for r in n.required:
+        if r not in c.required:
+            alts.append(Obj(props=((r, NEVER),)))
+    for k, pu in n.props:
+        if is_any(pu):
+            continue
+        cp = c.prop(k)
+        if cp is not None and same(cp, pu):
+            continue
+        if not pu:
+            alts.append(Obj(props=((k, ANY),), required=(k,)))
+            continue
+        nk = subtract(cx, cp if cp is not None else ANY, pu, depth + 1)
         if nk:
             alts.append(Obj(props=((k, nk),), required=(k,)))
     if n.minp > 0:

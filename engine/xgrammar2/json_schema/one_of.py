@@ -1,0 +1,256 @@
+"""Exclusive ``oneOf``: which branches may overlap, and each overlapping branch intersected
+with the negation of the others, so that the union of the results is exactly "one branch".
+
+The functions take the converter (``cx``, a ``convert.Converter``) as their first argument;
+this module does not import convert.py (tests/python/test_import_graph.py).
+
+``one_of`` first proves pairs of branches disjoint (by the JSON types they can have, then by
+intersecting them within what the enclosing schema object requires, ``context``); only pairs
+that may overlap are negated. ``_exclusive`` makes them exclusive: in the first attempt a
+branch that cannot be negated alone is negated relative to the branch it is taken from (finite
+key sets, enum values, other types: ``ir.subtract``); further attempts, each enabling what
+stopped the previous one, negate open objects (``open_negation``: "some member's value
+violates them") or defer the negation of a definition still being converted as a rule
+"context minus U" (deferred_negation.py).
+"""
+
+from __future__ import annotations
+
+from . import ir
+
+# The work (node pairs and enum values checked) one oneOf may spend making its branches
+# exclusive before it is refused: ~3x the most any schema that converts needs in the
+# JSONSchemaBench and maskbench sets (JsonSchemaStore---cityjson: 33,439), so an
+# inexpressible oneOf (Github_medium---o35868: 0.8 M) is refused in tens of milliseconds.
+ONE_OF_BUDGET = 100_000
+
+_ALL_KINDS = ("null", "boolean", "number", "string", "array", "object")
+
+
+def expand(cx, u):
+    """``u`` with its references replaced by their unions (those still being converted kept)."""
+    out = []
+    for n in u:
+        if n.kind == "ref" and cx.ref_union_memo.get(n.name) is not ir.IN_PROGRESS:
+            out.extend(cx.ref_union(n.name))
+        else:
+            out.append(n)
+    return tuple(out)
+
+
+def kinds(cx, u, seen=()):
+    """A superset of the JSON types of the values in ``u``; references still being
+    converted are read from their schema text (``type``/``const``/``enum``/allOf/anyOf/
+    oneOf/$ref), so recursive branches can be told apart by type."""
+    out = set()
+    for n in u:
+        if n.kind == "enum":
+            out.update(ir.json_type(v) for v in n.values)
+        elif n.kind != "ref":
+            out.add(n.kind)
+        elif n.name in seen:
+            return set(_ALL_KINDS)
+        else:
+            m = cx.ref_union_memo.get(n.name)
+            if m is not None and m is not ir.IN_PROGRESS:
+                out |= kinds(cx, m, seen + (n.name,))
+                continue
+            entry = cx.refs.get(n.name)
+            if entry is None:
+                return set(_ALL_KINDS)
+            if entry[0] == "and":
+                out |= kinds(cx, entry[1], seen + (n.name,)) & kinds(cx, (entry[2],), seen + (n.name,))
+            elif entry[0] == "not":
+                out |= kinds(cx, entry[1], seen + (n.name,))
+            else:
+                out |= _schema_kinds(cx, entry[0], entry[1], entry[2], seen + (n.name,), 0)
+        if len(out) == len(_ALL_KINDS):
+            break
+    return out
+
+
+def _schema_kinds(cx, s, base, ptr, seen, depth):
+    if s is False:
+        return set()
+    if not isinstance(s, dict) or depth > 16:
+        return set(_ALL_KINDS)
+    base = cx._base_of(s, base)
+    ks = set(_ALL_KINDS)
+    t = s.get("type")
+    if isinstance(t, str):
+        t = [t]
+    if isinstance(t, list) and all(isinstance(x, str) for x in t):
+        ks &= {"number" if x == "integer" else x for x in t}
+    if "const" in s:
+        ks &= {ir.json_type(s["const"])}
+    if isinstance(s.get("enum"), list):
+        ks &= {ir.json_type(v) for v in s["enum"]}
+    if isinstance(s.get("allOf"), list):
+        for sub in s["allOf"]:
+            ks &= _schema_kinds(cx, sub, base, ptr, seen, depth + 1)
+    for kw in ("anyOf", "oneOf"):
+        if isinstance(s.get(kw), list):
+            alt = set()
+            for sub in s[kw]:
+                alt |= _schema_kinds(cx, sub, base, ptr, seen, depth + 1)
+            ks &= alt
+    ref = s.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#") and ks:
+        try:
+            loc = cx._locate(ref, base, ptr)
+        except Exception:  # noqa: BLE001 - an unresolvable target is reported by the conversion itself
+            loc = None
+        if loc is not None and ("$ref", id(loc[0])) not in seen:
+            ks &= _schema_kinds(cx, loc[0], loc[2], loc[1], seen + (("$ref", id(loc[0])),), depth + 1)
+    return ks
+
+
+def _disjoint(cx, a, b):
+    """True only when no value is in both unions (node pair by node pair, so that a
+    large product is not built at once)."""
+    try:
+        if ir.definitely_empty(cx, ir.intersect(cx, a, b)):
+            return True
+    except ir.NotExpressible:
+        pass
+    else:
+        return False
+    if len(a) * len(b) > 1024:
+        return False
+    try:
+        for x in a:
+            for y in b:
+                if not ir.definitely_empty(cx, ir.intersect(cx, (x,), (y,))):
+                    return False
+    except ir.NotExpressible:
+        return False
+    return True
+
+
+def overlaps(cx, branches, context):
+    """The overlap matrix of the branches within ``context`` (True: may overlap), or None
+    when they are pairwise disjoint."""
+    n = len(branches)
+    ks = [kinds(cx, b) for b in branches]
+    exp = []
+    for b in branches:
+        try:
+            exp.append(ir.intersect(cx, context, expand(cx, b)))
+        except ir.NotExpressible:
+            exp.append(b)
+    overlap = [[False] * n for _ in range(n)]
+    any_overlap = False
+    for i in range(n):
+        for j in range(i + 1, n):
+            if not ks[i] & ks[j]:
+                continue
+            empty = _disjoint(cx, exp[i], exp[j])
+            if not empty:
+                overlap[i][j] = overlap[j][i] = True
+                any_overlap = True
+    return overlap if any_overlap else None
+
+
+def union_if_disjoint(cx, branches, context):
+    """The union of ``branches`` when they are pairwise disjoint within ``context`` (then it
+    is exactly their oneOf there), else None."""
+    if overlaps(cx, branches, context) is not None:
+        return None
+    try:
+        return ir.union(*branches)
+    except ir.NotExpressible:
+        return None
+
+
+def one_of(cx, branches, ptr, context):
+    """The union of values in exactly one of ``branches`` (within ``context``, what the
+    schema object requires besides the oneOf); refused (cx.unsupported) when the branches
+    cannot be made exclusive."""
+    n = len(branches)
+    if n == 1:
+        return branches[0]
+    overlap = overlaps(cx, branches, context)
+    if overlap is None:
+        return ir.union(*branches)
+    own = cx.meter is None
+    r = err = _exclusive(cx, branches, overlap, context, own, False)
+    if not isinstance(r, ir.NotExpressible):
+        return r
+    # Further attempts, each enabling what stopped the previous one: the negation of open
+    # objects (open_negation), then or else the negation of a definition that is still being
+    # converted (or nested too deeply) as a deferred rule (defer_subtract). The first
+    # attempt and its output are unchanged for every schema it converted.
+    opened = deferred = False
+    while True:
+        if "negation of an object schema with patternProperties" in str(r) and not opened \
+                and not cx.open_negation:
+            opened = True
+        elif str(r) in (ir.RECURSIVE_REF, ir.TOO_DEEP) and not deferred and not cx.defer_negation \
+                and not cx.lenient:
+            # (not in lenient mode: a deferred rule that turns out inexpressible when it is
+            # computed could no longer fall back to treating the oneOf as anyOf)
+            deferred = True
+        else:
+            break
+        prev = cx.defer_negation
+        cx.defer_negation = deferred or prev
+        try:
+            r = _exclusive(cx, branches, overlap, context, own, opened)
+        finally:
+            cx.defer_negation = prev
+        if not isinstance(r, ir.NotExpressible):
+            return r
+    # (the message stays the first attempt's: what stops the later ones, mostly a product
+    # over MAX_ALTS, is in docs/json-schema.md)
+    cx.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
+                                 "lenient mode treats it as anyOf")
+    return ir.union(*branches)
+
+
+def _exclusive(cx, branches, overlap, context, own, open_):
+    """Each branch intersected with the negation of every branch it overlaps; the union, or
+    the NotExpressible that stopped it (its own work budget when ``own``).
+
+    Closed (``open_`` False): a branch that cannot be negated alone is negated relative to
+    the branch it is taken from (finite key sets, enum values, other types), still exact.
+    Open (``open_`` True): objects with patternProperties/additionalProperties are negated
+    too (ir.negate_node with ``open_negation``: "some member's value violates them"), and
+    contradictions are pruned at every step."""
+    n = len(branches)
+    if open_:
+        cx.open_negation = True
+    if own:
+        cx.meter = [ONE_OF_BUDGET]
+    try:
+        negs = {}
+        out = []
+        for i in range(n):
+            cur = branches[i]
+            for j in range(n):
+                if j == i or not overlap[i][j]:
+                    continue
+                if j not in negs:
+                    if open_:
+                        negs[j] = ir.prune(cx, ir.negate(cx, branches[j]))
+                    else:
+                        try:
+                            negs[j] = ir.negate(cx, branches[j])
+                        except ir.NotExpressible:
+                            negs[j] = None
+                if negs[j] is None:
+                    cur = ir.subtract(cx, ir.intersect(cx, cur, context), branches[j])
+                elif open_:
+                    cur = ir.prune(cx, ir.intersect(cx, cur, negs[j]))
+                else:
+                    cur = ir.intersect(cx, cur, negs[j])
+                if not cur:
+                    break
+            out.append(cur)
+        return ir.union(*out)
+    except ir.NotExpressible as e:
+        return e
+    finally:
+        if open_:
+            cx.open_negation = False
+        if own:
+            cx.meter = None
