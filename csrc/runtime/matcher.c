@@ -1064,6 +1064,17 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     if (tokens < 1) lim = 0;
     /* (entries need not bake in the budgets of rules a token enters either) */
     if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
+    /* An item also dies where what it still needs no longer fits (parse/need.h), which
+     * entries started below a budget do not see: a token's items, their rules and those
+     * above them up to the budget need at most need->reach more, so a token of at most
+     * (effective characters left - reach) bytes keeps every path its entry allowed. */
+    if (m->parser.budgets && f->need) {
+        int32_t eff = xgr_parser_eff_left(&m->parser);
+        if (eff != XGR_NO_DEADLINE) {
+            int64_t l2 = f->need->reach == XGR_NEED_INF ? 0 : (int64_t)eff - f->need->reach;
+            if (l2 < lim) lim = l2 < 0 ? 0 : l2;
+        }
+    }
     /* the lazy rules' risky tokens, or (a nullable lazy rule) every token past one byte
      * (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
     const uint32_t *risky = NULL;
