@@ -368,7 +368,7 @@ typedef struct {
 } dead_case;
 
 typedef struct {
-    char text[1024][40];
+    char text[1024][80];
     int n_text;
     const char *tok[24];
     int n_tok;
@@ -387,7 +387,7 @@ static void dead_visit(dead_walk *w, xgr_matcher *m, char *pre, size_t len, cons
     int32_t expect = 0, row[1] = {0}, bf[1] = {0};
     for (int t = 0; t < w->n_tok; t++) {
         size_t tl = strlen(w->tok[t]);
-        if (len + tl >= 40) continue;
+        if (len + tl >= 80) continue;
         memcpy(pre + len, w->tok[t], tl);
         if (starts_text(w, pre, len + tl)) expect |= 1 << t;
     }
@@ -429,7 +429,7 @@ static void dead_case_run(const dead_case *dc, const char *unit_attr) {
     for (int k = 1; c0 && k <= dc->n; k++) {
         memset(idx, 0, sizeof idx);
         for (;;) {
-            char body[40] = "\"";
+            char body[80] = "\"";
             for (int i = 0; i < k; i++) strcat(body, dc->unit[idx[i]]);
             strcat(body, "\"");
             xgr_matcher *m = NULL;
@@ -457,7 +457,7 @@ static void dead_case_run(const dead_case *dc, const char *unit_attr) {
         if (xgr_compile(g, v, &o, &c) || xgr_matcher_new(c, NULL, 0, 0, 1, -1, &m)) {
             CHECK(0, "compile '%s': %s", src, xgr_last_error());
         } else {
-            char pre[48] = "";
+            char pre[96] = "";
             char what[600];
             snprintf(what, sizeof what, "%s (%s)", src, inl ? "no inlining" : "inlined");
             dead_visit(w, m, pre, 0, what);
