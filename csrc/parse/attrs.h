@@ -7,7 +7,11 @@
  * deadlines. An item carries a budget context
  * (xgr_item.bud): the tightest deadlines of its rule's occurrence and of every occurrence
  * it was predicted in (nested budgets all apply). A row drops the items whose deadlines
- * its position has passed. Contexts are interned in the parser's append-only table.
+ * its position has passed, and (hard budgets, parse/need.h) those whose rule can no longer
+ * end within them: the context's effective deadlines (ceff, jeff) take off what the rules
+ * above the item, up to each budget, still need once it returns, and an item lives while
+ * the row's count plus its own state's need fits. Contexts are interned in the parser's
+ * append-only table.
  *
  * max_json_chars counts decoded JSON-string characters instead (row_jc): a global count
  * driven by a small escape-state machine over the bytes (xgr_json_step), so a JSON escape

@@ -54,6 +54,8 @@ typedef struct {
     const uint8_t *ecp;    /* per byte edge: code points it counts at least (0 / 1) */
     const int32_t *fstate; /* per rule: its forced-close state, or -1 */
     uint16_t *seen;        /* exits(): escape states per state and entry state */
+    const uint8_t *in;     /* per rule: inside a budget (budgeted, or referenced from one
+                            * inside): only these rules' states are computed */
 } need_ctx;
 
 /* Fewest decoded characters of rule r entered in escape state js (a JSON budget starts
@@ -172,6 +174,7 @@ static int exits(need_ctx *x) {
         changed = 0;
         for (size_t s = 0; s < ns; s++) {
             int32_t r = f->state_rule[s];
+            if (!x->in[r]) continue;
             int ends = f->final[s] || f->edge_begin[s] == f->edge_begin[s + 1] ||
                        x->fstate[r] == (int32_t)s || f->rule_kind[r] == XGR_RULE_REPEAT;
             for (int e = 0; e < NJS; e++) {
@@ -209,22 +212,9 @@ static int exits(need_ctx *x) {
     return XGR_OK;
 }
 
-/* need->reach: the most an item under a character budget needs, its rule's remainder and
- * those of the rules above it up to the outermost budget (longest chains of references
- * inside budgeted rules; unbounded on a cycle that needs characters). */
-static int32_t reach(const need_ctx *x) {
-    const xgr_fsm *f = x->f;
-    const xgr_fsm_need *n = x->n;
-    int32_t nr = f->n_rules, res = 0;
-    uint8_t *in = xgr_calloc((size_t)nr + 1, 1);
-    int64_t *up = xgr_calloc((size_t)nr + 1, sizeof *up);
-    if (!in || !up) {
-        free(in);
-        free(up);
-        return -1;
-    }
-    /* rules inside a budget: budgeted ones and every rule they reference */
-    int32_t n_in = 0;
+/* Rules inside a budget: budgeted ones and every rule they reference (out[n_rules]). */
+static void mark_in(const xgr_fsm *f, uint8_t *in) {
+    int32_t nr = f->n_rules;
     for (int32_t r = 0; r < nr; r++)
         if (f->rule_attrs[r].max_chars >= 0 || f->rule_attrs[r].max_json_chars >= 0) in[r] = 1;
     for (int grew = 1; grew;) {
@@ -233,10 +223,25 @@ static int32_t reach(const need_ctx *x) {
             if (!in[r]) continue;
             for (int32_t s = f->rule_start[r]; s < xgr_fsm_rule_end(f, r); s++)
                 for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
-                    if (f->edges[e].ref >= 0 && !in[f->edges[e].ref])
-                        in[f->edges[e].ref] = 1, grew = 1;
+                    if (f->edges[e].ref >= 0 && !in[f->edges[e].ref]) {
+                        in[f->edges[e].ref] = 1;
+                        grew = 1;
+                    }
         }
     }
+}
+
+/* need->reach: the most an item under a character budget needs, its rule's remainder and
+ * those of the rules above it up to the outermost budget (longest chains of references
+ * inside budgeted rules; unbounded on a cycle that needs characters). */
+static int32_t reach(const need_ctx *x) {
+    const xgr_fsm *f = x->f;
+    const xgr_fsm_need *n = x->n;
+    int32_t nr = f->n_rules, res = 0;
+    const uint8_t *in = x->in;
+    int64_t *up = xgr_calloc((size_t)nr + 1, sizeof *up);
+    if (!up) return -1;
+    int32_t n_in = 0;
     for (int32_t r = 0; r < nr; r++) n_in += in[r];
     /* a state that cannot end, reached: an entry may walk into it, the parser drops it */
     for (int32_t s = 0; s < f->n_states && res != INF; s++) {
@@ -278,7 +283,6 @@ static int32_t reach(const need_ctx *x) {
         if (m >= INF) res = INF;
         else if (m > res) res = (int32_t)m;
     }
-    free(in);
     free(up);
     return res;
 }
@@ -294,12 +298,14 @@ int xgr_need_build(xgr_fsm *f) {
     if (!make_classes(&bc)) return XGR_OK; /* (cannot happen: a few classes) */
     xgr_fsm_need *n = xgr_calloc(1, sizeof *n);
     uint64_t *emask = xgr_calloc(ne + 1, sizeof *emask);
+    uint8_t *in = xgr_calloc(nr + 1, 1);
     uint8_t *ecp = xgr_calloc(ne + 1, 1);
     int32_t *fstate = xgr_malloc((nr + 1) * sizeof *fstate);
     int rc = XGR_ERR_NOMEM;
     need_ctx x;
     memset(&x, 0, sizeof x);
-    if (!n || !emask || !ecp || !fstate) goto out;
+    if (!n || !emask || !ecp || !fstate || !in) goto out;
+    mark_in(f, in);
     n->cp = xgr_malloc((ns + 1) * sizeof *n->cp);
     n->jc = xgr_malloc((ns * NJS + 1) * sizeof *n->jc);
     n->jc_min = xgr_malloc((ns + 1) * sizeof *n->jc_min);
@@ -318,16 +324,17 @@ int xgr_need_build(xgr_fsm *f) {
     }
     for (int32_t r = 0; r < f->n_rules; r++)
         fstate[r] = xgr_forced_state(f, &f->rule_attrs[r], r);
-    x = (need_ctx){f, n, &bc, emask, ecp, fstate, NULL};
+    x = (need_ctx){f, n, &bc, emask, ecp, fstate, NULL, in};
     if ((rc = exits(&x))) goto out;
     rc = XGR_ERR_NOMEM;
     /* sweeps from the last state back (automata number states from the start, so most
      * shortest paths settle in one sweep) until nothing goes down; past the work limit
      * the grammar keeps no table (budgets bound characters only, as before) */
-    int64_t work = 0, limit = (int64_t)1 << 28;
+    int64_t work = 0, limit = (int64_t)1 << 22;
     for (int changed = 1; changed;) {
         changed = 0;
         for (size_t s = ns; s-- > 0;) {
+            if (!in[f->state_rule[s]]) continue;
             changed |= relax(&x, (int32_t)s);
             work += f->edge_begin[s + 1] - f->edge_begin[s] + 1;
         }
@@ -357,5 +364,6 @@ out:
     free(ecp);
     free(fstate);
     free(x.seen);
+    free(in);
     return rc;
 }
