@@ -1,5 +1,6 @@
 /* xgr_compile: lower a grammar to automata and set up its (lazy) mask cache. */
 #include "compile.h"
+#include "../parse/need.h"
 
 #include "../mask/compiled.h"
 #include "../mask/entry.h"
@@ -300,6 +301,8 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
          * per grammar: a rule entered inside a token bakes its budget into the entry. */
         memset(c->rule_leo, 0, (size_t)nr + 1);
         c->opts.cross_grammar_cache = -1;
+        /* what each state still needs within a character budget (parse/need.h) */
+        if ((rc = xgr_need_build(c->fsm))) goto fail;
     }
     if ((rc = layout_slots(c, &t, lay, (int64_t)1 << 22))) goto fail;
     free(n_scan);

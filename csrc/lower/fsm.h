@@ -35,6 +35,24 @@ typedef struct {
     uint8_t lo, hi;
 } xgr_edge;
 
+/* What each state still needs to reach its rule's end, in characters (parse/need.c): set by
+ * the compiler for a grammar with a character budget (max_chars / max_json_chars), so the
+ * parser drops items that cannot finish within their budget; owned by the automaton. */
+#define XGR_NEED_JS 14 /* escape states of parse/attrs.h xgr_json_step */
+#define XGR_NEED_INF INT32_MAX
+typedef struct {
+    int32_t *cp;     /* per state: fewest code points to the rule's end (exact) */
+    int32_t *jc;     /* per state x escape state: fewest decoded JSON-string characters */
+    int32_t *jc_min; /* per state: the least of its jc row (escape state unknown) */
+    int32_t *rule_cp, *rule_jc; /* per rule: from its start (jc: the least over escape
+                                 * states); XGR_NEED_INF: it cannot end within its budget */
+    uint16_t *rule_exit; /* per rule x escape state it is entered in: the escape states
+                          * it may end in (a bit each; 0: not reached, any) */
+    int32_t reach;   /* the most any item under a character budget still needs, itself
+                      * and the rules above it up to the outermost budget (for the mask
+                      * entries' trust, runtime/matcher.c); XGR_NEED_INF: unbounded */
+} xgr_fsm_need;
+
 typedef struct xgr_fsm {
     int32_t n_rules;
     int32_t root;             /* rule id of the start rule */
@@ -67,6 +85,8 @@ typedef struct xgr_fsm {
                                * max_tokens is 0), or
                                * INT32_MAX: a token of at most this many bytes cannot
                                * overrun a budget of a rule it enters */
+
+    xgr_fsm_need *need;       /* NULL: not computed (no character budget) */
 
     int32_t n_states;
     int32_t *state_rule;      /* owning rule of each state */

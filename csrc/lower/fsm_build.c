@@ -327,7 +327,10 @@ size_t xgr_fsm_memory(const xgr_fsm *f) {
      * dispatch; per state: rule, final, edge_begin */
     if (f->rule_attrs) names += (size_t)f->n_rules * sizeof *f->rule_attrs + f->attr_names_len;
     return sizeof *f + names + (size_t)f->n_rules * (sizeof(char *) + 4 * 5 + 3) +
-           ((size_t)f->n_states + 1) * 9 + (size_t)f->n_edges * sizeof *f->edges;
+           ((size_t)f->n_states + 1) * 9 + (size_t)f->n_edges * sizeof *f->edges +
+           (f->need ? sizeof *f->need + (size_t)f->n_states * 4 * (XGR_NEED_JS + 2) +
+                          (size_t)f->n_rules * (8 + 2 * XGR_NEED_JS)
+                    : 0);
 }
 
 xgr_fsm *xgr_fsm_alloc(size_t nr, size_t ns, size_t ne) {
@@ -376,6 +379,15 @@ void xgr_fsm_free(xgr_fsm *f) {
     free(f->final);
     free(f->edge_begin);
     free(f->edges);
+    if (f->need) {
+        free(f->need->cp);
+        free(f->need->jc);
+        free(f->need->jc_min);
+        free(f->need->rule_cp);
+        free(f->need->rule_jc);
+        free(f->need->rule_exit);
+        free(f->need);
+    }
     free(f);
 }
 

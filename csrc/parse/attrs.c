@@ -6,7 +6,8 @@ int xgr_attrs_init(xgr_parser *p) {
     p->attrs = f->rule_attrs;
     p->budgets = f->attr_budgets;
     p->lazy = f->attr_lazy; /* (set for token budgets too: they end occurrences) */
-    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE, XGR_NO_DEADLINE, -1, -1};
+    xgr_budget none = {XGR_NO_DEADLINE, XGR_NO_DEADLINE, XGR_NO_DEADLINE, -1, -1,
+                       XGR_NO_DEADLINE, XGR_NO_DEADLINE};
     p->captures = f->attr_captures;
     if (XGR_VEC_PUSH(p->buds, none) || XGR_VEC_RESERVE(p->lazy_begin, 16) ||
         XGR_VEC_RESERVE(p->cap_begin, 16))
@@ -50,17 +51,38 @@ static inline int32_t add_sat(int32_t a, int32_t b) {
     return s >= XGR_NO_DEADLINE ? XGR_NO_DEADLINE - 1 : (int32_t)s;
 }
 
-int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent) {
+/* An effective deadline less a reserve (kept below XGR_NO_DEADLINE; -1: none can finish) */
+static inline int32_t eff_less(int32_t dl, int32_t reserve) {
+    if (dl == XGR_NO_DEADLINE) return dl;
+    int64_t v = (int64_t)dl - reserve;
+    return v < -1 ? -1 : (int32_t)v;
+}
+
+int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent, const xgr_item *ret) {
     const xgr_rule_attrs *a = &p->attrs[rule];
-    if (a->max_chars < 0 && a->max_tokens < 0 && a->max_json_chars < 0) return parent;
-    xgr_budget b = p->buds.data[parent];
-    if (a->max_chars >= 0) b.cdl = min32(b.cdl, add_sat(p->cur_cp, a->max_chars));
+    const xgr_budget *pb = &p->buds.data[parent];
+    int32_t rc = 0, rj = 0; /* what the predicting item needs once the occurrence returns */
+    if (ret && pb->ceff != XGR_NO_DEADLINE) rc = xgr_need_cp(p->fsm, *ret);
+    if (ret && pb->jeff != XGR_NO_DEADLINE) rj = xgr_need_jc_after(p->fsm, *ret, rule, p->cur_js);
+    if (a->max_chars < 0 && a->max_tokens < 0 && a->max_json_chars < 0 && !rc && !rj &&
+        a->forced_body < 0)
+        return parent;
+    xgr_budget b = *pb;
+    b.ceff = eff_less(b.ceff, rc);
+    b.jeff = eff_less(b.jeff, rj);
+    if (a->max_chars >= 0) {
+        b.cdl = min32(b.cdl, add_sat(p->cur_cp, a->max_chars));
+        if (a->forced_body < 0) b.ceff = min32(b.ceff, add_sat(p->cur_cp, a->max_chars));
+    }
     if (a->max_json_chars >= 0) {
         b.jdl = min32(b.jdl, add_sat(p->cur_jc, a->max_json_chars));
+        if (a->forced_body < 0) b.jeff = min32(b.jeff, add_sat(p->cur_jc, a->max_json_chars));
         /* a JSON string's body starts outside an escape: say so, for a row whose state
          * was guessed (a mask-cache walk starts a token in XGR_JS_TEXT wherever it is) */
         p->cur_js = XGR_JS_TEXT;
     }
+    if (!p->fsm->need || a->forced_body >= 0) /* (a forced close ends where it is spent) */
+        b.ceff = b.jeff = XGR_NO_DEADLINE;
     if (a->max_tokens >= 0) {
         /* tokens touched from here: the current one too when the next byte continues it */
         int32_t tdl = add_sat(p->cur_tk >> 1, a->max_tokens) - (p->cur_tk & 1);
@@ -75,7 +97,7 @@ int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent) {
     for (size_t k = n; k > 1 && k + 8 > n; k--) {
         const xgr_budget *o = &p->buds.data[k - 1];
         if (o->cdl == b.cdl && o->tdl == b.tdl && o->jdl == b.jdl && o->own_rule == b.own_rule &&
-            o->own_origin == b.own_origin)
+            o->own_origin == b.own_origin && o->ceff == b.ceff && o->jeff == b.jeff)
             return (int32_t)(k - 1);
     }
     if (n >= (size_t)INT32_MAX || XGR_VEC_PUSH(p->buds, b)) return -1;
@@ -183,6 +205,21 @@ void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens
         if (b->jdl != XGR_NO_DEADLINE && b->jdl - jc < *chars) *chars = b->jdl - jc;
         if (b->tdl != XGR_NO_DEADLINE && b->tdl - tc < *tokens) *tokens = b->tdl - tc;
     }
+}
+
+int32_t xgr_parser_eff_left(const xgr_parser *p) {
+    int32_t best = XGR_NO_DEADLINE;
+    if (!p->budgets) return best;
+    int32_t last = xgr_parser_rows(p) - 1;
+    int32_t cp = p->row_cp.data[last], jc = p->row_jc.data[last];
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++) {
+        int32_t bud = p->items.data[k].bud;
+        if (!bud) continue;
+        const xgr_budget *b = &p->buds.data[bud];
+        if (b->ceff != XGR_NO_DEADLINE && b->ceff - cp < best) best = b->ceff - cp;
+        if (b->jeff != XGR_NO_DEADLINE && b->jeff - jc < best) best = b->jeff - jc;
+    }
+    return best;
 }
 
 int32_t xgr_parser_token_deadline(const xgr_parser *p) {

@@ -7,7 +7,11 @@
  * deadlines. An item carries a budget context
  * (xgr_item.bud): the tightest deadlines of its rule's occurrence and of every occurrence
  * it was predicted in (nested budgets all apply). A row drops the items whose deadlines
- * its position has passed. Contexts are interned in the parser's append-only table.
+ * its position has passed, and (hard budgets, parse/need.h) those whose rule can no longer
+ * end within them: the context's effective deadlines (ceff, jeff) take off what the rules
+ * above the item, up to each budget, still need once it returns, and an item lives while
+ * the row's count plus its own state's need fits. Contexts are interned in the parser's
+ * append-only table.
  *
  * max_json_chars counts decoded JSON-string characters instead (row_jc): a global count
  * driven by a small escape-state machine over the bytes (xgr_json_step), so a JSON escape
@@ -95,11 +99,66 @@ int xgr_attrs_init(xgr_parser *p);
 /* Resets the per-row attribute state to no rows (clear_rows). */
 void xgr_attrs_clear(xgr_parser *p);
 /* Budget context of an occurrence of `rule` predicted in the row under construction
- * inside context `parent`; -1 on OOM. */
-int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent);
-/* Does context `bud` allow the row under construction? (Character budgets are hard.) */
-static inline int xgr_bud_alive(const xgr_parser *p, int32_t bud) {
-    return p->cur_cp <= p->buds.data[bud].cdl && p->cur_jc <= p->buds.data[bud].jdl;
+ * inside context `parent`, by an item that becomes `ret` once the occurrence has returned
+ * (NULL: none, the start); -1 on OOM. */
+int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent, const xgr_item *ret);
+
+/* Code points item `it` still needs to end its rule (parse/need.h; 0 without a table). */
+static inline int32_t xgr_need_cp(const xgr_fsm *f, xgr_item it) {
+    const xgr_fsm_need *n = f->need;
+    if (!n) return 0;
+    int32_t r = f->state_rule[it.state];
+    if (f->rule_kind[r] == XGR_RULE_REPEAT) {
+        int64_t k = (int64_t)f->repeat_min[r] - it.count, v;
+        if (k <= 0) return 0;
+        v = k * n->rule_cp[f->repeat_child[r]];
+        return v >= XGR_NEED_INF ? XGR_NEED_INF : (int32_t)v;
+    }
+    return n->cp[it.state];
+}
+/* Decoded JSON-string characters item `it` still needs from escape state js (js < 0:
+ * unknown, the least over them). */
+static inline int32_t xgr_need_jc(const xgr_fsm *f, xgr_item it, int js) {
+    const xgr_fsm_need *n = f->need;
+    if (!n) return 0;
+    int32_t r = f->state_rule[it.state];
+    if (f->rule_kind[r] == XGR_RULE_REPEAT) {
+        int64_t k = (int64_t)f->repeat_min[r] - it.count, v;
+        if (k <= 0) return 0;
+        v = k * n->rule_jc[f->repeat_child[r]];
+        return v >= XGR_NEED_INF ? XGR_NEED_INF : (int32_t)v;
+    }
+    return js < 0 ? n->jc_min[it.state] : n->jc[(size_t)it.state * XGR_NEED_JS + js];
+}
+/* The least need of state s (decoded characters) over the escape states in `ex`. */
+static inline int32_t xgr_need_jc_exit(const xgr_fsm_need *n, int32_t s, uint16_t ex) {
+    int32_t best = XGR_NEED_INF;
+    for (int j = 0; j < XGR_NEED_JS; j++)
+        if ((ex >> j & 1) && n->jc[(size_t)s * XGR_NEED_JS + j] < best)
+            best = n->jc[(size_t)s * XGR_NEED_JS + j];
+    return best;
+}
+/* What item `ret`, waiting on `rule` entered in escape state js, needs once the rule has
+ * returned, in decoded characters from the least of the escape states it may end in. */
+static inline int32_t xgr_need_jc_after(const xgr_fsm *f, xgr_item ret, int32_t rule, int js) {
+    const xgr_fsm_need *n = f->need;
+    if (!n) return 0;
+    if (f->rule_attrs[rule].max_json_chars >= 0) js = XGR_JS_TEXT;
+    uint16_t ex = n->rule_exit[(size_t)rule * XGR_NEED_JS + js];
+    if (f->rule_kind[f->state_rule[ret.state]] == XGR_RULE_REPEAT || !ex)
+        return xgr_need_jc(f, ret, -1);
+    return xgr_need_jc_exit(n, ret.state, ex);
+}
+/* Does item `it`'s context allow it in the row under construction: its position within
+ * the hard budgets, and (parse/need.h) what it still needs within what they leave? */
+static inline int xgr_bud_alive(const xgr_parser *p, xgr_item it) {
+    const xgr_budget *b = &p->buds.data[it.bud];
+    if (p->cur_cp > b->cdl || p->cur_jc > b->jdl) return 0;
+    if (b->ceff != XGR_NO_DEADLINE &&
+        (int64_t)p->cur_cp + xgr_need_cp(p->fsm, it) > (int64_t)b->ceff)
+        return 0;
+    return b->jeff == XGR_NO_DEADLINE ||
+           (int64_t)p->cur_jc + xgr_need_jc(p->fsm, it, p->cur_js) <= (int64_t)b->jeff;
 }
 /* Has the token budget of context `bud` run out at the row under construction? Then every
  * occurrence in it ends where it first completes (from then on, like a lazy one). */
@@ -182,6 +241,11 @@ int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_
  * decoded JSON-string characters, each at least a byte) and tokens (*tokens) before some
  * item's deadline passes, XGR_NO_DEADLINE when no item has one. */
 void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens);
+
+/* Characters left at the last row before some item's effective deadline (xgr_budget ceff /
+ * jeff: what the rules still need already taken off, not the item's own need), the least
+ * over both units; XGR_NO_DEADLINE when no item has one. */
+int32_t xgr_parser_eff_left(const xgr_parser *p);
 
 /* The tightest token deadline (absolute token count) over the last row's items; a
  * deadline saturated by a huge max_tokens reads INT32_MAX; -1 when no item has one. */

@@ -141,7 +141,7 @@ static inline int same_item(xgr_item a, xgr_item b) {
 /* Appends `it` to the row under construction unless already present, or its budget has
  * run out, or it belongs to a lazy occurrence that completed in an earlier row. */
 static int add_item(xgr_parser *p, size_t row_start, xgr_item it) {
-    if (it.bud && !xgr_bud_alive(p, it.bud)) return XGR_OK;
+    if (it.bud && !xgr_bud_alive(p, it)) return XGR_OK;
     if (p->lazy && it.origin >= 0 &&
         xgr_item_ended(p, it, p->fsm->state_rule[it.state], (int32_t)p->row_begin.len - 2))
         return XGR_OK;
@@ -446,17 +446,15 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                 const xgr_edge *ed = &f->edges[e];
                 if (ed->ref < 0) continue;
                 if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;
+                xgr_item n = {ed->target, it.origin,
+                              f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count,
+                              it.bud};
                 xgr_item pr = {f->rule_start[ed->ref], cur_row, 0, it.bud};
-                if (p->budgets && (pr.bud = xgr_bud_enter(p, ed->ref, it.bud)) < 0)
+                if (p->budgets && (pr.bud = xgr_bud_enter(p, ed->ref, it.bud, &n)) < 0)
                     return XGR_ERR_NOMEM;
                 int rc = add_item(p, row_start, pr);
                 if (rc) return rc;
-                if (f->rule_nullable[ed->ref]) {
-                    xgr_item n = {ed->target, it.origin,
-                                  f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count,
-                                  it.bud};
-                    if ((rc = add_item(p, row_start, n))) return rc;
-                }
+                if (f->rule_nullable[ed->ref] && (rc = add_item(p, row_start, n))) return rc;
             }
             continue;
         }
@@ -465,14 +463,14 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
             const xgr_edge *ed = &f->edges[e];
             if (ed->ref < 0) continue;
             if (f->rule_kind[r] == XGR_RULE_REPEAT && !repeat_open(f, r, it)) continue;
+            xgr_item n = {ed->target, it.origin,
+                          f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count, it.bud};
             xgr_item pr = {f->rule_start[ed->ref], cur_row, 0, it.bud};
-            if (p->budgets && (pr.bud = xgr_bud_enter(p, ed->ref, it.bud)) < 0)
+            if (p->budgets && (pr.bud = xgr_bud_enter(p, ed->ref, it.bud, &n)) < 0)
                 return XGR_ERR_NOMEM;
             size_t len0 = p->items.len;
             int rc = add_item(p, row_start, pr);
             if (rc) return rc;
-            xgr_item n = {ed->target, it.origin,
-                          f->rule_kind[r] == XGR_RULE_REPEAT ? it.count + 1 : it.count, it.bud};
             /* (a start item already there: another item waits on B, or it came some
              * other way; either way no Leo item) */
             if (p->items.len != len0 && leo_penultimate(f, r, ed->target)) {
@@ -611,7 +609,7 @@ int xgr_parser_start(xgr_parser *p, xgr_item init) {
     clear_rows(p);
     dedup_reset(p);
     if (p->budgets && init.origin >= 0 &&
-        (init.bud = xgr_bud_enter(p, p->fsm->state_rule[init.state], init.bud)) < 0)
+        (init.bud = xgr_bud_enter(p, p->fsm->state_rule[init.state], init.bud, NULL)) < 0)
         return XGR_ERR_NOMEM;
     int rc = add_item(p, 0, init);
     if (!rc) rc = closure(p, 0, 0);

@@ -38,6 +38,13 @@ typedef struct {
      * occurrence has ended, every item of this context is dead (parse/attrs.h
      * xgr_item_ended). -1: none. */
     int32_t own_rule, own_origin;
+    /* Effective deadlines (parse/need.h): an item lives only while the row's count plus
+     * what the item still needs (xgr_fsm_need) is <= ceff (code points) and <= jeff
+     * (decoded characters): the hard budgets of its occurrence and of those it was
+     * predicted in, each less what the rules between still need once the item's rule has
+     * returned. XGR_NO_DEADLINE: none (no hard budget, or below a forced close, which
+     * ends where its budget is spent); below 0: nothing can finish. */
+    int32_t ceff, jeff;
 } xgr_budget;
 
 /* A Leo item (the transitive item of Leo (1991), "A general context-free parsing

@@ -1064,6 +1064,22 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     if (tokens < 1) lim = 0;
     /* (entries need not bake in the budgets of rules a token enters either) */
     if (m->parser.budgets && lim > f->attr_min_budget) lim = f->attr_min_budget;
+    /* An item also dies where what it still needs no longer fits (parse/need.h), which
+     * entries started below a budget do not see: a token's items, their rules and those
+     * above them up to the budget need at most need->reach more, so a token of at most
+     * (effective characters left - reach) bytes keeps every path its entry allowed. */
+    if (m->parser.budgets && f->need) {
+        int64_t w = f->need->reach;
+        int32_t eff = xgr_parser_eff_left(&m->parser);
+        if (eff != XGR_NO_DEADLINE) {
+            int64_t l2 = w == XGR_NEED_INF ? 0 : (int64_t)eff - w;
+            if (l2 < lim) lim = l2 < 0 ? 0 : l2;
+        }
+        /* (and a rule the token enters: its budget less the same, as the entries do not
+         * all drop such items) */
+        int64_t l3 = w == XGR_NEED_INF ? 0 : (int64_t)f->attr_min_budget - w;
+        if (l3 < lim) lim = l3 < 0 ? 0 : l3;
+    }
     /* the lazy rules' risky tokens, or (a nullable lazy rule) every token past one byte
      * (a spent token budget ends occurrences only at a token's end: no one-byte limit) */
     const uint32_t *risky = NULL;

@@ -1,7 +1,8 @@
 /* Rule attributes through the public C API: EBNF heads parse and print back in upstream's
  * form, bad heads fail with a located message, and a matcher reports temperature, keeps a
  * code-point budget across tokens, counts decoded JSON-string characters (max_json_chars),
- * ends a spent token budget where it can, and records captures that rollback undoes. */
+ * ends a spent token budget where it can, records captures that rollback undoes, and
+ * leaves no dead end at a budget's end (a rule's remaining need is reserved). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,12 +353,162 @@ static void json_chars(void) {
     xgr_vocab_release(v);
 }
 
+/* A hard character budget leaves no dead end: an item dies once what its rule (and the
+ * rules above it, up to the budget) still needs no longer fits (parse/need.h). Oracle: the
+ * same grammar without the budget, its texts cut to those whose body has at most N
+ * characters (every unit below is one character, code point or decoded), enumerated up
+ * to N units; at every prefix of such a text, the mask (and the brute-force mask) must be
+ * exactly the tokens after which some such text still starts. Each grammar is compiled
+ * with rules inlined and with none (so sub-rules need their reserve). */
+typedef struct {
+    const char *rules; /* "%s": the attribute head of `body` */
+    const char *unit[5];
+    const char *extra[6]; /* more tokens: several units, part of one */
+    int n;                /* the budget */
+} dead_case;
+
+typedef struct {
+    char text[1024][80];
+    int n_text;
+    const char *tok[24];
+    int n_tok;
+    xgr_compiled *c;
+    int nodes;
+} dead_walk;
+
+static int starts_text(const dead_walk *w, const char *pre, size_t len) {
+    for (int i = 0; i < w->n_text; i++)
+        if (strlen(w->text[i]) >= len && !memcmp(w->text[i], pre, len)) return 1;
+    return 0;
+}
+
+static void dead_visit(dead_walk *w, xgr_matcher *m, char *pre, size_t len, const char *what) {
+    w->nodes++;
+    int32_t expect = 0, row[1] = {0}, bf[1] = {0};
+    for (int t = 0; t < w->n_tok; t++) {
+        size_t tl = strlen(w->tok[t]);
+        if (len + tl >= 80) continue;
+        memcpy(pre + len, w->tok[t], tl);
+        if (starts_text(w, pre, len + tl)) expect |= 1 << t;
+    }
+    pre[len] = 0;
+    if (!expect) return; /* a whole text: closed */
+    CHECK(!xgr_matcher_fill_bitmask(m, row, 1, NULL), "fill: %s", xgr_last_error());
+    CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, bf, 1), "brute: %s", xgr_last_error());
+    CHECK(row[0] == expect && bf[0] == expect, "%s after '%s': mask %x, brute force %x, "
+          "expected %x", what, pre, (unsigned)row[0], (unsigned)bf[0], (unsigned)expect);
+    for (int t = 0; t < w->n_tok; t++) {
+        if (!(expect >> t & 1)) continue;
+        size_t tl = strlen(w->tok[t]);
+        memcpy(pre + len, w->tok[t], tl);
+        if (accept(m, t)) {
+            dead_visit(w, m, pre, len + tl, what);
+            CHECK(!xgr_matcher_rollback(m, 1), "rollback: %s", xgr_last_error());
+        }
+        pre[len] = 0;
+    }
+}
+
+static void dead_case_run(const dead_case *dc, const char *unit_attr) {
+    char src[512], head[64];
+    dead_walk *w = calloc(1, sizeof *w);
+    if (!w) return;
+    int nu = 0, ne = 0;
+    while (nu < 5 && dc->unit[nu]) nu++;
+    while (ne < 6 && dc->extra[ne]) ne++;
+    w->tok[w->n_tok++] = "\"";
+    for (int i = 0; i < nu; i++) w->tok[w->n_tok++] = dc->unit[i];
+    for (int i = 0; i < ne; i++) w->tok[w->n_tok++] = dc->extra[i];
+    xgr_vocab *v = vocab(w->tok, w->n_tok);
+    snprintf(src, sizeof src, dc->rules, "");
+    xgr_grammar *g0 = parse(src);
+    xgr_compiled *c0 = NULL;
+    CHECK(v && g0 && !xgr_compile(g0, v, NULL, &c0), "oracle '%s': %s", src, xgr_last_error());
+    /* the texts: bodies of 1..n units the unbudgeted grammar accepts */
+    int idx[16] = {0};
+    for (int k = 1; c0 && k <= dc->n; k++) {
+        memset(idx, 0, sizeof idx);
+        for (;;) {
+            char body[80] = "\"";
+            for (int i = 0; i < k; i++) strcat(body, dc->unit[idx[i]]);
+            strcat(body, "\"");
+            xgr_matcher *m = NULL;
+            int ok = 0;
+            if (!xgr_matcher_new(c0, NULL, 0, 0, 1, -1, &m) &&
+                !xgr_matcher_accept_bytes(m, (const uint8_t *)body, strlen(body), &ok) && ok &&
+                xgr_matcher_is_terminated(m) && w->n_text < 1024)
+                strcpy(w->text[w->n_text++], body);
+            xgr_matcher_free(m);
+            int i = k - 1;
+            while (i >= 0 && ++idx[i] == nu) idx[i--] = 0;
+            if (i < 0) break;
+        }
+    }
+    CHECK(w->n_text > 0 && w->n_text < 1024, "texts: %d", w->n_text);
+    snprintf(head, sizeof head, "[%s=%d]", unit_attr, dc->n);
+    snprintf(src, sizeof src, dc->rules, head);
+    xgr_grammar *g = parse(src);
+    for (int inl = 0; g && c0 && inl < 2; inl++) {
+        xgr_compile_options o;
+        memset(&o, 0, sizeof o);
+        o.inline_max_states = inl ? -1 : 0;
+        xgr_compiled *c = NULL;
+        xgr_matcher *m = NULL;
+        if (xgr_compile(g, v, &o, &c) || xgr_matcher_new(c, NULL, 0, 0, 1, -1, &m)) {
+            CHECK(0, "compile '%s': %s", src, xgr_last_error());
+        } else {
+            char pre[96] = "";
+            char what[600];
+            snprintf(what, sizeof what, "%s (%s)", src, inl ? "no inlining" : "inlined");
+            dead_visit(w, m, pre, 0, what);
+        }
+        xgr_matcher_free(m);
+        xgr_compiled_release(c);
+    }
+    CHECK(w->nodes > 10, "walked %d prefixes", w->nodes);
+    xgr_grammar_release(g);
+    xgr_grammar_release(g0);
+    xgr_compiled_release(c0);
+    xgr_vocab_release(v);
+    free(w);
+}
+
+static void no_dead_ends(void) {
+    static const dead_case cases[] = {
+        /* a suffix after a repetition; a two-byte character counts once */
+        {"root ::= \"\\\"\" body \"\\\"\"\nbody%s ::= [a-z\xc3\xa9]+ \"@\" [a-z]+",
+         {"a", "\xc3\xa9", "@"}, {"a@", "@a", "a\"", "\xc3", "aa"}, 4},
+        /* sub-rules: the local part needs room for "@" and a dotted domain */
+        {"root ::= \"\\\"\" body \"\\\"\"\nbody%s ::= loc \"@\" dom\nloc ::= [a-z] loc | [a-z]\n"
+         "dom ::= lab \".\" lab\nlab ::= [a-z] lab | [a-z]",
+         {"a", "@", "."}, {"a@", "a.", ".a", "a\""}, 6},
+        /* recursion: each "(" needs its ")" and the "@" */
+        {"root ::= \"\\\"\" body \"\\\"\"\nbody%s ::= p \"@\"\np ::= \"a\" | \"(\" p \")\"",
+         {"a", "(", ")", "@"}, {"((", "))", ")@", "@\""}, 6},
+        /* a budget inside a budget */
+        {"root ::= \"\\\"\" body \"\\\"\"\nbody%s ::= in \"@\" in\nin[max_chars=2] ::= [a-z]+",
+         {"a", "@"}, {"aa", "a@", "@a", "aaa"}, 4},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        dead_case_run(&cases[i], "max_chars");
+        dead_case_run(&cases[i], "max_json_chars");
+    }
+    /* escapes: one decoded character each, a surrogate pair one too; a token may stop
+     * inside an escape */
+    static const dead_case esc = {
+        "root ::= \"\\\"\" body \"\\\"\"\nbody%s ::= c+ \"@\" c+\n"
+        "c ::= [a-z] | \"\\\\\" [n\\\"] | \"\\\\u\" h h h h\nh ::= [0-9a-fA-F]",
+        {"a", "@", "\\n", "\\u0041", "\\ud83d\\ude00"}, {"\\", "\\u", "\\n@", "a\\", "@\\"}, 4};
+    dead_case_run(&esc, "max_json_chars");
+}
+
 int main(void) {
     heads();
     runtime();
     hidden_markers();
     forced_close();
     json_chars();
+    no_dead_ends();
     if (failures) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
