@@ -103,17 +103,21 @@ void xgr_attrs_clear(xgr_parser *p);
  * (NULL: none, the start); -1 on OOM. */
 int32_t xgr_bud_enter(xgr_parser *p, int32_t rule, int32_t parent, const xgr_item *ret);
 
+/* What a repetition item `it` of rule r still needs: its missing minimum count times the
+ * least of its child (per_child: that rule's row of need.h's rule_cp or rule_jc). */
+static inline int32_t xgr_need_repeat(const xgr_fsm *f, xgr_item it, int32_t r,
+                                      const int32_t *per_child) {
+    int64_t k = (int64_t)f->repeat_min[r] - it.count, v;
+    if (k <= 0) return 0;
+    v = k * per_child[f->repeat_child[r]];
+    return v >= XGR_NEED_INF ? XGR_NEED_INF : (int32_t)v;
+}
 /* Code points item `it` still needs to end its rule (parse/need.h; 0 without a table). */
 static inline int32_t xgr_need_cp(const xgr_fsm *f, xgr_item it) {
     const xgr_fsm_need *n = f->need;
     if (!n) return 0;
     int32_t r = f->state_rule[it.state];
-    if (f->rule_kind[r] == XGR_RULE_REPEAT) {
-        int64_t k = (int64_t)f->repeat_min[r] - it.count, v;
-        if (k <= 0) return 0;
-        v = k * n->rule_cp[f->repeat_child[r]];
-        return v >= XGR_NEED_INF ? XGR_NEED_INF : (int32_t)v;
-    }
+    if (f->rule_kind[r] == XGR_RULE_REPEAT) return xgr_need_repeat(f, it, r, n->rule_cp);
     return n->cp[it.state];
 }
 /* Decoded JSON-string characters item `it` still needs from escape state js (js < 0:
@@ -122,12 +126,7 @@ static inline int32_t xgr_need_jc(const xgr_fsm *f, xgr_item it, int js) {
     const xgr_fsm_need *n = f->need;
     if (!n) return 0;
     int32_t r = f->state_rule[it.state];
-    if (f->rule_kind[r] == XGR_RULE_REPEAT) {
-        int64_t k = (int64_t)f->repeat_min[r] - it.count, v;
-        if (k <= 0) return 0;
-        v = k * n->rule_jc[f->repeat_child[r]];
-        return v >= XGR_NEED_INF ? XGR_NEED_INF : (int32_t)v;
-    }
+    if (f->rule_kind[r] == XGR_RULE_REPEAT) return xgr_need_repeat(f, it, r, n->rule_jc);
     return js < 0 ? n->jc_min[it.state] : n->jc[(size_t)it.state * XGR_NEED_JS + js];
 }
 /* The least need of state s (decoded characters) over the escape states in `ex`. */
