@@ -161,55 +161,106 @@ static int rule_minima(const need_ctx *x) {
  * entered in e); a JSON budget's rule is entered outside an escape. */
 static int exits(need_ctx *x) {
     const xgr_fsm *f = x->f;
-    size_t ns = (size_t)f->n_states;
+    size_t ns = (size_t)f->n_states, nr = (size_t)f->n_rules;
     uint16_t *seen = xgr_calloc(ns * NJS + 1, sizeof *seen);
     uint16_t *ex = x->n->rule_exit;
-    if (!seen) return XGR_ERR_NOMEM;
+    /* a worklist of states whose escape sets grew (each state at most once in it), and per
+     * rule the states with a reference to it (CSR), to revisit when its exit sets grow */
+    int32_t *work = xgr_malloc((ns + 1) * sizeof *work);
+    uint8_t *queued = xgr_calloc(ns + 1, 1);
+    int32_t *ubeg = xgr_calloc(nr + 2, sizeof *ubeg), *users = NULL;
+    int rc = XGR_ERR_NOMEM;
+    if (!seen || !work || !queued || !ubeg) goto out;
+    for (size_t s = 0; s < ns; s++)
+        if (x->in[f->state_rule[s]])
+            for (int32_t k = f->edge_begin[s]; k < f->edge_begin[s + 1]; k++)
+                if (f->edges[k].ref >= 0) ubeg[f->edges[k].ref + 1]++;
+    for (size_t r = 0; r < nr; r++) ubeg[r + 1] += ubeg[r];
+    users = xgr_malloc(((size_t)ubeg[nr] + 1) * sizeof *users);
+    if (!users) goto out;
+    {
+        int32_t *fill = xgr_malloc((nr + 1) * sizeof *fill);
+        if (!fill) goto out;
+        memcpy(fill, ubeg, nr * sizeof *fill);
+        for (size_t s = 0; s < ns; s++)
+            if (x->in[f->state_rule[s]])
+                for (int32_t k = f->edge_begin[s]; k < f->edge_begin[s + 1]; k++)
+                    if (f->edges[k].ref >= 0) users[fill[f->edges[k].ref]++] = (int32_t)s;
+        free(fill);
+    }
+    size_t top = 0; /* (a stack: the order does not change the least fixpoint) */
     for (int32_t r = 0; r < f->n_rules; r++) {
         int json = f->rule_attrs[r].max_json_chars >= 0;
+        int32_t s0 = f->rule_start[r];
         for (int e = 0; e < NJS; e++)
-            seen[(size_t)f->rule_start[r] * NJS + e] = (uint16_t)(1u << (json ? XGR_JS_TEXT : e));
+            seen[(size_t)s0 * NJS + e] = (uint16_t)(1u << (json ? XGR_JS_TEXT : e));
+        if (x->in[r] && !queued[s0]) {
+            queued[s0] = 1;
+            work[top++] = s0;
+        }
     }
-    for (int changed = 1; changed;) {
-        changed = 0;
-        for (size_t s = 0; s < ns; s++) {
-            int32_t r = f->state_rule[s];
-            if (!x->in[r]) continue;
-            int ends = f->final[s] || f->edge_begin[s] == f->edge_begin[s + 1] ||
-                       x->fstate[r] == (int32_t)s || f->rule_kind[r] == XGR_RULE_REPEAT;
+    while (top) {
+        int32_t s = work[--top];
+        queued[s] = 0;
+        int32_t r = f->state_rule[s];
+        int ends = f->final[s] || f->edge_begin[s] == f->edge_begin[s + 1] || x->fstate[r] == s ||
+                   f->rule_kind[r] == XGR_RULE_REPEAT;
+        if (ends) {
+            int grew = 0;
             for (int e = 0; e < NJS; e++) {
-                uint16_t here = seen[s * NJS + e];
-                if (!here) continue;
-                uint16_t *xr = &ex[(size_t)r * NJS + e];
-                if (ends && (*xr | here) != *xr) {
+                uint16_t here = seen[(size_t)s * NJS + e], *xr = &ex[(size_t)r * NJS + e];
+                if ((*xr | here) != *xr) {
                     *xr |= here;
-                    changed = 1;
+                    grew = 1;
                 }
-                for (int32_t k = f->edge_begin[s]; k < f->edge_begin[s + 1]; k++) {
-                    const xgr_edge *ed = &f->edges[k];
-                    uint16_t to = 0;
-                    if (ed->ref < 0) {
-                        uint64_t m = x->emask[k];
-                        for (int c = 0; m; c++, m >>= 1)
-                            if (m & 1)
-                                for (int j = 0; j < NJS; j++)
-                                    if (here >> j & 1)
-                                        to |= (uint16_t)(1u << x->bc->next[c][j]);
-                    } else {
+            }
+            for (int32_t u = ubeg[r]; grew && u < ubeg[r + 1]; u++)
+                if (!queued[users[u]]) {
+                    queued[users[u]] = 1;
+                    work[top++] = users[u];
+                }
+        }
+        for (int32_t k = f->edge_begin[s]; k < f->edge_begin[s + 1]; k++) {
+            const xgr_edge *ed = &f->edges[k];
+            /* step[j]: the escape states the edge leads to from escape state j */
+            uint16_t step[NJS];
+            if (ed->ref < 0) {
+                for (int j = 0; j < NJS; j++) step[j] = 0;
+                uint64_t m = x->emask[k];
+                for (int c = 0; m; c++, m >>= 1)
+                    if (m & 1)
                         for (int j = 0; j < NJS; j++)
-                            if (here >> j & 1) to |= ex[(size_t)ed->ref * NJS + j];
-                    }
-                    uint16_t *st = &seen[(size_t)ed->target * NJS + e];
-                    if ((*st | to) != *st) {
-                        *st |= to;
-                        changed = 1;
-                    }
+                            step[j] |= (uint16_t)(1u << x->bc->next[c][j]);
+            } else {
+                for (int j = 0; j < NJS; j++) step[j] = ex[(size_t)ed->ref * NJS + j];
+            }
+            int grew = 0;
+            for (int e = 0; e < NJS; e++) {
+                uint16_t here = seen[(size_t)s * NJS + e], to = 0;
+                for (int j = 0; here; j++, here >>= 1)
+                    if (here & 1) to |= step[j];
+                uint16_t *st = &seen[(size_t)ed->target * NJS + e];
+                if ((*st | to) != *st) {
+                    *st |= to;
+                    grew = 1;
                 }
+            }
+            if (grew && !queued[ed->target]) {
+                queued[ed->target] = 1;
+                work[top++] = ed->target;
             }
         }
     }
     x->seen = seen;
-    return XGR_OK;
+    seen = NULL;
+    rc = XGR_OK;
+out:
+    free(seen);
+    free(work);
+    free(queued);
+    free(ubeg);
+    free(users);
+    return rc;
 }
 
 /* Rules inside a budget: budgeted ones and every rule they reference (out[n_rules]). */
