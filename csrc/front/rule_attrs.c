@@ -6,7 +6,9 @@
  * capture="label" (a plain non-empty string without escapes), stop_capture="label",
  * capture_hidden_{suffix,stop}_bytes=N and capture_hidden_before (Lark suffix= / stop=
  * markers, ir.h; the flag alone means nothing) and capture_hidden_{body,marker}_rule_id=N
- * (a rule id, or a rule name: resolved by the caller). Whitespace may surround
+ * (a rule id, or a rule name: resolved by the caller), and unique / unique_scope (JSON
+ * Schema uniqueItems: an array element's rule / the array's rule, ir.h; one of the two at
+ * most). Whitespace may surround
  * every item. Anything else makes the group malformed; upstream's lexer then reads the
  * brackets as a character class and fails on the following `::=`, hence its message. */
 #include <math.h>
@@ -152,6 +154,9 @@ int xgr_attrs_parse(const uint8_t *s, size_t i, size_t len, xgr_grammar *g,
         } else if (KEY("lazy")) {
             if (r.lazy) return ap_malformed(&a);
             r.lazy = 1;
+        } else if (KEY("unique") || KEY("unique_scope")) {
+            if (r.unique) return ap_malformed(&a);
+            r.unique = KEY("unique") ? XGR_UNIQUE_ITEM : XGR_UNIQUE_SCOPE;
         } else if (KEY("capture")) {
             if (seen_capture) return ap_malformed(&a);
             seen_capture = 1;

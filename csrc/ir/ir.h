@@ -97,7 +97,15 @@ typedef struct {
      * surrogate-pair escape (`\uD83D\uDE00`) as one code point (parse/attrs.h). Meant for
      * the body of a JSON string (between the quotes); a hard bound, no forced close. */
     int32_t max_json_chars;
+    /* JSON Schema uniqueItems at run time (xgrammar2's own; parse/unique.h): XGR_UNIQUE_ITEM
+     * (`unique`) marks an array element's rule, whose occurrence may complete only with a
+     * JSON value (compared canonically) that no earlier element of the same array has;
+     * XGR_UNIQUE_SCOPE (`unique_scope`) marks the array's rule, the nearest of which above
+     * an element is its array. 0: neither. */
+    uint8_t unique;
 } xgr_rule_attrs;
+
+enum { XGR_UNIQUE_ITEM = 1, XGR_UNIQUE_SCOPE = 2 };
 
 enum { XGR_HIDDEN_SUFFIX = 1, XGR_HIDDEN_STOP = 2 };
 
@@ -110,13 +118,14 @@ typedef struct {
 
 /* No attributes. */
 static inline xgr_rule_attrs xgr_attrs_none(void) {
-    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1};
+    xgr_rule_attrs a = {-1, -1, -1, 0.0f, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, 0};
     return a;
 }
 static inline int xgr_attrs_any(const xgr_rule_attrs *a) {
     return a->max_tokens >= 0 || a->max_chars >= 0 || a->max_json_chars >= 0 ||
            a->capture_off >= 0 ||
-           a->has_temperature || a->lazy || a->hidden_kind || a->stop_capture_off >= 0;
+           a->has_temperature || a->lazy || a->hidden_kind || a->stop_capture_off >= 0 ||
+           a->unique;
 }
 
 struct xgr_grammar {

@@ -298,8 +298,8 @@ static int print_node(printer *p, int32_t id, int need, int depth) {
 
 /* `[max_tokens=N, max_chars=N, max_json_chars=N, capture="label", capture_hidden_stop_bytes=N,
  * stop_capture="label", lazy, temperature=T]`, in upstream
- * xgrammar's order and number format (the temperature as a float, %.9g); nothing when the
- * rule has no attributes. */
+ * xgrammar's order and number format (the temperature as a float, %.9g), then xgrammar2's
+ * unique / unique_scope; nothing when the rule has no attributes. */
 static int print_attrs(printer *p, const xgr_rule_attrs *a) {
     if (!xgr_attrs_any(a)) return XGR_OK;
     char buf[64];
@@ -355,6 +355,11 @@ static int print_attrs(printer *p, const xgr_rule_attrs *a) {
     if (!rc && a->has_temperature) {
         snprintf(buf, sizeof buf, "%stemperature=%.9g", sep, (double)a->temperature);
         rc = xgr_sb_puts(&p->out, buf);
+        sep = ", ";
+    }
+    if (!rc && a->unique) {
+        if (!(rc = xgr_sb_puts(&p->out, sep)))
+            rc = xgr_sb_puts(&p->out, a->unique == XGR_UNIQUE_ITEM ? "unique" : "unique_scope");
     }
     return rc ? rc : xgr_sb_puts(&p->out, "]");
 }

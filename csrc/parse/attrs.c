@@ -27,6 +27,16 @@ void xgr_attrs_clear(xgr_parser *p) {
     p->cap_done.len = p->cap_begin.len = p->hist.len = 0;
     p->cur_byte = 0;
     if (p->captures) p->cap_begin.data[p->cap_begin.len++] = 0;
+    p->uq_done.len = p->uq_begin.len = p->uq_text.len = 0;
+    if (p->uniq) p->uq_begin.data[p->uq_begin.len++] = 0; /* (capacity: unique_on) */
+}
+
+int xgr_parser_unique_on(xgr_parser *p) {
+    if (!p->fsm->attr_unique || p->uniq) return XGR_OK;
+    if (XGR_VEC_RESERVE(p->uq_begin, 16)) return XGR_ERR_NOMEM;
+    p->uniq = 1;
+    xgr_attrs_clear(p);
+    return XGR_OK;
 }
 
 void xgr_attrs_free(xgr_parser *p) {
@@ -41,6 +51,10 @@ void xgr_attrs_free(xgr_parser *p) {
     XGR_VEC_FREE(p->cap_done);
     XGR_VEC_FREE(p->cap_begin);
     XGR_VEC_FREE(p->hist);
+    XGR_VEC_FREE(p->uq_done);
+    XGR_VEC_FREE(p->uq_begin);
+    XGR_VEC_FREE(p->uq_text);
+    XGR_VEC_FREE(p->uq_tmp);
 }
 
 static inline int32_t min32(int32_t a, int32_t b) { return a < b ? a : b; }
@@ -158,9 +172,10 @@ int xgr_attrs_push_row(xgr_parser *p) {
                        XGR_VEC_PUSH(p->row_jc, p->cur_jc) || XGR_VEC_PUSH(p->row_js, p->cur_js)))
         return XGR_ERR_NOMEM;
     if (p->lazy && XGR_VEC_PUSH(p->lazy_begin, (int32_t)p->lazy_done.len)) return XGR_ERR_NOMEM;
-    if (p->captures && (XGR_VEC_PUSH(p->cap_begin, (int32_t)p->cap_done.len) ||
-                        XGR_VEC_PUSH(p->hist, p->cur_byte)))
+    if (p->captures && XGR_VEC_PUSH(p->cap_begin, (int32_t)p->cap_done.len))
         return XGR_ERR_NOMEM;
+    if ((p->captures || p->uniq) && XGR_VEC_PUSH(p->hist, p->cur_byte)) return XGR_ERR_NOMEM;
+    if (p->uniq && XGR_VEC_PUSH(p->uq_begin, (int32_t)p->uq_done.len)) return XGR_ERR_NOMEM;
     return XGR_OK;
 }
 
@@ -172,6 +187,7 @@ int xgr_attrs_push_row(xgr_parser *p) {
     } while (0)
 
 int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
+    if (src->uniq && !dst->uniq && xgr_parser_unique_on(dst)) return XGR_ERR_NOMEM;
     COPY_VEC(dst->row_cp, src->row_cp);
     COPY_VEC(dst->row_tk, src->row_tk);
     COPY_VEC(dst->row_jc, src->row_jc);
@@ -183,6 +199,9 @@ int xgr_attrs_copy(xgr_parser *dst, const xgr_parser *src) {
     COPY_VEC(dst->cap_done, src->cap_done);
     COPY_VEC(dst->cap_begin, src->cap_begin);
     COPY_VEC(dst->hist, src->hist);
+    COPY_VEC(dst->uq_done, src->uq_done);
+    COPY_VEC(dst->uq_begin, src->uq_begin);
+    COPY_VEC(dst->uq_text, src->uq_text);
     dst->cur_byte = src->cur_byte;
     dst->cur_cp = src->cur_cp;
     dst->cur_jc = src->cur_jc;

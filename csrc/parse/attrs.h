@@ -98,6 +98,9 @@ static inline uint8_t xgr_json_step(uint8_t s, uint8_t byte, int32_t *inc) {
 int xgr_attrs_init(xgr_parser *p);
 /* Resets the per-row attribute state to no rows (clear_rows). */
 void xgr_attrs_clear(xgr_parser *p);
+/* Turns on uniqueItems checks (parse/unique.h) when p's grammar has unique rules, and
+ * clears p's rows (start it again). For a matcher's own parser only. */
+int xgr_parser_unique_on(xgr_parser *p);
 /* Budget context of an occurrence of `rule` predicted in the row under construction
  * inside context `parent`, by an item that becomes `ret` once the occurrence has returned
  * (NULL: none, the start); -1 on OOM. */

@@ -36,6 +36,7 @@
  * keeps the work per byte bounded and leaves rows of grammars without right recursion
  * (JSON: every tail reference there ends in a bracket or a quote) to the plain parser. */
 #include "attrs.h"
+#include "unique.h"
 
 #if defined(__GNUC__)
 #define XGR_NOINLINE_WORK __attribute__((noinline, cold))
@@ -384,6 +385,48 @@ static int complete_from(xgr_parser *p, size_t row_start, int32_t origin, int32_
     return XGR_OK;
 }
 
+/* Can the row that starts at row_start go on: an item with a byte edge, or the root
+ * complete from row 0? (A row whose only items are elements that completed with a refused
+ * value (complete_unique) cannot.) */
+static int row_useful(const xgr_parser *p, size_t row_start) {
+    const xgr_fsm *f = p->fsm;
+    for (size_t k = row_start; k < p->items.len; k++) {
+        xgr_item it = p->items.data[k];
+        int32_t e = f->edge_begin[it.state];
+        if (e < f->edge_begin[it.state + 1] && f->edges[e].ref < 0) return 1;
+        if (it.origin == 0 && f->state_rule[it.state] == f->root && xgr_item_complete(f, it))
+            return 1;
+    }
+    return 0;
+}
+
+/* Completes uniqueItems element occurrence (rule, origin) (parse/unique.h): each item of
+ * the origin row waiting on it advances unless its array already holds the value. */
+static int complete_unique(xgr_parser *p, size_t row_start, int32_t origin, int32_t rule,
+                           int32_t cur_row) {
+    const xgr_fsm *f = p->fsm;
+    size_t len;
+    uint64_t hash;
+    int rc = xgr_uniq_value(p, origin, cur_row, &len, &hash);
+    for (int32_t k = p->row_begin.data[origin]; !rc && k < p->row_begin.data[origin + 1]; k++) {
+        xgr_item y = p->items.data[k];
+        int waits = 0;
+        for (int32_t e = f->edge_begin[y.state]; e < f->edge_begin[y.state + 1] && !waits; e++)
+            waits = f->edges[e].ref == rule;
+        if (!waits) continue;
+        int32_t sr, so;
+        if (xgr_uniq_scope(p, y, &sr, &so)) {
+            if (xgr_uniq_seen(p, sr, so, origin, len, hash)) {
+                p->uq_rejected = 1;
+                continue;
+            }
+            if ((rc = xgr_uniq_note(p, sr, so, origin, len, hash))) break;
+        }
+        rc = advance_over(p, row_start, y, rule);
+    }
+    return rc;
+}
+
 static XGR_NOINLINE_WORK int work_limit(const xgr_parser *p) {
     return xgr_fail(XGR_ERR_LIMIT,
                     "parsing one byte needs more than %lld work units (max_step_work); the "
@@ -415,8 +458,15 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                 int rc = xgr_lazy_note(p, r, it.origin);
                 if (rc) return rc;
             }
+            if (p->uniq && it.origin >= 0 && p->attrs[r].unique == XGR_UNIQUE_SCOPE) {
+                int rc = xgr_uniq_note(p, r, it.origin, -1, 0, 0); /* (an array ended) */
+                if (rc) return rc;
+            }
             if (it.origin == XGR_ORIGIN_OUTER) {
                 p->popped = 1;
+            } else if (p->uniq && it.origin != cur_row && p->attrs[r].unique == XGR_UNIQUE_ITEM) {
+                int rc = complete_unique(p, row_start, it.origin, r, cur_row);
+                if (rc) return rc;
             } else if (it.origin != cur_row) {
                 /* Same-row completions are empty derivations, already covered by the
                  * nullable advance at prediction time. A Leo item of the origin row
@@ -441,7 +491,8 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
         if (p->lazy && it.origin >= 0 && (p->attrs[r].lazy || it.bud) &&
             xgr_lazy_closed_now(p, r, it.origin))
             continue;
-        if (leo_rules && !leo_rules[r]) {
+        /* (an element's completion is checked, never skipped over by a Leo item) */
+        if ((leo_rules && !leo_rules[r]) || (p->uniq && p->attrs[r].unique == XGR_UNIQUE_ITEM)) {
             for (int32_t e = e0; e < e1; e++) {
                 const xgr_edge *ed = &f->edges[e];
                 if (ed->ref < 0) continue;
@@ -598,7 +649,8 @@ static int next_gen(xgr_parser *p) {
 
 /* Ends the row just closed (leo_close_row ended its Leo items, if it has any). */
 static inline int push_row(xgr_parser *p) {
-    if ((p->budgets || p->lazy || p->captures) && xgr_attrs_push_row(p)) return XGR_ERR_NOMEM;
+    if ((p->budgets || p->lazy || p->captures || p->uniq) && xgr_attrs_push_row(p))
+        return XGR_ERR_NOMEM;
     size_t rows = p->row_begin.len - 1; /* (the index of the row being pushed) */
     if (p->row_gen.len > rows) p->row_gen.len = rows; /* (left by a push that failed) */
     if (p->row_gen.len == rows && next_gen(p)) return XGR_ERR_NOMEM;
@@ -651,10 +703,9 @@ int xgr_parser_step_with(xgr_parser *p, uint8_t byte, const xgr_item *extra, siz
         p->buds.len = (size_t)p->row_bud.data[last]; /* (those of a row that failed) */
     }
     if (p->lazy) p->lazy_done.len = (size_t)p->lazy_begin.data[p->lazy_begin.len - 1];
-    if (p->captures) {
-        p->cap_done.len = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
-        p->cur_byte = byte;
-    }
+    if (p->captures) p->cap_done.len = (size_t)p->cap_begin.data[p->cap_begin.len - 1];
+    if (p->uniq) xgr_uniq_row_reset(p);
+    p->cur_byte = byte;
     for (int32_t k = b; k < e; k++) {
         xgr_item it = p->items.data[k];
         if (p->lazy && xgr_item_ended(p, it, f->state_rule[it.state], last))
@@ -687,7 +738,15 @@ int xgr_parser_step_with(xgr_parser *p, uint8_t byte, const xgr_item *extra, siz
         *alive = 0;
         return XGR_OK;
     }
+    p->uq_rejected = 0;
     int rc = closure(p, row_start, last + 1);
+    if (!rc && p->uq_rejected && !row_useful(p, row_start)) {
+        /* (only elements whose values were refused ended here: nothing goes on) */
+        xgr_parser_truncate(p, last + 1);
+        p->leo.len = (size_t)p->leo_begin.data[p->leo_begin.len - 1];
+        *alive = 0;
+        return XGR_OK;
+    }
     if (!rc) rc = push_row(p);
     if (rc) {
         /* back to the rows before: Leo items of this row, if closing it got that far */

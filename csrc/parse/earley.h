@@ -55,6 +55,15 @@ typedef struct {
     xgr_item top;
 } xgr_leo;
 
+/* A uniqueItems element value that completed (parse/unique.h): the occurrence of an element
+ * rule at row `origin`, in the array occurrence (scope_rule, scope_origin); its canonical
+ * JSON text is uq_text[off .. off + len), `hash` a hash of it. */
+typedef struct {
+    int32_t scope_rule, scope_origin, origin;
+    uint32_t off, len;
+    uint64_t hash;
+} xgr_uq_ev;
+
 typedef struct {
     const xgr_fsm *fsm;
     XGR_VEC(xgr_item) items;
@@ -100,7 +109,17 @@ typedef struct {
     int captures;
     XGR_VEC(xgr_leo) cap_done;
     XGR_VEC(int32_t) cap_begin;
-    XGR_VEC(uint8_t) hist;
+    XGR_VEC(uint8_t) hist; /* (also kept for uniq) */
+    /* uniqueItems (parse/unique.h), on only where xgr_parser_unique_on set uniq (a
+     * matcher's own parser: the mask cache's simulations start mid-rule, without the
+     * history, and accept a superset): each row lists the element values that completed in
+     * it (uq_done, CSR by uq_begin, texts in uq_text), truncated with the rows. */
+    int uniq;
+    int uq_rejected; /* the row under construction refused an element's value */
+    XGR_VEC(xgr_uq_ev) uq_done;
+    XGR_VEC(int32_t) uq_begin;
+    XGR_VEC(char) uq_text;
+    XGR_VEC(char) uq_tmp; /* scratch: an element's bytes, then its canonical text */
     uint8_t cur_byte;
     int32_t cur_cp, cur_tk; /* of the row under construction */
     int32_t cur_jc;         /* the same for row_jc, row_js */
@@ -161,7 +180,14 @@ static inline void xgr_parser_truncate(xgr_parser *p, int32_t n_rows) {
     if (p->cap_begin.len > (size_t)n_rows + 1) {
         p->cap_begin.len = (size_t)n_rows + 1;
         p->cap_done.len = (size_t)p->cap_begin.data[n_rows];
-        p->hist.len = (size_t)n_rows;
+    }
+    if (p->hist.len > (size_t)n_rows) p->hist.len = (size_t)n_rows;
+    if (p->uq_begin.len > (size_t)n_rows + 1) {
+        p->uq_begin.len = (size_t)n_rows + 1;
+        p->uq_done.len = (size_t)p->uq_begin.data[n_rows];
+        p->uq_text.len = p->uq_done.len ? p->uq_done.data[p->uq_done.len - 1].off +
+                                              p->uq_done.data[p->uq_done.len - 1].len
+                                        : 0;
     }
     if (p->leo_begin.len > (size_t)n_rows + 1) {
         p->leo_begin.len = (size_t)n_rows + 1;

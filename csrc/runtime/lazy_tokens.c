@@ -7,11 +7,15 @@
 
 static inline int has_byte(const uint32_t s[8], uint8_t b) { return (s[b >> 5] >> (b & 31)) & 1; }
 
-int xgr_lazy_end_bytes(const xgr_fsm *f, uint32_t out[8]) {
+static inline int picked(const xgr_fsm *f, int32_t r, int unique) {
+    return unique ? f->rule_attrs[r].unique == XGR_UNIQUE_ITEM : f->rule_attrs[r].lazy;
+}
+
+int xgr_lazy_end_bytes(const xgr_fsm *f, int unique, uint32_t out[8]) {
     memset(out, 0, 8 * sizeof *out);
     if (!f->rule_attrs) return 0;
     for (int32_t r = 0; r < f->n_rules; r++)
-        if (f->rule_attrs[r].lazy && f->rule_nullable[r]) {
+        if (picked(f, r, unique) && f->rule_nullable[r]) {
             memset(out, 0xff, 8 * sizeof *out);
             return 1;
         }
@@ -65,7 +69,7 @@ int xgr_lazy_end_bytes(const xgr_fsm *f, uint32_t out[8]) {
         }
     }
     for (int32_t r = 0; r < nr; r++)
-        if (f->rule_attrs[r].lazy)
+        if (picked(f, r, unique))
             for (int w = 0; w < 8; w++) out[w] |= eb[(size_t)r * 8 + w];
     free(ends);
     free(eb);
@@ -86,6 +90,25 @@ int xgr_lazy_risky_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int
         int risky = 0;
         for (uint32_t j = 0; j + 1 < len && !risky; j++) risky = has_byte(ends, tok[j]);
         if (risky) ids[k++] = v->sorted[i];
+    }
+    *out = ids;
+    *n = k;
+    return 0;
+}
+
+int xgr_lazy_unique_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int all, int min_count,
+                           int32_t **out, int32_t *n) {
+    *out = NULL;
+    *n = 0;
+    int32_t *ids = xgr_malloc((v->n_sorted > 0 ? (size_t)v->n_sorted : 1) * sizeof *ids);
+    if (!ids) return -1;
+    int32_t k = 0;
+    for (int32_t i = 0; i < v->n_sorted; i++) {
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
+        int c = 0;
+        for (uint32_t j = 0; j < len && c < min_count; j++) c += all || has_byte(ends, tok[j]);
+        if (c >= min_count) ids[k++] = v->sorted[i];
     }
     *out = ids;
     *n = k;

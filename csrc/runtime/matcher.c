@@ -4,6 +4,7 @@
 #include "../mask/mask_cache.h"
 #include "../common/token_marker.h"
 #include "../parse/attrs.h"
+#include "../parse/unique.h"
 #include "cover.h"
 #include "lazy_tokens.h"
 #include "tail_memo.h"
@@ -75,6 +76,12 @@ struct xgr_matcher {
     uint32_t *lazy_bits;
     int32_t n_lazy_risky;
     int lazy_ready;
+    /* uniqueItems (parse/unique.h): the tokens holding a byte after which an element rule
+     * may complete (uq_one) and those holding two such bytes (uq_two), in sorted order;
+     * built on the first fill of a grammar with unique rules. */
+    int32_t *uq_one, *uq_two;
+    int32_t n_uq_one, n_uq_two;
+    int uq_ready;
 };
 
 #ifdef XGR_STATS
@@ -117,6 +124,8 @@ void xgr_matcher_free(xgr_matcher *m) {
     free(m->class_bits);
     free(m->lazy_risky);
     free(m->lazy_bits);
+    free(m->uq_one);
+    free(m->uq_two);
     XGR_VEC_FREE(m->memo_items);
     free(m->vm_known);
     free(m->vm_acc);
@@ -153,6 +162,7 @@ static xgr_matcher *alloc_matcher(xgr_compiled *c, size_t n_stop) {
      * during the first tokens costs a cold realloc each. */
     if (!m->stop_ids ||
         xgr_parser_init(&m->parser, c->fsm, c->opts.max_row_items) ||
+        xgr_parser_unique_on(&m->parser) ||
         XGR_VEC_RESERVE(m->parser.items, 1024) || XGR_VEC_RESERVE(m->parser.row_begin, 256) ||
         XGR_VEC_RESERVE(m->steps, 64) || xgr_mask_scratch_init(&m->scratch, c)) {
         xgr_matcher_free(m);
@@ -1033,7 +1043,7 @@ static int lazy_prepare(xgr_matcher *m) {
     if (m->lazy_ready) return XGR_OK;
     const struct xgr_vocab *v = m->c->vocab;
     uint32_t ends[8];
-    int all = xgr_lazy_end_bytes(m->c->fsm, ends);
+    int all = xgr_lazy_end_bytes(m->c->fsm, 0, ends);
     if (all < 0 || xgr_lazy_risky_tokens(v, ends, all, &m->lazy_risky, &m->n_lazy_risky))
         return XGR_ERR_NOMEM;
     if (m->n_lazy_risky >= 0) {
@@ -1135,6 +1145,42 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     return rc;
 }
 
+/* uniqueItems (parse/unique.h): the mask cache's entries ignore it, so a token that can
+ * complete an element whose value an earlier element of its array already has is decided
+ * exactly. An element completes only at one of its rules' end bytes (a string's closing
+ * quote), and a duplicate needs an earlier element of the same array: one recorded in an
+ * array still open at this row (then every token with such a byte is checked), or one the
+ * token itself completes (then only tokens with two such bytes). Elements whose value set
+ * never runs out before they complete (the converter emits only those) cannot reach a
+ * dead end otherwise. */
+static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
+    if (!m->uq_ready) {
+        uint32_t ends[8];
+        int all = xgr_lazy_end_bytes(m->c->fsm, 1, ends);
+        if (all < 0 ||
+            xgr_lazy_unique_tokens(m->c->vocab, ends, all, 1, &m->uq_one, &m->n_uq_one) ||
+            xgr_lazy_unique_tokens(m->c->vocab, ends, all, 2, &m->uq_two, &m->n_uq_two))
+            return XGR_ERR_NOMEM;
+        m->uq_ready = 1;
+    }
+    int open = xgr_uniq_open(&m->parser);
+    const int32_t *ids = open ? m->uq_one : m->uq_two;
+    int32_t n = open ? m->n_uq_one : m->n_uq_two;
+    m->extra.len = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (!get_bit(row, id)) continue;
+        clear_bit(row, id);
+        if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+    }
+    if (!m->extra.len) return XGR_OK;
+    int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
+    if (m->checked_bits)
+        for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
+    m->extra.len = 0;
+    return rc;
+}
+
 /* Is every bit of the row set? Free text allows nearly every token, and Llama-like
  * vocabularies put the disallowed special tokens last, so the whole row is read: in blocks
  * of 64 words (a zero ends the scan at its block) AND-ed into 16 lanes, which vectorise to
@@ -1179,13 +1225,13 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         return xgr_fail(XGR_ERR_STATE,
                         "the matcher has terminated (it accepted a stop token): there is no "
                         "next-token bitmask; roll back or reset it first");
-    } else if (!m->parser.budgets && !m->parser.lazy && memo_hit(m)) {
+    } else if (!m->parser.budgets && !m->parser.lazy && !m->parser.uniq && memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
         if (need_apply) *need_apply = m->memo_need_apply;
         return XGR_OK;
     } else {
-        if (!m->parser.budgets && !m->parser.lazy) vm_begin(m);
+        if (!m->parser.budgets && !m->parser.lazy && !m->parser.uniq) vm_begin(m);
         if ((rc = collect_states(m))) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -1193,6 +1239,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         rc = fill_states(m, row, row_words);
         m->vm_active = 0;
         if (!rc && (m->parser.budgets || m->parser.lazy)) rc = check_attr_tokens(m, row);
+        if (!rc && m->parser.uniq) rc = check_unique_tokens(m, row);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -1213,7 +1260,8 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         /* (bits past the vocabulary are zero: such a row is never full) */
         int full = (v->vocab_size % 32) == 0 && row_full(row, rw);
         if (need_apply) *need_apply = !full;
-        if (m->worked && !m->parser.budgets && !m->parser.lazy) memo_store(m, row, !full);
+        if (m->worked && !m->parser.budgets && !m->parser.lazy && !m->parser.uniq)
+            memo_store(m, row, !full);
     }
     return XGR_OK;
 }

@@ -1,8 +1,9 @@
 /* Rule attributes through the public C API: EBNF heads parse and print back in upstream's
  * form, bad heads fail with a located message, and a matcher reports temperature, keeps a
  * code-point budget across tokens, counts decoded JSON-string characters (max_json_chars),
- * ends a spent token budget where it can, records captures that rollback undoes, and
- * leaves no dead end at a budget's end (a rule's remaining need is reserved). */
+ * ends a spent token budget where it can, records captures that rollback undoes,
+ * leaves no dead end at a budget's end (a rule's remaining need is reserved), and refuses
+ * an array element equal to an earlier one (uniqueItems: `unique` / `unique_scope`). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,8 +510,126 @@ static void no_dead_ends(void) {
     dead_case_run(&esc_split, "max_json_chars");
 }
 
+/* ---- uniqueItems: the oracle is a hand-written prefix check of the same language -------- */
+
+static const char *const UQ_GRAMMAR =
+    "root ::= arr\narr[unique_scope] ::= \"[\" (el (\",\" el)*)? \"]\"\n"
+    "el[unique] ::= \"\\\"\" c* \"\\\"\"\nc ::= [ab] | \"\\\\u0061\"";
+static const char *const UQ_TOKS[] = {"[", "]", "\"", "a", "b", ",", "\"a\"", "\",\"", "\\u0061",
+                                      "a\"", "\"]", "\"a\",\"a\"", "\\u00", "61\""};
+#define UQ_NTOK ((int32_t)(sizeof UQ_TOKS / sizeof *UQ_TOKS))
+#define UQ_MAXLEN 12
+
+/* Is s[0 .. n) a prefix of an array of pairwise different strings over [ab] ("a" also
+ * spelled \u0061), without spaces? Inside a string infinitely many values remain. */
+static int uq_viable(const char *s, size_t n) {
+    char items[UQ_MAXLEN + 8][UQ_MAXLEN + 8], cur[UQ_MAXLEN + 8];
+    int ni = 0, cl = 0, st = 0; /* 0 '[' 1 '"' or ']' 2 string 3 ',' or ']' 4 '"' 5 end */
+    for (size_t i = 0; i < n;) {
+        char ch = s[i];
+        if (st == 0 && ch == '[') st = 1, i++;
+        else if ((st == 1 || st == 3) && ch == ']') st = 5, i++;
+        else if ((st == 1 || st == 4) && ch == '"') st = 2, cl = 0, i++;
+        else if (st == 3 && ch == ',') st = 4, i++;
+        else if (st == 2 && (ch == 'a' || ch == 'b')) cur[cl++] = ch, i++;
+        else if (st == 2 && ch == '\\') {
+            const char *e = "\\u0061";
+            size_t k = 0;
+            for (; k < 6 && i + k < n; k++)
+                if (s[i + k] != e[k]) return 0;
+            if (k < 6) return 1; /* inside the escape */
+            cur[cl++] = 'a';
+            i += 6;
+        } else if (st == 2 && ch == '"') {
+            cur[cl] = 0;
+            for (int j = 0; j < ni; j++)
+                if (!strcmp(items[j], cur)) return 0;
+            strcpy(items[ni++], cur);
+            st = 3, i++;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static void uq_visit(xgr_matcher *m, char *pre, size_t len, int *nodes) {
+    ++*nodes;
+    int32_t expect = 0, row[1] = {0}, bf[1] = {0};
+    for (int32_t t = 0; t < UQ_NTOK; t++) {
+        size_t tl = strlen(UQ_TOKS[t]);
+        memcpy(pre + len, UQ_TOKS[t], tl);
+        if (uq_viable(pre, len + tl)) expect |= 1 << t;
+    }
+    pre[len] = 0;
+    CHECK(!xgr_matcher_fill_bitmask(m, row, 1, NULL), "fill: %s", xgr_last_error());
+    CHECK(!xgr_matcher_fill_bitmask_bruteforce(m, bf, 1), "brute: %s", xgr_last_error());
+    CHECK(row[0] == expect && bf[0] == expect,
+          "unique after '%s': mask %x, brute force %x, expected %x", pre, (unsigned)row[0],
+          (unsigned)bf[0], (unsigned)expect);
+    for (int32_t t = 0; t < UQ_NTOK; t++) {
+        size_t tl = strlen(UQ_TOKS[t]);
+        if (len + tl > UQ_MAXLEN) continue;
+        memcpy(pre + len, UQ_TOKS[t], tl);
+        int ok = accept(m, t);
+        CHECK(ok == (expect >> t & 1), "unique: accepting '%s' after '%.*s' gives %d", UQ_TOKS[t],
+              (int)len, pre, ok);
+        if (ok) {
+            uq_visit(m, pre, len + tl, nodes);
+            CHECK(!xgr_matcher_rollback(m, 1), "rollback: %s", xgr_last_error());
+        }
+        pre[len] = 0;
+    }
+}
+
+static int uq_bytes(xgr_matcher *m, const char *s) {
+    int ok = 0;
+    if (xgr_matcher_accept_bytes(m, (const uint8_t *)s, strlen(s), &ok)) return -1;
+    return ok;
+}
+
+static void unique_items(void) {
+    xgr_grammar *g = parse(UQ_GRAMMAR);
+    char *text = NULL;
+    size_t tl = 0;
+    CHECK(g && !xgr_grammar_to_ebnf(g, &text, &tl) && strstr(text, "arr[unique_scope] ::=") &&
+              strstr(text, "el[unique] ::="),
+          "unique heads print back: %s", text ? text : xgr_last_error());
+    free(text);
+    xgr_grammar_release(g);
+    CHECK(!parse("root[unique, unique_scope] ::= \"a\""), "two unique kinds on one rule");
+    xgr_vocab *v = vocab(UQ_TOKS, UQ_NTOK);
+    xgr_compiled *c = NULL;
+    xgr_matcher *m = v ? matcher(UQ_GRAMMAR, v, &c) : NULL;
+    if (!m) {
+        CHECK(0, "unique setup");
+        xgr_vocab_release(v);
+        return;
+    }
+    char pre[UQ_MAXLEN + 16] = {0};
+    int nodes = 0;
+    uq_visit(m, pre, 0, &nodes);
+    CHECK(nodes > 1000, "unique: only %d prefixes visited", nodes);
+    /* a fork keeps the earlier elements; each copy goes on alone */
+    xgr_matcher *f = NULL;
+    CHECK(uq_bytes(m, "[\"ab\",\"b") == 1, "prefix");
+    CHECK(!xgr_matcher_fork(m, &f) && f, "fork: %s", xgr_last_error());
+    if (f) {
+        CHECK(uq_bytes(f, "\",\"ab\"") == 0, "fork: a repeated element is refused");
+        CHECK(uq_bytes(f, "\",\"\\u0061b\"]") == 0, "fork: an escaped repeat is refused");
+        CHECK(uq_bytes(f, "\",\"a\"]") == 1 && xgr_matcher_is_terminated(f),
+              "fork: a new element ends the array");
+        xgr_matcher_free(f);
+    }
+    CHECK(uq_bytes(m, "\"]") == 1, "the original goes on");
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     heads();
+    unique_items();
     runtime();
     hidden_markers();
     forced_close();

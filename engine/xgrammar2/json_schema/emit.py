@@ -787,7 +787,7 @@ class Emitter:
 
     # ------------------------------------------------------------ arrays
 
-    def array(self, n, name, depth):
+    def array(self, n, name, depth, wrap=None):
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         closed = self.cx.strict and not n.ev_all and n.ev_n > 0
         tail = n.items if n.items is not None else (ir.NEVER if closed else ir.ANY)
@@ -833,6 +833,10 @@ class Emitter:
                 maxn = P if maxn is None else min(maxn, P)
                 if minn > maxn:
                     return None
+
+        if wrap is not None:  # (runtime_unique_array: each element's value its own rule)
+            elems = [None if e is None else wrap(e) for e in elems]
+            t = None if t is None else wrap(t)
 
         def rest(i):
             if maxn is not None and i >= maxn:
@@ -936,6 +940,40 @@ class Emitter:
                 return None
         return vals
 
+    def _open_string(self, u, seen=()):
+        """Is every value of union ``u`` a string without maxLength or pattern (a ``$ref`` to
+        one counts)? From any prefix inside such a string, infinitely many values remain, so
+        a uniqueItems element of it can only meet a duplicate where it completes, which the
+        parser checks at run time (runtime_unique_array)."""
+        if not u or len(u) != 1 or self.excl:
+            return False
+        node = u[0]
+        if node.kind == "ref":
+            if node.name in seen:
+                return False
+            return self._open_string(self.cx.ref_union(node.name), seen + (node.name,))
+        return node.kind == "string" and node.maxl is None and not node.pos and not node.neg
+
+    def runtime_unique_array(self, n, name, depth):
+        """uniqueItems enforced by the parser (csrc/parse/unique.h): the array's rule is
+        ``[unique_scope]`` and each element's value a ``[unique]`` rule, whose completion the
+        parser refuses when an earlier element of the same array has the same value (JSON
+        equality: escapes decoded). Used for elements whose value set never runs out before
+        they complete (_open_string), so the masks stay exact."""
+        def wrap(e):
+            rn = self.g.unique(f"{name}__uel")
+            self.g.define(rn, e)
+            self.g.attrs[rn] = "[unique]"
+            return ref(rn)
+
+        body = self.array(n.copy(unique=None), name, depth, wrap=wrap)
+        if body is None:
+            return None
+        sn = self.g.unique(f"{name}__uarr")
+        self.g.define(sn, body)
+        self.g.attrs[sn] = "[unique_scope]"
+        return ref(sn)
+
     def unique_array(self, n, name, depth, P, tail, minn, maxn):
         oo, oc, ao, ac, sep, kv, eo, ea = self.layout(depth)
         positions = P + (1 if tail else 0)
@@ -947,9 +985,12 @@ class Emitter:
             except ir.NotExpressible:
                 vs = None
             if vs is None:
-                self.unsupported("uniqueItems", n.unique, "item values are not a small finite set (enum/const/"
-                                                          "boolean/null), so uniqueness cannot be enforced by a "
-                                                          "grammar")
+                if all(self._open_string(self._pos_schema(n, q, tail) if q < P else tail)
+                       for q in range(positions)):
+                    return self.runtime_unique_array(n, name, depth)
+                self.unsupported("uniqueItems", n.unique, "item values are neither a small finite set (enum/"
+                                                          "const/boolean/null) nor strings without maxLength or "
+                                                          "pattern, so uniqueness cannot be enforced exactly")
                 return self.array(n.copy(unique=None), name, depth)
             per_pos.append(vs)
         allv = []

@@ -91,8 +91,9 @@ KEYWORD_POLICY: dict = {
     "contains": (E, "exact counting when the contains schema can be negated; refused otherwise"),
     "minContains": (E, "see contains"),
     "maxContains": (E, "see contains"),
-    "uniqueItems": (E, "exact when item values come from a small finite set (≤ 12 values) or at "
-                       "most one item is possible; refused otherwise"),
+    "uniqueItems": (E, "exact when item values come from a small finite set (≤ 12 values: in the "
+                       "grammar), are strings without maxLength or pattern (checked by the parser "
+                       "as each item completes), or at most one item is possible; refused otherwise"),
     "unevaluatedItems": (E, "items not evaluated by prefixItems/items of the same schema object "
                             "(after merging in-place applicators); refused next to contains"),
     # --- objects

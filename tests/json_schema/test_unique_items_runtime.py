@@ -1,0 +1,166 @@
+"""uniqueItems over strings without maxLength or pattern, enforced by the parser as each item
+completes (csrc/parse/unique.h): whole documents agree with jsonschema, masks with the
+brute-force oracle at every step (also with tokens that close one item and open the next),
+no walk reaches a dead end, and item kinds whose values can run out are still refused."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import sys
+import os
+
+import jsonschema
+import numpy as np
+import pytest
+
+import xgrammar2 as xgr
+from xgrammar2.json_schema import json_schema_to_ebnf
+from xgrammar2.json_schema.errors import UnsupportedSchemaError
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
+from runtime_helpers import allowed, masks_equal_oracle, new_bitmask, tokenizer  # noqa: E402
+
+from js_helpers import assert_exact, bench_row  # noqa: E402
+
+TAGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+SCHEMAS = {
+    "tags": TAGS,
+    "bounded": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True,
+                "minItems": 1, "maxItems": 4},
+    "ref_prefix": {"$defs": {"s": {"type": "string"}}, "type": "array", "prefixItems": [{"$ref": "#/$defs/s"}],
+                   "items": {"type": "string"}, "uniqueItems": True},
+    "nested": {"type": "object", "properties": {"a": TAGS, "b": {"type": "array", "items": TAGS, "uniqueItems": False}},
+               "required": ["a", "b"], "additionalProperties": False},
+}
+# spellings of equal values: JSON equality decodes escapes
+POOL = ["a", "b", "", "ab", "é"]
+
+
+def _texts(x):
+    """json.dumps and a spelling with every 'a' escaped (the same value)."""
+    t = json.dumps(x, ensure_ascii=False)
+    return [t, t.replace("a", "\\u0061")]
+
+
+@pytest.mark.parametrize("name", ["tags", "bounded", "ref_prefix"])
+def test_whole_arrays_agree_with_jsonschema(name):
+    schema = SCHEMAS[name]
+    grid = [list(t) for n in range(5) for t in itertools.product(POOL[:4], repeat=n)]
+    assert_exact(schema, grid, texts=_texts)
+
+
+def test_nested_arrays_are_separate_scopes():
+    grid = [{"a": a, "b": b} for a in (["x"], ["x", "x"], ["x", "y"])
+            for b in ([], [["x"]], [["x", "x"]], [["x"], ["x"]], [["x", "y"], ["y", "x"]])]
+    assert_exact(SCHEMAS["nested"], grid, strict_mode=False)
+
+
+def _small_vocab():
+    # pieces that open, close and chain items, so duplicates come up often in a walk
+    pieces = ['[', ']', '"', 'a', 'b', 'ab', '\\u0061', '", "', '","', '"]', '["', '"a"', '"a",', 'a"', 'b"',
+              'a", "', 'b", "a"', '", "a"', '"b"]', ' ', ', ', ',', '{', '}', '"a": ', '"b": ', ':',
+              '"a", "a"', '"a", "b"', '["a", "a', '["a", "a"]']
+    return xgr.TokenizerInfo(pieces + ["</s>"], stop_token_ids=[len(pieces)])
+
+
+@pytest.mark.parametrize("name", ["tags", "bounded", "nested"])
+def test_masks_equal_the_oracle_on_walks_that_repeat_items(name):
+    tok = _small_vocab()
+    cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(SCHEMAS[name]), any_whitespace=False)
+    rng = random.Random(7)
+    v = jsonschema.Draft202012Validator(SCHEMAS[name])
+    bm = new_bitmask(tok.vocab_size)
+    finished = 0
+    for walk in range(40):
+        m = xgr.GrammarMatcher(cg)
+        text = ""
+        for step in range(40):
+            ok, why = masks_equal_oracle(m, tok.vocab_size)
+            assert ok, f"{name} walk {walk} after {text!r}: {why}"
+            if m.is_terminated():
+                break
+            m.fill_next_token_bitmask(bm)
+            ids = allowed(bm, tok.vocab_size).tolist()
+            assert ids, f"{name}: dead end after {text!r}"
+            t = rng.choice(ids)
+            assert m.accept_token(t), (text, t)
+            if t != tok.vocab_size - 1:
+                text += tok.decoded_vocab[t].decode()
+        if m.is_terminated():
+            finished += 1
+            assert v.is_valid(json.loads(text)), text
+    assert finished >= 10
+
+
+def test_a_token_holding_two_equal_items_is_masked_before_any_item():
+    tok = _small_vocab()
+    vocab = [b.decode() for b in tok.decoded_vocab]
+    cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(SCHEMAS["tags"]), any_whitespace=False)
+    m = xgr.GrammarMatcher(cg)
+    bm = new_bitmask(tok.vocab_size)
+    m.fill_next_token_bitmask(bm)
+    ok = {vocab[i] for i in allowed(bm, tok.vocab_size).tolist()}
+    assert '["a", "a' in ok and '["a", "a"]' not in ok
+    assert m.accept_string("[")
+    m.fill_next_token_bitmask(bm)
+    ok = {vocab[i] for i in allowed(bm, tok.vocab_size).tolist()}
+    assert '"a", "b"' in ok and '"a", "a"' not in ok
+
+
+def test_duplicate_closing_tokens_are_masked_on_a_real_vocabulary():
+    tok = tokenizer("llama-3.1")
+    vocab = [b.decode(errors="replace") for b in tok.decoded_vocab]
+    closing = {i for i, t in enumerate(vocab) if t in ('"', '",', '"]', '"],', '",\n')}
+    quote_first = {i for i, t in enumerate(vocab) if t.startswith('"')}
+    assert len(closing) >= 4
+    cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(SCHEMAS["nested"]))
+    m = xgr.GrammarMatcher(cg)
+    bm = new_bitmask(tok.vocab_size)
+    assert m.accept_string('{"a": ["alpha", "", "beta", "gam')
+    m.fill_next_token_bitmask(bm)
+    ok_ids = set(allowed(bm, tok.vocab_size).tolist())
+    assert closing <= ok_ids  # "gam" is new: it may be closed
+    for prefix, dup in (('ma", "beta', "beta"), ('2", "', ""), ('x", "\\u0062eta', "beta")):
+        assert m.accept_string(prefix), prefix
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, why
+        m.fill_next_token_bitmask(bm)
+        ok_ids = set(allowed(bm, tok.vocab_size).tolist())
+        # closing the string now would repeat an earlier item: no token starting with a quote
+        assert not ok_ids & quote_first, (dup, [vocab[i] for i in sorted(ok_ids & quote_first)][:8])
+        assert ok_ids, dup  # but the item can go on
+    assert m.accept_string('s"], "b": []}')
+
+
+def test_rollback_forgets_items_past_the_rollback_point():
+    tok = tokenizer("llama-3.1")
+    cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(TAGS))
+    m = xgr.GrammarMatcher(cg, max_rollback_tokens=16)
+    for piece in ['["', 'x', '",', ' "', 'y', '",', ' "']:
+        assert m.accept_string(piece) if len(piece) > 2 else m.accept_token(_one_token(tok, piece)), piece
+    assert not m.accept_string('y"')
+    m.rollback(4)  # back to after '["x",': "y" was never an item
+    assert m.accept_string(' "z", "y"]')
+
+
+def _one_token(tok, s):
+    return [i for i, b in enumerate(tok.decoded_vocab) if b == s.encode()][0]
+
+
+def test_item_kinds_that_can_run_out_are_refused():
+    for items in ({"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^[ab]+$"},
+                  {"type": "object"}, {"type": "integer"}, {"anyOf": [{"type": "string"}, {"type": "null"}]}):
+        with pytest.raises(UnsupportedSchemaError, match="uniqueItems"):
+            json_schema_to_ebnf({"type": "array", "items": items, "uniqueItems": True})
+
+
+def test_printed_grammar_keeps_the_attributes():
+    ebnf = json_schema_to_ebnf(TAGS).ebnf
+    assert "[unique_scope]" in ebnf and "[unique]" in ebnf
+    g = xgr.Grammar.from_ebnf(ebnf)
+    assert str(g).count("[unique") == 2
+    assert xgr.Grammar.from_ebnf(str(g)).__str__() == str(g)
+    with pytest.raises(Exception, match="Assign|attribute|::="):
+        xgr.Grammar.from_ebnf('root[unique, unique_scope] ::= "a"')
