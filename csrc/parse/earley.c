@@ -418,6 +418,9 @@ static int complete_unique(xgr_parser *p, size_t row_start, int32_t origin, int3
         if (xgr_uniq_scope(p, y, &sr, &so)) {
             if (xgr_uniq_seen(p, sr, so, origin, len, hash)) {
                 p->uq_rejected = 1;
+                /* (recorded: a row that lives on past a refused value, "1" that may become
+                 * "12", must not let a token rely on the completion; matcher.c) */
+                if ((rc = xgr_uniq_note(p, -1, -1, -2, 0, 0))) break;
                 continue;
             }
             if ((rc = xgr_uniq_note(p, sr, so, origin, len, hash))) break;

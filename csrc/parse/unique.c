@@ -107,6 +107,14 @@ int xgr_uniq_note(xgr_parser *p, int32_t srule, int32_t sorig, int32_t origin, s
     return XGR_OK;
 }
 
+int xgr_uniq_refused_last(const xgr_parser *p) {
+    int32_t last = (int32_t)p->uq_begin.len - 2; /* (the last row's events) */
+    if (last < 0) return 0;
+    for (int32_t k = p->uq_begin.data[last]; k < p->uq_begin.data[last + 1]; k++)
+        if (p->uq_done.data[k].origin == -2) return 1;
+    return 0;
+}
+
 int xgr_uniq_open(xgr_parser *p) {
     /* newest first: an array's end comes after all of its elements */
     struct {
@@ -115,6 +123,7 @@ int xgr_uniq_open(xgr_parser *p) {
     int n_ended = 0;
     for (size_t k = p->uq_done.len; k-- > 0;) {
         const xgr_uq_ev *ev = &p->uq_done.data[k];
+        if (ev->origin == -2) continue; /* (a refused value) */
         int seen = 0;
         for (int j = 0; j < n_ended && !seen; j++)
             seen = ended[j].rule == ev->scope_rule && ended[j].origin == ev->scope_origin;

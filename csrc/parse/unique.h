@@ -7,7 +7,8 @@
  * so "\u0061" and "a" are one value); each item waiting on the element in the origin row
  * is advanced only when its array occurrence, the nearest `unique_scope` occurrence above
  * it, holds no earlier element with that value. The values that passed are recorded per
- * row (xgr_uq_ev), as is the end of an array occurrence (origin -1), so rolling back is
+ * row (xgr_uq_ev), as are the end of an array occurrence (origin -1) and a refused value
+ * (origin -2, in a row that lives on through the element's other items), so rolling back is
  * truncation.
  *
  * An element occurrence may complete more than once (a number: "1", then "12"); an earlier
@@ -46,6 +47,9 @@ int xgr_uniq_seen(xgr_parser *p, int32_t srule, int32_t sorig, int32_t origin, s
  * from `origin` of array (srule, sorig) (origin -1, len 0: the array ended), once. */
 int xgr_uniq_note(xgr_parser *p, int32_t srule, int32_t sorig, int32_t origin, size_t len,
                   uint64_t hash);
+
+/* Did the last row refuse an element's value (and live on: "1" may still become "12")? */
+int xgr_uniq_refused_last(const xgr_parser *p);
 
 /* Is some array occurrence open at the last row with at least one element recorded? A
  * token can only meet a duplicate by completing an element in such an array, or two

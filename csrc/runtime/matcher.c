@@ -563,7 +563,8 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
      * exact / collapsed ids of row base + d (tail_id; TM_UNKNOWN until asked, -1 none). */
     int32_t *rid = NULL, *cid = NULL, *croom = NULL;
     if (m->vm_active && !m->vm_known && vm_alloc(m)) m->vm_active = 0; /* (no memory: no memo) */
-    int tm = m->vm_active && !p->captures && n <= TM_MAX_CHECKS;
+    /* (not with uniqueItems: a row inside a token may follow an element the token completed) */
+    int tm = m->vm_active && !p->captures && !p->uniq && n <= TM_MAX_CHECKS;
     if (tm) {
         if (m->tail_stale || xgr_tail_memo_full(&m->tail)) {
             xgr_tail_memo_clear(&m->tail);
@@ -1153,7 +1154,7 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
  * token itself completes (then only tokens with two such bytes). Elements whose value set
  * never runs out before they complete (the converter emits only those) cannot reach a
  * dead end otherwise. */
-static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
+static int check_unique_tokens(xgr_matcher *m, uint32_t *row, int refused, int open) {
     if (!m->uq_ready) {
         uint32_t ends[8];
         int all = xgr_lazy_end_bytes(m->c->fsm, 1, ends);
@@ -1163,15 +1164,26 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
             return XGR_ERR_NOMEM;
         m->uq_ready = 1;
     }
-    int open = xgr_uniq_open(&m->parser);
-    const int32_t *ids = open ? m->uq_one : m->uq_two;
-    int32_t n = open ? m->n_uq_one : m->n_uq_two;
+    const struct xgr_vocab *v = m->c->vocab;
     m->extra.len = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t id = ids[i];
-        if (!get_bit(row, id)) continue;
-        clear_bit(row, id);
-        if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+    if (refused) {
+        /* The last row refused a value but lives on ("1" may become "12"): the entries'
+         * parent contexts assume the element completed, so every accepted token is checked. */
+        for (int32_t i = 0; i < v->n_sorted; i++) {
+            int32_t id = v->sorted[i];
+            if (!get_bit(row, id)) continue;
+            clear_bit(row, id);
+            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+        }
+    } else {
+        const int32_t *ids = open ? m->uq_one : m->uq_two;
+        int32_t n = open ? m->n_uq_one : m->n_uq_two;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t id = ids[i];
+            if (!get_bit(row, id)) continue;
+            clear_bit(row, id);
+            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+        }
     }
     if (!m->extra.len) return XGR_OK;
     int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
@@ -1215,6 +1227,12 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     }
     uint32_t *row = (uint32_t *)row_out;
     int rc = XGR_OK;
+    /* uniqueItems: a token's verdict may depend on the bytes before (the elements of an open
+     * array, or the element it completes: two rows with equal items may differ there), so
+     * these grammars skip the row and verdict memos (parse/unique.h) */
+    int refused = m->parser.uniq && xgr_uniq_refused_last(&m->parser);
+    int open = m->parser.uniq && !refused && xgr_uniq_open(&m->parser);
+    int uq_dep = m->parser.uniq;
     m->worked = 0;
     m->vm_active = 0;
     if (m->terminated) {
@@ -1225,13 +1243,13 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         return xgr_fail(XGR_ERR_STATE,
                         "the matcher has terminated (it accepted a stop token): there is no "
                         "next-token bitmask; roll back or reset it first");
-    } else if (!m->parser.budgets && !m->parser.lazy && !m->parser.uniq && memo_hit(m)) {
+    } else if (!m->parser.budgets && !m->parser.lazy && !uq_dep && memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
         if (need_apply) *need_apply = m->memo_need_apply;
         return XGR_OK;
     } else {
-        if (!m->parser.budgets && !m->parser.lazy && !m->parser.uniq) vm_begin(m);
+        if (!m->parser.budgets && !m->parser.lazy && !uq_dep) vm_begin(m);
         if ((rc = collect_states(m))) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -1239,7 +1257,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         rc = fill_states(m, row, row_words);
         m->vm_active = 0;
         if (!rc && (m->parser.budgets || m->parser.lazy)) rc = check_attr_tokens(m, row);
-        if (!rc && m->parser.uniq) rc = check_unique_tokens(m, row);
+        if (!rc && m->parser.uniq) rc = check_unique_tokens(m, row, refused, open);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -1260,7 +1278,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         /* (bits past the vocabulary are zero: such a row is never full) */
         int full = (v->vocab_size % 32) == 0 && row_full(row, rw);
         if (need_apply) *need_apply = !full;
-        if (m->worked && !m->parser.budgets && !m->parser.lazy && !m->parser.uniq)
+        if (m->worked && !m->parser.budgets && !m->parser.lazy && !uq_dep)
             memo_store(m, row, !full);
     }
     return XGR_OK;

@@ -940,26 +940,34 @@ class Emitter:
                 return None
         return vals
 
-    def _open_string(self, u, seen=()):
-        """Is every value of union ``u`` a string without maxLength or pattern (a ``$ref`` to
-        one counts)? From any prefix inside such a string, infinitely many values remain, so
-        a uniqueItems element of it can only meet a duplicate where it completes, which the
-        parser checks at run time (runtime_unique_array)."""
+    def _open_item(self, u, seen=()):
+        """Is every value of union ``u`` a string without maxLength or pattern, or an integer
+        without an upper bound or multipleOf whose lower bound (if any) is at least 0 (a
+        ``$ref`` to one counts)? From any prefix of such a value that is not complete,
+        infinitely many values remain (a string goes on; digits can always be appended, and
+        "-" has every negative integer), so a uniqueItems element of it can only meet a
+        duplicate where it completes, which the parser checks at run time
+        (runtime_unique_array)."""
         if not u or len(u) != 1 or self.excl:
             return False
         node = u[0]
         if node.kind == "ref":
             if node.name in seen:
                 return False
-            return self._open_string(self.cx.ref_union(node.name), seen + (node.name,))
-        return node.kind == "string" and node.maxl is None and not node.pos and not node.neg
+            return self._open_item(self.cx.ref_union(node.name), seen + (node.name,))
+        if node.kind == "string":
+            return node.maxl is None and not node.pos and not node.neg
+        if node.kind == "number":
+            return (node.integer and node.hi is None and not node.mults and not node.nots and not node.nonint
+                    and not node.notmults and (node.lo is None or node.lo >= 0))
+        return False
 
     def runtime_unique_array(self, n, name, depth):
         """uniqueItems enforced by the parser (csrc/parse/unique.h): the array's rule is
         ``[unique_scope]`` and each element's value a ``[unique]`` rule, whose completion the
         parser refuses when an earlier element of the same array has the same value (JSON
         equality: escapes decoded). Used for elements whose value set never runs out before
-        they complete (_open_string), so the masks stay exact."""
+        they complete (_open_item), so the masks stay exact."""
         def wrap(e):
             rn = self.g.unique(f"{name}__uel")
             self.g.define(rn, e)
@@ -985,12 +993,13 @@ class Emitter:
             except ir.NotExpressible:
                 vs = None
             if vs is None:
-                if all(self._open_string(self._pos_schema(n, q, tail) if q < P else tail)
+                if all(self._open_item(self._pos_schema(n, q, tail) if q < P else tail)
                        for q in range(positions)):
                     return self.runtime_unique_array(n, name, depth)
                 self.unsupported("uniqueItems", n.unique, "item values are neither a small finite set (enum/"
                                                           "const/boolean/null) nor strings without maxLength or "
-                                                          "pattern, so uniqueness cannot be enforced exactly")
+                                                          "pattern or integers without an upper bound, so "
+                                                          "uniqueness cannot be enforced exactly")
                 return self.array(n.copy(unique=None), name, depth)
             per_pos.append(vs)
         allv = []

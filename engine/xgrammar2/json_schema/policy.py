@@ -92,8 +92,9 @@ KEYWORD_POLICY: dict = {
     "minContains": (E, "see contains"),
     "maxContains": (E, "see contains"),
     "uniqueItems": (E, "exact when item values come from a small finite set (≤ 12 values: in the "
-                       "grammar), are strings without maxLength or pattern (checked by the parser "
-                       "as each item completes), or at most one item is possible; refused otherwise"),
+                       "grammar), are strings without maxLength or pattern or integers without an upper "
+                       "bound (checked by the parser as each item completes), or at most one item is "
+                       "possible; refused otherwise"),
     "unevaluatedItems": (E, "items not evaluated by prefixItems/items of the same schema object "
                             "(after merging in-place applicators); refused next to contains"),
     # --- objects
