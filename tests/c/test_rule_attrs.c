@@ -624,6 +624,18 @@ static void unique_items(void) {
     CHECK(uq_bytes(m, "\"]") == 1, "the original goes on");
     xgr_matcher_free(m);
     xgr_compiled_release(c);
+    /* an element that may go on past a refused value ("1" may become "12") */
+    m = matcher("root ::= arr\narr[unique_scope] ::= \"[\" (el (\",\" el)*)? \"]\"\n"
+                "el[unique] ::= \"0\" | [1-9] [0-9]*",
+                v, &c);
+    if (m) {
+        CHECK(uq_bytes(m, "[1,0,1") == 1, "a repeated number's prefix lives on");
+        CHECK(uq_bytes(m, ",") == 0 && uq_bytes(m, "]") == 0, "a repeated number ends nothing");
+        CHECK(uq_bytes(m, "0,0") == 0, "a repeated 0 is refused");
+        CHECK(uq_bytes(m, "0,2]") == 1 && xgr_matcher_is_terminated(m), "10 and 2 are new");
+    }
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
     xgr_vocab_release(v);
 }
 
