@@ -76,41 +76,36 @@ int xgr_lazy_end_bytes(const xgr_fsm *f, int unique, uint32_t out[8]) {
     return 0;
 }
 
-int xgr_lazy_risky_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int all,
-                          int32_t **out, int32_t *n) {
-    *out = NULL;
-    *n = -1;
-    if (all) return 0;
+/* The sorted-order ids of the tokens holding at least min_count bytes of `ends` (every
+ * byte when `all`), among their bytes before the last one only when before_last. */
+static int pick_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int all, int min_count,
+                       int before_last, int32_t **out, int32_t *n) {
     int32_t *ids = xgr_malloc((v->n_sorted > 0 ? (size_t)v->n_sorted : 1) * sizeof *ids);
     if (!ids) return -1;
     int32_t k = 0;
     for (int32_t i = 0; i < v->n_sorted; i++) {
         uint32_t len;
         const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
-        int risky = 0;
-        for (uint32_t j = 0; j + 1 < len && !risky; j++) risky = has_byte(ends, tok[j]);
-        if (risky) ids[k++] = v->sorted[i];
+        uint32_t upto = before_last && len ? len - 1 : len;
+        int c = 0;
+        for (uint32_t j = 0; j < upto && c < min_count; j++) c += all || has_byte(ends, tok[j]);
+        if (c >= min_count) ids[k++] = v->sorted[i];
     }
     *out = ids;
     *n = k;
     return 0;
 }
 
+int xgr_lazy_risky_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int all,
+                          int32_t **out, int32_t *n) {
+    *out = NULL;
+    *n = -1;
+    return all ? 0 : pick_tokens(v, ends, 0, 1, 1, out, n);
+}
+
 int xgr_lazy_unique_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int all, int min_count,
                            int32_t **out, int32_t *n) {
     *out = NULL;
     *n = 0;
-    int32_t *ids = xgr_malloc((v->n_sorted > 0 ? (size_t)v->n_sorted : 1) * sizeof *ids);
-    if (!ids) return -1;
-    int32_t k = 0;
-    for (int32_t i = 0; i < v->n_sorted; i++) {
-        uint32_t len;
-        const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
-        int c = 0;
-        for (uint32_t j = 0; j < len && c < min_count; j++) c += all || has_byte(ends, tok[j]);
-        if (c >= min_count) ids[k++] = v->sorted[i];
-    }
-    *out = ids;
-    *n = k;
-    return 0;
+    return pick_tokens(v, ends, all, min_count, 0, out, n);
 }

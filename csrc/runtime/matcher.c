@@ -1056,6 +1056,33 @@ static int lazy_prepare(xgr_matcher *m) {
     return XGR_OK;
 }
 
+/* Decides the tokens listed in m->extra (sorted order, cleared from `row`) exactly, then
+ * empties the list and the checked bits it set. */
+static int check_extra(xgr_matcher *m, uint32_t *row) {
+    if (!m->extra.len) return XGR_OK;
+    int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
+    if (m->checked_bits)
+        for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
+    m->extra.len = 0;
+    return rc;
+}
+
+/* Moves the tokens of `ids` (n, sorted order; all of the vocabulary's when NULL) that `row`
+ * accepts to m->extra, clearing them from the row. */
+static int take_accepted(xgr_matcher *m, const int32_t *ids, int32_t n, uint32_t *row) {
+    if (!ids) {
+        ids = m->c->vocab->sorted;
+        n = m->c->vocab->n_sorted;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int32_t id = ids[i];
+        if (!get_bit(row, id)) continue;
+        clear_bit(row, id);
+        if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
+    }
+    return XGR_OK;
+}
+
 /* Budgets and lazy rules hold per occurrence, which the mask cache (keyed by automaton
  * state) does not see: its entries start from a rule's state as if the occurrence had no
  * budget and were open, so they accept a superset. A token of at most as many bytes as
@@ -1117,12 +1144,8 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     m->extra.len = 0;
     if (lim >= v->max_token_len && add > v->max_token_len) {
         if (!risky) return XGR_OK;
-        for (int32_t i = 0; i < m->n_lazy_risky; i++) {
-            int32_t id = m->lazy_risky[i];
-            if (!get_bit(row, id)) continue;
-            clear_bit(row, id);
-            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
-        }
+        int rc = take_accepted(m, m->lazy_risky, m->n_lazy_risky, row);
+        if (rc) return rc;
     } else {
         for (int32_t i = 0; i < v->n_sorted; i++) {
             int32_t id = v->sorted[i];
@@ -1138,12 +1161,7 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
             if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
         }
     }
-    if (!m->extra.len) return XGR_OK;
-    int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
-    if (m->checked_bits)
-        for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
-    m->extra.len = 0;
-    return rc;
+    return check_extra(m, row);
 }
 
 /* uniqueItems (parse/unique.h): the mask cache's entries ignore it, so a token that can
@@ -1164,33 +1182,13 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row, int refused, int o
             return XGR_ERR_NOMEM;
         m->uq_ready = 1;
     }
-    const struct xgr_vocab *v = m->c->vocab;
     m->extra.len = 0;
-    if (refused) {
-        /* The last row refused a value but lives on ("1" may become "12"): the entries'
-         * parent contexts assume the element completed, so every accepted token is checked. */
-        for (int32_t i = 0; i < v->n_sorted; i++) {
-            int32_t id = v->sorted[i];
-            if (!get_bit(row, id)) continue;
-            clear_bit(row, id);
-            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
-        }
-    } else {
-        const int32_t *ids = open ? m->uq_one : m->uq_two;
-        int32_t n = open ? m->n_uq_one : m->n_uq_two;
-        for (int32_t i = 0; i < n; i++) {
-            int32_t id = ids[i];
-            if (!get_bit(row, id)) continue;
-            clear_bit(row, id);
-            if (XGR_VEC_PUSH(m->extra, id)) return XGR_ERR_NOMEM;
-        }
-    }
-    if (!m->extra.len) return XGR_OK;
-    int rc = check_uncertain(m, m->extra.data, (int32_t)m->extra.len, NULL, NULL, row);
-    if (m->checked_bits)
-        for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
-    m->extra.len = 0;
-    return rc;
+    /* (after a row that refused a value but lives on, "1" that may become "12", every
+     * accepted token: the entries' parent contexts assume the element completed) */
+    int rc = refused ? take_accepted(m, NULL, 0, row)
+                     : take_accepted(m, open ? m->uq_one : m->uq_two, open ? m->n_uq_one : m->n_uq_two,
+                                     row);
+    return rc ? rc : check_extra(m, row);
 }
 
 /* Is every bit of the row set? Free text allows nearly every token, and Llama-like

@@ -12,7 +12,6 @@ import sys
 import os
 
 import jsonschema
-import numpy as np
 import pytest
 
 import xgrammar2 as xgr
@@ -22,7 +21,7 @@ from xgrammar2.json_schema.errors import UnsupportedSchemaError
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime"))
 from runtime_helpers import allowed, masks_equal_oracle, new_bitmask, tokenizer  # noqa: E402
 
-from js_helpers import assert_exact, bench_row  # noqa: E402
+from js_helpers import assert_exact  # noqa: E402
 
 TAGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
 SCHEMAS = {
@@ -70,7 +69,6 @@ def test_integer_masks_equal_the_oracle(name):
     tok = _digit_vocab()
     vocab = [b.decode() for b in tok.decoded_vocab]
     cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(SCHEMAS[name]), any_whitespace=False)
-    v = jsonschema.Draft202012Validator(SCHEMAS[name])
     bm = new_bitmask(tok.vocab_size)
     m = xgr.GrammarMatcher(cg)
     assert m.accept_string("[1, 2, 1")
@@ -78,27 +76,7 @@ def test_integer_masks_equal_the_oracle(name):
     ok = {vocab[i] for i in allowed(bm, tok.vocab_size).tolist()}
     # "1" repeats the first item unless a digit follows ("11]", "10]")
     assert {"2", "1]", "0]", "1, 1"} <= ok and not {", ", "]", ","} & ok, ok
-    rng = random.Random(3)
-    finished = 0
-    for walk in range(40):
-        m = xgr.GrammarMatcher(cg)
-        text = ""
-        for step in range(30):
-            good, why = masks_equal_oracle(m, tok.vocab_size)
-            assert good, f"{name} walk {walk} after {text!r}: {why}"
-            if m.is_terminated():
-                break
-            m.fill_next_token_bitmask(bm)
-            ids = allowed(bm, tok.vocab_size).tolist()
-            assert ids, f"{name}: dead end after {text!r}"
-            t = rng.choice(ids)
-            assert m.accept_token(t), (text, t)
-            if t != tok.vocab_size - 1:
-                text += vocab[t]
-        if m.is_terminated():
-            finished += 1
-            assert v.is_valid(json.loads(text)), text
-    assert finished >= 10
+    _oracle_walks(cg, tok, SCHEMAS[name], seed=3, steps=30)
 
 
 def test_a_refused_item_that_goes_on_does_not_open_the_separator():
@@ -124,6 +102,36 @@ def test_nested_arrays_are_separate_scopes():
     assert_exact(SCHEMAS["nested"], grid, strict_mode=False)
 
 
+def _oracle_walks(cg, tok, schema, seed, steps, walks=40):
+    """Seeded random walks over every allowed token: before each token the mask equals the
+    brute-force oracle and is not empty; at least 10 walks end, each with a text that
+    jsonschema takes."""
+    rng = random.Random(seed)
+    vocab = [b.decode() for b in tok.decoded_vocab]
+    validator = jsonschema.Draft202012Validator(schema)
+    bm = new_bitmask(tok.vocab_size)
+    finished = 0
+    for walk in range(walks):
+        m = xgr.GrammarMatcher(cg)
+        text = ""
+        for _ in range(steps):
+            good, why = masks_equal_oracle(m, tok.vocab_size)
+            assert good, f"walk {walk} after {text!r}: {why}"
+            if m.is_terminated():
+                break
+            m.fill_next_token_bitmask(bm)
+            ids = allowed(bm, tok.vocab_size).tolist()
+            assert ids, f"dead end after {text!r}"
+            t = rng.choice(ids)
+            assert m.accept_token(t), (text, t)
+            if t not in tok.stop_token_ids:
+                text += vocab[t]
+        if m.is_terminated():
+            finished += 1
+            assert validator.is_valid(json.loads(text)), text
+    assert finished >= 10
+
+
 def _small_vocab():
     # pieces that open, close and chain items, so duplicates come up often in a walk
     pieces = ['[', ']', '"', 'a', 'b', 'ab', '\\u0061', '", "', '","', '"]', '["', '"a"', '"a",', 'a"', 'b"',
@@ -136,29 +144,7 @@ def _small_vocab():
 def test_masks_equal_the_oracle_on_walks_that_repeat_items(name):
     tok = _small_vocab()
     cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(SCHEMAS[name]), any_whitespace=False)
-    rng = random.Random(7)
-    v = jsonschema.Draft202012Validator(SCHEMAS[name])
-    bm = new_bitmask(tok.vocab_size)
-    finished = 0
-    for walk in range(40):
-        m = xgr.GrammarMatcher(cg)
-        text = ""
-        for step in range(40):
-            ok, why = masks_equal_oracle(m, tok.vocab_size)
-            assert ok, f"{name} walk {walk} after {text!r}: {why}"
-            if m.is_terminated():
-                break
-            m.fill_next_token_bitmask(bm)
-            ids = allowed(bm, tok.vocab_size).tolist()
-            assert ids, f"{name}: dead end after {text!r}"
-            t = rng.choice(ids)
-            assert m.accept_token(t), (text, t)
-            if t != tok.vocab_size - 1:
-                text += tok.decoded_vocab[t].decode()
-        if m.is_terminated():
-            finished += 1
-            assert v.is_valid(json.loads(text)), text
-    assert finished >= 10
+    _oracle_walks(cg, tok, SCHEMAS[name], seed=7, steps=40)
 
 
 def test_a_token_holding_two_equal_items_is_masked_before_any_item():
