@@ -114,6 +114,9 @@ class Converter:
         #: negation of a definition still being converted, or nested deeper than ir.negate()
         #: goes, becomes a rule "context minus the definition" (defer_subtract).
         self.defer_negation = False
+        #: True during one_of's relative attempt (and in the bodies of the rules it makes): the
+        #: negation of a definition is a rule "any value minus the definition" (ir.negate_node).
+        self.negation_rules = False
         #: Why parts of the schema admit no value ("<pointer>: minItems is greater than
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
@@ -133,6 +136,14 @@ class Converter:
         #: Rules synthesized since the first deferred negation (deferred_negation.MAX_RULES).
         self._deferred = 0
         self._keep: list = []
+        #: id(union) -> (union, branches, context, overlap) for each union an exclusive oneOf
+        #: built (one_of.one_of): ir.negate() negates it as "outside the context, in no branch,
+        #: or in two overlapping branches" instead of negating its (product) alternatives.
+        self.one_of_src: dict = {}
+        #: (definition, open_negation, defer_negation) -> its negation (ir.negate_node)
+        self.neg_memo: dict = {}
+        #: id(negation) -> (negation, union it negates) (ir.negate: the negation of a negation)
+        self.neg_src: dict = {}
         self._expanding: set = set()
         self._loc_memo: dict = {}  # ($ref, base) -> _locate's result
         self.root_base = DEFAULT_BASE
@@ -502,6 +513,7 @@ class Converter:
             meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
             opn, self.open_negation = self.open_negation, False  # (nor one_of._exclusive()'s open mode)
             dfr, self.defer_negation = self.defer_negation, False  # (nor deferred negation)
+            nrl, self.negation_rules = self.negation_rules, False
             try:
                 u = self._convert(s, ptr, base)
             except RecursionError as e:
@@ -512,6 +524,7 @@ class Converter:
                 self.meter = meter
                 self.open_negation = opn
                 self.defer_negation = dfr
+                self.negation_rules = nrl
             self.memo[key] = u
         else:
             self.scope = saved

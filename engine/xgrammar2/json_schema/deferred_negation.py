@@ -40,7 +40,8 @@ def count_rule(cx):
 
 def defer_subtract(cx, ctx, u):
     """The rule ``ctx`` minus the union ``u`` (one per context, union and mode)."""
-    key = ("not", _key(ctx), _key(u), cx.open_negation)
+    rules = getattr(cx, "negation_rules", False)
+    key = ("not", _key(ctx), _key(u), cx.open_negation) + ((True,) if rules else ())
     rn = cx.ref_by_key.get(key)
     if rn is None:
         count_rule(cx)
@@ -50,7 +51,7 @@ def defer_subtract(cx, ctx, u):
         base = next((n.name for n in tuple(u) + tuple(ctx) if n.kind == "ref"), "value")
         rn = f"{base}_not{cx._synth}"
         cx.ref_by_key[key] = rn
-        cx.refs[rn] = ("not", ctx, u, cx.open_negation)
+        cx.refs[rn] = ("not", ctx, u, cx.open_negation) + ((True,) if rules else ())
         cx._keep.append((ctx, u))
     return Ref(rn)
 
@@ -84,12 +85,13 @@ def body(cx, name, entry, within=None):
     """The union of rule ``name`` = ``("not", ctx, U, open_negation)``, intersected with
     ``within`` when given (``name`` is then the "and" rule over it): ``(within ∩ ctx)`` minus
     U (ir.subtract, with deferral on for what it meets)."""
-    _, ctx, u, open_ = entry
+    _, ctx, u, open_ = entry[:4]
+    rules = len(entry) > 4  # (made while negations of definitions are rules: so are its own)
     for d in _in_place_refs(u) + _in_place_refs(ctx):
         if _reaches_in_place(cx, _in_place_refs(cx.ref_union(d)), d):
             raise ir.NotExpressible("a negated $ref contains itself in place")
-    saved = cx.open_negation, cx.defer_negation, cx.meter
-    cx.open_negation, cx.defer_negation, cx.meter = open_, True, None
+    saved = cx.open_negation, cx.defer_negation, cx.meter, cx.negation_rules
+    cx.open_negation, cx.defer_negation, cx.meter, cx.negation_rules = open_, True, None, rules
     try:
         if within is not None:
             ctx = ir.intersect(cx, within, ctx)
@@ -106,7 +108,7 @@ def body(cx, name, entry, within=None):
         if open_:
             r = ir.prune(cx, r)
     finally:
-        cx.open_negation, cx.defer_negation, cx.meter = saved
+        cx.open_negation, cx.defer_negation, cx.meter, cx.negation_rules = saved
     if _reaches_in_place(cx, _in_place_refs(r), name):
         raise ir.NotExpressible("a negated $ref contains itself in place")
     return r

@@ -730,12 +730,42 @@ def negate(cx, u, depth=0):
         return ANY
     if is_any(u):
         return NEVER
-    out = ANY
-    for n in u:
-        out = intersect(cx, out, negate_node(cx, n, depth))
-        if not out:
-            break
+    src = getattr(cx, "neg_src", None)
+    if src is not None:
+        rec = src.get(id(u))
+        if rec is not None and rec[0] is u:
+            return rec[1]  # (u is a negation computed here: ¬¬v = v)
+    out = negate_one_of(cx, u, depth) if len(u) > 1 else None
+    if out is None:
+        out = ANY
+        for n in u:
+            out = intersect(cx, out, negate_node(cx, n, depth))
+            if not out:
+                break
+    if src is not None and out and not is_any(out) and id(out) not in src:
+        src[id(out)] = (out, u)
     return out
+
+
+def negate_one_of(cx, u, depth):
+    """The complement of ``u`` when it is the union an exclusive oneOf built (one_of.one_of), else
+    None: a value is outside "exactly one branch, within the context" when it is outside the
+    context, in no branch, or in two branches; pairs of branches proven disjoint within the
+    context (``overlap``) add nothing the context's complement does not hold. Exact, and it
+    negates the branches themselves, not the alternatives of their exclusive products (whose
+    negation is a product of products)."""
+    rec = getattr(cx, "one_of_src", None)
+    rec = rec.get(id(u)) if rec else None
+    if rec is None or rec[0] is not u:
+        return None
+    _, branches, context, overlap = rec
+    out = [negate(cx, context, depth), negate(cx, union(*branches), depth)]
+    n = len(branches)
+    for i in range(n):
+        for j in range(i + 1, n):
+            if overlap[i][j]:
+                out.append(intersect(cx, context, intersect(cx, branches[i], branches[j])))
+    return union(*out)
 
 
 def negate_open(cx, u):
@@ -756,8 +786,21 @@ def negate_node(cx, n, depth):
         if entry is not None and entry[0] == "not":
             # ¬(ctx minus U) = ¬ctx ∪ U (a deferred negation negated again)
             return union(negate(cx, entry[1], depth + 1), entry[2])
+        if getattr(cx, "negation_rules", False):
+            # (one_of's relative attempt: every definition's negation a rule of its own, shared
+            # by all the places that negate it, computed when needed)
+            return (cx.defer_subtract(ANY, (n,)),)
+        memo = getattr(cx, "neg_memo", None)
+        key = (n.name, getattr(cx, "open_negation", False), getattr(cx, "defer_negation", False))
+        if memo is not None and key in memo:
+            # (one union per definition: the negations of two branches that share an entry
+            # then intersect it with itself, which intersect() returns at once)
+            return memo[key]
         try:
-            return negate(cx, cx.ref_union(n.name), depth + 1)
+            r = negate(cx, cx.ref_union(n.name), depth + 1)
+            if memo is not None:
+                memo[key] = r
+            return r
         except NotExpressible as e:
             if not (deferrable(cx, e) or (getattr(cx, "defer_negation", False) and TOO_MANY in str(e))):
                 raise
@@ -1011,7 +1054,35 @@ def subtract(cx, ctx, u, depth=0):
     return _subtract(cx, ctx, u, depth, first)
 
 
-def _subtract(cx, ctx, u, depth, first):
+def subtract_objects(cx, ctx, u):
+    """``ctx ∩ ¬u``, exact, where ``u``'s nodes are objects without patternProperties/
+    additionalProperties/propertyNames: each object node of ``u`` is negated within each object
+    node of the context (_negate_closed_obj_within: a condition the context already implies, such
+    as an entry both share, is not negated), without first building ``u``'s whole negation and
+    intersecting the context with it (which intersects each shared entry with its own negation,
+    a product as large as the definitions involved). Falls back to subtract() where that fails."""
+    first = NotExpressible("relative object negation")
+    try:
+        if getattr(cx, "meter", None) is None:
+            cx.meter = [getattr(cx, "subtract_left", SUBTRACT_BUDGET)]
+            try:
+                return _subtract(cx, ctx, u, 0, first, True)
+            finally:
+                cx.subtract_left = cx.meter[0]
+                cx.meter = None
+        return _subtract(cx, ctx, u, 0, first, True)
+    except NotExpressible as e:
+        if e is not first:
+            raise
+    return subtract(cx, ctx, u)
+
+
+def plain_object(n) -> bool:
+    """An object node whose conditions are its required keys, properties and size only."""
+    return n.kind == "object" and not (n.patterns or n.addl or n.names or n.somes)
+
+
+def _subtract(cx, ctx, u, depth, first, relative=False):
     out = []
     nodes, later = _expand_nodes_deferring(cx, u)
     try:
@@ -1025,7 +1096,7 @@ def _subtract(cx, ctx, u, depth, first):
     for c in ctx_nodes:
         cur = (c,)
         for n in nodes:
-            cur = _subtract_node(cx, cur, n, depth, first)
+            cur = _subtract_node(cx, cur, n, depth, first, relative)
             if not cur:
                 break
         for name in later:
@@ -1074,12 +1145,16 @@ def _expand_nodes_deferring(cx, u):
     return out, later
 
 
-def _subtract_node(cx, cur, n, depth, first):
-    """``cur ∩ ¬n`` for one node ``n`` (``cur``: a union of non-reference nodes)."""
-    try:
-        nn = negate_node(cx, n, depth)
-    except NotExpressible:
-        nn = None
+def _subtract_node(cx, cur, n, depth, first, relative=False):
+    """``cur ∩ ¬n`` for one node ``n`` (``cur``: a union of non-reference nodes); ``relative``
+    (subtract_objects): a plain object node ``n`` negated within each object of ``cur``, not
+    negated on its own first."""
+    nn = None
+    if not (relative and plain_object(n)):
+        try:
+            nn = negate_node(cx, n, depth)
+        except NotExpressible:
+            nn = None
     if nn is not None:
         try:
             return intersect(cx, cur, nn)

@@ -175,31 +175,43 @@ def one_of(cx, branches, ptr, context):
     own = cx.meter is None
     r = err = _exclusive(cx, branches, overlap, context, own, False)
     if not isinstance(r, ir.NotExpressible):
-        return r
+        return _record(cx, r, branches, overlap, context)
     # Further attempts, each enabling what stopped the previous one: the negation of open
     # objects (open_negation), then or else the negation of a definition that is still being
     # converted (or nested too deeply) as a deferred rule (defer_subtract). The first
     # attempt and its output are unchanged for every schema it converted.
-    opened = deferred = False
+    opened = deferred = relative = tried_relative = False
     while True:
         if "negation of an object schema with patternProperties" in str(r) and not opened \
                 and not cx.open_negation:
             opened = True
-        elif str(r) in (ir.RECURSIVE_REF, ir.TOO_DEEP) and not deferred and not cx.defer_negation \
-                and not cx.lenient:
+        elif not tried_relative and not opened and not cx.defer_negation and not cx.lenient \
+                and _objects_pair(cx, branches, overlap):
+            # Overlapping branches that are objects without patternProperties/
+            # additionalProperties/propertyNames: each subtracted from the other directly
+            # (ir.subtract_objects), negations deferred where they meet a definition being
+            # converted or nested too deeply; without it (as before) if that fails.
+            tried_relative = relative = deferred = True
+        elif str(r) in (ir.RECURSIVE_REF, ir.TOO_DEEP) and not cx.defer_negation and not cx.lenient \
+                and not deferred:
             # (not in lenient mode: a deferred rule that turns out inexpressible when it is
             # computed could no longer fall back to treating the oneOf as anyOf)
             deferred = True
+            relative = False
         else:
             break
         prev = cx.defer_negation
         cx.defer_negation = deferred or prev
+        before = r
         try:
-            r = _exclusive(cx, branches, overlap, context, own, opened)
+            r = _exclusive(cx, branches, overlap, context, own, opened, relative)
         finally:
             cx.defer_negation = prev
         if not isinstance(r, ir.NotExpressible):
-            return r
+            return _record(cx, r, branches, overlap, context)
+        if relative:
+            # (then the attempts as before, from the error that preceded this one)
+            r, relative, deferred = before, False, False
     # (the message stays the first attempt's: what stops the later ones, mostly a product
     # over MAX_ALTS, is in docs/json-schema.md)
     cx.unsupported("oneOf", ptr, f"branches may overlap and cannot be made exclusive ({err}); "
@@ -207,7 +219,39 @@ def one_of(cx, branches, ptr, context):
     return ir.union(*branches)
 
 
-def _exclusive(cx, branches, overlap, context, own, open_):
+def _record(cx, r, branches, overlap, context):
+    """``r`` (the exclusive union), remembered with the oneOf it was made from (ir.negate_one_of)."""
+    if r:
+        cx.one_of_src[id(r)] = (r, tuple(branches), context, overlap)
+    return r
+
+
+def _plain_objects(cx, u):
+    """Whether ``u`` (references expanded) is object nodes without patternProperties/
+    additionalProperties/propertyNames, or None when a reference cannot be expanded now."""
+    try:
+        nodes = ir._expand_nodes(cx, u)
+    except ir.NotExpressible:
+        return False
+    return bool(nodes) and all(ir.plain_object(n) for n in nodes)
+
+
+def _objects_pair(cx, branches, overlap):
+    """Whether some overlapping pair of branches are both plain objects (_plain_objects)."""
+    n = len(branches)
+    plain = [None] * n
+    for i in range(n):
+        for j in range(i + 1, n):
+            if overlap[i][j]:
+                for k in (i, j):
+                    if plain[k] is None:
+                        plain[k] = _plain_objects(cx, branches[k])
+                if plain[i] and plain[j]:
+                    return True
+    return False
+
+
+def _exclusive(cx, branches, overlap, context, own, open_, relative=False):
     """Each branch intersected with the negation of every branch it overlaps; the union, or
     the NotExpressible that stopped it (its own work budget when ``own``).
 
@@ -217,6 +261,9 @@ def _exclusive(cx, branches, overlap, context, own, open_):
     too (ir.negate_node with ``open_negation``: "some member's value violates them"), and
     contradictions are pruned at every step."""
     n = len(branches)
+    plain = [relative and _plain_objects(cx, b) for b in branches]
+    rules = cx.negation_rules
+    cx.negation_rules = rules or relative
     if open_:
         cx.open_negation = True
     if own:
@@ -228,6 +275,11 @@ def _exclusive(cx, branches, overlap, context, own, open_):
             cur = branches[i]
             for j in range(n):
                 if j == i or not overlap[i][j]:
+                    continue
+                if plain[i] and plain[j]:
+                    cur = ir.subtract_objects(cx, ir.intersect(cx, cur, context), branches[j])
+                    if not cur:
+                        break
                     continue
                 if j not in negs:
                     if open_:
@@ -250,6 +302,7 @@ def _exclusive(cx, branches, overlap, context, own, open_):
     except ir.NotExpressible as e:
         return e
     finally:
+        cx.negation_rules = rules
         if open_:
             cx.open_negation = False
         if own:
