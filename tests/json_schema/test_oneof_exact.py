@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
+
 import pytest
 
 from js_engine import ENGINE
@@ -139,14 +141,25 @@ def test_recursive_branches_disjoint_by_type():
     _assert_exact(RECURSIVE, leaf + bad)
 
 
-def test_recursive_overlapping_branches_still_refused():
-    # Both branches accept objects and one is the reference being defined: cannot be made
-    # exclusive, so it is refused (not silently treated as anyOf).
+def test_recursive_overlapping_open_branches_exact():
+    # Both branches accept objects and one is the reference being defined (refused before
+    # session 37): the plain object branches are subtracted from each other
+    # (ir.subtract_objects), "a outside n" a deferred rule; exact at every depth (members in
+    # any order at every level: a negated branch names the member it violates first).
+    from test_vega_oneof_subtraction import _orders
     s = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"a": {"$ref": "#/$defs/n"}}},
                                    {"type": "object", "required": ["b"]}]}}, "$ref": "#/$defs/n"}
-    with pytest.raises(UnsupportedSchemaError):
-        json_schema_to_ebnf(s)
-    r = json_schema_to_ebnf(s, lenient=True)
+    lvl0 = [1, {}, {"b": 1}, {"a": 1}, {"a": {}, "b": 1}, {"a": {"b": 1}, "b": 2}]
+    lvl1 = objects_over(["a", "b"], lvl0 + [None], 2)
+    inst = lvl0 + lvl1 + objects_over(["a", "b"], lvl1[:20] + [3], 2)
+    v = jsonschema.Draft202012Validator(s)
+    for strict in (False, True):
+        cg = grammar_for(s, strict_mode=strict)
+        wrong = [x for x in inst if any(ENGINE.accepts(cg, t) for t in _orders(x)) != v.is_valid(x)
+                 and not (strict and v.is_valid(x))]
+        assert not wrong, wrong[:5]
+    assert 0 < sum(map(v.is_valid, inst)) < len(inst)
+    r = json_schema_to_ebnf(s, lenient=True)  # (lenient keeps treating it as anyOf)
     assert any("oneOf" in w for w in r.warnings)
 
 

@@ -748,12 +748,11 @@ def negate(cx, u, depth=0):
 
 
 def negate_one_of(cx, u, depth):
-    """The complement of ``u`` when it is the union an exclusive oneOf built (one_of.one_of), else
-    None: a value is outside "exactly one branch, within the context" when it is outside the
-    context, in no branch, or in two branches; pairs of branches proven disjoint within the
-    context (``overlap``) add nothing the context's complement does not hold. Exact, and it
-    negates the branches themselves, not the alternatives of their exclusive products (whose
-    negation is a product of products)."""
+    """The complement of ``u`` when it is the union an exclusive oneOf built (one_of.one_of,
+    recorded where its context is any value), else None: a value is outside "exactly one
+    branch" when it is in no branch or in two (pairs not marked in ``overlap`` are disjoint; the
+    context term is empty then). Exact, and it negates the branches themselves, not the
+    alternatives of their exclusive products (whose negation is a product of products)."""
     rec = getattr(cx, "one_of_src", None)
     rec = rec.get(id(u)) if rec else None
     if rec is None or rec[0] is not u:

@@ -11,7 +11,11 @@ branch that cannot be negated alone is negated relative to the branch it is take
 key sets, enum values, other types: ``ir.subtract``); further attempts, each enabling what
 stopped the previous one, negate open objects (``open_negation``: "some member's value
 violates them") or defer the negation of a definition still being converted as a rule
-"context minus U" (deferred_negation.py).
+"context minus U" (deferred_negation.py). Where two overlapping branches are plain objects
+(no patternProperties/additionalProperties/propertyNames), the attempt after the first
+subtracts them from each other directly (``ir.subtract_objects``), each definition's negation a
+shared deferred rule. The union an exclusive oneOf built is recorded (``_record``) so that its
+negation is "no branch, or two" (``ir.negate_one_of``).
 """
 
 from __future__ import annotations
@@ -178,7 +182,8 @@ def one_of(cx, branches, ptr, context):
         return _record(cx, r, branches, overlap, context)
     # Further attempts, each enabling what stopped the previous one: the negation of open
     # objects (open_negation), then or else the negation of a definition that is still being
-    # converted (or nested too deeply) as a deferred rule (defer_subtract). The first
+    # converted (or nested too deeply) as a deferred rule (defer_subtract); before those,
+    # where two overlapping branches are plain objects, their direct subtraction. The first
     # attempt and its output are unchanged for every schema it converted.
     opened = deferred = relative = tried_relative = False
     while True:
@@ -220,8 +225,10 @@ def one_of(cx, branches, ptr, context):
 
 
 def _record(cx, r, branches, overlap, context):
-    """``r`` (the exclusive union), remembered with the oneOf it was made from (ir.negate_one_of)."""
-    if r:
+    """``r`` (the exclusive union), remembered with the oneOf it was made from (ir.negate_one_of)
+    where it is exactly "one branch" (within any context: pairs proven disjoint there are
+    disjoint; within a narrower one, ``r`` is exact only inside it)."""
+    if r and ir.is_any(context):
         cx.one_of_src[id(r)] = (r, tuple(branches), context, overlap)
     return r
 
