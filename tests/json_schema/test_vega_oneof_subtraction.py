@@ -118,3 +118,22 @@ def test_whole_schema(id_):
     for t in row["tests"]:
         if t["valid"]:
             assert ENGINE.accepts(cg, json.dumps(t["data"]))
+
+
+def _queries(depth):
+    p, c = {"pattern": {}}, {"code": "x"}
+    out = [p, c, {"pattern": {}, "code": "x"}, {"code": 1}, {"pattern": 1}, {}, 1,
+           {"not": p, "and": []}, {"and": [], "or": []}, {"not": 1}, {"and": {}}]
+    if depth:
+        inner = _queries(depth - 1)
+        out += [{"not": q} for q in inner] + [{"and": [q]} for q in inner] + [{"or": [p, q]} for q in inner]
+        out += [{"not": q, "code": "x"} for q in inner[:6]]
+    return out
+
+
+def test_recursive_query_one_of_grid():
+    """Github_medium---o3626 (rules: condition = oneOf of pattern/code/not/and/or queries, open
+    objects, mutually recursive through not/and/or; refused before): exactly one query kind at
+    every depth (a query that is both, e.g. {"not": q, "code": "x"}, is none)."""
+    schema = _sub(bench_row("Github_medium---o3626")["schema"], "#/properties/condition")
+    _check(schema, _queries(2))
