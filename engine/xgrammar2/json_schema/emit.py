@@ -861,7 +861,7 @@ class Emitter:
         cu, cmin, cmax, src = c
         rel = {}
         try:
-            ncu = ir.negate(self.cx, cu)
+            ncu = ir.negated_from(self.cx, cu) or ir.negate(self.cx, cu)
         except ir.NotExpressible as e:
             # Negated relative to each position's schema instead (ir.subtract), still exact.
             ncu = None

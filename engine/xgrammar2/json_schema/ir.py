@@ -731,10 +731,6 @@ def negate(cx, u, depth=0):
     if is_any(u):
         return NEVER
     src = getattr(cx, "neg_src", None)
-    if src is not None:
-        rec = src.get(id(u))
-        if rec is not None and rec[0] is u:
-            return rec[1]  # (u is a negation computed here: ¬¬v = v)
     out = negate_one_of(cx, u, depth) if len(u) > 1 else None
     if out is None:
         out = ANY
@@ -745,6 +741,28 @@ def negate(cx, u, depth=0):
     if src is not None and out and not is_any(out) and id(out) not in src:
         src[id(out)] = (out, u)
     return out
+
+
+def negated_from(cx, u):
+    """The union ``u`` is the negation of (ir.negate recorded it), else None: the emitter's
+    ``contains`` negates its schema again (¬¬v = v). Not used while converting: ``v`` keeps its
+    evaluation annotations (unevaluatedProperties/Items), which a ``not`` does not pass on."""
+    src = getattr(cx, "neg_src", None)
+    rec = src.get(id(u)) if src else None
+    return rec[1] if rec is not None and rec[0] is u else None
+
+
+def _unannotated(cx, u):
+    """``u`` (references expanded) without the evaluation annotations of its top-level nodes
+    (what a value in it has evaluated does not count outside a failed or negated branch)."""
+    out = []
+    for n in _expand_nodes(cx, u):
+        if n.kind == "object" and (n.ev_keys or n.ev_pats or n.ev_all):
+            n = n.copy(ev_keys=frozenset(), ev_pats=(), ev_all=False)
+        elif n.kind == "array" and (n.ev_n or n.ev_all):
+            n = n.copy(ev_n=0, ev_all=False)
+        out.append(n)
+    return tuple(out)
 
 
 def negate_one_of(cx, u, depth):
@@ -758,13 +776,13 @@ def negate_one_of(cx, u, depth):
     if rec is None or rec[0] is not u:
         return None
     _, branches, context, overlap = rec
-    out = [negate(cx, context, depth), negate(cx, union(*branches), depth)]
     n = len(branches)
-    for i in range(n):
-        for j in range(i + 1, n):
-            if overlap[i][j]:
-                out.append(intersect(cx, context, intersect(cx, branches[i], branches[j])))
-    return union(*out)
+    try:
+        pairs = [_unannotated(cx, intersect(cx, branches[i], branches[j]))
+                 for i in range(n) for j in range(i + 1, n) if overlap[i][j]]
+    except NotExpressible:
+        return None  # (a definition still being converted: negated as before)
+    return union(negate(cx, context, depth), negate(cx, union(*branches), depth), *pairs)
 
 
 def negate_open(cx, u):

@@ -183,8 +183,10 @@ def one_of(cx, branches, ptr, context):
     # Further attempts, each enabling what stopped the previous one: the negation of open
     # objects (open_negation), then or else the negation of a definition that is still being
     # converted (or nested too deeply) as a deferred rule (defer_subtract); before those,
-    # where two overlapping branches are plain objects, their direct subtraction. The first
-    # attempt and its output are unchanged for every schema it converted.
+    # where two overlapping branches are plain objects, their direct subtraction. (The first
+    # attempt is as before, with ir.negate's exact shortcuts: a recorded exclusive union, a
+    # negation negated again, one negation per definition; these change the grammar text of
+    # some schemas, not the language.)
     opened = deferred = relative = tried_relative = False
     while True:
         if "negation of an object schema with patternProperties" in str(r) and not opened \
