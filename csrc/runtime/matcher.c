@@ -1172,7 +1172,7 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
  * token itself completes (then only tokens with two such bytes). Elements whose value set
  * never runs out before they complete (the converter emits only those) cannot reach a
  * dead end otherwise. */
-static int check_unique_tokens(xgr_matcher *m, uint32_t *row, int refused, int open) {
+static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
     if (!m->uq_ready) {
         uint32_t ends[8];
         int all = xgr_lazy_end_bytes(m->c->fsm, 1, ends);
@@ -1182,6 +1182,7 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row, int refused, int o
             return XGR_ERR_NOMEM;
         m->uq_ready = 1;
     }
+    int refused = xgr_uniq_refused_last(&m->parser), open = !refused && xgr_uniq_open(&m->parser);
     m->extra.len = 0;
     /* (after a row that refused a value but lives on, "1" that may become "12", every
      * accepted token: the entries' parent contexts assume the element completed) */
@@ -1228,8 +1229,6 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     /* uniqueItems: a token's verdict may depend on the bytes before (the elements of an open
      * array, or the element it completes: two rows with equal items may differ there), so
      * these grammars skip the row and verdict memos (parse/unique.h) */
-    int refused = m->parser.uniq && xgr_uniq_refused_last(&m->parser);
-    int open = m->parser.uniq && !refused && xgr_uniq_open(&m->parser);
     int uq_dep = m->parser.uniq;
     m->worked = 0;
     m->vm_active = 0;
@@ -1255,7 +1254,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         rc = fill_states(m, row, row_words);
         m->vm_active = 0;
         if (!rc && (m->parser.budgets || m->parser.lazy)) rc = check_attr_tokens(m, row);
-        if (!rc && m->parser.uniq) rc = check_unique_tokens(m, row, refused, open);
+        if (!rc && m->parser.uniq) rc = check_unique_tokens(m, row);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
             return rc;

@@ -217,5 +217,7 @@ def test_printed_grammar_keeps_the_attributes():
     g = xgr.Grammar.from_ebnf(ebnf)
     assert str(g).count("[unique") == 2
     assert xgr.Grammar.from_ebnf(str(g)).__str__() == str(g)
-    with pytest.raises(Exception, match="Assign|attribute|::="):
-        xgr.Grammar.from_ebnf('root[unique, unique_scope] ::= "a"')
+    for bad in ('root[unique, unique_scope] ::= "a"', 'root[unique=1] ::= "a"', 'root[unique, unique] ::= "a"',
+                'root[unique_scope=x] ::= "a"'):
+        with pytest.raises(Exception, match="line 1, column"):
+            xgr.Grammar.from_ebnf(bad)
