@@ -752,6 +752,63 @@ def length_dfa(lo: int, hi, universe=cs.SCALARS) -> DFA:
     return minimize(DFA(trans, accept))
 
 
+def length_product_states(d: DFA, lo: int, hi, cap: int, universe=cs.SCALARS) -> int:
+    """The number of states ``_product(d, length_dfa(lo, hi, universe))`` creates (its
+    reachable pairs), or ``cap + 1`` as soon as it exceeds ``cap``: plain integer sets, no
+    charset work beyond one test per label. length_dfa(lo, hi) counts characters 0..top
+    (top = hi, or lo when hi is None; then its last state loops), every state reading all
+    of ``universe``; so the pairs are (x, k) for x in S_k, the d-states that strings of k
+    characters (over the labels that meet ``universe``) reach, k < top, plus (x, top) for
+    x in S_top when hi is given, or for x reachable from S_top when it is None."""
+    if d.n == 0 or (hi is not None and hi < lo):
+        return 0  # (an empty side: the product makes no state)
+    meets: dict = {}
+    succ = []
+    for row in d.trans:
+        out = set()
+        for c, t in row:
+            m = meets.get(c)
+            if m is None:
+                m = meets[c] = bool(cs.intersect(c, universe))
+            if m:
+                out.add(t)
+        succ.append(out)
+    top = hi if hi is not None else lo
+    level = {0}
+    count = 0
+    for _ in range(top):
+        count += len(level)
+        if count > cap:
+            return cap + 1
+        nxt: set = set()
+        for x in level:
+            nxt |= succ[x]
+        if not nxt:
+            return count
+        level = nxt
+    if hi is not None:
+        count += len(level)
+        return count if count <= cap else cap + 1
+    seen = set(level)
+    stack = list(level)
+    while stack:
+        for t in succ[stack.pop()]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+        if count + len(seen) > cap:
+            return cap + 1
+    return count + len(seen)
+
+
+def intersect_length(d: DFA, lo: int, hi, limit=DEFAULT_LIMIT) -> DFA:
+    """intersect(d, length_dfa(lo, hi), limit), the same automaton or the same exception,
+    without building a product that length_product_states says exceeds the limit."""
+    if length_product_states(d, lo, hi, limit) > limit:
+        raise AutomatonTooLarge("automaton product exceeds the state limit")
+    return intersect(d, length_dfa(lo, hi), limit)
+
+
 def literal_set_dfa(strings, universe=cs.SCALARS) -> DFA:
     """Trie automaton of a finite set of strings."""
     trans = [dict()]

@@ -183,6 +183,11 @@ class Emitter:
         self._char_memo: dict = {}
         self._bodies: dict = {}
         self._memo: dict = {}
+        #: string_dfa by value: (pattern ASTs, negated ASTs[, minl, maxl]) -> DFA or the
+        #: (class, args) of the exception it raised. Equal strings at different pointers
+        #: (JSON pointers only name refusals, which the callers make per occurrence) share
+        #: their automata; their rules are still emitted per occurrence (same output).
+        self._sdfa: dict = {}
         self._pending: list = []
         self._ref_nesting = 0
         self._layouts: dict = {}
@@ -740,8 +745,9 @@ class Emitter:
             why = f"a {d.n}-state pattern automaton times {n.minl + 1} minLength counts is too large"
             if hi is None and d.n * (n.minl + 1) > 8 * STATE_LIMIT:
                 raise fa.AutomatonTooLarge(why)
+            key = (tuple(ast for ast, _ in n.pos), tuple(ast for ast, _ in n.neg), n.minl, None)
             try:
-                d = fa.intersect(d, fa.length_dfa(n.minl, None), STATE_LIMIT)
+                d = self._sdfa_get(key, self._length_string_dfa, d, n.minl, None, hi)
             except fa.AutomatonTooLarge:
                 raise fa.AutomatonTooLarge(why) from None
             if d.is_empty():
@@ -759,11 +765,38 @@ class Emitter:
         return seq(Q, ref(bname), Q)
 
     def string_dfa(self, n):
+        """The automaton of a string node's decoded value (patterns, negated patterns,
+        lengths). Raises RegexUnsupported (AutomatonTooLarge where a product is too large).
+        Memoised by value (see _sdfa), failures included: their messages name no pointer."""
+        pos = tuple(ast for ast, _ in n.pos)
+        neg = tuple(ast for ast, _ in n.neg)
+        d = self._sdfa_get((pos, neg), self._base_string_dfa, pos, neg)
+        if d.is_empty():
+            return d
+        lo, hi = fa.length_bounds(d)
+        if lo < n.minl or (n.maxl is not None and (hi is None or hi > n.maxl)):
+            return self._sdfa_get((pos, neg, n.minl, n.maxl), self._length_string_dfa, d, n.minl, n.maxl, hi)
+        return d
+
+    def _sdfa_get(self, key, f, *args):
+        hit = self._sdfa.get(key)
+        if hit is None:
+            try:
+                hit = f(*args)
+            except rx.RegexUnsupported as e:
+                hit = (type(e), e.args)
+            self._sdfa[key] = hit
+        if type(hit) is tuple:
+            raise hit[0](*hit[1])
+        return hit
+
+    @staticmethod
+    def _base_string_dfa(pos, neg):
         d = None
-        for ast, _ in n.pos:
+        for ast in pos:
             x = ir.regex_dfa(ast)
             d = x if d is None else fa.intersect(d, x, STATE_LIMIT)
-        negs = [ast for ast, _ in n.neg]
+        negs = list(neg)
         plain = [ast for ast in negs if not rx.has_anchor(ast)]
         if len(plain) > 1:
             # one difference with the union instead of one per excluded pattern: the excluded
@@ -774,16 +807,14 @@ class Emitter:
         for ast in negs:
             x = ir.regex_dfa(ast)
             d = fa.negate(x) if d is None else fa.difference(d, x, STATE_LIMIT)
-        d = fa.restrict_alphabet(d)
-        if d.is_empty():
-            return d
-        lo, hi = fa.length_bounds(d)
-        if lo < n.minl or (n.maxl is not None and (hi is None or hi > n.maxl)):
-            top = n.maxl if n.maxl is not None else n.minl
-            if hi is None and d.n * (top + 1) > 8 * STATE_LIMIT:
-                raise fa.AutomatonTooLarge(f"a {d.n}-state pattern automaton times {top + 1} length counts")
-            d = fa.intersect(d, fa.length_dfa(n.minl, n.maxl), STATE_LIMIT)
-        return d
+        return fa.restrict_alphabet(d)
+
+    @staticmethod
+    def _length_string_dfa(d, minl, maxl, hi):
+        top = maxl if maxl is not None else minl
+        if hi is None and d.n * (top + 1) > 8 * STATE_LIMIT:
+            raise fa.AutomatonTooLarge(f"a {d.n}-state pattern automaton times {top + 1} length counts")
+        return fa.intersect_length(d, minl, maxl, STATE_LIMIT)
 
     # ------------------------------------------------------------ arrays
 
