@@ -629,6 +629,7 @@ def minimize(d: DFA) -> DFA:
     queue = [block[0]]
     trans = []
     accept = []
+    norm: dict = {}  # (the same labels recur in many rows: each normalized once)
     i = 0
     while i < len(queue):
         b = queue[i]
@@ -638,8 +639,15 @@ def minimize(d: DFA) -> DFA:
         by_block: dict = {}
         for c, t in d.trans[rep_s]:
             tb = block[t]
-            by_block[tb] = by_block[tb] + list(c) if tb in by_block else list(c)
-        merged = sorted(((cs.normalize(v), tb) for tb, v in by_block.items()), key=lambda x: x[0][0][0])
+            c = c if type(c) is tuple else tuple(c)
+            by_block[tb] = by_block[tb] + c if tb in by_block else c
+        merged = []
+        for tb, v in by_block.items():
+            nv = norm.get(v)
+            if nv is None:
+                nv = norm[v] = cs.normalize(v)
+            merged.append((nv, tb))
+        merged.sort(key=lambda x: x[0][0][0])
         row = []
         for c, tb in merged:
             if tb not in order:

@@ -155,6 +155,12 @@ _DIG = G.cls(cs.of_chars("0123456789"))
 _NUMBER = seq(opt(lit("-")), alt(lit("0"), seq(G.cls(cs.of_chars("123456789")), rep(_DIG, 0, None))),
               opt(seq(lit("."), rep(_DIG, 1, None))),
               opt(seq(G.cls(cs.of_chars("eE")), opt(G.cls(cs.of_chars("+-"))), rep(_DIG, 1, None))))
+#: Emitter.string_dfa by value: (pattern ASTs, negated ASTs[, minLength, maxLength]) -> DFA,
+#: or the (class, args) of the exception it raised. Equal strings at different pointers, in
+#: one schema or in several, share their automata; their rules are still emitted per
+#: occurrence (the same output), and the refusals made per occurrence by the callers (the
+#: messages cached here name no pointer).
+_SDFA: dict = {}
 _SHARED_BODY: dict = {}  # ("ws", max_whitespace_cnt) -> body
 #: Emitter.layout results by (any_whitespace, indent, separators, depth); with any
 #: whitespace they refer to the rule "ws", which layout() defines first.
@@ -183,11 +189,6 @@ class Emitter:
         self._char_memo: dict = {}
         self._bodies: dict = {}
         self._memo: dict = {}
-        #: string_dfa by value: (pattern ASTs, negated ASTs[, minl, maxl]) -> DFA or the
-        #: (class, args) of the exception it raised. Equal strings at different pointers
-        #: (JSON pointers only name refusals, which the callers make per occurrence) share
-        #: their automata; their rules are still emitted per occurrence (same output).
-        self._sdfa: dict = {}
         self._pending: list = []
         self._ref_nesting = 0
         self._layouts: dict = {}
@@ -767,7 +768,7 @@ class Emitter:
     def string_dfa(self, n):
         """The automaton of a string node's decoded value (patterns, negated patterns,
         lengths). Raises RegexUnsupported (AutomatonTooLarge where a product is too large).
-        Memoised by value (see _sdfa), failures included: their messages name no pointer."""
+        Memoised by value (_SDFA), failures included: their messages name no pointer."""
         pos = tuple(ast for ast, _ in n.pos)
         neg = tuple(ast for ast, _ in n.neg)
         d = self._sdfa_get((pos, neg), self._base_string_dfa, pos, neg)
@@ -778,14 +779,15 @@ class Emitter:
             return self._sdfa_get((pos, neg, n.minl, n.maxl), self._length_string_dfa, d, n.minl, n.maxl, hi)
         return d
 
-    def _sdfa_get(self, key, f, *args):
-        hit = self._sdfa.get(key)
+    @staticmethod
+    def _sdfa_get(key, f, *args):
+        hit = _SDFA.get(key)
         if hit is None:
             try:
                 hit = f(*args)
             except rx.RegexUnsupported as e:
                 hit = (type(e), e.args)
-            self._sdfa[key] = hit
+            ir._bounded_put(_SDFA, key, hit, 512)
         if type(hit) is tuple:
             raise hit[0](*hit[1])
         return hit
