@@ -141,30 +141,41 @@ def _closure(nfa, states, allow_bol, allow_eol):
 
 def _split(pairs):
     """Given (charset, payload) pairs, returns [(charset, frozenset(payloads))] for the
-    coarsest partition of their union."""
+    coarsest partition of their union (in the order of the first code point of each part)."""
     if len(pairs) == 1:
         return [(pairs[0][0], frozenset((pairs[0][1],)))]
+    by_set: dict = {}  # (many NFA states share a label: each label located once)
+    for cset, p in pairs:
+        ps = by_set.get(cset)
+        if ps is None:
+            by_set[cset] = {p}
+        else:
+            ps.add(p)
     bounds = set()
-    for cset, _ in pairs:
+    for cset in by_set:
         for lo, hi in cset:
             bounds.add(lo)
             bounds.add(hi + 1)
     pts = sorted(bounds)
     cover = [None] * (len(pts) - 1)
-    for cset, p in pairs:
+    for cset, ps in by_set.items():
         for lo, hi in cset:
-            i = bisect.bisect_left(pts, lo)
-            j = bisect.bisect_left(pts, hi + 1)
-            for a in range(i, j):
-                if cover[a] is None:
-                    cover[a] = {p}
+            for a in range(bisect.bisect_left(pts, lo), bisect.bisect_left(pts, hi + 1)):
+                c = cover[a]
+                if c is None:
+                    cover[a] = set(ps)
                 else:
-                    cover[a].add(p)
+                    c |= ps
     groups: dict = {}
     for a, c in enumerate(cover):
         if c:
-            groups.setdefault(frozenset(c), []).append((pts[a], pts[a + 1] - 1))
-    return [(cs.normalize(v), k) for k, v in groups.items()]
+            lo, hi = pts[a], pts[a + 1] - 1
+            g = groups.setdefault(frozenset(c), [])
+            if g and g[-1][1] + 1 == lo:  # (elementary intervals come sorted: merged as normalize does)
+                g[-1] = (g[-1][0], hi)
+            else:
+                g.append((lo, hi))
+    return [(tuple(v), k) for k, v in groups.items()]
 
 
 def compile_nfa(node, limit=DEFAULT_LIMIT):
@@ -213,6 +224,7 @@ def from_regex(node, limit=DEFAULT_LIMIT, ctx=None) -> DFA:
     order = [(init, True)]
     trans = []
     accept = []
+    closures: dict = {}  # (the same target sets recur from many subsets)
     i = 0
     while i < len(order):
         S, first = order[i]
@@ -222,7 +234,9 @@ def from_regex(node, limit=DEFAULT_LIMIT, ctx=None) -> DFA:
         row = []
         if pairs:
             for cset, tgts in _split(pairs):
-                T = _closure(nfa, tgts, False, False)
+                T = closures.get(tgts)
+                if T is None:
+                    T = closures[tgts] = _closure(nfa, tgts, False, False)
                 key = (T, False)
                 idx = keys.get(key)
                 if idx is None:
@@ -739,7 +753,12 @@ def negate(a: DFA, universe=cs.SCALARS) -> DFA:
     return minimize(DFA(c.trans, [not x for x in c.accept]))
 
 
-def restrict_alphabet(a: DFA, universe=cs.SCALARS) -> DFA:
+def restrict_alphabet(a: DFA, universe=cs.SCALARS, minimal=False) -> DFA:
+    """``a`` on the code points of ``universe`` only. ``minimal``: ``a`` is an output of
+    minimize (canonical); then, where every label lies in ``universe``, it is returned as it
+    is (minimize would give it back unchanged)."""
+    if minimal and all(cs.intersect(c, universe) == c for row in a.trans for c, _ in row):
+        return a
     return minimize(DFA([[(cs.intersect(c, universe), t) for c, t in row if cs.intersect(c, universe)]
                          for row in a.trans], list(a.accept)))
 

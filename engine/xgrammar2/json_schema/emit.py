@@ -809,7 +809,8 @@ class Emitter:
         for ast in negs:
             x = ir.regex_dfa(ast)
             d = fa.negate(x) if d is None else fa.difference(d, x, STATE_LIMIT)
-        return fa.restrict_alphabet(d)
+        # (d: an output of minimize, whether from regex_dfa, a product or negate)
+        return fa.restrict_alphabet(d, minimal=True)
 
     @staticmethod
     def _length_string_dfa(d, minl, maxl, hi):
