@@ -735,10 +735,8 @@ class Emitter:
         d = self.string_dfa(n.copy(minl=0, maxl=None))
         if d.is_empty():
             return None
-        alpha = cs.EMPTY
-        for row in d.trans:
-            for c, _ in row:
-                alpha = cs.union(alpha, c)
+        # (the union of the distinct labels, normalized once)
+        alpha = cs.normalize([iv for c in {c for row in d.trans for c, _ in row} for iv in c])
         raw = not cs.difference(alpha, G.RAW_OK)
         lo, hi = fa.length_bounds(d)
         if lo < n.minl:
