@@ -380,9 +380,33 @@ static int group_occ(lw_ctx *c, int32_t id, int tail, int32_t hp, int32_t *occ, 
     }
 }
 
-/* Does node `id` reference only inlined rules, or candidates (cand[t])? */
+/* Is node `id` a finite regular language without references (no rule, TagDispatch or
+ * Substring, every repetition bounded)? */
+static int finite_leaf(const xgr_grammar *g, int32_t id, int depth) {
+    if (depth > LW_MAX_DEPTH) return 0;
+    const xgr_node *n = &g->nodes.data[id];
+    switch (n->kind) {
+    case XGR_NODE_EMPTY:
+    case XGR_NODE_BYTES:
+    case XGR_NODE_CLASS:
+    case XGR_NODE_BYTE_CLASS: return 1;
+    case XGR_NODE_SEQ:
+    case XGR_NODE_ALT:
+        for (int32_t i = 0; i < n->count; i++)
+            if (!finite_leaf(g, g->kids.data[n->off + i], depth + 1)) return 0;
+        return 1;
+    case XGR_NODE_REPEAT: return n->max >= 0 && finite_leaf(g, n->a, depth + 1);
+    default: return 0;
+    }
+}
+
+/* Does node `id` reference only inlined rules, candidates (cand[t]) or leaves (leaf[t]:
+ * rules that stay on their own and read a finite language without references, such as
+ * the `\uXXXX` escapes of a string's character class: a member keeps a reference edge to
+ * such a rule, whose size does not grow with the group, and the walk over the group's
+ * automaton leaves its table only on a byte that can start one)? */
 static int group_pure(lw_ctx *c, int32_t id, const uint8_t *cand, const uint8_t *elig,
-                      int depth) {
+                      const uint8_t *leaf, int depth) {
     const xgr_grammar *g = c->g;
     if (depth > LW_MAX_DEPTH) return 0;
     const xgr_node *n = &g->nodes.data[id];
@@ -390,10 +414,11 @@ static int group_pure(lw_ctx *c, int32_t id, const uint8_t *cand, const uint8_t 
     case XGR_NODE_SEQ:
     case XGR_NODE_ALT:
         for (int32_t i = 0; i < n->count; i++)
-            if (!group_pure(c, g->kids.data[n->off + i], cand, elig, depth + 1)) return 0;
+            if (!group_pure(c, g->kids.data[n->off + i], cand, elig, leaf, depth + 1)) return 0;
         return 1;
-    case XGR_NODE_REPEAT: return group_pure(c, n->a, cand, elig, depth + 1);
-    case XGR_NODE_REF: return cand[n->a] || ((c->rflags[n->a] & RF_INLINED) && !elig[n->a]);
+    case XGR_NODE_REPEAT: return group_pure(c, n->a, cand, elig, leaf, depth + 1);
+    case XGR_NODE_REF:
+        return cand[n->a] || ((c->rflags[n->a] & RF_INLINED) && !elig[n->a]) || leaf[n->a];
     case XGR_NODE_TAG_DISPATCH: return 0;
     default: return 1;
     }
@@ -405,12 +430,12 @@ static int group_inline(lw_ctx *c, const int32_t *order, size_t n) {
     const xgr_grammar *g = c->g;
     size_t nr = g->rules.len;
     if (c->inline_max < 0 || !nr) return XGR_OK;
-    uint8_t *elig = xgr_calloc(nr, 1), *cand = xgr_calloc(nr, 1);
+    uint8_t *elig = xgr_calloc(nr, 1), *cand = xgr_calloc(nr, 1), *leaf = xgr_calloc(nr, 1);
     int32_t *occ = xgr_malloc(nr * sizeof *occ), *prev = xgr_malloc(nr * sizeof *prev);
     int64_t *size = xgr_calloc(nr, sizeof *size);
     c->grp = xgr_malloc(4 * nr * sizeof *c->grp);
     int rc = XGR_OK;
-    if (!elig || !cand || !occ || !prev || !size || !c->grp) {
+    if (!elig || !cand || !leaf || !occ || !prev || !size || !c->grp) {
         rc = XGR_ERR_NOMEM;
         goto done;
     }
@@ -426,6 +451,10 @@ static int group_inline(lw_ctx *c, const int32_t *order, size_t n) {
                   g->rules.data[r].lookahead < 0 && !xgr_attrs_any(&g->rules.data[r].attrs) &&
                   !(c->externs && c->externs[r]) && (f & RF_PROD);
         any |= elig[r];
+        /* a leaf stays its own rule (neither copied nor a member: referenced elsewhere
+         * than in tail position), up to LW_LEAF_MAX states */
+        leaf[r] = elig[r] && !(f & RF_INLINED) && c->est[r] <= LW_LEAF_MAX &&
+                  finite_leaf(g, g->rules.data[r].body, 0);
     }
     for (size_t r = 0; r < nr; r++) c->grp[r] = -1;
     if (!any) goto done;
@@ -436,7 +465,7 @@ static int group_inline(lw_ctx *c, const int32_t *order, size_t n) {
         for (size_t i = 0; i < n; i++) {
             int32_t r = order[i];
             cand[r] = elig[r] && (round == 0 || c->grp[r] >= 0 || (c->rflags[r] & RF_INLINED)) &&
-                      group_pure(c, g->rules.data[r].body, cand, elig, 0);
+                      group_pure(c, g->rules.data[r].body, cand, elig, leaf, 0);
         }
         /* hosts, callers first */
         for (size_t r = 0; r < nr; r++) {
@@ -477,6 +506,7 @@ static int group_inline(lw_ctx *c, const int32_t *order, size_t n) {
 done:
     free(elig);
     free(cand);
+    free(leaf);
     free(occ);
     free(prev);
     free(size);

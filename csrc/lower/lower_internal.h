@@ -178,6 +178,8 @@ typedef struct lw_ctx {
 int lw_analyze(lw_ctx *c);
 /* Largest sum of member size estimates of one inlining group (lower.c). */
 #define LW_GROUP_MAX 16384
+/* the largest rule a group member may keep a reference to (lower.c group_pure) */
+#define LW_LEAF_MAX 1024
 /* NP_* bits of node `id` (memoised once the analysis is done). */
 uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth);
 /* Is REPEAT node `id` lowered to a counter rule rather than unrolled? Yes when its

@@ -230,14 +230,19 @@ int xgr_walk_refs_to_callees(const xgr_compiled *c, int32_t state) {
 }
 
 /* Hybrid walks: at depth d, on a state with reference edges, hand over to the parser
- * (row 0 = the closure of that state as the outer item). Returns whether it did. At
- * depth 0 of a start state whose references its callees' items decide (skip0), it walks
- * on over the byte edges only. */
-static inline int walker_switch(walker *w, int32_t d, int *rc) {
+ * (row 0 = the closure of that state as the outer item) unless the token's byte there,
+ * b, can start none of them (`fc`: xgr_ref_first, all bytes where a referenced rule
+ * derives the empty string): then the parser would step on the byte edges alone, as the
+ * walk does (a pattern's automaton reading each character through its own states, whose
+ * `\uXXXX` escapes are a reference: only a backslash hands over). Returns whether it did.
+ * At depth 0 of a start state whose references its callees' items decide (skip0), it
+ * walks on over the byte edges only. */
+static inline int walker_switch(walker *w, int32_t d, uint8_t b, first_cache *fc, int *rc) {
     int32_t s = w->dstate[d];
     *rc = XGR_OK;
     if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1] || (d == 0 && w->skip0))
         return 0;
+    if (fc->seen && !xgr_walk_first_cache_admits(fc, w->f, s, b)) return 0;
     xgr_item it = {s, XGR_ORIGIN_OUTER, 0, 0};
     if ((*rc = xgr_parser_start(w->p, it))) return 0;
     w->sw = d;
@@ -383,7 +388,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
     uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
     first_cache fc = {0};
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
-    if (!rc && refchk) rc = xgr_walk_first_cache_init(&fc, c->fsm);
+    if (!rc && (refchk || w.hybrid)) rc = xgr_walk_first_cache_init(&fc, c->fsm);
     fc.widen = refchk && c->rule_opaque[pop_rule] == XGR_OPAQUE_DISPATCH; /* as its key */
     if (!rc && (!pop || !npop || !rbits || !rbv)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
@@ -452,7 +457,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
                 const uint64_t *lv = w.ft->leave + 2 * (size_t)(w.dstate[d] - w.rule_start);
                 if (!((lv[0] & tb0) | (lv[1] & tb1))) break;
             }
-            if (w.hybrid && walker_switch(&w, d, &rc)) {
+            if (w.hybrid && walker_switch(&w, d, tok[d], &fc, &rc)) {
                 earley_now = 1;
                 rb_drop(rbv, &rb_hi, d); /* a new row at depth d */
                 if (d > 0 && p->popped && !pop[d]) { /* ends here through empty references */

@@ -27,7 +27,26 @@ KEYS = {"type": "object", "properties": {
     "employee-info": {"type": "integer"}, "contact": {"type": "string"}},
     "additionalProperties": {"type": "integer"}}
 
+# A word-count `pattern` under `maxLength` (the converter's shape of Github_medium o21142):
+# one rule per state of the product automaton, each character a reference to a class rule
+# whose `\\uXXXX` escapes are a rule of their own (referenced in non-tail position: a leaf
+# that group members keep a reference to, lower.c group_pure), so the walk over the group
+# hands over to the parser only on a backslash (walk.c walker_switch).
+WORDS = {"type": "object", "properties": {"s": {
+    "type": "string", "maxLength": 14, "pattern": "^(?:\\S+\\s+){0,2}\\S+$"}},
+    "required": ["s"], "additionalProperties": False}
+
 HAND = {
+    # Members reading a finite reference-free rule (`esc`, a leaf once inline_max_states
+    # is below its size) in non-tail position.
+    "leaf": r'''
+root ::= "<" q0
+q0 ::= [a-z] q1 | esc q2 | ">"
+q1 ::= [a-z] q2 | esc q2 | ">"
+q2 ::= [a-z] q3 | esc q3 | "!>"
+q3 ::= [a-z] ">" | esc ">"
+esc ::= "\\u" [0-9a-f] [0-9a-f] [0-9a-f] [0-9a-f] | "\\" [n"]
+''',
     # A DAG of tail references: q2 and q3 are reached from two rules each.
     "dag": r'''
 root ::= "<" q0
@@ -69,6 +88,8 @@ def source(name: str) -> str:
         return json_schema_to_ebnf(SEMVER).ebnf
     if name == "keys":
         return json_schema_to_ebnf(KEYS).ebnf
+    if name == "words":
+        return json_schema_to_ebnf(WORDS).ebnf
     return HAND[name]
 
 
@@ -80,6 +101,11 @@ SAMPLES = {
     "keys": ['{"any-collection-root":[]}', '{"x":1}', '{"any":1}', '{"any-object-root":1}',
              '{"any-object-roots":1}', '{"employee-info":1,"employee":2}', '{"contact":"a","cont":3}',
              '{"contact":1}', '{"any-collection-roo":5}', '{"\\u0061ny":1}'],
+    "words": ['{"s":"ab cd"}', '{"s":"a\\u0020b"}', '{"s":"a\\"b"}', '{"s":"a\\\\b c"}', '{"s":"ab  cd  ef"}',
+              '{"s":"a b c d"}', '{"s":"abcdefghijklmn"}', '{"s":"abcdefghijklmno"}', '{"s":" a"}',
+              '{"s":"\\u0041bc d"}', '{"s":"a\\tb"}', '{"s":"a\\u00a0b"}', '{"s":"ab "}'],
+    "leaf": ["<>", "<a>", "<ab!>", "<abc>", "<\\u00a1b>", "<a\\nb!>", "<\\\"\\n\\u0000\\n>", "<ab\\u12>",
+             "<abcd>", "<\\x>", "<a\\u00aa!>"],
     "dag": ["<1.!>", "<12.ab#>", "<123?>", "<1-?>", "<.a?>", "<.!>", "<12.abcdex>", "<12.abcdeyz>",
             "<12.abcde>", "<1x>", "<12.abcdeq>", "<>"],
     "mixed": ["[a1w]!]", "[az!]", "[dk5]", "[dm]", "ok12]", "om]", "p]", "[a!]", "ok1234]", "[dkw]",
@@ -123,7 +149,7 @@ def test_masks_exact_along_walks(name: str, vocab: str, inline_max: int | None) 
     compiled = comp.compile_grammar(source(name))
     rng = random.Random(f"{name}/{vocab}")
     # the second walk starts inside the sub-language (the first visit of its states)
-    prefix = {"semver": '{"version":"', "keys": '{"'}.get(name, "")
+    prefix = {"semver": '{"version":"', "keys": '{"', "words": '{"s":"'}.get(name, "")
     oracle_walk(compiled, tok, rng, f"{name}/{vocab}", 10, 2, ("", prefix))
 
 
