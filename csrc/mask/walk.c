@@ -242,7 +242,9 @@ static inline int walker_switch(walker *w, int32_t d, uint8_t b, first_cache *fc
     *rc = XGR_OK;
     if (w->sw >= 0 || w->ref_begin[s] == w->f->edge_begin[s + 1] || (d == 0 && w->skip0))
         return 0;
-    if (fc->seen && !xgr_walk_first_cache_admits(fc, w->f, s, b)) return 0;
+    /* (the cache's scratch, n_states entries, is made at the first state asked about) */
+    if (!fc->seen && (*rc = xgr_walk_first_cache_init(fc, w->f))) return 0;
+    if (!xgr_walk_first_cache_admits(fc, w->f, s, b)) return 0;
     xgr_item it = {s, XGR_ORIGIN_OUTER, 0, 0};
     if ((*rc = xgr_parser_start(w->p, it))) return 0;
     w->sw = d;
@@ -388,7 +390,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
     uint8_t *eff = refchk ? xgr_calloc(depth_cap, 1) : NULL;
     first_cache fc = {0};
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
-    if (!rc && (refchk || w.hybrid)) rc = xgr_walk_first_cache_init(&fc, c->fsm);
+    if (!rc && refchk) rc = xgr_walk_first_cache_init(&fc, c->fsm);
     fc.widen = refchk && c->rule_opaque[pop_rule] == XGR_OPAQUE_DISPATCH; /* as its key */
     if (!rc && (!pop || !npop || !rbits || !rbv)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
