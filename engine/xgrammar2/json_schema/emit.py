@@ -155,7 +155,8 @@ _DIG = G.cls(cs.of_chars("0123456789"))
 _NUMBER = seq(opt(lit("-")), alt(lit("0"), seq(G.cls(cs.of_chars("123456789")), rep(_DIG, 0, None))),
               opt(seq(lit("."), rep(_DIG, 1, None))),
               opt(seq(G.cls(cs.of_chars("eE")), opt(G.cls(cs.of_chars("+-"))), rep(_DIG, 1, None))))
-#: Emitter.string_dfa by value: (pattern ASTs, negated ASTs[, minLength, maxLength]) -> DFA,
+#: Emitter.string_dfa by value (at most 64 entries: a product holds up to STATE_LIMIT
+#: states, ~0.5 MB): (pattern ASTs, negated ASTs[, minLength, maxLength]) -> DFA,
 #: or the (class, args) of the exception it raised. Equal strings at different pointers, in
 #: one schema or in several, share their automata; their rules are still emitted per
 #: occurrence (the same output), and the refusals made per occurrence by the callers (the
@@ -785,7 +786,7 @@ class Emitter:
                 hit = f(*args)
             except rx.RegexUnsupported as e:
                 hit = (type(e), e.args)
-            ir._bounded_put(_SDFA, key, hit, 512)
+            ir._bounded_put(_SDFA, key, hit, 64)
         if type(hit) is tuple:
             raise hit[0](*hit[1])
         return hit
