@@ -743,8 +743,7 @@ class Emitter:
         if lo < n.minl:
             # (the budget bounds from above only: the counts up to minLength stay a product)
             why = f"a {d.n}-state pattern automaton times {n.minl + 1} minLength counts is too large"
-            if hi is None and d.n * (n.minl + 1) > 8 * STATE_LIMIT:
-                raise fa.AutomatonTooLarge(why)
+            # (_length_string_dfa makes the cheap size check first, and its refusal is cached)
             key = (tuple(ast for ast, _ in n.pos), tuple(ast for ast, _ in n.neg), n.minl, None)
             try:
                 d = self._sdfa_get(key, self._length_string_dfa, d, n.minl, None, hi)
