@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 
 from . import charset as cs
+from . import subset
 from .regex import WORD, RegexUnsupported, has_lookaround
 
 DEFAULT_LIMIT = 4000
@@ -219,35 +220,8 @@ def from_regex(node, limit=DEFAULT_LIMIT, ctx=None) -> DFA:
     nfa = _NFA(limit)
     start = nfa.new()
     final = nfa.build(node, start)
-    init = _closure(nfa, [start], True, False)
-    keys = {(init, True): 0}
-    order = [(init, True)]
-    trans = []
-    accept = []
-    closures: dict = {}  # (the same target sets recur from many subsets)
-    i = 0
-    while i < len(order):
-        S, first = order[i]
-        i += 1
-        accept.append(final in _closure(nfa, S, first, True))
-        pairs = [(cset, t) for s in S for cset, t in nfa.edges[s]]
-        row = []
-        if pairs:
-            for cset, tgts in _split(pairs):
-                T = closures.get(tgts)
-                if T is None:
-                    T = closures[tgts] = _closure(nfa, tgts, False, False)
-                key = (T, False)
-                idx = keys.get(key)
-                if idx is None:
-                    idx = len(order)
-                    if idx >= limit:
-                        raise AutomatonTooLarge("pattern automaton exceeds the state limit")
-                    keys[key] = idx
-                    order.append(key)
-                row.append((cset, idx))
-        trans.append(row)
-    return minimize(DFA(trans, accept))
+    n, accept, rows, classes = subset.determinize(nfa, start, final, limit, AutomatonTooLarge, _closure)
+    return subset.minimize_classes(n, accept, rows, classes, DFA)
 
 
 # ---------------------------------------------------------------- lookahead, \b, \B

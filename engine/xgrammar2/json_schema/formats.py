@@ -154,6 +154,13 @@ REFUSED_FORMATS = {
 }
 
 _cache: dict = {}
+_names: dict = {}  # AST -> format name, for the ASTs format_ast returned
+
+
+def format_name(ast):
+    """The name of the string format whose format_ast is ``ast`` (one format_ast returned in
+    this process), else None."""
+    return _names.get(ast)
 
 
 def format_ast(name: str):
@@ -165,4 +172,5 @@ def format_ast(name: str):
     if r is None:
         r = rx.parse(STRING_FORMATS[name])
         _cache[name] = r
+        _names.setdefault(r, name)
     return r

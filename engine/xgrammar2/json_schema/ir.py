@@ -241,7 +241,14 @@ _dfa_cache: dict = {}
 def regex_dfa(ast):
     d = _dfa_cache.get(ast)
     if d is None:
-        d = _bounded_put(_dfa_cache, ast, fa.from_regex(ast), 2048)
+        # (a string format's automaton is shipped: format_table, the same DFA as from_regex's;
+        # imported here so that ``python -m xgrammar2.json_schema.format_table`` runs it once)
+        from . import format_table
+
+        d = format_table.dfa_for_ast(ast)
+        if d is None:
+            d = fa.from_regex(ast)
+        d = _bounded_put(_dfa_cache, ast, d, 2048)
     return d
 
 
