@@ -17,6 +17,7 @@ from .disk_cache import DiskCache, resolve_cache_dir, vocab_fingerprint
 from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
 from .json_key import KeyMismatch, canonical_dumps, canonical_schema_text
 from .limits import check_input_size, check_structural_tag_args, json_nesting_limit
+from .matcher import _grammar_consts
 from .structural_tag.converter import ebnf_from_api_args
 from .structural_tag.link import TagCache
 from .tokenizer_info import TokenizerInfo
@@ -329,6 +330,10 @@ class GrammarCompiler:
             return None
         compiled = CompiledGrammar._create(ptr, self._tokenizer_info, None, rebuild,
                                            linked=linked, warnings=warns)
+        # What a grammar's first GrammarMatcher reads and keeps on it (vocabulary size, row
+        # words, stop tokens), read here on the preload's thread: a request's first matcher of
+        # it then starts as every later one does (docs/disk-cache.md, "Preload").
+        _grammar_consts(compiled)
         return compiled if self._cache.offer(key, compiled, on_first_hit) else None
 
     # ---- public API ---------------------------------------------------------------------

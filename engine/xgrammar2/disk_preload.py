@@ -134,10 +134,11 @@ class Preloader:
                 self.claimed.add(digest)
         return e
 
-    def _adopted_hit(self, digest: bytes, compiled: Any, layers: int, loaded: int,
+    def _adopted_hit(self, digest: bytes, path: str, layers: int, loaded: int,
                      mtime: float) -> None:
         """The first hit on a grammar the preload put into the compile cache: counted as
-        ``DiskCache.load`` counts a preload hit, and its file touched (not under a lock)."""
+        ``DiskCache.load`` counts a preload hit, and its file (``path``, named when it was
+        preloaded) touched (not under a lock)."""
         cache = self._cache
         with cache._lock:
             size = self.adopted.pop(digest, None)
@@ -149,7 +150,7 @@ class Preloader:
             if layers >= 0:
                 cache.layer_loads += 1
                 cache.layer_entries_loaded += loaded
-        cache._touch_if_old(cache.file_for(digest), digest, mtime)
+        cache._touch_if_old(path, digest, mtime)
 
     # ---- the background thread's side ------------------------------------------------------
 
@@ -268,7 +269,7 @@ class Preloader:
             compiled = None
             if adopt is not None:
                 compiled = adopt(key, ptr, linked, warns, lambda: self._adopted_hit(
-                    digest, compiled, layers, loaded, mtime))
+                    digest, path, layers, loaded, mtime))
             if compiled is not None:
                 self.adopted[digest] = size
                 cache._alive[digest] = compiled
