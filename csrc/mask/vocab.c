@@ -54,6 +54,7 @@ static void vocab_free(struct xgr_vocab *v) {
     free(v->ff_ids);
     for (int b = 0; b < 256; b++) free(v->first_ids[b]);
     free(v->pair_start);
+    free(v->by_len);
     free(v);
 }
 
@@ -187,6 +188,19 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
             goto nomem;
         for (int32_t i = v->first_byte_start[b]; i < v->first_byte_start[b + 1]; i++)
             v->first_ids[b][v->sorted[i] >> 5] |= 1u << (v->sorted[i] & 31);
+    }
+    /* by_len: a counting sort by length, longest first, stable in sorted order */
+    {
+        int32_t *start = xgr_calloc((size_t)v->max_token_len + 2, sizeof *start);
+        v->by_len = xgr_malloc(((size_t)n + 1) * sizeof *v->by_len);
+        if (!start || !v->by_len) {
+            free(start);
+            goto nomem;
+        }
+        for (int32_t i = 0; i < n; i++) start[v->max_token_len - (int32_t)refs[i].len + 1]++;
+        for (int32_t k = 1; k <= v->max_token_len + 1; k++) start[k] += start[k - 1];
+        for (int32_t i = 0; i < n; i++) v->by_len[start[v->max_token_len - (int32_t)refs[i].len]++] = i;
+        free(start);
     }
     /* Verdicts depend on the matchable tokens' ids and bytes only. */
     uint64_t h = xgr_mix64((uint64_t)vocab_size * 31 + (uint64_t)n);

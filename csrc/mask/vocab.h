@@ -48,6 +48,10 @@ struct xgr_vocab {
     int32_t set_words; /* ceil(n_sorted / 64) */
     int32_t n_sorted;
     int32_t max_token_len;
+    /* The sorted positions again, longest token first (equal lengths in sorted order): the
+     * tokens longer than some length are a prefix of it, so a check of the few tokens too
+     * long for a character budget (runtime/matcher.c) reads only them. */
+    int32_t *by_len;
     uint32_t *text_bits; /* row_words: bit set for every token in `sorted` */
     /* Tokens whose bytes contain 0xFF (a marker's lead byte): never text in a grammar
      * with token-level terminals. A bitset (row_words) and the same ids as a list. */

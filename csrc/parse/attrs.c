@@ -226,6 +226,14 @@ void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens
     }
 }
 
+int xgr_parser_budget_open(const xgr_parser *p) {
+    if (!p->budgets) return 0;
+    int32_t last = xgr_parser_rows(p) - 1;
+    for (int32_t k = p->row_begin.data[last]; k < p->row_begin.data[last + 1]; k++)
+        if (p->items.data[k].bud) return 1;
+    return 0;
+}
+
 int32_t xgr_parser_eff_left(const xgr_parser *p) {
     int32_t best = XGR_NO_DEADLINE;
     if (!p->budgets) return best;

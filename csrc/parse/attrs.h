@@ -244,6 +244,11 @@ int xgr_parser_captures(const xgr_parser *p, int dedup, char **out, size_t *out_
  * item's deadline passes, XGR_NO_DEADLINE when no item has one. */
 void xgr_parser_budget_left(const xgr_parser *p, int32_t *chars, int32_t *tokens);
 
+/* Whether some item of the last row is inside a budgeted occurrence (its budget context is
+ * not the root's): 0 for a grammar without budgets. Where none is, what the row allows
+ * depends on its items alone, as in a grammar without budgets. */
+int xgr_parser_budget_open(const xgr_parser *p);
+
 /* Characters left at the last row before some item's effective deadline (xgr_budget ceff /
  * jeff: what the rules still need already taken off, not the item's own need), the least
  * over both units; XGR_NO_DEADLINE when no item has one. */

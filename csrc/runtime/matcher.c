@@ -564,7 +564,9 @@ static int check_uncertain(xgr_matcher *m, const int32_t *ids, int32_t n, const 
     int32_t *rid = NULL, *cid = NULL, *croom = NULL;
     if (m->vm_active && !m->vm_known && vm_alloc(m)) m->vm_active = 0; /* (no memory: no memo) */
     /* (not with uniqueItems: a row inside a token may follow an element the token completed) */
-    int tm = m->vm_active && !p->captures && !p->uniq && n <= TM_MAX_CHECKS;
+    /* (nor with budgets: rows inside a token may be inside an occurrence it entered, at a
+     * depth, so with a budget left, that the row ids do not tell) */
+    int tm = m->vm_active && !p->captures && !p->uniq && !p->budgets && n <= TM_MAX_CHECKS;
     if (tm) {
         if (m->tail_stale || xgr_tail_memo_full(&m->tail)) {
             xgr_tail_memo_clear(&m->tail);
@@ -1083,6 +1085,11 @@ static int take_accepted(xgr_matcher *m, const int32_t *ids, int32_t n, uint32_t
     return XGR_OK;
 }
 
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* Budgets and lazy rules hold per occurrence, which the mask cache (keyed by automaton
  * state) does not see: its entries start from a rule's state as if the occurrence had no
  * budget and were open, so they accept a superset. A token of at most as many bytes as
@@ -1146,6 +1153,23 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
         if (!risky) return XGR_OK;
         int rc = take_accepted(m, m->lazy_risky, m->n_lazy_risky, row);
         if (rc) return rc;
+    } else if (!risky) {
+        /* only tokens longer than min(lim, add - 1) can qualify: a prefix of by_len, put
+         * back in sorted order (few: tokens longer than a budget) */
+        int64_t t = lim < add - 1 ? lim : add - 1;
+        for (int32_t k = 0; k < v->n_sorted; k++) {
+            int32_t i = v->by_len[k], id = v->sorted[i];
+            uint32_t len = v->sorted_offsets[i + 1] - v->sorted_offsets[i];
+            if ((int64_t)len <= t) break;
+            if ((int64_t)len < add && !get_bit(row, id)) continue;
+            if (XGR_VEC_PUSH(m->extra, i)) return XGR_ERR_NOMEM;
+        }
+        if (m->extra.len > 1) qsort(m->extra.data, m->extra.len, sizeof *m->extra.data, cmp_i32);
+        for (size_t k = 0; k < m->extra.len; k++) {
+            int32_t id = v->sorted[m->extra.data[k]];
+            m->extra.data[k] = id;
+            clear_bit(row, id);
+        }
     } else {
         for (int32_t i = 0; i < v->n_sorted; i++) {
             int32_t id = v->sorted[i];
@@ -1230,6 +1254,11 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
      * array, or the element it completes: two rows with equal items may differ there), so
      * these grammars skip the row and verdict memos (parse/unique.h) */
     int uq_dep = m->parser.uniq;
+    /* Budgets hold per occurrence (check_attr_tokens): a row with an item inside a budgeted
+     * occurrence skips the memos, a row with none allows what its items allow whatever the
+     * bytes before (the long tokens check_attr_tokens then decides depend on the grammar's
+     * budgets alone), so it keeps them. */
+    int memo_row = !m->parser.lazy && !uq_dep && !xgr_parser_budget_open(&m->parser);
     m->worked = 0;
     m->vm_active = 0;
     if (m->terminated) {
@@ -1240,13 +1269,13 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         return xgr_fail(XGR_ERR_STATE,
                         "the matcher has terminated (it accepted a stop token): there is no "
                         "next-token bitmask; roll back or reset it first");
-    } else if (!m->parser.budgets && !m->parser.lazy && !uq_dep && memo_hit(m)) {
+    } else if (memo_row && memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
         if (need_apply) *need_apply = m->memo_need_apply;
         return XGR_OK;
     } else {
-        if (!m->parser.budgets && !m->parser.lazy && !uq_dep) vm_begin(m);
+        if (memo_row) vm_begin(m);
         if ((rc = collect_states(m))) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -1275,8 +1304,7 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
         /* (bits past the vocabulary are zero: such a row is never full) */
         int full = (v->vocab_size % 32) == 0 && row_full(row, rw);
         if (need_apply) *need_apply = !full;
-        if (m->worked && !m->parser.budgets && !m->parser.lazy && !uq_dep)
-            memo_store(m, row, !full);
+        if (m->worked && memo_row) memo_store(m, row, !full);
     }
     return XGR_OK;
 }

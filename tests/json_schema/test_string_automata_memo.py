@@ -101,7 +101,12 @@ def test_length_product_just_under_and_over_the_limit():
               lambda: fa.intersect(d, fa.length_dfa(0, hi + 1), limit)):
         with pytest.raises(fa.AutomatonTooLarge, match="automaton product exceeds the state limit"):
             f()
-    # the emitter: just under, a product rule (no budget); just over, the budget
-    for maxl, budget in ((hi, False), (hi + 1, True)):
+    # the emitter prefers the budget from PREFER_BUDGET_STATES on: just under, a product rule
+    # (no budget); just over, the budget
+    cap = emit.PREFER_BUDGET_STATES
+    lo = 1
+    while fa.length_product_states(d, 0, lo + 1, cap) <= cap:
+        lo += 1
+    for maxl, budget in ((lo, False), (lo + 1, True), (hi, True), (hi + 1, True)):
         r = json_schema_to_ebnf({"type": "string", "pattern": "^[a-z]+(-[a-z0-9]+)*$", "maxLength": maxl})
         assert (f"[max_chars={maxl}]" in r.ebnf) == budget, maxl

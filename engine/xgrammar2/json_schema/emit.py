@@ -25,6 +25,17 @@ MAX_INDENT_DEPTH = 32
 STATE_LIMIT = 4000
 # The largest max_chars the EBNF front end takes (docs/rule-attributes.md).
 _MAX_CHARS = 2147483647
+# A pattern x length product above this many states becomes the pattern's automaton under a
+# character budget instead (_budget_string): each character of a product is a new state, so
+# every token inside such a string was a first visit of the mask cache and its rules too many
+# to inline as one group (csrc/lower LW_GROUP_MAX); the budget's states repeat across positions.
+# Measured on the 38 JSONSchemaBench schemas with products over 200 states
+# (docs/benchmarks/json_compile.md, "Budgets instead of large length products").
+PREFER_BUDGET_STATES = 256
+
+
+class _PreferBudget(Exception):
+    """string_dfa(budget_ok=True): the length product would exceed PREFER_BUDGET_STATES."""
 UNIQUE_MAX_VALUES = 12
 PERMUTE_MAX_KEYS = 4
 # any_order: exact matching (every required key present, no key twice) tracks the set of
@@ -698,7 +709,13 @@ class Emitter:
             if ast is not None:
                 return seq(Q, self.regex_expr(ast), Q) if ast != rx.NOTHING else None
         try:
-            d = self.string_dfa(n)
+            try:
+                d = self.string_dfa(n, budget_ok=n.maxl is not None and not self.excl)
+            except _PreferBudget:
+                try:
+                    return self._budget_string(n, name)
+                except rx.RegexUnsupported:
+                    d = self.string_dfa(n)  # (no budget applies: the product, within the limit)
         except rx.RegexUnsupported as e:
             if isinstance(e, fa.AutomatonTooLarge) and n.maxl is not None and not self.excl:
                 try:
@@ -763,10 +780,12 @@ class Emitter:
         self.g.attrs[bname] = f"[max_chars={n.maxl}]" if raw else f"[max_json_chars={n.maxl}]"
         return seq(Q, ref(bname), Q)
 
-    def string_dfa(self, n):
+    def string_dfa(self, n, budget_ok=False):
         """The automaton of a string node's decoded value (patterns, negated patterns,
         lengths). Raises RegexUnsupported (AutomatonTooLarge where a product is too large).
-        Memoised by value (_SDFA), failures included: their messages name no pointer."""
+        Memoised by value (_SDFA), failures included: their messages name no pointer. With
+        ``budget_ok`` (the caller can put maxLength in a character budget instead), raises
+        _PreferBudget where the maxLength product would exceed PREFER_BUDGET_STATES."""
         pos = tuple(ast for ast, _ in n.pos)
         neg = tuple(ast for ast, _ in n.neg)
         d = self._sdfa_get((pos, neg), self._base_string_dfa, pos, neg)
@@ -774,6 +793,10 @@ class Emitter:
             return d
         lo, hi = fa.length_bounds(d)
         if lo < n.minl or (n.maxl is not None and (hi is None or hi > n.maxl)):
+            if budget_ok and n.maxl is not None and (hi is None or hi > n.maxl) and fa.length_product_states(
+                    d, n.minl, n.maxl, PREFER_BUDGET_STATES) > PREFER_BUDGET_STATES:
+                raise _PreferBudget("a pattern x maxLength product of more than "
+                                    f"{PREFER_BUDGET_STATES} states")
             return self._sdfa_get((pos, neg, n.minl, n.maxl), self._length_string_dfa, d, n.minl, n.maxl, hi)
         return d
 
