@@ -596,22 +596,7 @@ def minimize(d: DFA) -> DFA:
             touched: dict = {}
             for s_ in by_sym[a]:
                 touched.setdefault(block[s_], set()).add(s_)
-            for yb, members in touched.items():
-                Y = blocks[yb]
-                if len(members) == len(Y):
-                    continue
-                Y.difference_update(members)
-                nb = len(blocks)
-                blocks.append(members)
-                for s_ in members:
-                    block[s_] = nb
-                if yb in in_work:
-                    work.append(nb)
-                    in_work.add(nb)
-                else:
-                    pick = nb if len(members) <= len(Y) else yb
-                    work.append(pick)
-                    in_work.add(pick)
+            subset.split_blocks(touched, blocks, block, work, in_work)
     # Build the quotient, BFS-numbered from the start state.
     order = {block[0]: 0}
     queue = [block[0]]

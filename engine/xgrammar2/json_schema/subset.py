@@ -20,6 +20,29 @@ from operator import or_
 from . import charset as cs
 
 
+
+def split_blocks(touched: dict, blocks: list, block: list, work: list, in_work: set) -> None:
+    """One Hopcroft refinement step: each block ``yb`` of ``touched`` (block -> its states
+    with a move into the splitter) that is not wholly touched splits into the touched part
+    (a new block) and the rest; the worklist gets the new block when ``yb`` was waiting,
+    else the smaller half."""
+    for yb, members in touched.items():
+        Y = blocks[yb]
+        if len(members) == len(Y):
+            continue
+        Y -= members
+        nb = len(blocks)
+        blocks.append(members)
+        for s in members:
+            block[s] = nb
+        if yb in in_work:
+            work.append(nb)
+            in_work.add(nb)
+        else:
+            pick = nb if len(members) <= len(Y) else yb
+            work.append(pick)
+            in_work.add(pick)
+
 def alphabet_classes(labels):
     """(classes, label_classes): ``classes[k]`` the sorted intervals of class k,
     ``label_classes[label]`` the class ids whose union is the label (classes in no label
@@ -216,22 +239,7 @@ def minimize_classes(n, accept, rows, classes, dfa_type):
                     touched[b] = {s}
                 else:
                     m.add(s)
-            for yb, members in touched.items():
-                Y = blocks[yb]
-                if len(members) == len(Y):
-                    continue
-                Y -= members
-                nb = len(blocks)
-                blocks.append(members)
-                for s in members:
-                    block[s] = nb
-                if yb in in_work:
-                    work.append(nb)
-                    in_work.add(nb)
-                else:
-                    pick = nb if len(members) <= len(Y) else yb
-                    work.append(pick)
-                    in_work.add(pick)
+            split_blocks(touched, blocks, block, work, in_work)
     # The quotient, BFS-numbered from the start state, rows by first code point.
     order = {block[0]: 0}
     queue = [block[0]]
