@@ -8,6 +8,7 @@
  * path (json.loads + json.dumps). */
 #include "json_canon.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ typedef struct {
     size_t len, i;
     char *out;
     size_t o;
+    int numval; /* numbers by decimal value (xgr_json_canonical_value) */
 } canon;
 
 static void skip_ws(canon *c) {
@@ -136,7 +138,62 @@ static int string(canon *c) {
  * at most 15 significant digits (so the text is the float's shortest round-trip form), a
  * decimal exponent within repr's fixed-point range (1e-4 <= |x| < 1e16, or zero), and no
  * trailing zero except in ".0". */
+static int is_digit(uint8_t ch) { return ch >= '0' && ch <= '9'; }
+
+/* A number as its decimal value: the significant digits D and the exponent X of D * 10^X,
+ * spelled "D" or "DeX" (with '-' when negative and not zero): 1, 1.0, 10e-1 all give "1",
+ * 100 and 1e2 "1e2". At most 2 * length + 22 bytes. */
+static int number_value(canon *c) {
+    const uint8_t *s = c->s;
+    size_t i = c->i, n = c->len;
+    int neg = 0;
+    if (i < n && s[i] == '-') neg = 1, i++;
+    if (i >= n || !is_digit(s[i])) return 0;
+    size_t a = i;
+    while (i < n && is_digit(s[i])) i++;
+    size_t a_end = i, f = i, f_end = i;
+    if (i < n && s[i] == '.') {
+        f = ++i;
+        while (i < n && is_digit(s[i])) i++;
+        f_end = i;
+        if (f_end == f) return 0;
+    }
+    int64_t ex = 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        int eneg = 0;
+        i++;
+        if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
+        if (i >= n || !is_digit(s[i])) return 0;
+        while (i < n && is_digit(s[i])) {
+            if (ex < 1000000000000000LL) ex = ex * 10 + (s[i] - '0');
+            i++;
+        }
+        if (eneg) ex = -ex;
+    }
+    /* the digits: s[a .. a_end) then s[f .. f_end) */
+    size_t ni = a_end - a, nf = f_end - f, total = ni + nf;
+#define DIG(k) ((k) < ni ? s[a + (k)] : s[f + (k) - ni])
+    size_t first = total, last = 0;
+    for (size_t k = 0; k < total; k++)
+        if (DIG(k) != '0') {
+            if (first == total) first = k;
+            last = k;
+        }
+    if (first == total) {
+        c->out[c->o++] = '0';
+    } else {
+        if (neg) c->out[c->o++] = '-';
+        for (size_t k = first; k <= last; k++) c->out[c->o++] = (char)DIG(k);
+        int64_t x = ex - (int64_t)nf + (int64_t)(total - 1 - last);
+        if (x) c->o += (size_t)snprintf(c->out + c->o, 24, "e%lld", (long long)x);
+    }
+#undef DIG
+    c->i = i;
+    return 1;
+}
+
 static int number(canon *c) {
+    if (c->numval) return number_value(c);
     const uint8_t *s = c->s;
     size_t i = c->i, start = i;
     int neg = 0;
@@ -211,6 +268,41 @@ static int distinct(key_span *keys, size_t n) {
     return 1;
 }
 
+/* numval mode: the members of the object whose keys are keys[0 .. n) (in text order, the
+ * last member running to c->o) rewritten in key order, and the spans moved with them, so
+ * that objects equal as JSON values have one text. 0 on OOM. */
+static int sort_members(canon *c, key_span *keys, size_t n) {
+    if (n < 2) return 1;
+    struct mem {
+        key_span k;
+        const char *m;
+        size_t len;
+    } *ms = malloc(n * sizeof *ms);
+    size_t start = (size_t)(keys[0].p - c->out), end = c->o;
+    char *tmp = malloc(end - start);
+    if (!ms || !tmp) {
+        free(ms);
+        free(tmp);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *e = i + 1 < n ? keys[i + 1].p - 1 : c->out + end; /* (before the ',') */
+        ms[i] = (struct mem){keys[i], keys[i].p, (size_t)(e - keys[i].p)};
+    }
+    qsort(ms, n, sizeof *ms, span_cmp); /* (k is the first field) */
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i) tmp[o++] = ',';
+        memcpy(tmp + o, ms[i].m, ms[i].len);
+        keys[i] = (key_span){c->out + start + o, ms[i].k.n};
+        o += ms[i].len;
+    }
+    memcpy(c->out + start, tmp, o);
+    free(ms);
+    free(tmp);
+    return 1;
+}
+
 typedef XGR_VEC(key_span) span_vec;
 typedef XGR_VEC(size_t) size_vec;
 typedef XGR_VEC(uint8_t) kind_vec;
@@ -269,6 +361,7 @@ static int run(canon *c, int32_t limit, span_vec *keys, size_vec *objs, kind_vec
             if (next != (top == '{' ? '}' : ']')) return 0;
             if (top == '{') {
                 size_t base = objs->data[--objs->len];
+                if (c->numval && !sort_members(c, keys->data + base, keys->len - base)) return -1;
                 if (!distinct(keys->data + base, keys->len - base)) return 0; /* json.loads keeps the last */
                 keys->len = base;
             }
@@ -293,13 +386,13 @@ static int run(canon *c, int32_t limit, span_vec *keys, size_vec *objs, kind_vec
     }
 }
 
-int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, size_t *out_len,
-                       int32_t *known) {
+static int canonical(const char *text, size_t len, int32_t limit, char *out, size_t *out_len,
+                     int32_t *known, int numval) {
     if ((!text && len) || (!out && len) || !out_len || !known || limit < 0)
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_canonical: bad argument");
     *known = 0;
     *out_len = 0;
-    canon c = {(const uint8_t *)text, len, 0, out, 0};
+    canon c = {(const uint8_t *)text, len, 0, out, 0, numval};
     span_vec keys = {0};
     size_vec objs = {0};
     kind_vec kinds = {0};
@@ -313,4 +406,14 @@ int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, s
         *out_len = c.o;
     }
     return XGR_OK;
+}
+
+int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, size_t *out_len,
+                       int32_t *known) {
+    return canonical(text, len, limit, out, out_len, known, 0);
+}
+
+int xgr_json_canonical_value(const char *text, size_t len, int32_t limit, char *out,
+                             size_t *out_len, int32_t *known) {
+    return canonical(text, len, limit, out, out_len, known, 1);
 }

@@ -173,6 +173,7 @@ static int link_attrs(xgr_fsm *f, xgr_fsm *sk, xgr_fragment *const *frags, size_
         f->attr_captures |= q->attr_captures;
         f->attr_lazy_rules |= q->attr_lazy_rules;
         f->attr_unique |= q->attr_unique;
+        f->attr_unique_search |= q->attr_unique_search;
         f->attr_forced |= q->attr_forced;
         if (q->attr_min_budget < f->attr_min_budget) f->attr_min_budget = q->attr_min_budget;
     }

@@ -154,9 +154,11 @@ int xgr_attrs_parse(const uint8_t *s, size_t i, size_t len, xgr_grammar *g,
         } else if (KEY("lazy")) {
             if (r.lazy) return ap_malformed(&a);
             r.lazy = 1;
-        } else if (KEY("unique") || KEY("unique_scope")) {
+        } else if (KEY("unique") || KEY("unique_scope") || KEY("unique_search_scope")) {
             if (r.unique) return ap_malformed(&a);
-            r.unique = KEY("unique") ? XGR_UNIQUE_ITEM : XGR_UNIQUE_SCOPE;
+            r.unique = KEY("unique")         ? XGR_UNIQUE_ITEM
+                       : KEY("unique_scope") ? XGR_UNIQUE_SCOPE
+                                             : XGR_UNIQUE_SEARCH_SCOPE;
         } else if (KEY("capture")) {
             if (seen_capture) return ap_malformed(&a);
             seen_capture = 1;

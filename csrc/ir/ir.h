@@ -101,11 +101,14 @@ typedef struct {
      * (`unique`) marks an array element's rule, whose occurrence may complete only with a
      * JSON value (compared canonically) that no earlier element of the same array has;
      * XGR_UNIQUE_SCOPE (`unique_scope`) marks the array's rule, the nearest of which above
-     * an element is its array. 0: neither. */
+     * an element is its array; XGR_UNIQUE_SEARCH_SCOPE (`unique_search_scope`) too, for an
+     * array whose elements' values can run out before they complete: the matcher then also
+     * refuses a token after which every completion of the element is a duplicate
+     * (parse/unique_search.h). 0: none. */
     uint8_t unique;
 } xgr_rule_attrs;
 
-enum { XGR_UNIQUE_ITEM = 1, XGR_UNIQUE_SCOPE = 2 };
+enum { XGR_UNIQUE_ITEM = 1, XGR_UNIQUE_SCOPE = 2, XGR_UNIQUE_SEARCH_SCOPE = 3 };
 
 enum { XGR_HIDDEN_SUFFIX = 1, XGR_HIDDEN_STOP = 2 };
 

@@ -359,7 +359,9 @@ static int print_attrs(printer *p, const xgr_rule_attrs *a) {
     }
     if (!rc && a->unique) {
         if (!(rc = xgr_sb_puts(&p->out, sep)))
-            rc = xgr_sb_puts(&p->out, a->unique == XGR_UNIQUE_ITEM ? "unique" : "unique_scope");
+            rc = xgr_sb_puts(&p->out, a->unique == XGR_UNIQUE_ITEM    ? "unique"
+                                      : a->unique == XGR_UNIQUE_SCOPE ? "unique_scope"
+                                                                      : "unique_search_scope");
     }
     return rc ? rc : xgr_sb_puts(&p->out, "]");
 }

@@ -77,6 +77,7 @@ typedef struct xgr_fsm {
     size_t attr_names_len;
     uint8_t attr_budgets;     /* some rule has max_tokens / max_chars / max_json_chars */
     uint8_t attr_unique;      /* some rule is a uniqueItems element (ir.h unique) */
+    uint8_t attr_unique_search; /* some rule is a unique_search_scope (ir.h unique) */
     uint8_t attr_lazy;        /* some rule is lazy or has a token budget (both end
                                * occurrences early: parse/attrs.h) */
     uint8_t attr_captures;    /* some rule has a capture label */

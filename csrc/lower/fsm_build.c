@@ -475,6 +475,7 @@ static int make_fsm(lw_ctx *c, lw_out *o, xgr_fsm **out) {
             if (a->lazy || a->max_tokens >= 0) f->attr_lazy = 1;
             if (a->lazy) f->attr_lazy_rules = 1;
             if (a->unique == XGR_UNIQUE_ITEM) f->attr_unique = 1;
+            if (a->unique == XGR_UNIQUE_SEARCH_SCOPE) f->attr_unique_search = 1;
             if (a->forced_body >= 0) f->attr_forced = 1;
             /* (a suffix / stop marker alone records nothing: it only edits captures) */
             if (a->capture_off >= 0 || a->stop_capture_off >= 0) f->attr_captures = 1;

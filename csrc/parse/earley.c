@@ -461,7 +461,7 @@ static int closure(xgr_parser *p, size_t row_start, int32_t cur_row) {
                 int rc = xgr_lazy_note(p, r, it.origin);
                 if (rc) return rc;
             }
-            if (p->uniq && it.origin >= 0 && p->attrs[r].unique == XGR_UNIQUE_SCOPE) {
+            if (p->uniq && it.origin >= 0 && p->attrs[r].unique >= XGR_UNIQUE_SCOPE) {
                 int rc = xgr_uniq_note(p, r, it.origin, -1, 0, 0); /* (an array ended) */
                 if (rc) return rc;
             }

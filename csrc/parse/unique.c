@@ -25,14 +25,14 @@ static uint64_t fnv(const char *s, size_t n) {
 
 int xgr_uniq_value(xgr_parser *p, int32_t origin, int32_t cur_row, size_t *len, uint64_t *hash) {
     /* bytes of rows origin+1 .. cur_row: hist[origin+1 .. cur_row-1], then cur_byte */
-    size_t n = (size_t)(cur_row - origin);
-    if (XGR_VEC_RESERVE(p->uq_tmp, 2 * n)) return XGR_ERR_NOMEM;
-    char *raw = p->uq_tmp.data + n, *out = p->uq_tmp.data;
+    size_t n = (size_t)(cur_row - origin), room = XGR_JSON_VALUE_OUT(n);
+    if (XGR_VEC_RESERVE(p->uq_tmp, room + n)) return XGR_ERR_NOMEM;
+    char *raw = p->uq_tmp.data + room, *out = p->uq_tmp.data;
     if (n > 1) memcpy(raw, p->hist.data + origin + 1, n - 1);
     raw[n - 1] = (char)p->cur_byte;
     size_t cl = 0;
     int32_t known = 0;
-    if (xgr_json_canonical(raw, n, UQ_NESTING, out, &cl, &known)) return XGR_ERR_NOMEM;
+    if (xgr_json_canonical_value(raw, n, UQ_NESTING, out, &cl, &known)) return XGR_ERR_NOMEM;
     if (!known) {
         memcpy(out, raw, n);
         cl = n;
@@ -45,7 +45,7 @@ int xgr_uniq_value(xgr_parser *p, int32_t origin, int32_t cur_row, size_t *len, 
 static int scope_up(const xgr_parser *p, xgr_item y, int depth, int32_t *srule, int32_t *sorig) {
     const xgr_fsm *f = p->fsm;
     int32_t r = f->state_rule[y.state];
-    if (p->attrs[r].unique == XGR_UNIQUE_SCOPE) {
+    if (p->attrs[r].unique >= XGR_UNIQUE_SCOPE) {
         *srule = r;
         *sorig = y.origin;
         return 1;

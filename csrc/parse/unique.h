@@ -3,8 +3,9 @@
  * The JSON-Schema converter marks an array's rule `unique_scope` and the rule of each of
  * its elements `unique` (ir.h). When an element occurrence (rule, origin) completes in a
  * row, its bytes (the rows' history) are read as a JSON value and put in canonical form
- * (common/json_canon.h: what json.dumps(json.loads(text), separators=(",", ":")) gives,
- * so "\u0061" and "a" are one value); each item waiting on the element in the origin row
+ * (common/json_canon.h xgr_json_canonical_value: what json.dumps(json.loads(text),
+ * separators=(",", ":")) gives, with numbers by decimal value, so "\u0061" and "a" are one
+ * value, as are 1 and 1.0); each item waiting on the element in the origin row
  * is advanced only when its array occurrence, the nearest `unique_scope` occurrence above
  * it, holds no earlier element with that value. The values that passed are recorded per
  * row (xgr_uq_ev), as are the end of an array occurrence (origin -1) and a refused value
@@ -28,7 +29,7 @@ void xgr_uniq_row_reset(xgr_parser *p);
 
 /* The canonical text of the element occurrence from row `origin` completing in the row
  * under construction (cur_row; its byte is p->cur_byte) into p->uq_tmp (*len bytes), and
- * its hash. A text json_canon cannot prove (a lone surrogate escape, an exponent) is
+ * its hash. A text json_canon cannot prove (a lone surrogate escape, a duplicate key) is
  * compared as written. */
 int xgr_uniq_value(xgr_parser *p, int32_t origin, int32_t cur_row, size_t *len, uint64_t *hash);
 

@@ -5,6 +5,7 @@
 #include "../common/token_marker.h"
 #include "../parse/attrs.h"
 #include "../parse/unique.h"
+#include "../parse/unique_search.h"
 #include "cover.h"
 #include "lazy_tokens.h"
 #include "tail_memo.h"
@@ -82,6 +83,11 @@ struct xgr_matcher {
     int32_t *uq_one, *uq_two;
     int32_t n_uq_one, n_uq_two;
     int uq_ready;
+    /* uniqueItems over elements that can run out (parse/unique_search.h): uq_one as a bit
+     * set, the array's text, an element's text with room for a token and a search, and the
+     * earlier elements' values */
+    uint32_t *uqs_end_bits;
+    xgr_uqs uqs;
 };
 
 #ifdef XGR_STATS
@@ -126,6 +132,8 @@ void xgr_matcher_free(xgr_matcher *m) {
     free(m->lazy_bits);
     free(m->uq_one);
     free(m->uq_two);
+    free(m->uqs_end_bits);
+    xgr_uqs_free(&m->uqs);
     XGR_VEC_FREE(m->memo_items);
     free(m->vm_known);
     free(m->vm_acc);
@@ -1213,7 +1221,99 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
     int rc = refused ? take_accepted(m, NULL, 0, row)
                      : take_accepted(m, open ? m->uq_one : m->uq_two, open ? m->n_uq_one : m->n_uq_two,
                                      row);
+    if (!rc && !refused && m->extra.len) {
+        /* A token whose text leaves every open array's element unlike its earlier elements
+         * (parse/unique_search.h: no element it completes equals an earlier one, the element
+         * it ends in is consistent with none) cannot meet a duplicate: its bit stands. Not
+         * one that may open an array and start its second element (a ',' after a '['). */
+        const struct xgr_vocab *v = m->c->vocab;
+        int any = xgr_uqs_prepare(&m->uqs, &m->parser, (size_t)v->max_token_len, 1);
+        if (any < 0) return any;
+        if (any) {
+            size_t k = 0;
+            for (size_t i = 0; i < m->extra.len; i++) {
+                int32_t id = m->extra.data[i];
+                uint32_t len;
+                const uint8_t *tok = xgr_vocab_token(v, id, &len);
+                const uint8_t *lb = len ? memchr(tok, '[', len) : NULL;
+                if (len && !(lb && memchr(lb, ',', len - (uint32_t)(lb - tok))) &&
+                    xgr_uqs_text_risk(&m->uqs, &m->parser, tok, len) == 0)
+                    set_bit(row, id);
+                else
+                    m->extra.data[k++] = id;
+            }
+            m->extra.len = k;
+        }
+    }
     return rc ? rc : check_extra(m, row);
+}
+
+/* Parser steps one fill may spend searching for fresh completions (xgr_uqs_search); past
+ * them a token's search answers "yes" (docs/json-schema.md, uniqueItems). */
+#define UQS_FILL_BUDGET 200000
+
+/* uniqueItems over elements that can run out (parse/unique_search.h): a token the row
+ * allows after which every completion would leave an element a duplicate is cleared. Only
+ * tokens that can leave an element consistent with an earlier value are looked at: those
+ * whose first byte does (the element's text so far plus that byte, in any open search
+ * scope), and those holding a byte where an element can complete (they may start the next
+ * element, or open an array and fill it). Each is judged on its text first, except one
+ * that can complete an element and holds a ',' after a '[' (it may open an array the text
+ * does not know of and start its second element); those the text leaves at risk are fed
+ * to the parser and searched. */
+static int check_search_tokens(xgr_matcher *m, uint32_t *row) {
+    xgr_parser *p = &m->parser;
+    const struct xgr_vocab *v = m->c->vocab;
+    int rc = xgr_uqs_prepare(&m->uqs, p, (size_t)v->max_token_len, 0);
+    if (rc <= 0) return rc;
+    if (!m->uqs_end_bits) {
+        m->uqs_end_bits = xgr_calloc((size_t)v->row_words, sizeof *m->uqs_end_bits);
+        if (!m->uqs_end_bits) return XGR_ERR_NOMEM;
+        for (int32_t i = 0; i < m->n_uq_one; i++) set_bit(m->uqs_end_bits, m->uq_one[i]);
+    }
+    uint32_t fb[8] = {0};
+    for (int b = 0; b < 256; b++) {
+        uint8_t x = (uint8_t)b;
+        if (xgr_uqs_text_risk(&m->uqs, p, &x, 1)) fb[b >> 5] |= 1u << (b & 31);
+    }
+    int64_t budget = UQS_FILL_BUDGET;
+    int32_t rows = xgr_parser_rows(p);
+    set_token_pos(p, 0, 1);
+    for (int32_t w = 0; w < v->row_words; w++) {
+        uint32_t bits = row[w];
+        while (bits) {
+            int32_t id = w * 32 + __builtin_ctz(bits);
+            bits &= bits - 1;
+            uint32_t len;
+            if (id >= v->n_tokens || v->is_special[id] || is_stop(m, id)) continue;
+            const uint8_t *tok = xgr_vocab_token(v, id, &len);
+            if (!len) continue;
+            /* (a token that can complete an element can open an array too and start its second
+             * element: only one without a ',' after a '[' is judged on the open arrays' text) */
+            int ends = get_bit(m->uqs_end_bits, id);
+            if (!ends && !get_bit(fb, tok[0])) continue;
+            const uint8_t *lb = ends ? memchr(tok, '[', len) : NULL;
+            int opens = lb && memchr(lb, ',', len - (uint32_t)(lb - tok));
+            if (!opens && xgr_uqs_text_risk(&m->uqs, p, tok, len) <= 0) continue;
+            int ok = 1;
+            for (uint32_t d = 0; d < len && ok; d++) {
+                int alive;
+                rc = xgr_parser_step(p, tok[d], &alive);
+                if (rc == XGR_ERR_LIMIT) rc = XGR_OK, alive = 0;
+                if (rc) break;
+                ok = alive;
+            }
+            if (!rc && ok) {
+                int s = xgr_uqs_search(&m->uqs, p, &budget);
+                if (s < 0) rc = s;
+                else ok = s;
+            }
+            xgr_parser_truncate(p, rows);
+            if (rc) return rc;
+            if (!ok) clear_bit(row, id);
+        }
+    }
+    return XGR_OK;
 }
 
 /* Is every bit of the row set? Free text allows nearly every token, and Llama-like
@@ -1234,6 +1334,20 @@ static int row_full(const uint32_t *row, size_t rw) {
     return acc == 0xffffffffu;
 }
 
+/* uniqueItems: the exact checks of the tokens a superset row allows that can meet a
+ * duplicate (check_unique_tokens) or leave an element with none but duplicates ahead
+ * (check_search_tokens). Stop tokens are set again where the grammar can end. */
+static int unique_checks(xgr_matcher *m, uint32_t *row) {
+    int rc = check_unique_tokens(m, row);
+    if (!rc && m->c->fsm->attr_unique_search) rc = check_search_tokens(m, row);
+    int end = !m->terminated && xgr_parser_can_end(&m->parser);
+    for (int32_t i = 0; i < m->n_stop; i++) {
+        if (end) set_bit(row, m->stop_ids[i]);
+        else clear_bit(row, m->stop_ids[i]);
+    }
+    return rc;
+}
+
 int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
                              int *need_apply) {
     if (!m || (!row_out && row_words))
@@ -1251,14 +1365,16 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     uint32_t *row = (uint32_t *)row_out;
     int rc = XGR_OK;
     /* uniqueItems: a token's verdict may depend on the bytes before (the elements of an open
-     * array, or the element it completes: two rows with equal items may differ there), so
-     * these grammars skip the row and verdict memos (parse/unique.h) */
-    int uq_dep = m->parser.uniq;
+     * array, or the element it completes: two rows with equal items may differ there). The
+     * row is first made without the parser's element checks (a superset, which depends on
+     * the items alone, so the row and verdict memos hold for it), then the tokens that can
+     * meet a duplicate are decided exactly (unique_checks), also after a memo hit. */
+    int uq = m->parser.uniq;
     /* Budgets hold per occurrence (check_attr_tokens): a row with an item inside a budgeted
      * occurrence skips the memos, a row with none allows what its items allow whatever the
      * bytes before (the long tokens check_attr_tokens then decides depend on the grammar's
      * budgets alone), so it keeps them. */
-    int memo_row = !m->parser.lazy && !uq_dep && !xgr_parser_budget_open(&m->parser);
+    int memo_row = !m->parser.lazy && !xgr_parser_budget_open(&m->parser);
     m->worked = 0;
     m->vm_active = 0;
     if (m->terminated) {
@@ -1272,7 +1388,15 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     } else if (memo_row && memo_hit(m)) {
         memcpy(row, m->memo_row, rw * sizeof *row);
         if (row_words > rw) memset(row + rw, 0, (row_words - rw) * sizeof *row);
-        if (need_apply) *need_apply = m->memo_need_apply;
+        if (!uq) {
+            if (need_apply) *need_apply = m->memo_need_apply;
+            return XGR_OK;
+        }
+        if ((rc = unique_checks(m, row))) {
+            memset(row, 0, row_words * sizeof *row);
+            return rc;
+        }
+        if (need_apply) *need_apply = !((v->vocab_size % 32) == 0 && row_full(row, rw));
         return XGR_OK;
     } else {
         if (memo_row) vm_begin(m);
@@ -1280,10 +1404,11 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
             memset(row, 0, row_words * sizeof *row);
             return rc;
         }
+        m->parser.uniq = 0; /* (the superset: see uq above) */
         rc = fill_states(m, row, row_words);
+        m->parser.uniq = uq;
         m->vm_active = 0;
         if (!rc && (m->parser.budgets || m->parser.lazy)) rc = check_attr_tokens(m, row);
-        if (!rc && m->parser.uniq) rc = check_unique_tokens(m, row);
         if (rc) {
             memset(row, 0, row_words * sizeof *row);
             return rc;
@@ -1300,11 +1425,19 @@ int xgr_matcher_fill_bitmask(xgr_matcher *m, int32_t *row_out, size_t row_words,
     /* After a stop token nothing more is accepted, so the row stays empty. */
     if (!m->terminated && xgr_parser_can_end(&m->parser))
         for (int32_t i = 0; i < m->n_stop; i++) set_bit(row, m->stop_ids[i]);
+    if (uq) {
+        /* the memo keeps the superset; the exact checks run on every fill */
+        if (m->worked && memo_row) memo_store(m, row, 1);
+        if ((rc = unique_checks(m, row))) {
+            memset(row, 0, row_words * sizeof *row);
+            return rc;
+        }
+    }
     if (need_apply || m->worked) {
         /* (bits past the vocabulary are zero: such a row is never full) */
         int full = (v->vocab_size % 32) == 0 && row_full(row, rw);
         if (need_apply) *need_apply = !full;
-        if (m->worked && memo_row) memo_store(m, row, !full);
+        if (m->worked && memo_row && !uq) memo_store(m, row, !full);
     }
     return XGR_OK;
 }

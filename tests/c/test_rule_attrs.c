@@ -3,7 +3,8 @@
  * code-point budget across tokens, counts decoded JSON-string characters (max_json_chars),
  * ends a spent token budget where it can, records captures that rollback undoes,
  * leaves no dead end at a budget's end (a rule's remaining need is reserved), and refuses
- * an array element equal to an earlier one (uniqueItems: `unique` / `unique_scope`). */
+ * an array element equal to an earlier one (uniqueItems: `unique` / `unique_scope`), and,
+ * under `unique_search_scope`, a token after which every completion is a duplicate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -639,9 +640,57 @@ static void unique_items(void) {
     xgr_vocab_release(v);
 }
 
+/* ---- uniqueItems over elements that run out: the search (parse/unique_search.h) -------- */
+static const char *const US_TOKS[] = {"[", "]", ",", "{", "}", "\"k\":", "1", "2", "{\"k\":1}",
+                                      "{\"k\":2}", "1.0", " ", "{\"k\":1.0}", "{\"k\":2},"};
+enum { US_N = sizeof US_TOKS / sizeof *US_TOKS };
+
+static int32_t us_id(const char *t) {
+    for (int32_t i = 0; i < US_N; i++)
+        if (strcmp(US_TOKS[i], t) == 0) return i;
+    return -1;
+}
+
+static int us_allowed(xgr_matcher *m, const char *t) { return (int)((uint32_t)mask0(m) >> us_id(t) & 1u); }
+
+static void search_items(void) {
+    xgr_vocab *v = vocab(US_TOKS, US_N);
+    xgr_compiled *c = NULL;
+    /* two values, {"k":1} and {"k":2} (1.0 is 1): after both, no element is left */
+    xgr_matcher *m = matcher("root ::= arr\narr[unique_search_scope] ::= \"[\" (el (\",\" el)*)? \"]\"\n"
+                             "el[unique] ::= \"{\" \"\\\"k\\\":\" n \"}\"\nn ::= \"1\" (\".0\")? | \"2\"",
+                             v, &c);
+    CHECK(m, "search setup: %s", xgr_last_error());
+    if (!m) {
+        xgr_vocab_release(v);
+        return;
+    }
+    CHECK(us_allowed(m, "[") && !us_allowed(m, "{"), "search: start");
+    CHECK(uq_bytes(m, "[{\"k\":1},") == 1, "search: first element");
+    CHECK(us_allowed(m, "{\"k\":2}") && !us_allowed(m, "{\"k\":1}") && !us_allowed(m, "{\"k\":1.0}") &&
+              us_allowed(m, "{") && us_allowed(m, "{\"k\":2},") == 0,
+          "search: only the fresh element (mask %x)", (unsigned)mask0(m));
+    CHECK(accept(m, us_id("{")) && accept(m, us_id("\"k\":")), "search: inside the second element");
+    CHECK(us_allowed(m, "2") && !us_allowed(m, "1") && !us_allowed(m, "1.0"), "search: 1 and 1.0 are used");
+    CHECK(accept(m, us_id("2")) && accept(m, us_id("}")), "search: the second element");
+    CHECK(us_allowed(m, "]") && !us_allowed(m, ","), "search: no third element (mask %x)", (unsigned)mask0(m));
+    xgr_matcher *f = NULL;
+    CHECK(!xgr_matcher_fork(m, &f) && f, "search: fork");
+    if (f) {
+        CHECK(!us_allowed(f, ","), "search: the fork knows the elements");
+        xgr_matcher_free(f);
+    }
+    CHECK(!xgr_matcher_rollback(m, 2), "search: rollback");
+    CHECK(us_allowed(m, "2") && !us_allowed(m, "1"), "search: after rollback");
+    xgr_matcher_free(m);
+    xgr_compiled_release(c);
+    xgr_vocab_release(v);
+}
+
 int main(void) {
     heads();
     unique_items();
+    search_items();
     runtime();
     hidden_markers();
     forced_close();

@@ -397,7 +397,8 @@ def test_unsatisfiable():
 
 
 def test_lenient_warnings_name_the_dropped_constraint():
-    s = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "uniqueItems": True},
+    s = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "uniqueItems": True,
+                                                   "minItems": 2},
                                           "f": {"type": "string", "format": "color"}}}
     with pytest.raises(UnsupportedSchemaError):
         json_schema_to_ebnf(s)

@@ -202,13 +202,23 @@ def _one_token(tok, s):
     return [i for i, b in enumerate(tok.decoded_vocab) if b == s.encode()][0]
 
 
-def test_item_kinds_that_can_run_out_are_refused():
-    for items in ({"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^[ab]+$"},
-                  {"type": "object"}, {"type": "number"}, {"type": "integer", "maximum": 100},
-                  {"type": "integer", "minimum": -5}, {"type": "integer", "multipleOf": 3},
-                  {"anyOf": [{"type": "string"}, {"type": "null"}]}):
-        with pytest.raises(UnsupportedSchemaError, match="uniqueItems"):
-            json_schema_to_ebnf({"type": "array", "items": items, "uniqueItems": True})
+def test_item_kinds_that_can_run_out_are_searched_or_refused():
+    # values that can run out before they complete: the run-time search (test_unique_items_search.py)
+    kinds = ({"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^[ab]+$"},
+             {"type": "object"}, {"type": "number"}, {"type": "integer", "maximum": 100},
+             {"type": "integer", "minimum": -5}, {"type": "integer", "multipleOf": 3},
+             {"anyOf": [{"type": "string"}, {"type": "null"}]})
+    for items in kinds:
+        ebnf = json_schema_to_ebnf({"type": "array", "items": items, "uniqueItems": True}).ebnf
+        assert "[unique_search_scope]" in ebnf and "[unique]" in ebnf, items
+        # two distinct values needed: one element at a time cannot tell whether they exist
+        with pytest.raises(UnsupportedSchemaError, match="uniqueItems.*minItems 2"):
+            json_schema_to_ebnf({"type": "array", "items": items, "uniqueItems": True, "minItems": 2})
+    # one searched array inside an element of another (test_unique_items_search.py "nested")
+    inner = {"type": "array", "items": {"type": "object"}, "uniqueItems": True}
+    ebnf = json_schema_to_ebnf({"type": "array", "items": {"type": "object", "properties": {"l": inner}},
+                                "uniqueItems": True}).ebnf
+    assert ebnf.count("[unique_search_scope]") == 2
 
 
 def test_printed_grammar_keeps_the_attributes():
@@ -217,7 +227,9 @@ def test_printed_grammar_keeps_the_attributes():
     g = xgr.Grammar.from_ebnf(ebnf)
     assert str(g).count("[unique") == 2
     assert xgr.Grammar.from_ebnf(str(g)).__str__() == str(g)
-    for bad in ('root[unique, unique_scope] ::= "a"', 'root[unique=1] ::= "a"', 'root[unique, unique] ::= "a"',
+    searched = json_schema_to_ebnf({"type": "array", "items": {"type": "object"}, "uniqueItems": True}).ebnf
+    assert xgr.Grammar.from_ebnf(searched).__str__().count("[unique_search_scope]") == 1
+    for bad in ('root[unique, unique_scope] ::= "a"', 'root[unique_scope, unique_search_scope] ::= "a"', 'root[unique=1] ::= "a"', 'root[unique, unique] ::= "a"',
                 'root[unique_scope=x] ::= "a"'):
         with pytest.raises(Exception, match="line 1, column"):
             xgr.Grammar.from_ebnf(bad)

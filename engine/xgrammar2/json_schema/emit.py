@@ -1017,12 +1017,28 @@ class Emitter:
                     and not node.notmults and (node.lo is None or node.lo >= 0))
         return False
 
-    def runtime_unique_array(self, n, name, depth):
+    def search_unique_array(self, n, name, depth, minn, why):
+        """uniqueItems over elements whose values can run out before they complete (objects,
+        strings with a pattern or maxLength, bounded numbers, unions, long enums): the parser
+        refuses duplicates as for runtime_unique_array, and the matcher refuses a token after
+        which every completion of the element is a duplicate (``[unique_search_scope]``,
+        csrc/parse/unique_search.h; one array may sit in an element of another: the search
+        follows every open one). Refused when the array needs two elements or more (a small set
+        of values could then run out across elements)."""
+        if minn >= 2:
+            self.unsupported("uniqueItems", n.unique, f"{why}, and minItems {minn} would need that many distinct "
+                                                      "values to exist (a run-time search covers one element at a "
+                                                      "time)")
+            return self.array(n.copy(unique=None), name, depth)
+        return self.runtime_unique_array(n, name, depth, search=True)
+
+    def runtime_unique_array(self, n, name, depth, search=False):
         """uniqueItems enforced by the parser (csrc/parse/unique.h): the array's rule is
         ``[unique_scope]`` and each element's value a ``[unique]`` rule, whose completion the
         parser refuses when an earlier element of the same array has the same value (JSON
         equality: escapes decoded). Used for elements whose value set never runs out before
-        they complete (_open_item), so the masks stay exact."""
+        they complete (_open_item), so the masks stay exact; with ``search``, the array's
+        rule is ``[unique_search_scope]`` (search_unique_array)."""
         def wrap(e):
             rn = self.g.unique(f"{name}__uel")
             self.g.define(rn, e)
@@ -1034,7 +1050,7 @@ class Emitter:
             return None
         sn = self.g.unique(f"{name}__uarr")
         self.g.define(sn, body)
-        self.g.attrs[sn] = "[unique_scope]"
+        self.g.attrs[sn] = "[unique_search_scope]" if search else "[unique_scope]"
         return ref(sn)
 
     def unique_array(self, n, name, depth, P, tail, minn, maxn):
@@ -1051,11 +1067,7 @@ class Emitter:
                 if all(self._open_item(self._pos_schema(n, q, tail) if q < P else tail)
                        for q in range(positions)):
                     return self.runtime_unique_array(n, name, depth)
-                self.unsupported("uniqueItems", n.unique, "item values are neither a small finite set (enum/"
-                                                          "const/boolean/null) nor strings without maxLength or "
-                                                          "pattern or integers without an upper bound, so "
-                                                          "uniqueness cannot be enforced exactly")
-                return self.array(n.copy(unique=None), name, depth)
+                return self.search_unique_array(n, name, depth, minn, "item values can run out before they complete")
             per_pos.append(vs)
         allv = []
         idx = {}
@@ -1066,9 +1078,8 @@ class Emitter:
                     idx[k] = len(allv)
                     allv.append(v)
         if len(allv) > UNIQUE_MAX_VALUES:
-            self.unsupported("uniqueItems", n.unique, f"{len(allv)} distinct item values (at most "
-                                                      f"{UNIQUE_MAX_VALUES} are enumerated)")
-            return self.array(n.copy(unique=None), name, depth)
+            return self.search_unique_array(n, name, depth, minn, f"{len(allv)} distinct item values (at most "
+                                                                  f"{UNIQUE_MAX_VALUES} are enumerated)")
         limit = len(allv) if maxn is None else min(maxn, len(allv))
         if minn > limit:
             return None
@@ -1101,8 +1112,7 @@ class Emitter:
         try:
             body = seq(ao, state(0, 0, True), ac)
         except ir.NotExpressible as e:
-            self.unsupported("uniqueItems", n.unique, str(e))
-            return self.array(n.copy(unique=None), name, depth)
+            return self.search_unique_array(n, name, depth, minn, str(e))
         finally:
             state = None  # (cycle break, as in array)
         return alt(ea if minn == 0 else None, body)

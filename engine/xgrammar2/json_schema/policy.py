@@ -91,10 +91,12 @@ KEYWORD_POLICY: dict = {
     "contains": (E, "exact counting when the contains schema can be negated; refused otherwise"),
     "minContains": (E, "see contains"),
     "maxContains": (E, "see contains"),
-    "uniqueItems": (E, "exact when item values come from a small finite set (≤ 12 values: in the "
-                       "grammar), are strings without maxLength or pattern or integers without an upper "
-                       "bound (checked by the parser as each item completes), or at most one item is "
-                       "possible; refused otherwise"),
+    "uniqueItems": (E, "exact: item values from a small finite set (≤ 12 values) in the grammar; "
+                       "strings without maxLength or pattern and integers without an upper bound checked "
+                       "by the parser as each item completes; other items (objects, bounded strings, "
+                       "numbers, unions) also by the matcher, which refuses a token after which every "
+                       "completion of the item is a duplicate (a search); refused with minItems >= 2 "
+                       "over such items"),
     "unevaluatedItems": (E, "items not evaluated by prefixItems/items of the same schema object "
                             "(after merging in-place applicators); refused next to contains"),
     # --- objects
