@@ -124,6 +124,15 @@ void xgr_stay_accept(const struct xgr_vocab *v, const uint64_t *const lv[256], u
     }
 }
 
+/* ORs bytes lo..hi into the 256-bit set s, a 32-bit word at a time (a string body's edges
+ * span a hundred bytes or more). */
+static void set_range(uint32_t s[8], int lo, int hi) {
+    for (int w = lo >> 5; w <= hi >> 5; w++) {
+        int a = w == lo >> 5 ? lo & 31 : 0, z = w == hi >> 5 ? hi & 31 : 31;
+        s[w] |= (~0u >> (31 - z + a)) << a;
+    }
+}
+
 void xgr_row_bytes(const xgr_parser *p, int32_t row, const uint8_t *flags, uint32_t next[8],
                    uint32_t loop[8]) {
     const xgr_fsm *f = p->fsm;
@@ -131,14 +140,13 @@ void xgr_row_bytes(const xgr_parser *p, int32_t row, const uint8_t *flags, uint3
     memset(loop, 0, 8 * sizeof *loop);
     for (int32_t k = p->row_begin.data[row]; k < p->row_begin.data[row + 1]; k++) {
         int32_t st = p->items.data[k].state;
+        if (!(flags[st] & XGR_SCAN_BYTE)) continue;
         int lp = (flags[st] & XGR_SCAN_LOOP) != 0;
         for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++) {
             const xgr_edge *ed = &f->edges[e];
             if (ed->ref >= 0) break; /* byte edges come first */
-            for (int b = ed->lo; b <= ed->hi; b++) {
-                next[b >> 5] |= 1u << (b & 31);
-                if (lp && ed->target == st) loop[b >> 5] |= 1u << (b & 31);
-            }
+            set_range(next, ed->lo, ed->hi);
+            if (lp) set_range(loop, ed->lo, ed->hi);
         }
     }
 }
@@ -149,8 +157,10 @@ int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const 
     for (int32_t k = p->row_begin.data[row]; k < p->row_begin.data[row + 1]; k++) {
         int32_t st = p->items.data[k].state;
         if (!(flags[st] & XGR_SCAN_LOOP)) continue;
+        /* the item's own byte edges, in and out of its loop (a multi-byte character of a
+         * string body passes through continuation states): each is a scan of this item */
         uint32_t q = 0;
-        while (q < n && xgr_fsm_byte_target(f, st, s[q]) == st) q++;
+        while (q < n && (st = xgr_fsm_byte_target(f, st, s[q])) >= 0) q++;
         if (q == n) return 1;
     }
     return 0;

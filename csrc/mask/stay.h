@@ -13,18 +13,20 @@
  * edges leads back to itself. */
 enum { XGR_SCAN_BYTE = 1, XGR_SCAN_LOOP = 2 };
 
-/* Does some item of parser row `row` go back to its own state on every byte of s[0..n)?
- * Then a derivation consumes all of s without leaving that item, so a token whose rest is
- * s survives wherever the row does (a string body, a whitespace run): settled without an
- * Earley step per byte. Only items whose state has XGR_SCAN_LOOP in flags are tried. */
+/* Do the byte edges of some item of parser row `row` consume all of s[0..n), from its state
+ * on (staying in its loop or passing through other states of its rule, as a multi-byte
+ * character of a string body does)? Each such edge is a scan of that item alone, so a
+ * token whose rest is s survives wherever the row does (a string body, a whitespace run):
+ * settled without an Earley step per byte. Only items whose state has XGR_SCAN_LOOP in
+ * flags are tried. */
 int xgr_row_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const uint8_t *s,
                   uint32_t n);
 
 /* Two 256-bit byte sets of parser row `row`, for walks that read one row for many tokens:
  * next = the bytes some item of the row has a byte edge on (a superset of the bytes
  * xgr_parser_step survives from this row: a byte outside it kills every item), loop = the
- * bytes on which some XGR_SCAN_LOOP item (flags) goes back to its own state (a byte
- * outside it makes xgr_row_stays false for a tail starting with it). O(items) once, then
+ * bytes some XGR_SCAN_LOOP item (flags) has a byte edge on (a byte outside it makes
+ * xgr_row_stays false for a tail starting with it). O(items) once, then
  * each token's test is a bit read instead of a step over a wide row. */
 void xgr_row_bytes(const xgr_parser *p, int32_t row, const uint8_t *flags, uint32_t next[8],
                    uint32_t loop[8]);

@@ -271,6 +271,30 @@ static inline int walker_step(walker *w, int32_t d, uint8_t byte, int *alive, in
     return rc;
 }
 
+/* xgr_row_stays for the first looping item of parser row `row` alone, resuming the byte
+ * path kept for that row at depth *sd (walk_classify's spath; started afresh where *sd
+ * is another depth): 1 when the item's byte edges consume tok[d..len). A 0 says nothing
+ * of the row's other looping items. */
+static int path_stays(const xgr_parser *p, int32_t row, const uint8_t *flags, const uint8_t *tok,
+                      uint32_t len, int32_t d, int32_t *sd, int32_t *sn, int32_t *spath) {
+    if (*sd != d) {
+        int32_t k = p->row_begin.data[row], e = p->row_begin.data[row + 1];
+        while (k < e && !(flags[p->items.data[k].state] & XGR_SCAN_LOOP)) k++;
+        if (k == e) return 0;
+        *sd = d;
+        *sn = 0;
+        spath[0] = p->items.data[k].state;
+    }
+    int32_t q = *sn, n = (int32_t)len - d;
+    for (; q < n; q++) {
+        int32_t t = xgr_fsm_byte_target(p->fsm, spath[q], tok[d + q]);
+        if (t < 0) break;
+        spath[q + 1] = t;
+    }
+    *sn = q;
+    return q == n;
+}
+
 /* Clears the row-byte flags of depths `from` and beyond (every set flag is at a depth <= *hi). */
 static inline void rb_drop(uint8_t *rbv, int32_t *hi, int32_t from) {
     for (int32_t j = from; j <= *hi; j++) rbv[j] = 0;
@@ -378,6 +402,15 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
     uint32_t(*rbits)[16] = xgr_malloc(depth_cap * sizeof *rbits);
     uint8_t *rbv = xgr_calloc(depth_cap, 1);
     int32_t rb_hi = -1;
+    /* The byte path of the first looping item of the row at depth sd over the bytes of the
+     * tokens from sd on: spath[q] is its state after q of them, valid for q <= sn (the
+     * bytes the current token shares with those it was stepped on). Sorted tokens share
+     * long prefixes, so the stay test at that row resumes where the path stands instead
+     * of stepping every token's rest from the item (a string body with multi-byte
+     * characters: ~100k tokens a pass). Dropped when the row's byte sets are computed
+     * again (a new row there). */
+    int32_t sd = -1, sn = 0;
+    int32_t *spath = xgr_malloc((depth_cap + 1) * sizeof *spath);
     int32_t *npop = xgr_calloc(depth_cap, sizeof *npop); /* pops in depths 1..e */
     /* In an opaque rule a reference start counts as a pop only where the token's next byte
      * can start the reference: a whitespace run before a tool's arguments then rejects
@@ -392,7 +425,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
     if (!rc && refchk && !eff) rc = XGR_ERR_NOMEM;
     if (!rc && refchk) rc = xgr_walk_first_cache_init(&fc, c->fsm);
     fc.widen = refchk && c->rule_opaque[pop_rule] == XGR_OPAQUE_DISPATCH; /* as its key */
-    if (!rc && (!pop || !npop || !rbits || !rbv)) rc = XGR_ERR_NOMEM;
+    if (!rc && (!pop || !npop || !rbits || !rbv || !spath)) rc = XGR_ERR_NOMEM;
     if (rc) goto out;
     w.p = p;
     w.base = w.ft || w.edges ? 0 : xgr_parser_rows(p) - 1;
@@ -446,6 +479,10 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
         }
         int32_t li = skipped && ptok ? (int32_t)xgr_common_prefix(ptok, plen, tok, len) : tl_lcp(tl, i);
         skipped = 0;
+        if (sd >= 0 && sn > li - sd) { /* the path holds for the bytes shared with the token */
+            if (li < sd) sd = -1;        /* (then the row at sd is stepped again) */
+            else sn = li - sd;
+        }
         ptok = tok;
         plen = len;
         int32_t d = li < cur ? li : cur;
@@ -473,6 +510,7 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
                     xgr_row_bytes(p, w.base + d, c->scannable, rbits[d], rbits[d] + 8);
                     rbv[d] = 1;
                     if (d > rb_hi) rb_hi = d;
+                    if (sd == d) sd = -1;
                 }
                 uint8_t b = tok[d];
                 if (!((rbits[d][b >> 5] >> (b & 31)) & 1)) {
@@ -480,7 +518,8 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
                     break;
                 }
                 if (((rbits[d][8 + (b >> 5)] >> (b & 31)) & 1) &&
-                    xgr_row_stays(p, w.base + d, c->scannable, tok + d, len - (uint32_t)d))
+                    (path_stays(p, w.base + d, c->scannable, tok, len, d, &sd, &sn, spath) ||
+                     xgr_row_stays(p, w.base + d, c->scannable, tok + d, len - (uint32_t)d)))
                     break; /* the rest stays in a loop of some item (a string body) */
             }
             int alive, popped = 0;
@@ -565,6 +604,7 @@ out:
     free(npop);
     free(rbits);
     free(rbv);
+    free(spath);
     free(eff);
     xgr_walk_first_cache_free(&fc);
     free(w.dstate);
