@@ -170,7 +170,7 @@ def _shipped_format_expr(n):
     e = format_exprs.entry(name)
     if e is None:
         return None
-    if len(_char_cache) > 4096 - len(e[3]):
+    if len(_char_cache) > 4096 - len(e[4]):
         _char_cache.clear()
     for mk, recipe in e[4]:
         _char_cache.setdefault(mk, recipe)
