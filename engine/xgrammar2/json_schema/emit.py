@@ -12,6 +12,8 @@ from . import automaton as fa
 from . import charset as cs
 from . import emit_contains
 from . import emit_somes
+from . import format_exprs
+from . import formats as fmts
 from . import grammar as G
 from . import ir
 from . import numeric
@@ -155,6 +157,34 @@ def _rx_build(n, key, chars, flags):
             flags.append(n[3])  # rep() warns: not cached, so that every conversion warns
         return rep(_rx_build(n[1], key, chars, flags), n[2], n[3])
     raise AssertionError(k)
+
+
+def _shipped_format_expr(n):
+    """regex_expr's (expression, charsets) of a string value whose AST is a string format's
+    (formats.format_ast), from the shipped table (format_exprs: exactly what _rx_build and
+    _char_recipe return, without walking the AST), cached in _rx_cache; None for any other
+    AST or a stale entry."""
+    name = fmts.format_name(n)
+    if name is None:
+        return None
+    e = format_exprs.entry(name)
+    if e is None:
+        return None
+    if len(_char_cache) > 4096 - len(e[4]):
+        _char_cache.clear()
+    for mk, recipe in e[4]:
+        _char_cache.setdefault(mk, recipe)
+    expr = e[2]
+    if len(G._print_memo) > 4096:
+        G._print_memo.clear()
+    for i, text, refs, multi in e[5]:
+        node = expr if i < 0 else expr[1][i]
+        G._print_memo[id(node)] = (node, text, refs, multi)
+    hit = (expr, e[3])
+    if len(_rx_cache) > 2048:
+        _rx_cache.clear()
+    _rx_cache[(n, False)] = hit
+    return hit
 
 
 #: Bodies of the shared rules that are the same in every conversion (built once).
@@ -634,6 +664,8 @@ class Emitter:
     def regex_expr(self, n, key=False):
         ck = (n, key)
         hit = _rx_cache.get(ck)
+        if hit is None and not key:
+            hit = _shipped_format_expr(n)
         if hit is None:
             chars: dict = {}
             flags: list = []

@@ -170,7 +170,11 @@ def format_ast(name: str):
         return None
     r = _cache.get(name)
     if r is None:
-        r = rx.parse(STRING_FORMATS[name])
+        # (shipped as data, equal to the parse: format_exprs; parsed when missing or stale)
+        from . import format_exprs
+        r = format_exprs.shipped_ast(name)
+        if r is None:
+            r = rx.parse(STRING_FORMATS[name])
         _cache[name] = r
         _names.setdefault(r, name)
     return r

@@ -203,6 +203,14 @@ def print_expr(e, prec: int = 0) -> str:
     return print_refs(e, prec, [])
 
 
+#: id(expression) -> (expression, text at prec 0, references, several parts): printed texts
+#: known without a walk, for expression objects that recur in every conversion (the string
+#: formats' expressions, shipped with their text: format_exprs). Keyed by identity (the entry
+#: keeps its expression alive, so its id cannot be reused while the entry exists); the text
+#: is print_refs' own (tests/json_schema/test_format_exprs.py rebuilds it).
+_print_memo: dict = {}
+
+
 def print_refs(e, prec: int, out: list) -> str:
     """The EBNF text of expression ``e`` (prec: 0 = alternatives allowed, 1 = inside a
     sequence, 2 = operand of a quantifier), also appending to ``out`` the rule names ``e``
@@ -219,6 +227,16 @@ def print_refs(e, prec: int, out: list) -> str:
         if len(c) == 1 and c[0][0] == c[0][1]:
             return _print_lit(chr(c[0][0]))
         return _print_class(c)
+    if _print_memo:
+        m = _print_memo.get(id(e))
+        if m is not None and m[0] is e:
+            out.extend(m[2])
+            s = m[1]
+            if k == "alt":
+                return "(" + s + ")" if prec >= 1 else s
+            if k == "seq":
+                return "(" + s + ")" if prec >= 2 and m[3] else s
+            return s
     if k == "seq":
         xs = e[1]
         if not xs:
