@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../common/json_canon.h"
+#include "../common/text.h"
 
 enum { M_FAIL = 0, M_PART = 1, M_DONE = 2 };
 
@@ -111,29 +112,6 @@ static int32_t v_char(const uint8_t *v, size_t vn, size_t *j) {
     return cp;
 }
 
-static int utf8(int32_t cp, uint8_t out[4]) {
-    if (cp < 0x80) {
-        out[0] = (uint8_t)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (uint8_t)(0xC0 | (cp >> 6));
-        out[1] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xE0 | (cp >> 12));
-        out[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (uint8_t)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (uint8_t)(0xF0 | (cp >> 18));
-    out[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (uint8_t)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* Do the hex digits s[i .. i+4) (as many as there are before n) spell code unit u?
  * M_DONE: all four; M_PART: a prefix so far. */
 static int hex_unit(const uint8_t *s, size_t n, size_t i, int32_t u) {
@@ -206,7 +184,7 @@ static int m_string(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, siz
             }
         } else {
             uint8_t u[4];
-            int len = utf8(cv, u);
+            int len = xgr_utf8_encode((uint32_t)cv, u);
             for (int d = 0; d < len; d++) {
                 if (*i + (size_t)d >= n) return M_PART;
                 if (s[*i + d] != u[d]) return M_FAIL;
