@@ -62,9 +62,9 @@ def test_shipped_table_is_every_format_rebuilt_from_its_regex(monkeypatch):
     table = fx._load()
     assert set(table) == set(fmts.STRING_FORMATS)
     for name in fmts.STRING_FORMATS:
-        assert fx.entry(name) == fxb.build_entry(name), \
+        assert fx.entry(name, fmts.STRING_FORMATS[name]) == fxb.build_entry(name), \
             f"stale {name}: PYTHONPATH=engine python -m xgrammar2.json_schema.format_exprs_build --write"
-        assert fx.shipped_ast(name) == rx.parse(fmts.STRING_FORMATS[name])
+        assert fx.shipped_ast(name, fmts.STRING_FORMATS[name]) == rx.parse(fmts.STRING_FORMATS[name])
 
 
 @pytest.mark.parametrize("name", sorted(fmts.STRING_FORMATS))
@@ -96,7 +96,7 @@ def test_a_shipped_format_is_neither_parsed_nor_walked(monkeypatch):
 def test_a_stale_entry_is_ignored_and_the_format_built_from_its_regex(monkeypatch):
     _fresh(monkeypatch)
     monkeypatch.setitem(fmts.STRING_FORMATS, "uuid", "[0-9a-f]{4}-x")  # another regex
-    assert fx.entry("uuid") is None and fx.shipped_ast("uuid") is None
+    assert fx.entry("uuid", fmts.STRING_FORMATS["uuid"]) is None and fx.shipped_ast("uuid", fmts.STRING_FORMATS["uuid"]) is None
     ebnf = js.json_schema_to_ebnf({"type": "string", "format": "uuid"}).ebnf
     assert "{4}" in ebnf and "\"x\"" in ebnf
     cg = ENGINE.compile(ebnf)
@@ -107,7 +107,7 @@ def test_a_stale_entry_is_ignored_and_the_format_built_from_its_regex(monkeypatc
 def test_print_memo_texts_are_the_printers(monkeypatch):
     _fresh(monkeypatch)
     for name in fmts.STRING_FORMATS:
-        e = fx.entry(name)
+        e = fx.entry(name, fmts.STRING_FORMATS[name])
         for i, text, refs, multi in e[5]:
             node = e[2] if i < 0 else e[2][1][i]
             out: list = []

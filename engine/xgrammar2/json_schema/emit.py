@@ -167,7 +167,7 @@ def _shipped_format_expr(n):
     name = fmts.format_name(n)
     if name is None:
         return None
-    e = format_exprs.entry(name)
+    e = format_exprs.entry(name, fmts.STRING_FORMATS.get(name))
     if e is None:
         return None
     if len(_char_cache) > 4096 - len(e[4]):

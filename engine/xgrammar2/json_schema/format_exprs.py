@@ -32,7 +32,6 @@ import hashlib
 import marshal
 import os
 
-from . import formats as fmts
 
 VERSION = 1
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "format_exprs.marshal")
@@ -55,14 +54,14 @@ def _load():
     return _table
 
 
-def entry(name: str):
-    """``(ast, facts, expr, charsets, recipes, memos)`` of format ``name``, or None (no entry, or one built
-    from another regex than the current one)."""
+def entry(name: str, src):
+    """``(ast, facts, expr, charsets, recipes, memos)`` of format ``name`` whose regex is ``src``
+    (formats.STRING_FORMATS; passed in, so that this module imports nothing of the converter),
+    or None (no entry, or one built from another regex)."""
     if name in _entries:
         return _entries[name]
     e = None
     hit = _load().get(name)
-    src = fmts.STRING_FORMATS.get(name)
     if hit is not None and src is not None and hit[0] == hashlib.sha256(src.encode("utf-8")).hexdigest():
         try:
             e = marshal.loads(hit[1])
@@ -72,10 +71,10 @@ def entry(name: str):
     return e
 
 
-def shipped_ast(name: str):
-    """The shipped regex AST of format ``name`` (equal to regex.parse of its regex), or None;
-    its length range and assertion facts (regex._facts) are recorded without a walk."""
-    e = entry(name)
+def shipped_ast(name: str, src):
+    """The shipped regex AST of format ``name`` (equal to regex.parse of its regex ``src``), or
+    None; its length range and assertion facts (regex._facts) are recorded without a walk."""
+    e = entry(name, src)
     if e is None:
         return None
     from . import regex as rx

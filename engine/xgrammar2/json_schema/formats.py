@@ -172,7 +172,7 @@ def format_ast(name: str):
     if r is None:
         # (shipped as data, equal to the parse: format_exprs; parsed when missing or stale)
         from . import format_exprs
-        r = format_exprs.shipped_ast(name)
+        r = format_exprs.shipped_ast(name, STRING_FORMATS[name])
         if r is None:
             r = rx.parse(STRING_FORMATS[name])
         _cache[name] = r
