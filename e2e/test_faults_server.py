@@ -49,8 +49,8 @@ BAD = [
     ("schema-backreference", _schema({"type": "string", "pattern": "(a)\\1"}), ["Backreference", "not supported", "pattern"]),
     ("schema-lookaround", _schema({"type": "string", "pattern": "(?<=a)b"}), ["Lookbehind assertion (?<=...) is not supported", "pattern"]),
     ("schema-recursive-ref", _schema({"$recursiveRef": "#"}), ["$recursiveRef"]),
-    ("schema-unique-object-items", _schema({"type": "array", "items": {"type": "object"}, "uniqueItems": True}),
-     ["uniqueItems"]),
+    ("schema-unique-object-items", _schema({"type": "array", "items": {"type": "object"}, "uniqueItems": True,
+                                            "minItems": 2}), ["uniqueItems", "minItems 2"]),
     # huge schemas
     ("schema-nested-400", _schema(_deep(400)), ["nested too deeply"]),  # vLLM's own check (64)
     ("schema-5000-properties", _schema(WIDE), ["5000 properties"]),

@@ -134,7 +134,7 @@ def _validation_error(harness, **so):
         ({"json": {"type": "strin"}}, "unknown type name 'strin'"),
         ({"json": {"$ref": "#/nope"}}, "does not exist"),
         ({"json": '{"type": '}, "not valid JSON"),
-        ({"json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
+        ({"json": {"type": "array", "uniqueItems": True, "minItems": 2}}, "uniqueItems"),
         ({"regex": "("}, "parenthesis is not closed"),
         ({"regex": "a{5,2}"}, "lower bound 5 is larger than the upper bound 2"),
         ({"grammar": 'root ::= "a" | rule2'}, "rule2"),
@@ -239,7 +239,7 @@ def test_a_restarted_api_server_does_not_convert_an_accepted_request_again(harne
         schema = {"type": "object", "properties": {"restarted_api_server": {"type": "integer"}}}
         harness.params(json=schema)
         assert validate._disk is not None and validate._disk.writes == 1
-        bad = {"type": "array", "uniqueItems": True}
+        bad = {"type": "array", "uniqueItems": True, "minItems": 2}
         _validation_error(harness, json=bad)
         assert validate._disk.writes == 1  # refusals are not marked
 
