@@ -143,3 +143,16 @@ def type_string_checked(m: xgr.GrammarMatcher, vocab: str, n_chars: int, pieces:
         assert m.accept_string(piece), (text, piece)
         text += piece
         assert_oracle_mask(m, vocab, f"after {text[-12:]!r}")
+
+
+def assert_prefix_masks(grammar: str, prefixes, vocab: str, inline: int, label: str) -> None:
+    """After each prefix (a fresh compile, empty cross-grammar cache, ``inline_max_states``
+    = ``inline``), the mask equals the brute-force oracle."""
+    tok = tokenizer(vocab)
+    for prefix in prefixes:
+        xgr.clear_cross_grammar_cache()
+        c = xgr.GrammarCompiler(tok, cache_enabled=False, inline_max_states=inline)
+        m = xgr.GrammarMatcher(c.compile_grammar(grammar))
+        assert m.accept_string(prefix), prefix
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, f"{label} inline={inline} {vocab} after {prefix!r}: {why}"

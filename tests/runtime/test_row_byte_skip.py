@@ -23,7 +23,7 @@ import random
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import masks_equal_oracle, oracle_walk, tokenizer
+from runtime_helpers import assert_prefix_masks, masks_equal_oracle, oracle_walk, tokenizer
 
 VOCABS = ["qwen3", "llama-3.1"]
 
@@ -148,14 +148,7 @@ PREFIXES = {
 @pytest.mark.parametrize("inline", [4, -1])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_first_masks_in_wide_rows_equal_bruteforce(name: str, inline: int, vocab: str) -> None:
-    tok = tokenizer(vocab)
-    for prefix in PREFIXES[name]:
-        xgr.clear_cross_grammar_cache()
-        c = xgr.GrammarCompiler(tok, cache_enabled=False, inline_max_states=inline)
-        m = xgr.GrammarMatcher(c.compile_grammar(GRAMMARS[name]))
-        assert m.accept_string(prefix), prefix
-        ok, why = masks_equal_oracle(m, tok.vocab_size)
-        assert ok, f"{name} inline={inline} {vocab} after {prefix!r}: {why}"
+    assert_prefix_masks(GRAMMARS[name], PREFIXES[name], vocab, inline, name)
 
 
 @pytest.mark.parametrize("vocab", VOCABS)

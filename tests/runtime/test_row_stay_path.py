@@ -23,7 +23,7 @@ import json
 import pytest
 
 import xgrammar2 as xgr
-from runtime_helpers import masks_equal_oracle, tokenizer
+from runtime_helpers import assert_prefix_masks, masks_equal_oracle, tokenizer
 
 VOCABS = ["qwen3", "llama-3.1"]
 
@@ -91,11 +91,4 @@ PREFIXES = {
 @pytest.mark.parametrize("inline", [4, -1])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_loop_paths_equal_bruteforce(name: str, inline: int, vocab: str) -> None:
-    tok = tokenizer(vocab)
-    for prefix in PREFIXES[name]:
-        xgr.clear_cross_grammar_cache()
-        c = xgr.GrammarCompiler(tok, cache_enabled=False, inline_max_states=inline)
-        m = xgr.GrammarMatcher(c.compile_grammar(GRAMMARS[name]))
-        assert m.accept_string(prefix), prefix
-        ok, why = masks_equal_oracle(m, tok.vocab_size)
-        assert ok, f"{name} inline={inline} {vocab} after {prefix!r}: {why}"
+    assert_prefix_masks(GRAMMARS[name], PREFIXES[name], vocab, inline, name)
