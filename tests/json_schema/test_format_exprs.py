@@ -156,3 +156,15 @@ def test_the_table_is_package_data():
         assert "include engine/xgrammar2/json_schema/format_exprs.marshal" in f.read().splitlines()
     assert os.path.samefile(fx.PATH, os.path.join(ROOT, "engine", "xgrammar2", "json_schema",
                                                   "format_exprs.marshal"))
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not marshal at all", b"\xe9\x00\x01" * 50])
+def test_a_corrupt_table_falls_back_to_the_regex(tmp_path, monkeypatch, garbage):
+    # a truncated or foreign file is ignored (no entry), never trusted; conversion is unchanged
+    want = js.json_schema_to_ebnf({"type": "string", "format": "uuid"}).ebnf
+    bad = tmp_path / "format_exprs.marshal"
+    bad.write_bytes(garbage)
+    _fresh(monkeypatch)  # (also the converter's memo: the second conversion is made again)
+    monkeypatch.setattr(fx, "PATH", str(bad))
+    assert fx.entry("uuid", fmts.STRING_FORMATS["uuid"]) is None
+    assert js.json_schema_to_ebnf({"type": "string", "format": "uuid"}).ebnf == want
