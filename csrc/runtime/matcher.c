@@ -332,6 +332,27 @@ static int accept_with_classes(xgr_matcher *m, int32_t token, int *done, int *ac
     return XGR_OK;
 }
 
+/* Parser steps one fill may spend searching for fresh completions (xgr_uqs_search); past
+ * them a token's search answers "yes" (docs/json-schema.md, uniqueItems). */
+#define UQS_FILL_BUDGET 200000
+
+/* uniqueItems over elements that can run out: text just fed (accept_token, accept_bytes) that
+ * leaves an element of an open searched array with only duplicates ahead is refused, as the
+ * mask refuses it (check_search_tokens), so that tokens taken without a mask (speculative
+ * decoding, jump-forward) cannot lead into a dead end. *ok = 0 when refused (the caller
+ * truncates). */
+static int search_after_feed(xgr_matcher *m, int *ok) {
+    *ok = 1;
+    if (!m->c->fsm->attr_unique_search) return XGR_OK;
+    int rc = xgr_uqs_prepare(&m->uqs, &m->parser, 0, 0);
+    if (rc <= 0) return rc;
+    int64_t budget = UQS_FILL_BUDGET;
+    rc = xgr_uqs_search(&m->uqs, &m->parser, &budget);
+    if (rc < 0) return rc;
+    *ok = rc;
+    return XGR_OK;
+}
+
 int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     if (!m || !accepted) return xgr_fail(XGR_ERR_INVALID_ARG, "accept_token: NULL argument");
     *accepted = 0;
@@ -377,6 +398,10 @@ int xgr_matcher_accept_token(xgr_matcher *m, int32_t token, int *accepted) {
     if (len == 0) return XGR_OK;
     rc = feed(m, s, len, &ok);
     if (rc || !ok) return rc;
+    if ((rc = search_after_feed(m, &ok)) || !ok) {
+        xgr_parser_truncate(&m->parser, rows);
+        return rc;
+    }
     if ((rc = push_step(m, rows, 0))) {
         xgr_parser_truncate(&m->parser, rows);
         return rc;
@@ -393,6 +418,10 @@ int xgr_matcher_accept_bytes(xgr_matcher *m, const uint8_t *s, size_t n, int *ac
     int32_t rows = xgr_parser_rows(&m->parser);
     int ok, rc = feed_tok(m, s, n, 2, &ok);
     if (rc || !ok) return rc;
+    if ((rc = search_after_feed(m, &ok)) || !ok) {
+        xgr_parser_truncate(&m->parser, rows);
+        return rc;
+    }
     if ((rc = push_step(m, rows, 0))) {
         xgr_parser_truncate(&m->parser, rows);
         return rc;
@@ -1247,10 +1276,6 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
     }
     return rc ? rc : check_extra(m, row);
 }
-
-/* Parser steps one fill may spend searching for fresh completions (xgr_uqs_search); past
- * them a token's search answers "yes" (docs/json-schema.md, uniqueItems). */
-#define UQS_FILL_BUDGET 200000
 
 /* uniqueItems over elements that can run out (parse/unique_search.h): a token the row
  * allows after which every completion would leave an element a duplicate is cleared. Only

@@ -672,6 +672,11 @@ static void search_items(void) {
           "search: only the fresh element (mask %x)", (unsigned)mask0(m));
     CHECK(accept(m, us_id("{")) && accept(m, us_id("\"k\":")), "search: inside the second element");
     CHECK(us_allowed(m, "2") && !us_allowed(m, "1") && !us_allowed(m, "1.0"), "search: 1 and 1.0 are used");
+    /* taken without a mask (speculative decoding): a token or text after which every
+     * completion is a duplicate is refused as the mask refuses it, and leaves no trace */
+    CHECK(!accept(m, us_id("1")) && !accept(m, us_id("1.0")), "search: accept_token refuses a dead end");
+    CHECK(uq_bytes(m, "1") == 0 && uq_bytes(m, "1.") == 0, "search: accept_bytes refuses a dead end");
+    CHECK(us_allowed(m, "2") && !us_allowed(m, "1"), "search: a refused accept leaves the state");
     CHECK(accept(m, us_id("2")) && accept(m, us_id("}")), "search: the second element");
     CHECK(us_allowed(m, "]") && !us_allowed(m, ","), "search: no third element (mask %x)", (unsigned)mask0(m));
     xgr_matcher *f = NULL;

@@ -226,3 +226,50 @@ def test_real_schemas_allow_every_token_of_their_valid_instances(id_):
         assert m.is_completed()
         walked += 1
     assert walked >= 1
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_accept_token_takes_exactly_the_tokens_the_mask_allows(case):
+    # speculative decoding and jump-forward feed tokens without a mask: a token the mask refuses
+    # because every completion of its element is a duplicate (a dead end) is refused there too
+    schema, values, spell = CASES[case]
+    docs = _documents(values(), spell, len(values()) if case != "long_enum" else 3)
+    tok = _vocab(case, {c for d in docs for c in d})
+    vocab = [b.decode() for b in tok.decoded_vocab]
+    cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(schema), any_whitespace=False)
+    rng = random.Random(5)
+    bm = new_bitmask(tok.vocab_size)
+    refused_by_search = 0
+    for walk in range(25):
+        m = xgr.GrammarMatcher(cg, max_rollback_tokens=-1)
+        text = ""
+        for _ in range(40):
+            if m.is_terminated():
+                break
+            m.fill_next_token_bitmask(bm)
+            got = set(allowed(bm, tok.vocab_size).tolist())
+            for t in range(tok.vocab_size):
+                took = m.accept_token(t)
+                assert took == (t in got), (walk, text, vocab[t], took)
+                if took:
+                    m.rollback(1)
+                elif xgr.GrammarMatcher(cg).accept_string(text + vocab[t]) is False and \
+                        _prefix_of_grammar_without_uniqueness(case, text + vocab[t]):
+                    refused_by_search += 1
+            ids = sorted(got)
+            if not ids:
+                break
+            pick = [i for i in ids if "]" not in vocab[i] and i != tok.stop_token_ids[0]] or ids
+            t = rng.choice(pick)
+            assert m.accept_token(t)
+            if t != tok.stop_token_ids[0]:
+                text += vocab[t]
+    assert refused_by_search > 0  # (the walks met dead ends that only the search refuses)
+
+
+def _prefix_of_grammar_without_uniqueness(case, text):
+    schema = dict(CASES[case][0])
+    schema["uniqueItems"] = False
+    tok = xgr.TokenizerInfo(["a"])
+    return xgr.GrammarMatcher(xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(schema),
+                                                                          any_whitespace=False)).accept_string(text)
