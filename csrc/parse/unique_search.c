@@ -18,7 +18,7 @@ typedef struct {
 } part_info;
 
 /* members of one object value compared by key; more are not compared (consistent) */
-#define UQS_MAX_MEMBERS 64
+#define UQS_MAX_MEMBERS XGR_UQS_OMEMO_MEMBERS
 /* nesting followed; deeper is consistent */
 #define UQS_MAX_NEST 64
 /* the items searched upward for the scope (xgr_uqs_scope) */
@@ -222,23 +222,59 @@ static int m_number(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, siz
 }
 
 static int m_value(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size_t vn, size_t *j,
-                   int depth, part_info *want);
+                   int depth, part_info *want, xgr_uqs_omemo *mo);
 
-static int m_object(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size_t vn, size_t *j,
-                    int depth, part_info *want) {
-    size_t keys[UQS_MAX_MEMBERS], vals[UQS_MAX_MEMBERS];
+/* The members of the object value at v[j] (its '{'): key and value offsets relative to j,
+ * their count (-1: over UQS_MAX_MEMBERS) and the offset after its '}'. Every token a fill
+ * judges compares its element with the same earlier values, so an earlier value's objects
+ * are indexed once per fill (mo) instead of once per token: statamic.blueprint's searched
+ * objects of ~250 bytes made this scan three quarters of a fill. Only objects wholly
+ * before mo->stable (the history when the fill began, which does not change during it)
+ * are kept; the others (inside the text of the token or of a search) are indexed anew. */
+static const xgr_uqs_members *members(const uint8_t *v, size_t vn, size_t j, xgr_uqs_omemo *mo,
+                                     xgr_uqs_members *tmp) {
+    const uint8_t *at = v + j;
+    xgr_uqs_members *slot = tmp;
+    if (mo && mo->slots) {
+        size_t h = ((uintptr_t)at * 0x9E3779B97F4A7C15ull) >> 59; /* 32 slots */
+        slot = &mo->slots[h];
+        if (slot->gen == mo->gen && slot->at == at) return slot;
+    }
     int nm = 0;
-    size_t k = skip_ws(v, vn, *j + 1);
+    size_t k = skip_ws(v, vn, j + 1);
     while (k < vn && v[k] == '"') {
-        if (nm == UQS_MAX_MEMBERS) return M_PART; /* (not compared: consistent) */
-        keys[nm] = k;
+        if (nm == UQS_MAX_MEMBERS) {
+            nm = -1;
+            break;
+        }
+        slot->keys[nm] = (uint32_t)(k - j);
         k = skip_ws(v, vn, v_skip(v, vn, k));
         k = skip_ws(v, vn, k + 1); /* ':' */
-        vals[nm++] = k;
+        slot->vals[nm++] = (uint32_t)(k - j);
         k = skip_ws(v, vn, v_skip(v, vn, k));
         if (k < vn && v[k] == ',') k = skip_ws(v, vn, k + 1);
     }
-    size_t vend = k + 1; /* after '}' */
+    slot->nm = nm;
+    slot->vend = (uint32_t)(k + 1 - j); /* after '}' */
+    if (slot != tmp) {
+        if (at + slot->vend <= mo->stable && k - j < UINT32_MAX) {
+            slot->at = at;
+            slot->gen = mo->gen;
+        } else { /* (not kept: the slot is left as a miss) */
+            slot->gen = 0;
+        }
+    }
+    return slot;
+}
+
+static int m_object(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size_t vn, size_t *j,
+                    int depth, part_info *want, xgr_uqs_omemo *mo) {
+    xgr_uqs_members tmp;
+    const xgr_uqs_members *ms = members(v, vn, *j, mo, &tmp);
+    if (ms->nm < 0) return M_PART; /* (not compared: consistent) */
+    int nm = ms->nm;
+    size_t j0 = *j;
+    size_t vend = j0 + ms->vend;
     uint64_t seen = 0;
     int nseen = 0;
     size_t x = *i + 1;
@@ -261,7 +297,7 @@ static int m_object(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, siz
         size_t kend = 0;
         for (int m = 0; m < nm; m++) {
             if (seen >> m & 1) continue;
-            size_t ii = x + 1, jj = keys[m] + 1;
+            size_t ii = x + 1, jj = j0 + ms->keys[m] + 1;
             int r = m_string(s, n, &ii, v, vn, &jj, NULL);
             if (r == M_PART) part = 1;
             else if (r == M_DONE) {
@@ -277,14 +313,14 @@ static int m_object(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, siz
         if (x >= n) return M_PART;
         if (s[x] != ':') return M_FAIL;
         x++;
-        size_t jj = vals[match];
-        int r = m_value(s, n, &x, v, vn, &jj, depth + 1, want);
+        size_t jj = j0 + ms->vals[match];
+        int r = m_value(s, n, &x, v, vn, &jj, depth + 1, want, mo);
         if (r != M_DONE) return r;
     }
 }
 
 static int m_array(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size_t vn, size_t *j,
-                   int depth, part_info *want) {
+                   int depth, part_info *want, xgr_uqs_omemo *mo) {
     size_t x = *i + 1, y = *j + 1;
     for (int first = 1;; first = 0) {
         x = skip_ws(s, n, x);
@@ -305,7 +341,7 @@ static int m_array(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size
         } else if (v[y] == ']') {
             return M_FAIL;
         }
-        int r = m_value(s, n, &x, v, vn, &y, depth + 1, want);
+        int r = m_value(s, n, &x, v, vn, &y, depth + 1, want, mo);
         if (r != M_DONE) return r;
     }
 }
@@ -314,7 +350,7 @@ static int m_array(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size
  * v[*j]? M_FAIL no; M_PART the text ended, consistent so far; M_DONE the text's value ended
  * and equals it (*i, *j after both). */
 static int m_value(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size_t vn, size_t *j,
-                   int depth, part_info *want) {
+                   int depth, part_info *want, xgr_uqs_omemo *mo) {
     if (depth > UQS_MAX_NEST) return M_PART;
     *i = skip_ws(s, n, *i);
     if (*i >= n) return M_PART;
@@ -322,8 +358,8 @@ static int m_value(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size
     if (*j >= vn) return M_FAIL;
     uint8_t c = s[*i], d = v[*j];
     switch (c) {
-    case '{': return d == '{' ? m_object(s, n, i, v, vn, j, depth, want) : M_FAIL;
-    case '[': return d == '[' ? m_array(s, n, i, v, vn, j, depth, want) : M_FAIL;
+    case '{': return d == '{' ? m_object(s, n, i, v, vn, j, depth, want, mo) : M_FAIL;
+    case '[': return d == '[' ? m_array(s, n, i, v, vn, j, depth, want, mo) : M_FAIL;
     case '"':
         if (d != '"') return M_FAIL;
         *i += 1;
@@ -348,18 +384,18 @@ static int m_value(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size
 
 /* Is the element text t[0 .. n) consistent with value v (M_PART or M_DONE with nothing
  * but blanks after)? */
-static int consistent(const uint8_t *t, size_t n, xgr_uqs_val v, part_info *want) {
+static int consistent(const uint8_t *t, size_t n, xgr_uqs_val v, part_info *want, xgr_uqs_omemo *mo) {
     size_t i = 0, j = 0;
-    int r = m_value(t, n, &i, v.s, v.n, &j, 0, want);
+    int r = m_value(t, n, &i, v.s, v.n, &j, 0, want, mo);
     if (r == M_PART) return 1;
     return r == M_DONE && skip_ws(t, n, i) >= n;
 }
 
 /* Is the complete element t[0 .. n - 1), followed by its separator t[n - 1] (',' or ']',
  * which ends a number), equal to value v? */
-static int equal_complete(const uint8_t *t, size_t n, xgr_uqs_val v) {
+static int equal_complete(const uint8_t *t, size_t n, xgr_uqs_val v, xgr_uqs_omemo *mo) {
     size_t i = 0, j = 0;
-    int r = m_value(t, n, &i, v.s, v.n, &j, 0, NULL);
+    int r = m_value(t, n, &i, v.s, v.n, &j, 0, NULL, mo);
     return r == M_DONE && skip_ws(t, n, i) == n - 1;
 }
 
@@ -419,7 +455,8 @@ static int split(const uint8_t *a, size_t n, xgr_uqs_vals *vals, size_t *elem_of
 
 /* xgr_uqs_risk with *want: the next character some consistent value expects inside a
  * string (-2: none known); need_esc: set when one of them needs an escape there. */
-static int risk(const uint8_t *t, size_t n, const xgr_uqs_val *vals, size_t nv, int *need_esc) {
+static int risk(const uint8_t *t, size_t n, const xgr_uqs_val *vals, size_t nv, int *need_esc,
+                xgr_uqs_omemo *mo) {
     xgr_uqs_val local[64];
     size_t nl = 0, k = 0;
     for (;;) {
@@ -429,7 +466,7 @@ static int risk(const uint8_t *t, size_t n, const xgr_uqs_val *vals, size_t nv, 
         while (z > b && is_ws(t[z - 1])) z--;
         if (z > b) {
             for (size_t q = 0; q < nv + nl; q++)
-                if (equal_complete(t + b, e + 1 - b, q < nv ? vals[q] : local[q - nv])) return -1;
+                if (equal_complete(t + b, e + 1 - b, q < nv ? vals[q] : local[q - nv], mo)) return -1;
             if (nl < 64) local[nl++] = (xgr_uqs_val){t + b, z - b};
         }
         if (t[e] == ']') return 0;
@@ -438,7 +475,7 @@ static int risk(const uint8_t *t, size_t n, const xgr_uqs_val *vals, size_t nv, 
     int any = 0;
     for (size_t q = 0; q < nv + nl; q++) {
         part_info pi = {-2, 0, 0};
-        if (consistent(t + k, n - k, q < nv ? vals[q] : local[q - nv], need_esc ? &pi : NULL)) {
+        if (consistent(t + k, n - k, q < nv ? vals[q] : local[q - nv], need_esc ? &pi : NULL, mo)) {
             any = 1;
             if (!need_esc) break;
             if (pi.want == '"' || pi.want == '\\' || (pi.want >= 0 && pi.want < 0x20)) *need_esc = 1;
@@ -576,7 +613,7 @@ static int add_frames(xgr_uqs *u, const xgr_parser *p) {
         fr.c0 = u->cons.len;
         for (size_t k = fr.v0; k < fr.v0 + fr.nv; k++) {
             part_info pi = {-2, 0, 0};
-            if (!consistent(h + fr.estart, len - fr.estart, u->vals.data[k], &pi)) continue;
+            if (!consistent(h + fr.estart, len - fr.estart, u->vals.data[k], &pi, &u->omemo)) continue;
             xgr_uqs_cons c = {k, pi.at_str ? pi.vpos : SIZE_MAX};
             if (XGR_VEC_PUSH(u->cons, c)) return XGR_ERR_NOMEM;
         }
@@ -602,7 +639,7 @@ static int frames_risk(xgr_uqs *u, xgr_parser *p, size_t f0, const uint8_t *x, s
         size_t en = len + xn - fr->estart;
         if (scan_from(h + len, xn, 0, &st) < xn) {
             /* x completes the element: judged from the whole text */
-            int r = risk(e, en, u->vals.data + fr->v0, fr->nv, need_esc);
+            int r = risk(e, en, u->vals.data + fr->v0, fr->nv, need_esc, &u->omemo);
             if (r < 0) return -1;
             any |= r;
             continue;
@@ -621,7 +658,7 @@ static int frames_risk(xgr_uqs *u, xgr_parser *p, size_t f0, const uint8_t *x, s
                 break;
             }
             part_info pi = {-2, 0, 0};
-            if (!consistent(e, en, v, need_esc ? &pi : NULL)) continue;
+            if (!consistent(e, en, v, need_esc ? &pi : NULL, &u->omemo)) continue;
             any = 1;
             if (!need_esc) break;
             if (pi.want == '"' || pi.want == '\\' || (pi.want >= 0 && pi.want < 0x20)) *need_esc = 1;
@@ -634,6 +671,14 @@ int xgr_uqs_prepare(xgr_uqs *u, xgr_parser *p, size_t room, int all) {
     u->frames.len = u->vals.len = u->scopes.len = u->cons.len = 0;
     u->all = all;
     if (XGR_VEC_RESERVE(p->hist, p->hist.len + room + XGR_UQS_MAX_DEPTH + 2)) return XGR_ERR_NOMEM;
+    /* (the index of earlier objects holds for this history alone: a new generation; without
+     * its slots, memory short, objects are indexed per comparison as before) */
+    if (!u->omemo.slots) u->omemo.slots = xgr_calloc(XGR_UQS_OMEMO_SLOTS, sizeof *u->omemo.slots);
+    if (++u->omemo.gen == 0) { /* (wrapped: no slot may match a stale generation) */
+        if (u->omemo.slots) memset(u->omemo.slots, 0, XGR_UQS_OMEMO_SLOTS * sizeof *u->omemo.slots);
+        u->omemo.gen = 1;
+    }
+    u->omemo.stable = p->hist.data + p->hist.len;
     int rc = add_frames(u, p);
     return rc ? rc : u->frames.len > 0;
 }
@@ -723,6 +768,8 @@ int xgr_uqs_search(xgr_uqs *u, xgr_parser *p, int64_t *budget) {
 }
 
 void xgr_uqs_free(xgr_uqs *u) {
+    free(u->omemo.slots);
+    u->omemo.slots = NULL;
     XGR_VEC_FREE(u->scopes);
     XGR_VEC_FREE(u->frames);
     XGR_VEC_FREE(u->vals);

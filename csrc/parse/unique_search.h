@@ -47,6 +47,26 @@ typedef struct {
     uint8_t in_str, esc;
 } xgr_uqs_frame;
 
+/* One object of an earlier value, indexed (unique_search.c `members`): offsets relative to
+ * its '{'. */
+#define XGR_UQS_OMEMO_MEMBERS 64
+typedef struct {
+    const uint8_t *at; /* its '{' in the parser's history */
+    uint32_t gen;      /* the fill it was indexed in (0: empty) */
+    int32_t nm;        /* members, -1 over XGR_UQS_OMEMO_MEMBERS */
+    uint32_t vend;     /* after its '}' */
+    uint32_t keys[XGR_UQS_OMEMO_MEMBERS], vals[XGR_UQS_OMEMO_MEMBERS];
+} xgr_uqs_members;
+
+/* Earlier values' objects indexed for one fill: a direct-mapped table by address, valid
+ * for the generation set by xgr_uqs_prepare and for objects ending before `stable`. */
+#define XGR_UQS_OMEMO_SLOTS 32
+typedef struct {
+    xgr_uqs_members *slots; /* XGR_UQS_OMEMO_SLOTS, made at the first prepare */
+    uint32_t gen;
+    const uint8_t *stable;
+} xgr_uqs_omemo;
+
 /* Scratch for the checks, owned by a matcher and reused (zero-initialised; xgr_uqs_free).
  * The values point into the parser's history, whose room xgr_uqs_prepare reserves so that
  * the steps of a token and of a search never move it. */
@@ -57,6 +77,7 @@ typedef struct {
     xgr_uqs_vals vals;
     XGR_VEC(xgr_uqs_cons) cons;
     XGR_VEC(xgr_item) queue;
+    xgr_uqs_omemo omemo;
     int all; /* the scopes looked for: every uniqueItems array, or only the searched ones */
 } xgr_uqs;
 

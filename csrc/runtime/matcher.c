@@ -83,6 +83,9 @@ struct xgr_matcher {
     int32_t *uq_one, *uq_two;
     int32_t n_uq_one, n_uq_two;
     int uq_ready;
+    /* the tokens of uq_one holding a ',' after a '[' (they may open an array and start its
+     * second element), as a bit set */
+    uint32_t *uq_opens;
     /* uniqueItems over elements that can run out (parse/unique_search.h): uq_one as a bit
      * set, the array's text, an element's text with room for a token and a search, and the
      * earlier elements' values */
@@ -133,6 +136,7 @@ void xgr_matcher_free(xgr_matcher *m) {
     free(m->uq_one);
     free(m->uq_two);
     free(m->uqs_end_bits);
+    free(m->uq_opens);
     xgr_uqs_free(&m->uqs);
     XGR_VEC_FREE(m->memo_items);
     free(m->vm_known);
@@ -1241,6 +1245,15 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
             xgr_lazy_unique_tokens(m->c->vocab, ends, all, 1, &m->uq_one, &m->n_uq_one) ||
             xgr_lazy_unique_tokens(m->c->vocab, ends, all, 2, &m->uq_two, &m->n_uq_two))
             return XGR_ERR_NOMEM;
+        const struct xgr_vocab *v = m->c->vocab;
+        m->uq_opens = xgr_calloc((size_t)v->row_words, sizeof *m->uq_opens);
+        if (!m->uq_opens) return XGR_ERR_NOMEM;
+        for (int32_t i = 0; i < m->n_uq_one; i++) {
+            uint32_t len;
+            const uint8_t *tok = xgr_vocab_token(v, m->uq_one[i], &len);
+            const uint8_t *lb = len ? memchr(tok, '[', len) : NULL;
+            if (lb && memchr(lb, ',', len - (uint32_t)(lb - tok))) set_bit(m->uq_opens, m->uq_one[i]);
+        }
         m->uq_ready = 1;
     }
     int refused = xgr_uniq_refused_last(&m->parser), open = !refused && xgr_uniq_open(&m->parser);
@@ -1264,8 +1277,7 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
                 int32_t id = m->extra.data[i];
                 uint32_t len;
                 const uint8_t *tok = xgr_vocab_token(v, id, &len);
-                const uint8_t *lb = len ? memchr(tok, '[', len) : NULL;
-                if (len && !(lb && memchr(lb, ',', len - (uint32_t)(lb - tok))) &&
+                if (len && !get_bit(m->uq_opens, id) &&
                     xgr_uqs_text_risk(&m->uqs, &m->parser, tok, len) == 0)
                     set_bit(row, id);
                 else
@@ -1286,6 +1298,38 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
  * that can complete an element and holds a ',' after a '[' (it may open an array the text
  * does not know of and start its second element); those the text leaves at risk are fed
  * to the parser and searched. */
+/* One token of check_search_tokens: judged on its text, else stepped and searched; its bit
+ * is cleared when no fresh completion follows it. `ends`: it holds an element end byte. */
+static int search_token(xgr_matcher *m, uint32_t *row, int32_t id, int ends, int32_t rows,
+                        int64_t *budget) {
+    const struct xgr_vocab *v = m->c->vocab;
+    xgr_parser *p = &m->parser;
+    uint32_t len;
+    if (id >= v->n_tokens || v->is_special[id] || is_stop(m, id)) return XGR_OK;
+    const uint8_t *tok = xgr_vocab_token(v, id, &len);
+    if (!len) return XGR_OK;
+    /* (a token that can complete an element can open an array too and start its second
+     * element: only one without a ',' after a '[' is judged on the open arrays' text) */
+    int opens = ends && get_bit(m->uq_opens, id);
+    if (!opens && xgr_uqs_text_risk(&m->uqs, p, tok, len) <= 0) return XGR_OK;
+    int ok = 1, rc = XGR_OK;
+    for (uint32_t d = 0; d < len && ok; d++) {
+        int alive;
+        rc = xgr_parser_step(p, tok[d], &alive);
+        if (rc == XGR_ERR_LIMIT) rc = XGR_OK, alive = 0;
+        if (rc) break;
+        ok = alive;
+    }
+    if (!rc && ok) {
+        int s = xgr_uqs_search(&m->uqs, p, budget);
+        if (s < 0) rc = s;
+        else ok = s;
+    }
+    xgr_parser_truncate(p, rows);
+    if (!rc && !ok) clear_bit(row, id);
+    return rc;
+}
+
 static int check_search_tokens(xgr_matcher *m, uint32_t *row) {
     xgr_parser *p = &m->parser;
     const struct xgr_vocab *v = m->c->vocab;
@@ -1304,38 +1348,20 @@ static int check_search_tokens(xgr_matcher *m, uint32_t *row) {
     int64_t budget = UQS_FILL_BUDGET;
     int32_t rows = xgr_parser_rows(p);
     set_token_pos(p, 0, 1);
-    for (int32_t w = 0; w < v->row_words; w++) {
-        uint32_t bits = row[w];
-        while (bits) {
-            int32_t id = w * 32 + __builtin_ctz(bits);
-            bits &= bits - 1;
-            uint32_t len;
-            if (id >= v->n_tokens || v->is_special[id] || is_stop(m, id)) continue;
-            const uint8_t *tok = xgr_vocab_token(v, id, &len);
-            if (!len) continue;
-            /* (a token that can complete an element can open an array too and start its second
-             * element: only one without a ',' after a '[' is judged on the open arrays' text) */
-            int ends = get_bit(m->uqs_end_bits, id);
-            if (!ends && !get_bit(fb, tok[0])) continue;
-            const uint8_t *lb = ends ? memchr(tok, '[', len) : NULL;
-            int opens = lb && memchr(lb, ',', len - (uint32_t)(lb - tok));
-            if (!opens && xgr_uqs_text_risk(&m->uqs, p, tok, len) <= 0) continue;
-            int ok = 1;
-            for (uint32_t d = 0; d < len && ok; d++) {
-                int alive;
-                rc = xgr_parser_step(p, tok[d], &alive);
-                if (rc == XGR_ERR_LIMIT) rc = XGR_OK, alive = 0;
-                if (rc) break;
-                ok = alive;
-            }
-            if (!rc && ok) {
-                int s = xgr_uqs_search(&m->uqs, p, &budget);
-                if (s < 0) rc = s;
-                else ok = s;
-            }
-            xgr_parser_truncate(p, rows);
-            if (rc) return rc;
-            if (!ok) clear_bit(row, id);
+    /* The candidates are listed, not found among the row's bits (a row inside a string
+     * allows most of the vocabulary): the tokens with an element end byte (uq_one), then by
+     * sorted position the tokens whose first byte is at risk (first_byte_start ranges). */
+    for (int32_t i = 0; i < m->n_uq_one; i++) {
+        int32_t id = m->uq_one[i];
+        if (get_bit(row, id) && (rc = search_token(m, row, id, 1, rows, &budget))) return rc;
+    }
+    for (int b = 0; b < 256; b++) {
+        if (!get_bit(fb, b)) continue;
+        for (int32_t q = v->first_byte_start[b]; q < v->first_byte_start[b + 1]; q++) {
+            int32_t id = v->sorted[q];
+            if (get_bit(row, id) && !get_bit(m->uqs_end_bits, id) &&
+                (rc = search_token(m, row, id, 0, rows, &budget)))
+                return rc;
         }
     }
     return XGR_OK;

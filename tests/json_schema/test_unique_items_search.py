@@ -273,3 +273,22 @@ def _prefix_of_grammar_without_uniqueness(case, text):
     tok = xgr.TokenizerInfo(["a"])
     return xgr.GrammarMatcher(xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(schema),
                                                                           any_whitespace=False)).accept_string(text)
+
+
+def test_a_token_holding_two_equal_objects_is_refused_whatever_was_judged_before_it():
+    # the objects of a token's own elements lie in text that changes from token to token at the
+    # same address: they are compared afresh, never through the index of earlier values that a
+    # fill keeps (csrc/parse/unique_search.c `members`). The first token leaves {"a": "x"} (one
+    # member) where the second's first object, with two members, begins; both are judged on
+    # their text alone (neither leaves an element that could still become an earlier value).
+    pieces = ['[', ']', ', ', '{"a": "x"}, {"a": "y"}', '{"a": "y", "b": true}, {"a": "y", "b": true}',
+              '{"a": "y", "b": true}, {"a": "y", "b": false}', '{"a": "y", "b": true}']
+    tok = xgr.TokenizerInfo(pieces + ["</s>"], stop_token_ids=[len(pieces)])
+    cg = xgr.GrammarCompiler(tok).compile_json_schema(json.dumps(OBJECTS), any_whitespace=False)
+    m = xgr.GrammarMatcher(cg)
+    assert m.accept_token(0)
+    bm = new_bitmask(tok.vocab_size)
+    for _ in range(2):  # (a second fill of the same state, its index warm)
+        m.fill_next_token_bitmask(bm)
+        got = {pieces[i] for i in allowed(bm, tok.vocab_size).tolist() if i < len(pieces)}
+        assert got == {']', pieces[3], pieces[5], pieces[6]}, got
