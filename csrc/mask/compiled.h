@@ -133,6 +133,26 @@ typedef struct {
 } xgr_follow_memo_slot;
 #define XGR_FOLLOW_MEMO_MAX ((size_t)1 << 17) /* slots per grammar (~4 MiB) */
 
+/* uniqueItems token lists of one grammar (runtime/matcher.c): the tokens holding a byte
+ * after which an element rule may complete (one), those holding two such bytes (two), in
+ * sorted order, and as bit sets (row_words each): `one`, and those of `one` holding a ','
+ * after a '[' (they may open an array and start its second element). Immutable once
+ * published; freed with the grammar (xgr_uq_tables_free). */
+typedef struct {
+    int32_t *one, *two;
+    int32_t n_one, n_two;
+    uint32_t *one_bits, *opens;
+} xgr_uq_tables;
+
+static inline void xgr_uq_tables_free(xgr_uq_tables *t) {
+    if (!t) return;
+    free(t->one);
+    free(t->two);
+    free(t->one_bits);
+    free(t->opens);
+    free(t);
+}
+
 /* A rule's canonical closure serialisation (mask/closure.h), the cross-grammar key. */
 typedef struct {
     uint8_t *bytes;
@@ -201,6 +221,10 @@ struct xgr_compiled {
     xgr_follow_memo_slot *fmemo;
     size_t fmemo_cap, fmemo_len;
     _Atomic(xgr_follow_tables *) follow; /* built on the first follow check */
+    /* uniqueItems (runtime/matcher.c check_unique_tokens): the token lists every matcher of
+     * the grammar reads, built by the first fill that needs them (two vocabulary passes,
+     * ~1-4 ms at 150k tokens: once per grammar, not once per request) */
+    _Atomic(xgr_uq_tables *) uq;
     /* Storage for entries that live exactly as long as this grammar (entry.c
      * xgr_entry_grammar_block): chunks, newest first, under the lock. */
     pthread_mutex_t arena_lock;

@@ -35,6 +35,9 @@ struct xgr_matcher {
     XGR_VEC(int32_t) states;
     XGR_VEC(int32_t) lims;   /* per key: tokens longer than this need an exact check */
     XGR_VEC(int32_t) extra;  /* tokens a key's length limit sent to the exact check */
+    /* uniqueItems: the end-byte tokens this fill's completed-element check judged on their
+     * text under every open array (in uq->one's order), which the search then skips */
+    XGR_VEC(int32_t) uq_safe;
     XGR_VEC(const xgr_mask_entry *) ents; /* fill_states: per key its entry, then its base */
     /* The row of the last fill that did parser work (exact checks, several entries), for
      * the last parser row it was computed at: its items, with every origin at or past
@@ -77,19 +80,12 @@ struct xgr_matcher {
     uint32_t *lazy_bits;
     int32_t n_lazy_risky;
     int lazy_ready;
-    /* uniqueItems (parse/unique.h): the tokens holding a byte after which an element rule
-     * may complete (uq_one) and those holding two such bytes (uq_two), in sorted order;
-     * built on the first fill of a grammar with unique rules. */
-    int32_t *uq_one, *uq_two;
-    int32_t n_uq_one, n_uq_two;
-    int uq_ready;
-    /* the tokens of uq_one holding a ',' after a '[' (they may open an array and start its
-     * second element), as a bit set */
-    uint32_t *uq_opens;
-    /* uniqueItems over elements that can run out (parse/unique_search.h): uq_one as a bit
-     * set, the array's text, an element's text with room for a token and a search, and the
-     * earlier elements' values */
-    uint32_t *uqs_end_bits;
+    /* uniqueItems (parse/unique.h): the grammar's token lists (compiled.h xgr_uq_tables),
+     * fetched at the first fill that needs them */
+    const xgr_uq_tables *uq;
+    /* uniqueItems over elements that can run out (parse/unique_search.h): the array's text,
+     * an element's text with room for a token and a search, and the earlier elements'
+     * values */
     xgr_uqs uqs;
 };
 
@@ -128,15 +124,13 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->states);
     XGR_VEC_FREE(m->lims);
     XGR_VEC_FREE(m->extra);
+    XGR_VEC_FREE(m->uq_safe);
     XGR_VEC_FREE(m->ents);
     free(m->memo_row);
     free(m->class_bits);
     free(m->lazy_risky);
     free(m->lazy_bits);
-    free(m->uq_one);
-    free(m->uq_two);
-    free(m->uqs_end_bits);
-    free(m->uq_opens);
+
     xgr_uqs_free(&m->uqs);
     XGR_VEC_FREE(m->memo_items);
     free(m->vm_known);
@@ -1237,31 +1231,64 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
  * token itself completes (then only tokens with two such bytes). Elements whose value set
  * never runs out before they complete (the converter emits only those) cannot reach a
  * dead end otherwise. */
-static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
-    if (!m->uq_ready) {
-        uint32_t ends[8];
-        int all = xgr_lazy_end_bytes(m->c->fsm, 1, ends);
-        if (all < 0 ||
-            xgr_lazy_unique_tokens(m->c->vocab, ends, all, 1, &m->uq_one, &m->n_uq_one) ||
-            xgr_lazy_unique_tokens(m->c->vocab, ends, all, 2, &m->uq_two, &m->n_uq_two))
-            return XGR_ERR_NOMEM;
-        const struct xgr_vocab *v = m->c->vocab;
-        m->uq_opens = xgr_calloc((size_t)v->row_words, sizeof *m->uq_opens);
-        if (!m->uq_opens) return XGR_ERR_NOMEM;
-        for (int32_t i = 0; i < m->n_uq_one; i++) {
-            uint32_t len;
-            const uint8_t *tok = xgr_vocab_token(v, m->uq_one[i], &len);
-            const uint8_t *lb = len ? memchr(tok, '[', len) : NULL;
-            if (lb && memchr(lb, ',', len - (uint32_t)(lb - tok))) set_bit(m->uq_opens, m->uq_one[i]);
-        }
-        m->uq_ready = 1;
+/* The grammar's uniqueItems token lists (compiled.h xgr_uq_tables), built by the first
+ * matcher that needs them and shared by all (published with a compare-and-swap: a matcher
+ * that loses the race frees its copy). */
+static int uq_tables(xgr_compiled *c, const xgr_uq_tables **out) {
+    xgr_uq_tables *t = atomic_load_explicit(&c->uq, memory_order_acquire);
+    if (t) {
+        *out = t;
+        return XGR_OK;
     }
+    const struct xgr_vocab *v = c->vocab;
+    uint32_t ends[8];
+    int all = xgr_lazy_end_bytes(c->fsm, 1, ends);
+    t = xgr_calloc(1, sizeof *t);
+    if (all < 0 || !t) {
+        free(t);
+        return XGR_ERR_NOMEM;
+    }
+    t->one_bits = xgr_calloc((size_t)v->row_words, sizeof *t->one_bits);
+    t->opens = xgr_calloc((size_t)v->row_words, sizeof *t->opens);
+    if (!t->one_bits || !t->opens || xgr_lazy_unique_tokens(v, ends, all, 1, &t->one, &t->n_one) ||
+        xgr_lazy_unique_tokens(v, ends, all, 2, &t->two, &t->n_two)) {
+        xgr_uq_tables_free(t);
+        return XGR_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < t->n_one; i++) {
+        int32_t id = t->one[i];
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_token(v, id, &len);
+        const uint8_t *lb = len ? memchr(tok, '[', len) : NULL;
+        set_bit(t->one_bits, id);
+        if (lb && memchr(lb, ',', len - (uint32_t)(lb - tok))) set_bit(t->opens, id);
+    }
+    xgr_uq_tables *expected = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&c->uq, &expected, t, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        xgr_uq_tables_free(t);
+        t = expected;
+    } else {
+        atomic_fetch_add(&c->memory, sizeof *t + ((size_t)t->n_one + (size_t)t->n_two) * sizeof(int32_t) +
+                                         2 * (size_t)v->row_words * sizeof(uint32_t));
+    }
+    *out = t;
+    return XGR_OK;
+}
+
+static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
+    if (!m->uq) {
+        int rc0 = uq_tables(m->c, &m->uq);
+        if (rc0) return rc0;
+    }
+    const xgr_uq_tables *uq = m->uq;
     int refused = xgr_uniq_refused_last(&m->parser), open = !refused && xgr_uniq_open(&m->parser);
     m->extra.len = 0;
+    m->uq_safe.len = 0;
     /* (after a row that refused a value but lives on, "1" that may become "12", every
      * accepted token: the entries' parent contexts assume the element completed) */
     int rc = refused ? take_accepted(m, NULL, 0, row)
-                     : take_accepted(m, open ? m->uq_one : m->uq_two, open ? m->n_uq_one : m->n_uq_two,
+                     : take_accepted(m, open ? uq->one : uq->two, open ? uq->n_one : uq->n_two,
                                      row);
     if (!rc && !refused && m->extra.len) {
         /* A token whose text leaves every open array's element unlike its earlier elements
@@ -1277,11 +1304,13 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
                 int32_t id = m->extra.data[i];
                 uint32_t len;
                 const uint8_t *tok = xgr_vocab_token(v, id, &len);
-                if (len && !get_bit(m->uq_opens, id) &&
-                    xgr_uqs_text_risk(&m->uqs, &m->parser, tok, len) == 0)
+                if (len && !get_bit(uq->opens, id) &&
+                    xgr_uqs_text_risk(&m->uqs, &m->parser, tok, len) == 0) {
                     set_bit(row, id);
-                else
+                    if (XGR_VEC_PUSH(m->uq_safe, id)) return XGR_ERR_NOMEM;
+                } else {
                     m->extra.data[k++] = id;
+                }
             }
             m->extra.len = k;
         }
@@ -1310,7 +1339,7 @@ static int search_token(xgr_matcher *m, uint32_t *row, int32_t id, int ends, int
     if (!len) return XGR_OK;
     /* (a token that can complete an element can open an array too and start its second
      * element: only one without a ',' after a '[' is judged on the open arrays' text) */
-    int opens = ends && get_bit(m->uq_opens, id);
+    int opens = ends && get_bit(m->uq->opens, id);
     if (!opens && xgr_uqs_text_risk(&m->uqs, p, tok, len) <= 0) return XGR_OK;
     int ok = 1, rc = XGR_OK;
     for (uint32_t d = 0; d < len && ok; d++) {
@@ -1335,11 +1364,7 @@ static int check_search_tokens(xgr_matcher *m, uint32_t *row) {
     const struct xgr_vocab *v = m->c->vocab;
     int rc = xgr_uqs_prepare(&m->uqs, p, (size_t)v->max_token_len, 0);
     if (rc <= 0) return rc;
-    if (!m->uqs_end_bits) {
-        m->uqs_end_bits = xgr_calloc((size_t)v->row_words, sizeof *m->uqs_end_bits);
-        if (!m->uqs_end_bits) return XGR_ERR_NOMEM;
-        for (int32_t i = 0; i < m->n_uq_one; i++) set_bit(m->uqs_end_bits, m->uq_one[i]);
-    }
+    const xgr_uq_tables *uq = m->uq; /* (check_unique_tokens, which runs first, fetched it) */
     uint32_t fb[8] = {0};
     for (int b = 0; b < 256; b++) {
         uint8_t x = (uint8_t)b;
@@ -1351,15 +1376,22 @@ static int check_search_tokens(xgr_matcher *m, uint32_t *row) {
     /* The candidates are listed, not found among the row's bits (a row inside a string
      * allows most of the vocabulary): the tokens with an element end byte (uq_one), then by
      * sorted position the tokens whose first byte is at risk (first_byte_start ranges). */
-    for (int32_t i = 0; i < m->n_uq_one; i++) {
-        int32_t id = m->uq_one[i];
+    /* (the completed-element check judged some on their text under every open array, the
+     * searched ones among them: nothing to search; its list follows uq->one's order) */
+    size_t sk = 0;
+    for (int32_t i = 0; i < uq->n_one; i++) {
+        int32_t id = uq->one[i];
+        if (sk < m->uq_safe.len && m->uq_safe.data[sk] == id) {
+            sk++;
+            continue;
+        }
         if (get_bit(row, id) && (rc = search_token(m, row, id, 1, rows, &budget))) return rc;
     }
     for (int b = 0; b < 256; b++) {
         if (!get_bit(fb, b)) continue;
         for (int32_t q = v->first_byte_start[b]; q < v->first_byte_start[b + 1]; q++) {
             int32_t id = v->sorted[q];
-            if (get_bit(row, id) && !get_bit(m->uqs_end_bits, id) &&
+            if (get_bit(row, id) && !get_bit(uq->one_bits, id) &&
                 (rc = search_token(m, row, id, 0, rows, &budget)))
                 return rc;
         }

@@ -85,6 +85,10 @@ static const char *const ebnfs[] = {
     "call ::= \"{\\\"name\\\": \\\"get_weather\\\"}\" \"</tool_call>\"\n"
     "fn ::= [a-z_]+ \">\" [a-z0-9 ]{0,30} \"</function>\"\n",
     "root ::= item{0,40}\nitem ::= \"a\" | \"b\" \"x\"? | \"[\" root \"]\"\n",
+    /* uniqueItems over elements that run out (six values): the grammar's token lists are
+     * built by whichever thread fills first and shared (matcher.c uq_tables) */
+    "root ::= arr\narr[unique_search_scope] ::= \"[\" (el (\",\" \" \"? el)*)? \"]\"\n"
+    "el[unique] ::= \"{\\\"\" [ab] \"\\\": \" [019] \"}\"\n",
 };
 #define NG ((int)(sizeof ebnfs / sizeof *ebnfs))
 static const char *const regex_src = "(\\{\"id\": [0-9]{1,6}\\}|[a-z]{2,12}@[a-z]+\\.(com|org))";
