@@ -144,6 +144,23 @@ typedef struct {
     uint32_t *one_bits, *opens;
 } xgr_uq_tables;
 
+/* Lazy rules' token lists of one grammar (runtime/matcher.c, lazy_tokens.h): the tokens
+ * that may close a lazy occurrence before their last byte, in sorted order and as a bit
+ * set (row_words; NULL when n < 0: every token may, a nullable lazy rule). Immutable once
+ * published; freed with the grammar. */
+typedef struct {
+    int32_t *risky;
+    int32_t n;
+    uint32_t *bits;
+} xgr_lazy_tables;
+
+static inline void xgr_lazy_tables_free(xgr_lazy_tables *t) {
+    if (!t) return;
+    free(t->risky);
+    free(t->bits);
+    free(t);
+}
+
 static inline void xgr_uq_tables_free(xgr_uq_tables *t) {
     if (!t) return;
     free(t->one);
@@ -225,6 +242,7 @@ struct xgr_compiled {
      * the grammar reads, built by the first fill that needs them (two vocabulary passes,
      * ~1-4 ms at 150k tokens: once per grammar, not once per request) */
     _Atomic(xgr_uq_tables *) uq;
+    _Atomic(xgr_lazy_tables *) lazy; /* lazy rules' token lists, the same way */
     /* Storage for entries that live exactly as long as this grammar (entry.c
      * xgr_entry_grammar_block): chunks, newest first, under the lock. */
     pthread_mutex_t arena_lock;

@@ -73,13 +73,9 @@ struct xgr_matcher {
     int32_t worked; /* this fill walked tokens in the parser, or merged several entries */
     uint32_t *class_bits; /* token classes: 2 * row_words (members, scratch), on first use */
     xgr_cover cover;      /* collect_states: items another item's entry covers (cover.h) */
-    /* Lazy rules (lazy_tokens.h): the tokens that may close a lazy occurrence before their
-     * last byte, in sorted order and as a row_words bit set; n_lazy_risky -1 when every
-     * token may (a nullable lazy rule). Built on the first fill that needs them. */
-    int32_t *lazy_risky;
-    uint32_t *lazy_bits;
-    int32_t n_lazy_risky;
-    int lazy_ready;
+    /* Lazy rules (lazy_tokens.h): the grammar's token lists (compiled.h xgr_lazy_tables),
+     * fetched at the first fill that needs them */
+    const xgr_lazy_tables *lazy;
     /* uniqueItems (parse/unique.h): the grammar's token lists (compiled.h xgr_uq_tables),
      * fetched at the first fill that needs them */
     const xgr_uq_tables *uq;
@@ -128,8 +124,6 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->ents);
     free(m->memo_row);
     free(m->class_bits);
-    free(m->lazy_risky);
-    free(m->lazy_bits);
 
     xgr_uqs_free(&m->uqs);
     XGR_VEC_FREE(m->memo_items);
@@ -1076,20 +1070,41 @@ static void vm_begin(xgr_matcher *m) {
     m->vm_active = 1;
 }
 
-/* Builds m->lazy_risky / lazy_bits (lazy_tokens.h) once per matcher. */
+/* Fetches m->lazy, the grammar's lazy token lists (lazy_tokens.h), built by the first
+ * matcher that needs them and shared by all (a vocabulary pass: ~1.4 ms at 151k tokens, once
+ * per grammar instead of once per request; published with a compare-and-swap). */
 static int lazy_prepare(xgr_matcher *m) {
-    if (m->lazy_ready) return XGR_OK;
-    const struct xgr_vocab *v = m->c->vocab;
-    uint32_t ends[8];
-    int all = xgr_lazy_end_bytes(m->c->fsm, 0, ends);
-    if (all < 0 || xgr_lazy_risky_tokens(v, ends, all, &m->lazy_risky, &m->n_lazy_risky))
-        return XGR_ERR_NOMEM;
-    if (m->n_lazy_risky >= 0) {
-        m->lazy_bits = xgr_calloc((size_t)v->row_words, sizeof *m->lazy_bits);
-        if (!m->lazy_bits) return XGR_ERR_NOMEM;
-        for (int32_t i = 0; i < m->n_lazy_risky; i++) set_bit(m->lazy_bits, m->lazy_risky[i]);
+    if (m->lazy) return XGR_OK;
+    xgr_compiled *c = m->c;
+    xgr_lazy_tables *t = atomic_load_explicit(&c->lazy, memory_order_acquire);
+    if (!t) {
+        const struct xgr_vocab *v = c->vocab;
+        uint32_t ends[8];
+        int all = xgr_lazy_end_bytes(c->fsm, 0, ends);
+        t = xgr_calloc(1, sizeof *t);
+        if (all < 0 || !t || xgr_lazy_risky_tokens(v, ends, all, &t->risky, &t->n)) {
+            xgr_lazy_tables_free(t);
+            return XGR_ERR_NOMEM;
+        }
+        if (t->n >= 0) {
+            t->bits = xgr_calloc((size_t)v->row_words, sizeof *t->bits);
+            if (!t->bits) {
+                xgr_lazy_tables_free(t);
+                return XGR_ERR_NOMEM;
+            }
+            for (int32_t i = 0; i < t->n; i++) set_bit(t->bits, t->risky[i]);
+        }
+        xgr_lazy_tables *expected = NULL;
+        if (!atomic_compare_exchange_strong_explicit(&c->lazy, &expected, t, memory_order_acq_rel,
+                                                     memory_order_acquire)) {
+            xgr_lazy_tables_free(t);
+            t = expected;
+        } else {
+            atomic_fetch_add(&c->memory, sizeof *t + (t->n > 0 ? (size_t)t->n * sizeof(int32_t) : 0) +
+                                             (t->bits ? (size_t)v->row_words * sizeof(uint32_t) : 0));
+        }
     }
-    m->lazy_ready = 1;
+    m->lazy = t;
     return XGR_OK;
 }
 
@@ -1166,10 +1181,10 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     if (f->attr_lazy_rules) {
         int rc = lazy_prepare(m);
         if (rc) return rc;
-        if (m->n_lazy_risky < 0) {
+        if (m->lazy->n < 0) {
             if (lim > 1) lim = 1;
-        } else if (m->n_lazy_risky > 0) {
-            risky = m->lazy_bits;
+        } else if (m->lazy->n > 0) {
+            risky = m->lazy->bits;
         }
     }
     /* A forced close (ir.h forced_body) of an occurrence open in the row happens where its
@@ -1186,7 +1201,7 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     m->extra.len = 0;
     if (lim >= v->max_token_len && add > v->max_token_len) {
         if (!risky) return XGR_OK;
-        int rc = take_accepted(m, m->lazy_risky, m->n_lazy_risky, row);
+        int rc = take_accepted(m, m->lazy->risky, m->lazy->n, row);
         if (rc) return rc;
     } else if (!risky) {
         /* only tokens longer than min(lim, add - 1) can qualify: a prefix of by_len, put
