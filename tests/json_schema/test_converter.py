@@ -305,6 +305,25 @@ def test_min_max_properties_counting():
     check(s, ['{"a": 1}', '{"b": 1, "c": 2}', '{"x": 1, "y": 2}'], ["{}", '{"a": 1, "b": 1, "c": 2}'])
 
 
+def test_a_large_property_count_without_named_properties_is_one_repetition():
+    # no (named property, count) states: the members are a bounded repetition of the additional
+    # ones, so a count far over the state limit compiles (JsonSchemaStore---tokenlist's tokenMap:
+    # maxProperties 10000); it was refused as "the property-counting automaton is too large"
+    s = {"type": "object", "minProperties": 2, "maxProperties": 5000, "additionalProperties": {"type": "integer"}}
+    members = lambda n: "{" + ", ".join('"k%d": %d' % (i, i) for i in range(n)) + "}"  # noqa: E731
+    check(s, [members(2), members(5000)], ["{}", members(1), members(5001), '{"a": "x", "b": 1}'])
+    # with named properties the states are (property, members so far), at most one per member
+    # decided: a count above the number of properties adds none
+    named = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+             "required": ["b"], "maxProperties": 5000, "additionalProperties": {"type": "integer"}}
+    check(named, [members(0)[:-1] + '"b": 1}', '{"a": 1, "b": 2, ' + members(4998)[1:], '{"b": 2, ' + members(4999)[1:]],
+          ['{"a": 1, "b": 2, ' + members(4999)[1:], '{"b": 2, ' + members(5000)[1:], '{"a": 1}'])
+    # past the limit: as many named properties as the count allows
+    wide = {"type": "object", "properties": {"p%d" % i: {} for i in range(80)}, "maxProperties": 80}
+    with pytest.raises(UnsupportedSchemaError, match="property-counting automaton is too large"):
+        grammar_for(wide)
+
+
 # ------------------------------------------------------------------ formats
 
 FORMAT_CASES = {

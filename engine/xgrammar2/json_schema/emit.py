@@ -1213,7 +1213,11 @@ class Emitter:
             content = self.any_order_content(n, entries, extras, pmin, pmax, bounded, nreq, sep, name)
             empty_ok = nreq == 0 and pmin == 0
             return alt(eo if empty_ok else None, seq(oo, content, oc) if content is not None else None)
-        if (nent + 1) * (cap + 1) > STATE_LIMIT:
+        # (the states below are (i, count) with count <= i: no more members than named properties
+        # decided so far; the additional members after the last are one bounded repetition,
+        # whatever the count: JsonSchemaStore---tokenlist's maxProperties 10000 without named
+        # properties)
+        if (nent + 1) * (min(nent, cap) + 1) > STATE_LIMIT:
             if bounded:
                 self.unsupported("maxProperties" if pmax is not None else "minProperties", n.src,
                                  "the property-counting automaton is too large")
