@@ -354,7 +354,8 @@ def test_formats(fmt):
 # ------------------------------------------------------------------ regex translation vs Python re
 
 PATTERNS = ["a", "^ab", "b$", "^a|b$", "a+b*", "(ab|ba){2}", "^[a-c]{1,3}$", "^(a|b)*c", "[^a]b", "a.b",
-            "^$", "(^a)|(b$)", "a{2,}", "^(?:ab)?c?$", "ab|^ba$", "[a-]b"]
+            "^$", "(^a)|(b$)", "a{2,}", "^(?:ab)?c?$", "ab|^ba$", "[a-]b", "ab|ba|ca", "a|^b|c$|bb",
+            "ac|b*|ca", "ab|c|^ba$|bc"]
 
 
 @settings(max_examples=60, deadline=None)
@@ -368,6 +369,19 @@ def test_regex_search_semantics_match_python(p, strings):
         expect = re.search(p.replace("$", r"\Z"), s) is not None
         assert d.run(s) == expect, (p, s)
         assert fa.nfa_match(nfa, s) == expect, (p, s)
+
+
+def test_unanchored_alternatives_are_searched_together():
+    # ".*(w1|w2|...).*" instead of the union of ".*w1.*", ".*w2.*", ...: the subset construction
+    # of that union tracked every word apart and exceeded the state limit at eight two-letter
+    # words (JsonSchemaStore---io-package's patternProperties); the language is the same
+    p = "en|de|ru|pt|nl|fr|it|es|pl|uk|zh-cn"
+    d = fa.from_regex(rx.to_full_match(rx.parse(p)))
+    assert d.n < 40
+    for text in ["en", "xen", "zh-c", "zh-cnx", "ed", "", "polish", "uk!", "e n", "dE"]:
+        assert d.run(text) == (re.search(p, text) is not None), text
+    check({"type": "object", "patternProperties": {p: {"type": "string"}}, "additionalProperties": False},
+          ['{"en": "a", "xfr": "b"}', "{}"], ['{"en": 1}', '{"xx": "a"}'])
 
 
 LEN_PATTERNS = ["^[ab]+$", "^a[ab]*b$", "^(ab){1,3}$", "ab", "^a", "^[ab]{2,}c?$", "^(a|bb)*$", "b$"]

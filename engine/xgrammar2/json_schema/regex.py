@@ -350,8 +350,18 @@ def _strip_anchors(n):
     of a concatenation (the usual ``^...$`` shapes) or of top-level alternatives; returns
     None otherwise (the caller then builds an automaton that honours the assertions)."""
     if n[0] == "alt":
+        # Branches without anchors are searched together: ".*(en|de|...).*", not the union of
+        # ".*en.*", ".*de.*", ... whose subset construction tracks every branch's progress apart
+        # (exponential in the branches: eleven two-letter words exceeded 4,000 states,
+        # JsonSchemaStore---io-package); the language is the same.
+        free = [b for b in n[1] if not has_anchor(b)]
         outs = []
+        if len(free) > 1:
+            body = alt(*free)
+            outs.append(ANY_STAR if _matches_empty(body) else cat(ANY_STAR, body, ANY_STAR))
         for b in n[1]:
+            if len(free) > 1 and not has_anchor(b):
+                continue
             r = _strip_anchors(b)
             if r is None:
                 return None
