@@ -262,6 +262,25 @@ def test_ref_siblings_intersect_and_recursion():
     assert e.startswith("root ::= defs_t") and "defs_t ::=" in e
 
 
+def test_fragment_only_ids_name_no_resource_and_plain_names_are_anchors():
+    # draft-04 "id": "#/properties/app" on a sub-schema: "#/definitions/app" inside it still
+    # points into the document (JsonSchemaStore---ize-spec); "id": "#orgName" is a plain-name
+    # fragment, which "$ref": "#orgName" reaches (Github_easy---o35904). Both were refused
+    # ("target does not exist", "unknown anchor") when a fragment-only id became a resource.
+    s = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+         "properties": {"app": {"id": "#/properties/app", "type": "object",
+                                "additionalProperties": {"$ref": "#/definitions/app"}},
+                        "org": {"$ref": "#orgName"}},
+         "definitions": {"app": {"id": "#/definitions/app", "type": "integer"},
+                         "orgName": {"id": "#orgName", "type": "string", "pattern": "^[a-z]+$"}}}
+    import jsonschema
+    good = ['{"app": {"x": 1}}', '{"org": "ab"}', '{"app": {}, "org": "z"}']
+    bad = ['{"app": {"x": "s"}}', '{"org": "AB"}', '{"org": 1}']
+    for t in good + bad:
+        assert jsonschema.Draft4Validator(s).is_valid(json.loads(t)) == (t in good), t
+    check(s, good, bad)
+
+
 def test_oneof_exact():
     s = {"type": "object", "properties": {"a": {}, "b": {}}, "oneOf": [{"required": ["a"]}, {"required": ["b"]}]}
     check(s, ['{"a": 1}', '{"b": 1}'], ['{"a": 1, "b": 2}', "{}"])

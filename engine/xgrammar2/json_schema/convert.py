@@ -201,9 +201,18 @@ class Converter:
             return
         sid = self._own_id(s)
         if sid is not None:
-            base = urldefrag(uri_join(base, sid))[0]
-            self.resources.setdefault(base, (s, ptr, base))
-            self.node_base[id(s)] = base
+            path, frag = urldefrag(sid)
+            if path:
+                base = urldefrag(uri_join(base, sid))[0]
+                self.resources.setdefault(base, (s, ptr, base))
+                self.node_base[id(s)] = base
+            # A fragment-only id names no resource of its own: "#foo" is a plain-name fragment
+            # (draft-04 to draft-07's location-independent identifier, an anchor); "#/..."
+            # names nothing. (It used to be registered as the document's resource before the
+            # root was, so "#/definitions/..." pointers resolved inside that sub-schema:
+            # JsonSchemaStore---ize-spec, Github_medium---o10310, ...)
+            if frag and not frag.startswith("/"):
+                self.anchors.setdefault(base + "#" + frag, (s, ptr, base))
         anc = s.get("$anchor")
         if isinstance(anc, str):
             self.anchors.setdefault(base + "#" + anc, (s, ptr, base))
