@@ -308,6 +308,7 @@ static void ctx_free(lw_ctx *c) {
     free(c->nest);
     free(c->grp);
     free(c->nwide);
+    free(c->rwide);
     XGR_VEC_FREE(c->nfa.edges);
     XGR_VEC_FREE(c->nfa2.edges);
     XGR_VEC_FREE(c->share);

@@ -227,6 +227,21 @@ static int repeat_wide(lw_ctx *c, int32_t id) {
     return wide;
 }
 
+int lw_rule_wide(lw_ctx *c, int32_t r) {
+    if (c->rwide[r]) return c->rwide[r] == 2;
+    uint32_t first[8] = {0};
+    int budget = 256, wide = 0;
+    int32_t body = c->g->rules.data[r].body;
+    if (body >= 0 && !node_first(c, body, first, &budget)) {
+        int bytes = 0;
+        for (int w = 0; w < 8; w++)
+            for (uint32_t x = first[w]; x; x &= x - 1) bytes++;
+        wide = bytes >= LW_WIDE_FIRST_BYTES;
+    }
+    c->rwide[r] = wide ? 2 : 1;
+    return wide;
+}
+
 int lw_repeat_compressed(lw_ctx *c, int32_t id) {
     const xgr_node *n = &c->g->nodes.data[id];
     if (n->max >= 0 ? n->max > c->rthresh : n->min > c->rthresh) return 1;
@@ -535,13 +550,14 @@ int lw_analyze(lw_ctx *c) {
     int32_t *low = xgr_malloc(nr * sizeof *low);
     uint8_t *onstk = xgr_calloc(nr, 1);
     c->rflags = xgr_calloc(nr, 1);
+    c->rwide = xgr_calloc(nr, 1);
     c->est = xgr_calloc(nr, sizeof *c->est);
     c->nprops = xgr_calloc(g->nodes.len, 1);
     c->nest = xgr_malloc((g->nodes.len ? g->nodes.len : 1) * sizeof *c->nest);
     if (c->nest) memset(c->nest, 0xff, g->nodes.len * sizeof *c->nest);
     c->nwide = xgr_calloc(g->nodes.len ? g->nodes.len : 1, 1);
     if (!c->nest || !c->nwide || !roff || !rlen || !queue || !idx || !low || !onstk || !c->rflags || !c->est ||
-        !c->nprops) {
+        !c->nprops || !c->rwide) {
         rc = XGR_ERR_NOMEM;
         goto done;
     }

@@ -144,6 +144,7 @@ typedef struct lw_ctx {
     uint8_t *nprops; /* memo, valid once memo_on */
     int32_t *nest;   /* size-estimate memo per node, -1 = unknown */
     uint8_t *nwide;  /* per REPEAT node: 0 unknown, 1 narrow body, 2 wide (lw_repeat_compressed) */
+    uint8_t *rwide;  /* per IR rule: 0 unknown, 1 narrow, 2 wide (lw_rule_wide) */
     int memo_on;
 
     /* output rules, in id order; processed as a FIFO worklist */
@@ -194,6 +195,12 @@ uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth);
 #define LW_MAX_UNROLL 1024
 #define LW_WIDE_FIRST_BYTES 96
 int lw_repeat_compressed(lw_ctx *c, int32_t id);
+/* Can IR rule r start with at least LW_WIDE_FIRST_BYTES of the 256 bytes (a JSON string
+ * character)? A reference edge to such a rule leaves nearly every token uncertain where
+ * it is entered (the rule pops after a character or so, and the caller decides), so the
+ * first mask there walks the vocabulary twice (trie_alt.c leaves an alternation that
+ * references such a rule to the general path, which inlines it). */
+int lw_rule_wide(lw_ctx *c, int32_t r);
 
 /* fsm_build.c: output-rule lookup / creation (may grow c->orules). */
 int lw_ref_rule(lw_ctx *c, int32_t ir_rule, int nonempty, int32_t *out);

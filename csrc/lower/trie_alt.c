@@ -10,7 +10,10 @@
  * such words multiplies them, within bounds), the sorted words form a trie, and every
  * state is hash-consed on (final, outgoing edges) bottom-up, the classic register
  * construction for acyclic automata. References stay references (never inlined), which
- * the Earley parser handles like any other ref edge.
+ * the Earley parser handles like any other ref edge; so an alternation referencing a rule
+ * the general path would inline and whose first bytes are wide (a JSON string character,
+ * as in a trie of property names with additional properties) is left to the general path
+ * (inlines_wide), unless a TagDispatch trigger hands over to it.
  *
  * A special token spelled as text is ("<|channel|>" | Token) (front/token_spell.c), so a
  * Harmony header with four of them would expand into 16 words. Such a small choice of
@@ -550,6 +553,29 @@ done:
     return rc;
 }
 
+/* Does the alternation under IR node `node` (bytes, references, sequences, alternations:
+ * what expand() reads) reference a rule the general path inlines whose first bytes are
+ * wide (lower.c lw_rule_wide)? The tail `kchar_x key_rest` of a trie of property names
+ * with additional properties is such: kept as references here, the first mask at a
+ * key's start walked the vocabulary once into kchar_x (which pops after one character)
+ * and again under its caller (125k uncertain tokens, 20 ms at 150k tokens); inlined by
+ * the general path, the key is one flat automaton (1 ms). */
+static int inlines_wide(lw_ctx *c, int32_t node, int depth) {
+    const xgr_grammar *g = c->g;
+    const xgr_node *n = &g->nodes.data[node];
+    if (depth > 64) return 0;
+    switch (n->kind) {
+    case XGR_NODE_REF:
+        return (c->rflags[n->a] & RF_INLINED) && (c->rflags[n->a] & RF_NE) && lw_rule_wide(c, n->a);
+    case XGR_NODE_SEQ:
+    case XGR_NODE_ALT:
+        for (int32_t i = 0; i < n->count; i++)
+            if (inlines_wide(c, g->kids.data[n->off + i], depth + 1)) return 1;
+        return 0;
+    default: return 0;
+    }
+}
+
 int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *built) {
     *built = 0;
     const lw_orule o = c->orules.data[orule];
@@ -558,6 +584,8 @@ int lw_trie_build(lw_ctx *c, int32_t orule, int64_t budget, lw_dfa *out, int *bu
     const xgr_node alt = g->nodes.data[unwrap_seq(g, g->rules.data[o.a].body)];
     if (alt.kind != XGR_NODE_ALT || alt.count < 2 ||
         (alt.count < TRIE_MIN_ALTS && !(c->rflags[o.a] & RF_TD_TARGET)))
+        return XGR_OK;
+    if (!(c->rflags[o.a] & RF_TD_TARGET) && inlines_wide(c, unwrap_seq(g, g->rules.data[o.a].body), 0))
         return XGR_OK;
     choice_tab ct = {0};
     int rc = trie_try(c, &alt, budget, &ct, out);

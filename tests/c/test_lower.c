@@ -1194,6 +1194,51 @@ static void test_literal_led_alternations(void) {
     }
     xgr_ir_free(G);
 
+    /* A trie of property names with additional properties (json_schema/emit.py
+     * key_not_in): each node reads the next letter of a name, `kchar_x rest` (any other
+     * character, then the rest of the key) or the closing quote. Its references go to
+     * small rules whose first bytes are wide (a JSON string character), so the direct
+     * builder refuses it (trie_alt.c inlines_wide): the general path inlines them and the
+     * key is one automaton without reference edges (as references, the first mask at the
+     * key's start walked the vocabulary twice). Same language. */
+    NEWG();
+    {
+        static const char *keys[8] = {"ab", "ba", "cd", "dc", "ef", "fe", "gh", "hg"};
+        DEF("kch", A(2, C(1, 4, 'a', 'h', '"', '"', '\\', '\\', 0, 0x1f), S(2, L("\\"), C(0, 2, 'n', 'n', 't', 't'))));
+        DEF("ch", A(2, C(1, 3, '\\', '\\', '"', '"', 0, 0x1f), S(2, L("\\"), C(0, 2, 'n', 'n', 't', 't'))));
+        DEF("rest", S(2, REP(R("ch"), 0, -1), L("\"")));
+        int32_t kk[10];
+        for (int i = 0; i < 8; i++) {
+            char l0[2] = {keys[i][0], 0}, l1[2] = {keys[i][1], 0};
+            kk[i] = S(2, L(l0), A(3, S(3, L(l1), R("ch"), R("rest")),
+                                  S(2, R("kch"), R("rest")), L("\"")));
+        }
+        kk[8] = S(2, R("kch"), R("rest"));
+        kk[9] = L("\"");
+        DEF("key", ok(xgr_ir_alt(G, kk, 10)));
+        DEF("root", S(3, L("{\""), R("key"), L(":1}")));
+        ROOT("root");
+        check_all_opts("key trie", 300);
+        xgr_compile_options dflt = OPTS(64, 16); /* the default inline_max_states */
+        f = build(&dflt);
+        if (f) {
+            check_fsm(f);
+            int32_t key = rule_by_name(f, "key"), refs = 0;
+            CHECK(key >= 0 && key != f->root); /* too large to inline: its own automaton */
+            CHECK(rule_by_name(f, "kch") < 0 && rule_by_name(f, "ch") < 0 && rule_by_name(f, "rest") < 0);
+            for (int32_t st = 0; st < f->n_states; st++)
+                for (int32_t e = f->edge_begin[st]; e < f->edge_begin[st + 1]; e++)
+                    refs += f->edges[e].ref >= 0 && f->edges[e].ref != key;
+            CHECK(refs == 0);
+            CHECK(fsm_accepts_str(f, "{\"ab\":1}") == 0 && fsm_accepts_str(f, "{\"a\":1}") == 1);
+            CHECK(fsm_accepts_str(f, "{\"abc\":1}") == 1 && fsm_accepts_str(f, "{\"a\\n\":1}") == 1);
+            CHECK(fsm_accepts_str(f, "{\"\":1}") == 1 && fsm_accepts_str(f, "{\"zz\\t\":1}") == 1);
+            CHECK(fsm_accepts_str(f, "{\"hg\":1}") == 0 && fsm_accepts_str(f, "{\"hgx\":1}") == 1);
+            xgr_fsm_free(f);
+        }
+    }
+    xgr_ir_free(G);
+
     /* Shapes the direct builder refuses (one literal a prefix of another, a nested
      * alternation, a leading reference) fall back to the general path, same language. */
     NEWG();
