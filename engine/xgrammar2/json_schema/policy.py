@@ -24,7 +24,9 @@ E, A, U = Policy.ENFORCED, Policy.ANNOTATION, Policy.UNSUPPORTED
 KEYWORD_POLICY: dict = {
     # --- core / structure
     "$schema": (A, "dialect identifier; draft 2020-12 semantics are always used"),
-    "$id": (E, "sets the base URI used to resolve $ref within the document"),
+    "$id": (E, "sets the base URI used to resolve $ref within the document; a fragment-only value names no resource "
+               "of its own (`\"#foo\"`, the draft-04 to draft-07 location-independent identifier, is an anchor; "
+               "`\"#/...\"` names nothing)"),
     "id": (E, "draft-04 spelling of $id (only when its value is a string)"),
     "$anchor": (E, "plain-name fragment target for $ref"),
     "$ref": (E, "local references (JSON pointer, $anchor, embedded $id), recursion allowed; "
