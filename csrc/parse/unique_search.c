@@ -233,13 +233,25 @@ static int m_value(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size
  * are kept; the others (inside the text of the token or of a search) are indexed anew. */
 static const xgr_uqs_members *members(const uint8_t *v, size_t vn, size_t j, xgr_uqs_omemo *mo,
                                      xgr_uqs_members *tmp) {
+    /* The list is always returned in the caller's `tmp`, never in a slot: a nested object
+     * compared while the caller still reads its list may take the same slot. */
     const uint8_t *at = v + j;
-    xgr_uqs_members *slot = tmp;
+    xgr_uqs_members *slot = NULL;
     if (mo && mo->slots) {
         size_t h = ((uintptr_t)at * 0x9E3779B97F4A7C15ull) >> 59; /* 32 slots */
         slot = &mo->slots[h];
-        if (slot->gen == mo->gen && slot->at == at) return slot;
+        if (slot->gen == mo->gen && slot->at == at) {
+            tmp->nm = slot->nm;
+            tmp->vend = slot->vend;
+            if (slot->nm > 0) {
+                memcpy(tmp->keys, slot->keys, (size_t)slot->nm * sizeof *tmp->keys);
+                memcpy(tmp->vals, slot->vals, (size_t)slot->nm * sizeof *tmp->vals);
+            }
+            return tmp;
+        }
     }
+    tmp->at = NULL;
+    tmp->gen = 0;
     int nm = 0;
     size_t k = skip_ws(v, vn, j + 1);
     while (k < vn && v[k] == '"') {
@@ -247,24 +259,21 @@ static const xgr_uqs_members *members(const uint8_t *v, size_t vn, size_t j, xgr
             nm = -1;
             break;
         }
-        slot->keys[nm] = (uint32_t)(k - j);
+        tmp->keys[nm] = (uint32_t)(k - j);
         k = skip_ws(v, vn, v_skip(v, vn, k));
         k = skip_ws(v, vn, k + 1); /* ':' */
-        slot->vals[nm++] = (uint32_t)(k - j);
+        tmp->vals[nm++] = (uint32_t)(k - j);
         k = skip_ws(v, vn, v_skip(v, vn, k));
         if (k < vn && v[k] == ',') k = skip_ws(v, vn, k + 1);
     }
-    slot->nm = nm;
-    slot->vend = (uint32_t)(k + 1 - j); /* after '}' */
-    if (slot != tmp) {
-        if (at + slot->vend <= mo->stable && k - j < UINT32_MAX) {
-            slot->at = at;
-            slot->gen = mo->gen;
-        } else { /* (not kept: the slot is left as a miss) */
-            slot->gen = 0;
-        }
+    tmp->nm = nm;
+    tmp->vend = (uint32_t)(k + 1 - j); /* after '}' */
+    if (slot && at + tmp->vend <= mo->stable && k - j < UINT32_MAX) {
+        *slot = *tmp;
+        slot->at = at;
+        slot->gen = mo->gen;
     }
-    return slot;
+    return tmp;
 }
 
 static int m_object(const uint8_t *s, size_t n, size_t *i, const uint8_t *v, size_t vn, size_t *j,

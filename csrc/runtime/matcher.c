@@ -124,7 +124,6 @@ void xgr_matcher_free(xgr_matcher *m) {
     XGR_VEC_FREE(m->ents);
     free(m->memo_row);
     free(m->class_bits);
-
     xgr_uqs_free(&m->uqs);
     XGR_VEC_FREE(m->memo_items);
     free(m->vm_known);
@@ -1238,14 +1237,6 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     return check_extra(m, row);
 }
 
-/* uniqueItems (parse/unique.h): the mask cache's entries ignore it, so a token that can
- * complete an element whose value an earlier element of its array already has is decided
- * exactly. An element completes only at one of its rules' end bytes (a string's closing
- * quote), and a duplicate needs an earlier element of the same array: one recorded in an
- * array still open at this row (then every token with such a byte is checked), or one the
- * token itself completes (then only tokens with two such bytes). Elements whose value set
- * never runs out before they complete (the converter emits only those) cannot reach a
- * dead end otherwise. */
 /* The grammar's uniqueItems token lists (compiled.h xgr_uq_tables), built by the first
  * matcher that needs them and shared by all (published with a compare-and-swap: a matcher
  * that loses the race frees its copy). */
@@ -1291,6 +1282,14 @@ static int uq_tables(xgr_compiled *c, const xgr_uq_tables **out) {
     return XGR_OK;
 }
 
+/* uniqueItems (parse/unique.h): the mask cache's entries ignore it, so a token that can
+ * complete an element whose value an earlier element of its array already has is decided
+ * exactly. An element completes only at one of its rules' end bytes (a string's closing
+ * quote), and a duplicate needs an earlier element of the same array: one recorded in an
+ * array still open at this row (then every token with such a byte is checked), or one the
+ * token itself completes (then only tokens with two such bytes). Elements whose value set
+ * never runs out before they complete (the converter emits only those) cannot reach a
+ * dead end otherwise. */
 static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
     if (!m->uq) {
         int rc0 = uq_tables(m->c, &m->uq);
@@ -1333,15 +1332,6 @@ static int check_unique_tokens(xgr_matcher *m, uint32_t *row) {
     return rc ? rc : check_extra(m, row);
 }
 
-/* uniqueItems over elements that can run out (parse/unique_search.h): a token the row
- * allows after which every completion would leave an element a duplicate is cleared. Only
- * tokens that can leave an element consistent with an earlier value are looked at: those
- * whose first byte does (the element's text so far plus that byte, in any open search
- * scope), and those holding a byte where an element can complete (they may start the next
- * element, or open an array and fill it). Each is judged on its text first, except one
- * that can complete an element and holds a ',' after a '[' (it may open an array the text
- * does not know of and start its second element); those the text leaves at risk are fed
- * to the parser and searched. */
 /* One token of check_search_tokens: judged on its text, else stepped and searched; its bit
  * is cleared when no fresh completion follows it. `ends`: it holds an element end byte. */
 static int search_token(xgr_matcher *m, uint32_t *row, int32_t id, int ends, int32_t rows,
@@ -1374,6 +1364,15 @@ static int search_token(xgr_matcher *m, uint32_t *row, int32_t id, int ends, int
     return rc;
 }
 
+/* uniqueItems over elements that can run out (parse/unique_search.h): a token the row
+ * allows after which every completion would leave an element a duplicate is cleared. Only
+ * tokens that can leave an element consistent with an earlier value are looked at: those
+ * whose first byte does (the element's text so far plus that byte, in any open search
+ * scope), and those holding a byte where an element can complete (they may start the next
+ * element, or open an array and fill it). Each is judged on its text first, except one
+ * that can complete an element and holds a ',' after a '[' (it may open an array the text
+ * does not know of and start its second element); those the text leaves at risk are fed
+ * to the parser and searched. */
 static int check_search_tokens(xgr_matcher *m, uint32_t *row) {
     xgr_parser *p = &m->parser;
     const struct xgr_vocab *v = m->c->vocab;
