@@ -252,6 +252,23 @@ static void mark_unique(const xgr_fsm *f, const xgr_link_layout *lay, const uint
     }
 }
 
+/* unique[r] = 1 also for the rules with a budget, a forced close or laziness: an entry
+ * whose rule closure holds one bakes that rule's budget or end into its verdicts (the
+ * classified rule's own occurrence enters its budget, parse/earley.c xgr_parser_start; so
+ * does a rule a token enters), so closure keys stop at them and those entries stay in this
+ * grammar. Every other entry depends on its closure alone, as in a grammar without
+ * attributes, and is shared across grammars (a string's loop in a schema that has one
+ * budgeted string elsewhere: docs/rule-attributes.md, "Masks"). */
+static void mark_attributed(const xgr_fsm *f, uint8_t *unique) {
+    if (!f->rule_attrs) return;
+    for (int32_t r = 0; r < f->n_rules; r++) {
+        const xgr_rule_attrs *a = &f->rule_attrs[r];
+        if (a->max_chars >= 0 || a->max_tokens >= 0 || a->max_json_chars >= 0 || a->lazy ||
+            a->forced_body >= 0)
+            unique[r] = 1;
+    }
+}
+
 /* Everything after the automata (c->fsm, c->token_ids set): scan flags, slot layout,
  * per-rule tables, memory accounting. `lay` says where a linked grammar's parts lie
  * (NULL: not linked). Frees c on failure. */
@@ -299,10 +316,9 @@ static int compiled_finish(xgr_compiled *c, const xgr_link_layout *lay, xgr_comp
     if (f->attr_captures) memset(c->rule_leo, 0, (size_t)nr + 1); /* every level records */
     if (f->attr_budgets || f->attr_lazy) {
         /* Budgets and laziness hold per occurrence: a Leo item would elide the completed
-         * items whose deadlines or closure decide (parse/attrs.h). Mask entries stay
-         * per grammar: a rule entered inside a token bakes its budget into the entry. */
+         * items whose deadlines or closure decide (parse/attrs.h). */
         memset(c->rule_leo, 0, (size_t)nr + 1);
-        c->opts.cross_grammar_cache = -1;
+        mark_attributed(f, c->rule_unique);
         /* what each state still needs within a character budget (parse/need.h) */
         if ((rc = xgr_need_build(c->fsm))) goto fail;
     }

@@ -329,3 +329,61 @@ def test_loops_through_final_states_are_shared_and_exact() -> None:
             assert after["hits"] > before["hits"], (before, after)
         ok, why = masks_equal_oracle(m, tok.vocab_size)
         assert ok, (text, why)
+
+
+def test_a_grammar_with_a_budget_shares_the_entries_of_its_rules_without_one() -> None:
+    """A JSON schema with one budgeted string (a pattern with a large maxLength) still shares
+    its other strings' entries: the same schema compiled again hits the cache at every plain
+    string's first fill, before a budget's rule is ever entered, with the oracle's masks."""
+    tok = tokenizer("llama-3.1")
+    c = xgr.GrammarCompiler(tok, cache_enabled=False)
+
+    def schema(k: int) -> dict:
+        return {"type": "object", "properties": {
+            f"name{k}": {"type": "string", "maxLength": 40},
+            "icon": {"type": "string", "maxLength": 30000, "pattern": "^data:[a-z]+,[0-9a-zA-Z+/=]*$"},
+            "n": {"type": "integer"}}, "required": [f"name{k}", "icon", "n"]}
+
+    src0 = xgr.Grammar.from_json_schema(schema(0))
+    assert "max_json_chars=30000" in str(src0) or "max_chars=30000" in str(src0), str(src0)
+    bm = xgr.allocate_token_bitmask(1, tok.vocab_size)
+    for k in range(2):
+        m = xgr.GrammarMatcher(c.compile_json_schema(schema(k)))
+        assert m.accept_string(f'{{"name{k}": "ab')
+        before = xgr.get_cross_grammar_cache_stats()
+        m.fill_next_token_bitmask(bm)
+        after = xgr.get_cross_grammar_cache_stats()
+        if k:
+            assert after["hits"] > before["hits"], (before, after)
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, why
+        for text in ['", "icon": "data:x,', 'AB+', '", "n": 1']:
+            assert m.accept_string(text), text
+            ok, why = masks_equal_oracle(m, tok.vocab_size)
+            assert ok, (k, text, why)
+
+
+@pytest.mark.parametrize("budget_first", [True, False])
+def test_an_entry_that_enters_a_budgeted_rule_is_never_shared(budget_first: bool) -> None:
+    """Two grammars alike but for a character budget on the rule the root enters: the entry
+    of the root's state classifies tokens that enter the budgeted rule, so it must not serve
+    the grammar without the budget (which takes `"abcdef"`), nor the other way round."""
+    tok = tokenizer("llama-3.1")
+    body = 'root ::= "x=\\"" s "\\""\n'
+    budget = body + "s[max_chars=3] ::= [a-z]*\n"
+    plain = body + "s ::= [a-z]*\n"
+    order = [budget, plain] if budget_first else [plain, budget]
+    allowed_long = {}
+    for src in order:
+        m = xgr.GrammarMatcher(compile_private(src))
+        assert m.accept_string('x="')
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, (src, why)
+        bm = xgr.allocate_token_bitmask(1, tok.vocab_size)
+        m.fill_next_token_bitmask(bm)
+        ids = [i for i, t in enumerate(tok.decoded_vocab[: tok.vocab_size])
+               if len(t) >= 5 and t.isascii() and t.isalpha() and t.islower()]
+        assert len(ids) > 100
+        bits = bm.numpy()[0]
+        allowed_long[src] = sum(1 for i in ids if bits[i >> 5] >> (i & 31) & 1)
+    assert allowed_long[budget] == 0 and allowed_long[plain] > 100, allowed_long
