@@ -60,7 +60,34 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
     return XGR_OK;
 }
 
-/* The context-free entry of `state` by one pass over the whole sorted vocabulary. */
+/* The context-free entry of a sparse `state` by descent from its few bytes
+ * (descend.c), or XGR_DESCEND_STOP where descent does not apply or gives up. */
+static int descend_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
+                         xgr_mask_entry **out) {
+    const struct xgr_vocab *v = c->vocab;
+    int32_t rule = c->fsm->state_rule[state];
+    int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
+    int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
+    if (runs || c->no_descend || !xgr_descend_applies(c->fsm, state) ||
+        (hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR)))
+        return XGR_DESCEND_STOP;
+    pop_list *acc = &s->dacc, *pops = &s->dpops;
+    acc->len = pops->len = 0;
+    int refchk = c->rule_opaque[rule] ? XGR_REFCHK_EXACT : 0; /* (never a dispatch rule here) */
+    int rc = xgr_descend(v, c->fsm, state, refchk, hybrid, acc, pops);
+    if (!rc) rc = xgr_entry_from_lists(v, acc, pops, out);
+    if (!rc && (rc = xgr_entry_pop_suffixes(v, *out, pops))) {
+        xgr_mask_entry_free(*out);
+        *out = NULL;
+    }
+    /* (kept for the next entry unless a wide state made them large) */
+    if (acc->cap > SCRATCH_KEEP) XGR_VEC_FREE(*acc);
+    if (pops->cap > SCRATCH_KEEP) XGR_VEC_FREE(*pops);
+    return rc;
+}
+
+/* The context-free entry of `state` by one pass over the whole sorted vocabulary (after
+ * descend_entry gave up). */
 static int classify_all(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
@@ -68,25 +95,6 @@ static int classify_all(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     xgr_follow *fo = &s->fo;
     int32_t rule = c->fsm->state_rule[state];
     int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
-    int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
-    if (!runs && !c->no_descend && xgr_descend_applies(c->fsm, state) &&
-        !(hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR))) {
-        pop_list *acc = &s->dacc, *pops = &s->dpops;
-        acc->len = pops->len = 0;
-        int refchk = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH ? XGR_REFCHK_WIDE
-                     : c->rule_opaque[rule]                      ? XGR_REFCHK_EXACT
-                                                                 : 0;
-        int rc = xgr_descend(v, c->fsm, state, refchk, hybrid, acc, pops);
-        if (!rc) rc = xgr_entry_from_lists(v, acc, pops, out);
-        if (!rc && (rc = xgr_entry_pop_suffixes(v, *out, pops))) {
-            xgr_mask_entry_free(*out);
-            *out = NULL;
-        }
-        /* (kept for the next entry unless a wide state made them large) */
-        if (acc->cap > SCRATCH_KEEP) XGR_VEC_FREE(*acc);
-        if (pops->cap > SCRATCH_KEEP) XGR_VEC_FREE(*pops);
-        if (rc != XGR_DESCEND_STOP) return rc;
-    }
     token_list tl = {v, NULL, v->n_sorted, NULL};
     pop_list pops = {0}, groups = {0};
     uint64_t *bits = xgr_calloc((size_t)v->set_words + 1, sizeof *bits);
@@ -113,7 +121,17 @@ static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     const struct xgr_vocab *v = c->vocab;
     int32_t rule = c->fsm->state_rule[state], local = state - c->fsm->rule_start[rule];
     const xgr_rule_key *key = NULL;
+    /* A sparse state off any loop (a key's first byte, a literal's next one) has its entry
+     * by descent for a few thousand instructions; its rule's closure key can cost a
+     * hundred times that: the key rule of a wide object's property chain holds the rest
+     * of the chain (Github_ultra---o46322's first key position built 124 such keys, 82%
+     * of its 2.8 ms), for entries no other grammar asks for. So such a state descends
+     * first and is not shared; loop states (digit runs, strings) keep their shared
+     * entries (docs/mask-cache.md, "Sparse states"). */
+    int loop = xgr_region_on_loop(c, state);
+    if (loop < 0) return loop;
     int rc;
+    if (!loop && (rc = descend_entry(c, s, state, out)) != XGR_DESCEND_STOP) return rc;
     if (c->opts.cross_grammar_cache > 0) {
         if ((rc = rule_key(c, rule, &key))) return rc;
         if (key->unshareable) key = NULL;
@@ -124,6 +142,14 @@ static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[rule] &&
         (rc = xgr_region_raw_entry(c, p, state, &e)))
         return rc;
+    if (!e && loop) {
+        rc = descend_entry(c, s, state, &e);
+        if (rc == XGR_DESCEND_STOP) {
+            e = NULL;
+        } else if (rc) {
+            return rc;
+        }
+    }
     if (!e && (rc = classify_all(c, s, state, &e))) return rc;
     if (key) {
         xgr_mask_entry *shared =

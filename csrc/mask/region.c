@@ -696,6 +696,14 @@ out:
     return rc;
 }
 
+int xgr_region_on_loop(xgr_compiled *c, int32_t state) {
+    int32_t r = c->fsm->state_rule[state];
+    const int32_t *comp = NULL;
+    int rc = rule_loops(c, r, &comp);
+    if (rc) return rc;
+    return comp[state - c->fsm->rule_start[r]] >= 0;
+}
+
 int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask_entry **out) {
     *out = NULL;
     if (c->vocab->max_token_len >= 0x7fff) return XGR_OK; /* exit depths are 16-bit */

@@ -15,4 +15,9 @@
  * *out = NULL when the state is not on such a loop. Thread-safe as the rest of the cache. */
 int xgr_region_raw_entry(xgr_compiled *c, xgr_parser *p, int32_t state, xgr_mask_entry **out);
 
+/* 1 when `state` lies on a loop of its rule (a strongly connected component of two states
+ * or more, or a self-edge; references count as edges), 0 when not; a negative status on
+ * failure. The components are computed once per rule and grammar. */
+int xgr_region_on_loop(xgr_compiled *c, int32_t state);
+
 #endif
