@@ -334,8 +334,9 @@ def test_loops_through_final_states_are_shared_and_exact() -> None:
 
 def test_a_grammar_with_a_budget_shares_the_entries_of_its_rules_without_one() -> None:
     """A JSON schema with one budgeted string (a pattern with a large maxLength) still shares
-    its other strings' entries: the same schema compiled again hits the cache at every plain
-    string's first fill, before a budget's rule is ever entered, with the oracle's masks."""
+    its other strings' entries: a second schema like it (another property name) hits the
+    cache at its plain string's first fill, before a budget's rule is ever entered, with the
+    oracle's masks there and through the budgeted string."""
     tok = tokenizer("llama-3.1")
     c = xgr.GrammarCompiler(tok, cache_enabled=False)
 
