@@ -60,17 +60,23 @@ static int rule_key(xgr_compiled *c, int32_t rule, const xgr_rule_key **out) {
     return XGR_OK;
 }
 
-/* The context-free entry of a sparse `state` by descent from its few bytes
- * (descend.c), or XGR_DESCEND_STOP where descent does not apply or gives up. */
+/* Whether `state` is sparse enough for descent (descend.c; never in a dispatch rule, whose
+ * entries record runs). */
+static int descends(const xgr_compiled *c, int32_t state) {
+    int32_t rule = c->fsm->state_rule[state];
+    int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
+    return c->rule_opaque[rule] != XGR_OPAQUE_DISPATCH && !c->no_descend &&
+           xgr_descend_applies(c->fsm, state) &&
+           !(hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR));
+}
+
+/* The context-free entry of a state that descends(), or XGR_DESCEND_STOP where the
+ * descent gives up (a token reaches a reference in a rule with references). */
 static int descend_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
                          xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
     int32_t rule = c->fsm->state_rule[state];
-    int runs = c->rule_opaque[rule] == XGR_OPAQUE_DISPATCH;
     int hybrid = !c->rule_flat[rule] && !c->rule_opaque[rule];
-    if (runs || c->no_descend || !xgr_descend_applies(c->fsm, state) ||
-        (hybrid && xgr_descend_ref_near(c->fsm, state, XGR_DESCEND_REF_NEAR)))
-        return XGR_DESCEND_STOP;
     pop_list *acc = &s->dacc, *pops = &s->dpops;
     acc->len = pops->len = 0;
     int refchk = c->rule_opaque[rule] ? XGR_REFCHK_EXACT : 0; /* (never a dispatch rule here) */
@@ -86,8 +92,8 @@ static int descend_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     return rc;
 }
 
-/* The context-free entry of `state` by one pass over the whole sorted vocabulary (after
- * descend_entry gave up). */
+/* The context-free entry of `state` by one pass over the whole sorted vocabulary (where
+ * it does not descend, or the descent gave up). */
 static int classify_all(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
                         xgr_mask_entry **out) {
     const struct xgr_vocab *v = c->vocab;
@@ -128,10 +134,9 @@ static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
      * of its 2.8 ms), for entries no other grammar asks for. So such a state descends
      * first and is not shared; loop states (digit runs, strings) keep their shared
      * entries (docs/mask-cache.md, "Sparse states"). */
-    int loop = xgr_region_on_loop(c, state);
-    if (loop < 0) return loop;
-    int rc;
-    if (!loop && (rc = descend_entry(c, s, state, out)) != XGR_DESCEND_STOP) return rc;
+    int sparse = descends(c, state), loop = 0, rc;
+    if (sparse && (loop = xgr_region_on_loop(c, state)) < 0) return loop;
+    if (sparse && !loop && (rc = descend_entry(c, s, state, out)) != XGR_DESCEND_STOP) return rc;
     if (c->opts.cross_grammar_cache > 0) {
         if ((rc = rule_key(c, rule, &key))) return rc;
         if (key->unshareable) key = NULL;
@@ -142,7 +147,7 @@ static int raw_entry(xgr_compiled *c, xgr_mask_scratch *s, int32_t state,
     if (c->opts.cross_grammar_cache > 0 && !c->rule_opaque[rule] &&
         (rc = xgr_region_raw_entry(c, p, state, &e)))
         return rc;
-    if (!e && loop) {
+    if (!e && sparse && loop) {
         rc = descend_entry(c, s, state, &e);
         if (rc == XGR_DESCEND_STOP) {
             e = NULL;
