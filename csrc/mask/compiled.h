@@ -49,6 +49,10 @@ typedef struct {
     size_t mem;
 } xgr_region_sfx;
 
+/* unit_count saturates here: a counter with at least this many repetitions left reads
+ * unit_ids instead. */
+#define XGR_UNIT_COUNT_MAX 127
+
 typedef struct xgr_mask_entry_s {
     atomic_int refcount; /* plain-layer entries may be shared across grammars */
     int32_t form;
@@ -85,6 +89,12 @@ typedef struct xgr_mask_entry_s {
     int32_t *unit_ids;
     int32_t *unit_end;
     int32_t max_units;
+    /* With unit_ids: each token's repetitions by id (row_words * 32 bytes; 0 for those not
+     * in unit_ids, at most XGR_UNIT_COUNT_MAX), so a counter that drops most of them (a
+     * short bounded string drops every token of more characters than it has left) builds
+     * the dropped tokens' bits 32 at a time instead of clearing them one by one
+     * (matcher.c drop_units). */
+    uint8_t *unit_count;
     /* This grammar's view of a loop entry (REFINED over it): the first bytes of what may
      * follow the repetition, so a dropped token that holds none of them after its first
      * byte cannot leave the repetition and is rejected without an exact check. */

@@ -26,6 +26,7 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
         if (e->owns_base) xgr_mask_entry_release(e->base);
         xgr_file_map_release(e->map);
         free(e->psfx);
+        free(e->unit_count);
         free(e);
         return;
     }
@@ -40,6 +41,7 @@ void xgr_mask_entry_free(xgr_mask_entry *e) {
     free_array(e, e->uncertain);
     free_array(e, e->unit_ids);
     free_array(e, e->unit_end);
+    free_array(e, e->unit_count);
     free_array(e, e->exit_first);
     free_array(e, e->unit_open);
     xgr_region_sfx_free(e->sfx);
@@ -443,5 +445,18 @@ int xgr_entry_pop_suffixes(const struct xgr_vocab *v, xgr_mask_entry *e, const p
     xgr_sfx_set_free(&set);
     e->psfx = S;
     e->bytes += S->mem;
+    return XGR_OK;
+}
+
+int xgr_entry_set_unit_count(const struct xgr_vocab *v, xgr_mask_entry *e) {
+    size_t n = (size_t)v->row_words * 32;
+    uint8_t *b = xgr_calloc(n + 1, 1);
+    if (!b) return XGR_ERR_NOMEM;
+    /* unit_ids[unit_end[u] .. unit_end[u - 1]) run exactly u repetitions (u >= 2) */
+    for (int32_t u = e->max_units, k = 0; u >= 2; u--)
+        for (; k < e->unit_end[u - 1]; k++)
+            b[e->unit_ids[k]] = (uint8_t)(u < XGR_UNIT_COUNT_MAX ? u : XGR_UNIT_COUNT_MAX);
+    e->unit_count = b;
+    e->bytes += n + 1;
     return XGR_OK;
 }

@@ -367,6 +367,10 @@ int xgr_pack_read_plain(reader *r, const struct xgr_vocab *v, xgr_mask_entry **o
                                            n_runs, rb, rp, max_units, n_unit, ui, ue, ps_n, pg, po,
                                            pbytes, ps_bytes);
         if (!e) return XGR_ERR_NOMEM;
+        if (ue && xgr_entry_set_unit_count(v, e)) {
+            xgr_mask_entry_free(e);
+            return XGR_ERR_NOMEM;
+        }
         e->n_accepted = n_acc;
         e->wants_context = wants;
         *out = e;
@@ -420,6 +424,7 @@ int xgr_pack_read_plain(reader *r, const struct xgr_vocab *v, xgr_mask_entry **o
             memcpy(e->unit_ids, ui, (size_t)n_unit * 4);
             memcpy(e->unit_end, ue, ((size_t)max_units + 2) * 4);
             e->bytes += ((size_t)n_unit + 1) * 4 + ((size_t)max_units + 2) * 4;
+            rc = xgr_entry_set_unit_count(v, e);
         }
     }
     if (!rc && pg) {

@@ -201,7 +201,7 @@ static int set_units(xgr_mask_entry *e, const struct xgr_vocab *v, const uint64_
         }
     free(pos);
     e->bytes += ((size_t)n + 1) * 4 + ((size_t)maxu + 2) * 4;
-    return XGR_OK;
+    return xgr_entry_set_unit_count(v, e);
 }
 
 /* The context-free entry of child state `state` under unit repetition `rep` (loop_child),

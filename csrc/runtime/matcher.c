@@ -805,6 +805,25 @@ static void clear_checked(xgr_matcher *m, const xgr_mask_entry **ents, size_t n_
     for (size_t i = 0; i < m->extra.len; i++) m->checked_bits[m->extra.data[i] >> 5] = 0;
 }
 
+/* Bit j set when u[j] > lim (j < 32; u[j] <= XGR_UNIT_COUNT_MAX, lim < it): eight counts
+ * at a time, each plus (127 - lim) reaching its byte's high bit exactly when it exceeds
+ * lim (no carry between bytes), the eight high bits gathered by one multiplication. */
+static inline uint32_t unit_drop_word(const uint8_t *u, int32_t lim) {
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    uint64_t add = (uint64_t)(XGR_UNIT_COUNT_MAX - lim) * ones;
+    uint32_t d = 0;
+    for (int j = 0; j < 4; j++) {
+        uint64_t x;
+        memcpy(&x, u + 8 * j, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        x = __builtin_bswap64(x);
+#endif
+        uint64_t y = ((x + add) & high) >> 7; /* bit 8i: count i exceeds lim */
+        d |= (uint32_t)((y * 0x0102040810204080ull) >> 56) << (8 * j);
+    }
+    return d;
+}
+
 /* A loop entry (compiled.h unit_ids) accepts tokens whatever its REPEAT caller's counter:
  * those that run more repetitions than the `lim` left are cleared from `row`. One that
  * holds, after its first byte, a byte that may follow the repetition (top's exit_first)
@@ -815,6 +834,20 @@ static int drop_units(xgr_matcher *m, const xgr_mask_entry *top, const xgr_mask_
     const struct xgr_vocab *v = m->c->vocab;
     const uint32_t *ex = top->exit_first, *ob = top->unit_open;
     int32_t n = base->unit_end[lim < 0 ? 0 : lim];
+    size_t rw = (size_t)v->row_words;
+    /* Many of them dropped (a few repetitions left): the dropped tokens' bits, 32 at a
+     * time from their repetition counts; the open ones among them (unit_open, a word at a
+     * time) go to the exact check. */
+    if (base->unit_count && ob && lim < XGR_UNIT_COUNT_MAX && (size_t)n > 3 * rw) {
+        for (size_t w = 0; w < rw; w++) {
+            uint32_t d = unit_drop_word(base->unit_count + w * 32, lim < 0 ? 0 : lim);
+            row[w] &= ~d;
+            for (uint32_t x = ob[w] & d; x; x &= x - 1)
+                if (XGR_VEC_PUSH(m->extra, (int32_t)(w * 32 + (size_t)xgr_ctz64(x))))
+                    return XGR_ERR_NOMEM;
+        }
+        return XGR_OK;
+    }
     for (int32_t k = 0; k < n; k++) {
         int32_t id = base->unit_ids[k];
         clear_bit(row, id);
