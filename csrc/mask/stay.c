@@ -67,8 +67,63 @@ int xgr_utf8_closed(int32_t s, int32_t n, xgr_next_fn next, const void *ctx) {
     return ok; /* out of memory: "no", which only costs speed */
 }
 
+/* The end state of every character continued from pair (t, u) (u != U_START), or -1;
+ * seen (all zero on entry and on return) and stack hold n * U_N pairs each. */
+static int32_t funnel_from(int32_t t0, int u0, int32_t n, xgr_next_fn next, const void *ctx,
+                           uint8_t *seen, int32_t *stack) {
+    int32_t end = -1, sp = 0, top = 0;
+    int ok = 1;
+    stack[top++] = t0 * U_N + u0;
+    seen[t0 * U_N + u0] = 1;
+    /* stack[0 .. top) lists every pair seen; sp walks it (breadth-first) */
+    while (ok && sp < top) {
+        int32_t pair = stack[sp++], t = pair / U_N, u = pair % U_N;
+        for (int b = 0x80; b <= 0xBF && ok; b++) {
+            int u2 = utf8_next(u, (uint8_t)b);
+            if (u2 < 0) continue;
+            int32_t t2 = next(ctx, t, (uint8_t)b);
+            if (t2 < 0 || t2 >= n || (u2 == U_START && end >= 0 && t2 != end)) {
+                ok = 0;
+                break;
+            }
+            if (u2 == U_START) {
+                end = t2;
+                continue;
+            }
+            int32_t p2 = t2 * U_N + u2;
+            if (!seen[p2]) {
+                seen[p2] = 1;
+                stack[top++] = p2;
+            }
+        }
+    }
+    for (int32_t k = 0; k < top; k++) seen[stack[k]] = 0;
+    return ok ? end : -1;
+}
+
+void xgr_utf8_funnels(int32_t s, int32_t n, xgr_next_fn next, const void *ctx,
+                      const uint8_t want[256], int32_t out[256]) {
+    for (int c = 0; c < 256; c++) out[c] = -1;
+    uint8_t *seen = xgr_calloc((size_t)n * U_N, 1);
+    int32_t *stack = xgr_malloc((size_t)n * U_N * sizeof *stack);
+    int32_t *memo = xgr_calloc((size_t)n * U_N, sizeof *memo); /* end + 2 by start pair; 0: not yet */
+    if (seen && stack && memo)
+        for (int c = 0xC2; c <= 0xF4; c++) {
+            if (!want[c]) continue;
+            int u0 = utf8_next(U_START, (uint8_t)c);
+            int32_t t0 = next(ctx, s, (uint8_t)c);
+            if (u0 < 0 || t0 < 0 || t0 >= n) continue;
+            int32_t *m = &memo[t0 * U_N + u0];
+            if (!*m) *m = funnel_from(t0, u0, n, next, ctx, seen, stack) + 2;
+            out[c] = *m - 2;
+        }
+    free(seen);
+    free(stack);
+    free(memo); /* out of memory: none, which only costs speed */
+}
+
 void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
-                    const uint64_t *lv[256]) {
+                    const int32_t *funnel, const uint64_t *lv[256]) {
     const uint64_t *home = leave + 2 * (size_t)start;
     int closed = !((home[XGR_FOLD_CHAR >> 6] >> (XGR_FOLD_CHAR & 63)) & 1);
     for (int c = 0; c < 256; c++) {
@@ -83,6 +138,13 @@ void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
              * the rest of c's character keeps it there too (free text reached from a
              * partial trigger by a character's lead byte). */
             lv[c] = leave + 2 * (size_t)to[c];
+        } else if (funnel && c >= 0xC2 && c <= 0xF4 && funnel[c] >= 0) {
+            /* Every character starting with c ends in one state: a token that starts with
+             * one stays there when that state is UTF-8 closed (its leave set misses
+             * XGR_FOLD_CHAR, the fold of every complete character) and a cut or ill-formed
+             * character (folded to bit 0, the token's first one included) leaves it. */
+            const uint64_t *t = leave + 2 * (size_t)funnel[c];
+            if (!((t[XGR_FOLD_CHAR >> 6] >> (XGR_FOLD_CHAR & 63)) & 1) && (t[0] & 1)) lv[c] = t;
         }
     }
 }

@@ -77,3 +77,27 @@ def test_language_unchanged_without_inlining() -> None:
     for t, want in [('{"main":1}', False), ('{"mainx":1}', True), ('{"main":"a","main":"b"}', False)]:
         m = xgr.GrammarMatcher(on)
         assert (m.accept_string(t) and m.is_completed()) == want, t
+
+
+# A trie node's first byte of a multi-byte character: a token that starts with such a
+# character and stays in the key's loop is accepted with a word of tokens at a time when
+# every character with that lead byte ends in one state that keeps the rest of the token
+# (walk.c, stay.c xgr_utf8_funnel). Characters of one lead byte that end in different
+# states (U+5000-57FF / U+5800-5FFF: lead byte E5 either way; U+4F60 and the rest of E4)
+# or that die (U+5800-5FFF in the last one) must leave their tokens to the walk.
+LEAD_BYTE_SPLITS = [
+    'root ::= "<" ([\\u5000-\\u57ff] [\\u4e00-\\u9fff]* | [\\u5800-\\u5fff] [0-9]*) ">"',
+    'root ::= "<" [\\u5000-\\u57ff] [\\u4e00-\\u9fff]* ">"',
+    'root ::= "<" ("a" "b"* | [^a<>] [^<>]*) ">"',
+    'root ::= "<" ("\\u4f60" "x"* | [^\\u4f60<>] [^<>]*) ">"',
+    'root ::= "<" ("a" "b"* | [^a<>\\u5800-\\u5fff] [^<>]*) ">"',
+]
+
+
+@pytest.mark.parametrize("src", LEAD_BYTE_SPLITS, ids=[f"g{i}" for i in range(len(LEAD_BYTE_SPLITS))])
+def test_tokens_starting_with_a_character_that_ends_in_one_state_equal_oracle(src: str) -> None:
+    tok = tokenizer("qwen3")
+    m = xgr.GrammarMatcher(xgr.GrammarCompiler(tok, cache_enabled=False).compile_grammar(src))
+    assert m.accept_string("<")
+    ok, why = masks_equal_oracle(m, tok.vocab_size)
+    assert ok, why
