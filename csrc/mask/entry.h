@@ -55,11 +55,11 @@ int xgr_entry_refined_from_lists(const struct xgr_vocab *v, const xgr_mask_entry
 int xgr_entry_make_refined(const struct xgr_vocab *v, const xgr_mask_entry *base,
                            const uint8_t *verdict, xgr_mask_entry **out);
 
-/* Splits e's uncertain tokens into runs (compiled.h run_begin), from the classification's
- * groups and the pop list e was built from. */
 /* e->unit_count from e->unit_ids and unit_end (a loop entry's, compiled.h), counted in
  * e->bytes. */
 int xgr_entry_set_unit_count(const struct xgr_vocab *v, xgr_mask_entry *e);
+/* Splits e's uncertain tokens into runs (compiled.h run_begin), from the classification's
+ * groups and the pop list e was built from. */
 int xgr_entry_set_runs(xgr_mask_entry *e, const xgr_pop_list *groups, const xgr_pop_list *pops);
 /* Groups e's uncertain tokens with a single plain pop by the bytes after it (compiled.h
  * psfx); call before e is shared. */

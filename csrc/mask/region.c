@@ -264,7 +264,7 @@ static int region_classify(const struct xgr_vocab *v, const xgr_fsm *f, const re
     /* tokens that stay put after their first byte: a first-byte range at a time */
     {
         const uint64_t *lv[256];
-        xgr_stay_first(tab, leave, 0, NULL, lv);
+        xgr_stay_first(tab, leave, 0, 0, NULL, NULL, lv);
         xgr_stay_accept(v, lv, acc, scratch);
     }
     dstate[0] = 0;

@@ -101,8 +101,12 @@ static int32_t funnel_from(int32_t t0, int u0, int32_t n, xgr_next_fn next, cons
     return ok ? end : -1;
 }
 
-void xgr_utf8_funnels(int32_t s, int32_t n, xgr_next_fn next, const void *ctx,
-                      const uint8_t want[256], int32_t out[256]) {
+/* out[c], for each lead byte c (0xC2..0xF4) with want[c]: the state every well-formed
+ * multi-byte character starting with c takes local state s to (through states of its own
+ * automaton, n of them), or -1 when they do not all end in one state or one of them dies
+ * on the way (and for every other byte). */
+static void utf8_funnels(int32_t s, int32_t n, xgr_next_fn next, const void *ctx,
+                         const uint8_t want[256], int32_t out[256]) {
     for (int c = 0; c < 256; c++) out[c] = -1;
     uint8_t *seen = xgr_calloc((size_t)n * U_N, 1);
     int32_t *stack = xgr_malloc((size_t)n * U_N * sizeof *stack);
@@ -122,10 +126,17 @@ void xgr_utf8_funnels(int32_t s, int32_t n, xgr_next_fn next, const void *ctx,
     free(memo); /* out of memory: none, which only costs speed */
 }
 
-void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
-                    const int32_t *funnel, const uint64_t *lv[256]) {
+void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start, int32_t n,
+                    xgr_next_fn next, const void *ctx, const uint64_t *lv[256]) {
     const uint64_t *home = leave + 2 * (size_t)start;
     int closed = !((home[XGR_FOLD_CHAR >> 6] >> (XGR_FOLD_CHAR & 63)) & 1);
+    /* lead bytes the first two branches below leave out: where their characters end */
+    uint8_t want[256] = {0};
+    int32_t funnel[256];
+    int asked = 0;
+    for (int c = 0xC2; c <= 0xF4 && next && !closed; c++)
+        asked |= want[c] = to[c] >= 0 && (leave[2 * (size_t)to[c]] & 1);
+    if (asked) utf8_funnels(start, n, next, ctx, want, funnel);
     for (int c = 0; c < 256; c++) {
         lv[c] = NULL;
         if (c < 0x80) {
@@ -138,7 +149,7 @@ void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
              * the rest of c's character keeps it there too (free text reached from a
              * partial trigger by a character's lead byte). */
             lv[c] = leave + 2 * (size_t)to[c];
-        } else if (funnel && c >= 0xC2 && c <= 0xF4 && funnel[c] >= 0) {
+        } else if (asked && c >= 0xC2 && c <= 0xF4 && funnel[c] >= 0) {
             /* Every character starting with c ends in one state: a token that starts with
              * one stays there when that state is UTF-8 closed (its leave set misses
              * XGR_FOLD_CHAR, the fold of every complete character) and a cut or ill-formed

@@ -43,24 +43,18 @@ uint32_t xgr_utf8_char_len(const uint8_t *p, uint32_t n);
  * XGR_FOLD_CHAR of a token (only complete characters) cannot move it. */
 int xgr_utf8_closed(int32_t s, int32_t n, xgr_next_fn next, const void *ctx);
 
-/* out[c], for each lead byte c (0xC2..0xF4) with want[c]: the state every well-formed
- * multi-byte UTF-8 character starting with c takes local state s to (through states of its
- * own automaton, n of them), or -1 when they do not all end in one state or one of them
- * dies on the way (and for every other byte): a key-trie node, where any character but the
- * node's own letters goes on in the key's loop. */
-void xgr_utf8_funnels(int32_t s, int32_t n, xgr_next_fn next, const void *ctx,
-                      const uint8_t want[256], int32_t out[256]);
-
 /* lv[] for xgr_stay_accept from where each first byte leads: to[c] is the local state
  * byte c leads to (negative: none), leave[2 * s ..] local state s's leave set, `start`
  * the state the tokens start in (a token that starts with a whole multi-byte character is
  * back there after it when `start` is UTF-8 closed, and stays where its lead byte leads
- * when that state keeps every non-ASCII byte). funnel (NULL: none) names, per lead byte,
- * the state every character starting with it reaches (xgr_utf8_funnels): a token starting with such a character stays there when that state is UTF-8
- * closed and a cut character leaves it. A byte gets a set only when it does not leave its
- * target. */
-void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start,
-                    const int32_t *funnel, const uint64_t *lv[256]);
+ * when that state keeps every non-ASCII byte). With `next` (the automaton's n local
+ * states; NULL: not used), a lead byte whose every well-formed character ends in one state
+ * (a search over the automaton times a UTF-8 decoder) takes that state's set when it is
+ * UTF-8 closed and a cut character leaves it: a key-trie node, where any character but the
+ * node's own letters goes on in the key's loop. A byte gets a set only when it does not
+ * leave its target. */
+void xgr_stay_first(const int32_t to[256], const uint64_t *leave, int32_t start, int32_t n,
+                    xgr_next_fn next, const void *ctx, const uint64_t *lv[256]);
 
 /* Sets in acc (bits by sorted position, v->set_words words) every token whose first byte
  * c has a leave set lv[c] (NULL: none) that the token's folded bytes miss: the state the

@@ -447,22 +447,10 @@ int xgr_walk_classify(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t sl
             int32_t t = w.ft->next[(size_t)(state - s0) * (size_t)w.ft->n_cls + w.ft->cls[b]];
             to[b] = t < 0 ? -1 : t - s0;
         }
-        /* Lead bytes that neither come back to the start (a UTF-8 closed state) nor lead
-         * where every non-ASCII byte stays: where each one's characters end, when that is
-         * one state (a key-trie node: any other character goes on in the key's loop, and a
-         * token of CJK characters stays there). A token that stays is accepted whatever
-         * pops it passes. */
-        int32_t funnel[256], n_local = xgr_fsm_rule_end(c->fsm, c->fsm->state_rule[state]) - s0;
-        const uint64_t *home = w.ft->leave + 2 * (size_t)(state - s0);
-        int closed = !((home[XGR_FOLD_CHAR >> 6] >> (XGR_FOLD_CHAR & 63)) & 1), any = 0;
+        /* (a token that stays is accepted whatever pops it passes) */
         flat_ctx fctx = {w.ft, s0};
-        uint8_t want[256] = {0};
-        int asked = 0;
-        for (int b = 0xC2; b <= 0xF4 && !closed; b++)
-            asked |= want[b] = to[b] >= 0 && (w.ft->leave[2 * (size_t)to[b]] & 1);
-        if (asked) xgr_utf8_funnels(state - s0, n_local, flat_next, &fctx, want, funnel);
-        for (int b = 0xC2; b <= 0xF4 && asked; b++) any |= funnel[b] >= 0;
-        xgr_stay_first(to, w.ft->leave, state - s0, any ? funnel : NULL, lv);
+        int32_t n_local = xgr_fsm_rule_end(c->fsm, c->fsm->state_rule[state]) - s0;
+        xgr_stay_first(to, w.ft->leave, state - s0, n_local, flat_next, &fctx, lv);
         xgr_stay_accept(v, lv, blk, scratch);
         free(scratch);
     }

@@ -833,14 +833,15 @@ static int drop_units(xgr_matcher *m, const xgr_mask_entry *top, const xgr_mask_
     if (lim > base->max_units) return XGR_OK;
     const struct xgr_vocab *v = m->c->vocab;
     const uint32_t *ex = top->exit_first, *ob = top->unit_open;
-    int32_t n = base->unit_end[lim < 0 ? 0 : lim];
+    if (lim < 0) lim = 0;
+    int32_t n = base->unit_end[lim];
     size_t rw = (size_t)v->row_words;
     /* Many of them dropped (a few repetitions left): the dropped tokens' bits, 32 at a
      * time from their repetition counts; the open ones among them (unit_open, a word at a
      * time) go to the exact check. */
     if (base->unit_count && ob && lim < XGR_UNIT_COUNT_MAX && (size_t)n > 3 * rw) {
         for (size_t w = 0; w < rw; w++) {
-            uint32_t d = unit_drop_word(base->unit_count + w * 32, lim < 0 ? 0 : lim);
+            uint32_t d = unit_drop_word(base->unit_count + w * 32, lim);
             row[w] &= ~d;
             for (uint32_t x = ob[w] & d; x; x &= x - 1)
                 if (XGR_VEC_PUSH(m->extra, (int32_t)(w * 32 + (size_t)xgr_ctz64(x))))

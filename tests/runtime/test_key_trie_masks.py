@@ -82,7 +82,7 @@ def test_language_unchanged_without_inlining() -> None:
 # A trie node's first byte of a multi-byte character: a token that starts with such a
 # character and stays in the key's loop is accepted with a word of tokens at a time when
 # every character with that lead byte ends in one state that keeps the rest of the token
-# (walk.c, stay.c xgr_utf8_funnel). Characters of one lead byte that end in different
+# (stay.c xgr_stay_first). Characters of one lead byte that end in different
 # states (U+5000-57FF / U+5800-5FFF: lead byte E5 either way; U+4F60 and the rest of E4)
 # or that die (U+5800-5FFF in the last one) must leave their tokens to the walk.
 LEAD_BYTE_SPLITS = [
