@@ -225,6 +225,18 @@ int xgr_sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
         }
     }
     const uint32_t *ex = rep >= 0 ? e->exit_first : NULL; /* xgr_follow_first_admits of rep */
+    /* A loop entry's pops lie where a repetition ends (a final state of the reference-free
+     * child, whose row is its start's: xgr_walk_loop_child), ascending per token. When no
+     * byte that may begin rep's follow can begin a repetition, a token whose next byte
+     * passes the test below dies there: only its last pop can pass, and each earlier pop
+     * has a next byte that began another repetition, which the test would reject. */
+    int last_only = 0;
+    if (ex) {
+        uint32_t starts[8] = {0};
+        xgr_fsm_byte_set(f, f->rule_start[f->state_rule[state]], starts);
+        last_only = 1;
+        for (int w = 0; w < 8; w++) last_only &= (starts[w] & ex[w]) == 0;
+    }
     int opaque = c->rule_opaque[rule];
     int32_t n = 0;
     /* A state that leaves most of the vocabulary open (the one-character body of a
@@ -249,7 +261,9 @@ int xgr_sharpen(xgr_compiled *c, xgr_parser *p, xgr_follow *fo, int32_t state,
         uint32_t len;
         const uint8_t *tok = xgr_vocab_token(v, raw->uncertain[i], &len);
         int keep = 0;
-        for (int32_t k = raw->pop_begin[i]; k < raw->pop_begin[i + 1] && !keep; k++) {
+        int32_t k0 = raw->pop_begin[i], k1 = raw->pop_begin[i + 1];
+        if (last_only && k1 > k0) k0 = k1 - 1;
+        for (int32_t k = k0; k < k1 && !keep; k++) {
             uint32_t d = raw->pop_depth[k];
             /* (a loop entry's pops lie at most depths of its tokens: those whose next byte
              * cannot begin rep's follow die here, as at xgr_follow_memo's first test) */

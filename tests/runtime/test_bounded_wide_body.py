@@ -156,3 +156,30 @@ def test_tokens_that_may_leave_the_repetition_at_its_bound_are_checked_not_dropp
         if k >= 30:
             ok, why = masks_equal_oracle(m, tok.vocab_size)
             assert ok, f"after {k + 1} letters: {why}"
+
+
+# A repetition whose follow begins with one of its body's bytes and goes on with bytes its
+# body has not ("e" then [a-z]*): a token may leave the repetition at an earlier exit and
+# not at its last one ("hello" leaves [a-m] before "ello", not before "o"). The sharpening
+# of a loop entry tests only each token's last exit where no byte that may begin the follow
+# can begin a repetition (a string body before its closing quote); here every exit counts.
+FOLLOW_TAKES_A_BODY_BYTE = [
+    (r'root ::= "<" [a-m]{0,40} "e" [a-z]* ">"', ["<", "abc", "d"]),
+    (r'root ::= "<" [a-m]{0,8} "e" [a-z]* ">"', ["<", "abc", "d"]),
+    (r'root ::= "<" [a-m]{2,30} "e" [a-z]* ">" [a-m]{0,30} "e"', ["<ab", "cehk>", "ab"]),
+]
+
+
+@pytest.mark.parametrize("src,prefixes", FOLLOW_TAKES_A_BODY_BYTE,
+                         ids=[f"g{i}" for i in range(len(FOLLOW_TAKES_A_BODY_BYTE))])
+def test_tokens_leaving_before_their_last_exit_are_kept_where_the_follow_begins_with_a_body_byte(
+    src: str, prefixes: list[str]
+) -> None:
+    tok = tokenizer(VOCAB)
+    m = xgr.GrammarMatcher(_fresh().compile_grammar(src))
+    text = ""
+    for s in prefixes:
+        assert m.accept_string(s), f"{text!r} + {s!r} rejected"
+        text += s
+        ok, why = masks_equal_oracle(m, tok.vocab_size)
+        assert ok, f"after {text!r}: {why}"
