@@ -6,7 +6,7 @@ string ids (and the text-keyed path agrees with the repr-keyed one)."""
 import json
 import random
 
-from xgrammar2.json_schema import _cache, emit, grammar as G, ir, json_schema_to_ebnf
+from xgrammar2.json_schema import _cache, emit, emit_somes, grammar as G, ir, json_schema_to_ebnf
 from xgrammar2.json_schema import automaton as fa
 from xgrammar2.json_schema import charset as cs
 from xgrammar2.json_schema import numeric
@@ -47,6 +47,11 @@ _SCHEMAS = [
                                       "k": {"type": "string", "pattern": "^\\w{2,4}$", "minLength": 3}},
      "patternProperties": {"^x-[a-z]+$": {"type": "integer"}}},
     {"type": "array", "items": {"type": "string", "pattern": "^[^\\s]+é$"}, "maxItems": 3},
+    # the negation of an object with patternProperties (emit_somes: key regions per
+    # condition), the same shape under two properties: one set of key rules for both
+    {"type": "object", "properties": {k: {"oneOf": [
+        {"type": "object", "patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+        {"type": "object", "properties": {"k": {"type": "null"}}, "required": ["k"]}]} for k in ("a", "b")}},
     # key regions (listed keys x overlapping patterns), the same shape twice
     {"type": "object", "properties": {
         "p": {"type": "object", "properties": {"ab": {"type": "null"}},
@@ -59,7 +64,7 @@ _SCHEMAS = [
 
 
 def _clear_module_caches():
-    for d in (emit._char_cache, emit._rx_cache, emit._str_text_cache, emit._SHARED_BODY, emit._LAYOUTS, emit._REGIONS,
+    for d in (emit._char_cache, emit._rx_cache, emit._str_text_cache, emit._SHARED_BODY, emit._LAYOUTS, emit_somes._REGIONS,
               G._hex_cache, G._json_char_cache, G._lit_text, G._body_text, ir._match_cache, rx._ast_facts,
               numeric._cache, numeric._row_sets):
         d.clear()

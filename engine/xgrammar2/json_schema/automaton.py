@@ -597,7 +597,13 @@ def minimize(d: DFA) -> DFA:
             for s_ in by_sym[a]:
                 touched.setdefault(block[s_], set()).add(s_)
             subset.split_blocks(touched, blocks, block, work, in_work)
-    # Build the quotient, BFS-numbered from the start state.
+    return _quotient(d, block, blocks)
+
+
+def _quotient(d: DFA, block, blocks) -> DFA:
+    """The quotient of trimmed ``d`` by its state partition (``block[s]``: the index of s's
+    block in ``blocks``), numbered in BFS order from the start state, each row's labels
+    merged per target and sorted by first code point: minimize's canonical form."""
     order = {block[0]: 0}
     queue = [block[0]]
     trans = []
@@ -707,9 +713,19 @@ def difference(a: DFA, b: DFA, limit=DEFAULT_LIMIT) -> DFA:
     return _product(a, b, lambda x, y: x and not y, limit, False, True)
 
 
-def negate(a: DFA, universe=cs.SCALARS) -> DFA:
+def negate(a: DFA, universe=cs.SCALARS, minimal=False) -> DFA:
+    """The complement of ``a`` within ``universe``*. ``minimal``: ``a`` is an output of
+    minimize; then the complement needs no refinement (the states of the completed ``a``,
+    its sink included, are pairwise distinguishable, and so stay under complement; trimming
+    drops at most the one state that accepted everything), only minimize's canonical form."""
     c = complete(a, universe)
-    return minimize(DFA(c.trans, [not x for x in c.accept]))
+    neg = DFA(c.trans, [not x for x in c.accept])
+    if not minimal:
+        return minimize(neg)
+    t = trim(neg)
+    if t.n <= 1:
+        return minimize(neg)
+    return _quotient(t, list(range(t.n)), [{s} for s in range(t.n)])
 
 
 def restrict_alphabet(a: DFA, universe=cs.SCALARS, minimal=False) -> DFA:
@@ -811,7 +827,23 @@ def literal_set_dfa(strings, universe=cs.SCALARS) -> DFA:
                 accept.append(False)
             st = nxt
         accept[st] = True
-    return minimize(DFA([[(((cp, cp),), t) for cp, t in row.items()] for row in trans], accept))
+    d = DFA([[(((cp, cp),), t) for cp, t in row.items()] for row in trans], accept)
+    n = len(accept)
+    if n <= 1 or not any(accept):
+        return minimize(d)
+    # A trie is acyclic, every node is reachable and leads to a word, and children are
+    # numbered after their parents: states are equivalent exactly when they agree on
+    # acceptance and on the classes of their children by label, decided children first
+    # (minimize's refinement, in one backward pass).
+    cls = [0] * n
+    ids: dict = {}
+    for s in range(n - 1, -1, -1):
+        sig = (accept[s], tuple(sorted((cp, cls[t]) for cp, t in trans[s].items())))
+        cls[s] = ids.setdefault(sig, len(ids))
+    blocks: list = [set() for _ in range(len(ids))]
+    for s in range(n):
+        blocks[cls[s]].add(s)
+    return _quotient(d, cls, blocks)
 
 
 def length_bounds(d: DFA):

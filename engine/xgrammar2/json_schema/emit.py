@@ -207,8 +207,6 @@ _SHARED_BODY: dict = {}  # ("ws", max_whitespace_cnt) -> body
 #: Emitter.layout results by (any_whitespace, indent, separators, depth); with any
 #: whitespace they refer to the rule "ws", which layout() defines first.
 _LAYOUTS: dict = {}
-#: object_extras' key regions by (listed keys, patterns): (regions, restricted automata).
-_REGIONS: dict = {}
 
 
 class Emitter:
@@ -861,7 +859,7 @@ class Emitter:
             negs = [rx.alt(*plain)] + [ast for ast in negs if rx.has_anchor(ast)]
         for ast in negs:
             x = ir.regex_dfa(ast)
-            d = fa.negate(x) if d is None else fa.difference(d, x, STATE_LIMIT)
+            d = fa.negate(x, minimal=True) if d is None else fa.difference(d, x, STATE_LIMIT)
         # (d: an output of minimize, whether from regex_dfa, a product or negate)
         return fa.restrict_alphabet(d, minimal=True)
 
@@ -1440,20 +1438,11 @@ class Emitter:
                 return alt(*alts)
         # The key regions depend on the listed keys and the patterns only (without
         # propertyNames): computed once per process (objects of the same shape recur).
-        rkey = (tuple(listed_set), tuple(pats)) if names_dfa is None else None
-        hit = _REGIONS.get(rkey) if rkey is not None else None
-        if hit is not None:
-            regions, restricted = hit
-        else:
-            try:
-                regions = emit_somes.key_regions(listed_set, pats, names_dfa, STATE_LIMIT)
-            except rx.RegexUnsupported as e:
-                raise ir.NotExpressible(str(e))
-            restricted: dict = {}  # region index -> fa.restrict_alphabet(its automaton)
-            if rkey is not None:
-                if len(_REGIONS) > 512:
-                    _REGIONS.clear()
-                _REGIONS[rkey] = (regions, restricted)
+        try:
+            hit = emit_somes.cached_regions(listed_set, pats, names_dfa, STATE_LIMIT)
+        except rx.RegexUnsupported as e:
+            raise ir.NotExpressible(str(e))
+        regions = hit[0]
         alts = []
         for i, (m, d) in enumerate(regions):
             u = value_for(m)
@@ -1464,10 +1453,7 @@ class Emitter:
             elif d is None:
                 key = self.shared("string")
             else:
-                rd = restricted.get(i)
-                if rd is None:
-                    rd = restricted[i] = fa.restrict_alphabet(d)
-                d = rd
+                d = emit_somes.restricted(hit, i)
                 if d.is_empty():
                     continue
                 if self.excl and not m and not names_pos:
@@ -1480,12 +1466,23 @@ class Emitter:
                         continue
                     key = seq(Q, body)
                 else:
-                    key = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(f"{name}__key{i}"), Q,
-                                                lambda c: self.char_ref(c, False)))
+                    key = self.key_dfa(d, f"{name}__key{i}")
             v = self.sub(u, f"{name}_addl{i}", depth + 1)
             if v is not None:
                 alts.append(seq(key, kv, v))
         return alt(*alts)
+
+    def key_dfa(self, d, name):
+        """A key of automaton ``d`` (a cached region's, emit_somes.restricted) between its
+        quotes: its rules are written once per grammar, under the first ``name`` it is
+        asked for, and every object of the same shape refers to them."""
+        mk = ("key_dfa", id(d))
+        hit = self._memo.get(mk)
+        if hit is not None and hit[0] is d:  # (d is kept alive with its key: ids stay unique)
+            return hit[1]
+        e = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(name), Q, lambda c: self.char_ref(c, False)))
+        self._memo[mk] = (d, e)
+        return e
 
     def _has_pattern(self, nu, depth=0):
         """Whether a propertyNames union constrains strings by pattern/format."""
@@ -1523,7 +1520,7 @@ class Emitter:
             return self.shared("string")
         if self.excl:
             try:
-                body = self.excl_body(fa.negate(fa.literal_set_dfa(words)), False, "key_x")
+                body = self.excl_body(fa.negate(fa.literal_set_dfa(words), minimal=True), False, "key_x")
             except rx.RegexUnsupported as e:
                 raise ir.NotExpressible(f"{e}: the property-name automaton with excludes is too large")
             return seq(Q, body) if body is not None else None

@@ -159,12 +159,42 @@ def _some_key(s, k) -> bool:
         raise ir.NotExpressible(str(e))
 
 
+#: key_regions by (listed keys, patterns, limit), without propertyNames: (regions, {region
+#: index: fa.restrict_alphabet of its automaton}). Objects of one shape recur within a schema
+#: (helm-testsuite: 650 negated objects over a few shapes) and across requests.
+_REGIONS: dict = {}
+
+
+def cached_regions(listed_set, pats, names_dfa, limit):
+    """key_regions through the process-wide memo (``names_dfa`` None only), with the table of
+    restricted automata that ``restricted`` fills: (regions, restricted table)."""
+    rkey = (tuple(listed_set), tuple(pats), limit) if names_dfa is None else None
+    hit = _REGIONS.get(rkey) if rkey is not None else None
+    if hit is None:
+        hit = (key_regions(listed_set, pats, names_dfa, limit), {})
+        if rkey is not None:
+            if len(_REGIONS) > 512:
+                _REGIONS.clear()
+            _REGIONS[rkey] = hit
+    return hit
+
+
+def restricted(hit, i):
+    """fa.restrict_alphabet of region ``i``'s automaton of a cached_regions result, made once
+    (the regions are outputs of minimize: their labels lie in the scalars, but for a
+    pattern's own automaton, and only then is anything to do)."""
+    rd = hit[1].get(i)
+    if rd is None:
+        rd = hit[1][i] = fa.restrict_alphabet(hit[0][i][1], minimal=True)
+    return rd
+
+
 def key_regions(listed_set, pats, names_dfa, limit):
     """The regions of the keys an object may have besides ``listed_set``: one (matched
     patterns, automaton) pair per combination of ``pats`` a key can match (automaton None:
     every key), within ``names_dfa`` (propertyNames) where given. Raises NotExpressible past
     64 regions."""
-    base = fa.negate(fa.literal_set_dfa(listed_set)) if listed_set else None
+    base = fa.negate(fa.literal_set_dfa(listed_set), minimal=True) if listed_set else None
     if names_dfa is not None:
         base = names_dfa if base is None else fa.intersect(base, names_dfa, limit)
     regions = [((), base)]
@@ -173,7 +203,7 @@ def key_regions(listed_set, pats, names_dfa, limit):
         nxt = []
         for m, d in regions:
             inside = pd if d is None else fa.intersect(d, pd, limit)
-            outside = fa.negate(pd) if d is None else fa.difference(d, pd, limit)
+            outside = fa.negate(pd, minimal=True) if d is None else fa.difference(d, pd, limit)
             if not inside.is_empty():
                 nxt.append((m + (p,), inside))
             if not outside.is_empty():
@@ -212,7 +242,8 @@ def _extras(em, n, addl, listed, name, depth, kv, limit):
     if names_dfa is not None and names_dfa.is_empty():
         return []
     listed_set = sorted(set(listed))
-    regions = key_regions(listed_set, pats, names_dfa, limit)
+    hit = cached_regions(listed_set, pats, names_dfa, limit)
+    regions = hit[0]
 
     def value_for(matched):
         u = ir.ANY
@@ -232,7 +263,7 @@ def _extras(em, n, addl, listed, name, depth, kv, limit):
         if d is None:
             key = em.shared("string")
         else:
-            d = fa.restrict_alphabet(d)
+            d = restricted(hit, i)
             if d.is_empty():
                 continue
             if em.excl and not any(p in m for p in real) and not any(em._has_pattern(nu) for nu in n.names):
@@ -241,8 +272,7 @@ def _extras(em, n, addl, listed, name, depth, kv, limit):
                     continue
                 key = seq(Q, body)
             else:
-                key = seq(Q, G.dfa_to_rules(em.g, d, em.g.unique(f"{name}__key{i}"), Q,
-                                            lambda c: em.char_ref(c, False)))
+                key = em.key_dfa(d, f"{name}__key{i}")
         app = [b for b, (pos, keys, ps, _, _) in enumerate(n.somes)
                if (pos is None or pos in m) and (lits[b] is None or lits[b] not in m)
                and not any(p in m for p in ps)]

@@ -479,11 +479,15 @@ def same(a, b, depth=0) -> bool:
     return False
 
 
-def _obj_sig(n, k):
-    """Object node ``n`` without its key ``k`` (its property entry and whether it is
-    required), for _merge_objects: (key order, other entries, other fields)."""
-    return ([kk for kk, _ in n.props], [u for kk, u in n.props if kk != k], tuple(r for r in n.required if r != k),
-            [getattr(n, s) for s in Obj.__slots__ if s not in ("props", "required", "src")])
+#: the fields of an object node that _merge_pair compares as they are
+_OBJ_REST = tuple(s for s in Obj.__slots__ if s not in ("props", "required", "src"))
+
+
+def _obj_rest(n, k):
+    """Object node ``n`` without its properties and key ``k``'s requirement, for _merge_pair
+    (whose walk over the properties compared the key order and every other entry already):
+    (the other required keys, the other fields)."""
+    return (tuple(r for r in n.required if r != k), [getattr(n, s) for s in _OBJ_REST])
 
 
 def _merge_pair(x, y):
@@ -493,9 +497,16 @@ def _merge_pair(x, y):
     (and, in strict mode, the keys the object is closed to)."""
     if x.kind != "object" or y.kind != "object" or len(x.props) != len(y.props):
         return None
-    diff = [k for (k, u), (kk, v) in zip(x.props, y.props) if k != kk or not same(u, v)]
-    if len(diff) > 1:
-        return None
+    # (one walk: a different key order, or a second differing entry, ends it; compact()
+    # compares thousands of pairs of large objects that differ in many entries)
+    diff = []
+    for (k, u), (kk, v) in zip(x.props, y.props):
+        if k != kk:
+            return None
+        if not same(u, v):
+            if diff:
+                return None
+            diff.append(k)
     rx_, ry = set(x.required), set(y.required)
     if diff:
         k = diff[0]
@@ -504,7 +515,7 @@ def _merge_pair(x, y):
         if len(d) != 1:
             return None  # (equal nodes: compact() drops one)
         k = next(iter(d))
-    if not same(_obj_sig(x, k), _obj_sig(y, k)):
+    if not same(_obj_rest(x, k), _obj_rest(y, k)):
         return None
     if (k in rx_) != (k in ry) and not (k in x.ev_keys or x.ev_all or not (x.ev_keys or x.ev_pats)):
         # (strict mode closes an object to its evaluated and required keys, emit.object: k
