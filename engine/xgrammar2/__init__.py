@@ -5,7 +5,7 @@ Importing the package does not import torch: torch is loaded only by the functio
 take or make tensors.
 """
 
-from . import exception, limits, serving, testing
+from . import exception, limits, serving, stack_chunks, testing
 from .bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
@@ -124,3 +124,5 @@ __all__ = [
     "DeserializeFormatError",
     "DeserializeVersionError",
 ]
+
+stack_chunks.install()  # (CPython 3.11/3.12 only: see stack_chunks.py)
