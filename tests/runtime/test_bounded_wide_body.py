@@ -45,8 +45,9 @@ AMBIGUOUS = [
 ]
 
 
-@pytest.mark.parametrize("src,prefixes", AMBIGUOUS, ids=[f"g{i}" for i in range(len(AMBIGUOUS))])
-def test_one_slot_under_callers_at_several_counts(src: str, prefixes: list[str]) -> None:
+def _masks_equal_oracle_along(src: str, prefixes: list[str]) -> None:
+    """The mask at the start and after each prefix (accepted one after the other) equals the
+    brute-force mask."""
     tok = tokenizer(VOCAB)
     m = xgr.GrammarMatcher(_fresh().compile_grammar(src))
     ok, why = masks_equal_oracle(m, tok.vocab_size)
@@ -57,6 +58,11 @@ def test_one_slot_under_callers_at_several_counts(src: str, prefixes: list[str])
         text += s
         ok, why = masks_equal_oracle(m, tok.vocab_size)
         assert ok, f"after {text!r}: {why}"
+
+
+@pytest.mark.parametrize("src,prefixes", AMBIGUOUS, ids=[f"g{i}" for i in range(len(AMBIGUOUS))])
+def test_one_slot_under_callers_at_several_counts(src: str, prefixes: list[str]) -> None:
+    _masks_equal_oracle_along(src, prefixes)
 
 
 # JSON-schema strings: bounds at, below and above the unrolling threshold, under an
@@ -175,11 +181,4 @@ FOLLOW_TAKES_A_BODY_BYTE = [
 def test_tokens_leaving_before_their_last_exit_are_kept_where_the_follow_begins_with_a_body_byte(
     src: str, prefixes: list[str]
 ) -> None:
-    tok = tokenizer(VOCAB)
-    m = xgr.GrammarMatcher(_fresh().compile_grammar(src))
-    text = ""
-    for s in prefixes:
-        assert m.accept_string(s), f"{text!r} + {s!r} rejected"
-        text += s
-        ok, why = masks_equal_oracle(m, tok.vocab_size)
-        assert ok, f"after {text!r}: {why}"
+    _masks_equal_oracle_along(src, prefixes)
