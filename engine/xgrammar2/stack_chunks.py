@@ -12,7 +12,7 @@ moved the boundary away.
 The interpreter takes these chunks from its arena allocator. ``install()`` (called when
 xgrammar2 is imported, on CPython 3.11 and 3.12) puts in front of it one that keeps up to four
 freed blocks of at most 64 KiB for the next request of the same size (the extension's
-``xgr2_py_arena_cache_*``, _build_ffi.py) and hands everything else, the interpreter's
+``xgr2_py_arena_cache_*``, _py_arena.c) and hands everything else, the interpreter's
 1 MiB object arenas included, to the allocator it replaced. ``XGRAMMAR2_STACK_CHUNK_CACHE=0``
 leaves the interpreter's allocator alone.
 """

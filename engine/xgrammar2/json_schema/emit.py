@@ -1476,12 +1476,11 @@ class Emitter:
         """A key of automaton ``d`` (a cached region's, emit_somes.restricted) between its
         quotes: its rules are written once per grammar, under the first ``name`` it is
         asked for, and every object of the same shape refers to them."""
-        mk = ("key_dfa", id(d))
-        hit = self._memo.get(mk)
-        if hit is not None and hit[0] is d:  # (d is kept alive with its key: ids stay unique)
-            return hit[1]
-        e = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(name), Q, lambda c: self.char_ref(c, False)))
-        self._memo[mk] = (d, e)
+        mk = ("key_dfa", d)  # a DFA hashes by identity, and the key keeps it alive
+        e = self._memo.get(mk)
+        if e is None:
+            e = seq(Q, G.dfa_to_rules(self.g, d, self.g.unique(name), Q, lambda c: self.char_ref(c, False)))
+            self._memo[mk] = e
         return e
 
     def _has_pattern(self, nu, depth=0):
