@@ -90,6 +90,21 @@ def _small(e) -> bool:
     return False
 
 
+def _relabel(e, names):
+    """``e`` with every reference to a rule in ``names`` (a dict) renamed to its value."""
+    if e is None:
+        return None
+    k = e[0]
+    if k == "ref":
+        r = names.get(e[1])
+        return e if r is None else ("ref", r)
+    if k == "seq" or k == "alt":
+        return (k, tuple([_relabel(x, names) for x in e[1]]))
+    if k == "rep":
+        return ("rep", _relabel(e[1], names), e[2], e[3])
+    return e
+
+
 #: (charset, full) -> (expression, steps): what Emitter.char_ref returns for one charset and
 #: the rules it defines on first use, in order (("shared", name) or ("def", name, body)).
 #: Pure functions of the key, shared across conversions (a tool's string patterns and key
@@ -228,6 +243,8 @@ class Emitter:
         self._shared: set = set()
         self._char_memo: dict = {}
         self._bodies: dict = {}
+        self._cycles: dict = {}
+        self._subs: dict = {}
         self._memo: dict = {}
         self._pending: list = []
         self._ref_nesting = 0
@@ -349,13 +366,22 @@ class Emitter:
             return self.any_value(depth)
         if len(u) == 1 and u[0].kind == "ref":
             return self.ref_rule(u[0].name, depth)
+        # The same union reached again (a definition or an intersection shared by several
+        # paths) is the same expression: its rules are reused. (The union is kept alive with
+        # its entry, so its id names it.)
+        mk = (id(u), self._d(depth))
+        hit = self._subs.get(mk)
+        if hit is not None:
+            return hit[1]
         name = self.reserve(name)
         e = self.emit(u, name, depth)
         if e is None or _small(e) or (e[0] == "ref" and e[1] != name):
             del self.g.rules[name]
-            return e
-        del self.g.rules[name]
-        return self.intern(name, e)
+        else:
+            del self.g.rules[name]
+            e = self.intern(name, e)
+        self._subs[mk] = (u, e)
+        return e
 
     def intern(self, name, body):
         """Defines rule ``name`` (which must be free or reserved) unless an identical body was
@@ -368,6 +394,25 @@ class Emitter:
             return ("ref", other)
         self.g.rules[name] = body
         return ("ref", name)
+
+    def close_cycle(self, names, e):
+        """The interning of a group of rules that refer to each other (the states of a
+        counting automaton, ``names`` in the order they were defined) and that only ``e``
+        refers to from outside: when an earlier group had the same bodies up to the names
+        of its members, this group's rules are dropped and ``e`` refers to that group's.
+        intern() cannot see that equality, since each body names its own group's states, and
+        without it every path to an equal sub-schema kept its own copy of the automaton and
+        of every rule above it (Github_medium o3626: a recursive exclusive oneOf whose
+        ``contains``-like negated arrays were written 713 times)."""
+        rules = self.g.rules
+        local = {nm: "\x00%d" % i for i, nm in enumerate(names)}
+        key = tuple([_relabel(rules[nm], local) for nm in names])
+        hit = self._cycles.setdefault(key, names)
+        if hit is names:
+            return e
+        for nm in names:
+            del rules[nm]
+        return _relabel(e, dict(zip(names, hit)))
 
     def emit(self, u, name, depth):
         if not u:
@@ -986,6 +1031,7 @@ class Emitter:
             rn = f"{name}__s{i}_{cnt}" + ("f" if first else "")
             states[key] = ref(rn)
             self.g.define(rn, None)
+            names.append(rn)
             can_end = i >= minn and cnt >= cmin and (cmax is None or cnt <= cmax)
             alts = []
             if can_end and not first:
@@ -1003,7 +1049,8 @@ class Emitter:
             return states[key]
 
         empty_ok = minn == 0 and cmin == 0
-        body = seq(ao, state(0, 0, True), ac)
+        names: list = []
+        body = self.close_cycle(names, seq(ao, state(0, 0, True), ac))
         state = None  # (cycle break, as in array)
         return alt(ea if empty_ok else None, body)
 
@@ -1127,6 +1174,7 @@ class Emitter:
             rn = f"{name}__u{len(states)}"
             states[key] = ref(rn)
             self.g.define(rn, None)
+            names.append(rn)
             alts = []
             if i >= minn and not first:
                 alts.append(EPS)
@@ -1139,13 +1187,14 @@ class Emitter:
             self.g.define(rn, alt(*alts))
             return states[key]
 
+        names: list = []
         try:
             body = seq(ao, state(0, 0, True), ac)
         except ir.NotExpressible as e:
             return self.search_unique_array(n, name, depth, minn, str(e))
         finally:
             state = None  # (cycle break, as in array)
-        return alt(ea if minn == 0 else None, body)
+        return alt(ea if minn == 0 else None, self.close_cycle(names, body))
 
     # ------------------------------------------------------------ objects
 
@@ -1341,6 +1390,7 @@ class Emitter:
                 nm = self.g.unique(nm)
                 self.g.define(nm, None)
                 memo[key] = ref(nm)
+                names.append(nm)
             alts = []
             if c > 0 and mask & req_mask == req_mask and c >= pmin:
                 alts.append(EPS)
@@ -1368,10 +1418,12 @@ class Emitter:
             memo[key] = self.intern(self.g.unique(nm), body)
             return memo[key]
 
+        names: list = []
         try:
-            return state(0, 0)
+            e = state(0, 0)
         finally:
             state = None  # (cycle break, as in array)
+        return self.close_cycle(names, e) if cyclic else e
 
     def object_extras(self, n, addl, listed, name, depth, kv):
         """Alternatives for one additional property (key, separator, value), or None."""

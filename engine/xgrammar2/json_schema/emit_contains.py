@@ -189,6 +189,7 @@ def _contains_array(em, n, name, depth, P, tail, minn, maxn, contains, state_lim
         rn = f"{name}__m{i}_" + "_".join(map(str, cnts)) + ("f" if first else "")
         states[key] = ref(rn)
         em.g.define(rn, None)
+        names.append(rn)
         can_end = i >= minn and all(c >= m for c, m in zip(cnts, cmins))
         alts = []
         if can_end and not first:
@@ -212,6 +213,7 @@ def _contains_array(em, n, name, depth, P, tail, minn, maxn, contains, state_lim
         return states[key]
 
     empty_ok = minn == 0 and all(m == 0 for m in cmins)
-    body = seq(ao, state(0, (0,) * k, True), ac)
+    names: list = []
+    body = em.close_cycle(names, seq(ao, state(0, (0,) * k, True), ac))
     state = None  # (a recursive closure is a reference cycle: break it)
     return alt(ea if empty_ok else None, body)
