@@ -98,3 +98,57 @@ def test_key_regions_automata_are_as_before():
         assert [m for m, _ in got] == [m for m, _ in want]
         for (_, g), (_, w) in zip(got, want):
             assert _same(fa.restrict_alphabet(g, minimal=True), fa.restrict_alphabet(w)), (words, ps)
+
+
+_DISJOINT_PATTERNS = ["^schema ", "^cast ", "^table ", "^type ", "^view ", "^x-", "^[a-z]+$", "id$", ".*_at$",
+                      "^(a|b)", "^$", ".*", "^s.*e$", "^t", "^\\d+$", "^[^s]", "e "]
+
+
+def test_disjoint_agrees_with_the_emptiness_of_the_product():
+    dfas = [fa.from_regex(rx.parse(p)) for p in _DISJOINT_PATTERNS]
+    dfas += [fa.literal_set_dfa(w) for w in (["schema a", "table"], ["id", "x-y"], [""], [])]
+    dfas.append(fa.negate(fa.literal_set_dfa(["schema x"]), minimal=True))
+    n_disjoint = 0
+    for a in dfas:
+        for b in dfas:
+            want = fa.intersect(a, b).is_empty()
+            assert fa.disjoint(a, b) == want, (a.key(), b.key())
+            n_disjoint += want
+    assert 0 < n_disjoint < len(dfas) ** 2
+
+
+def test_key_regions_of_pattern_lists_sharing_prefixes_equal_a_fresh_split():
+    """key_regions splits each prefix of patterns once per (listed keys) and reuses it for
+    later objects (emit_somes._SPLITS), skipping the patterns a region cannot meet: every
+    list of a family sharing prefixes (JsonSchemaStore pyrseas' shape) gives the regions of
+    a split from scratch."""
+    from xgrammar2.json_schema import emit_somes, ir
+
+    rng = random.Random(4403)
+    asts = [rx.parse(p) for p in _DISJOINT_PATTERNS]
+    emit_somes._SPLITS.clear()
+    for _ in range(40):
+        head = rng.sample(asts, rng.randint(1, 6))
+        words = rng.choice([[], ["schema a"], ["id", "table"], ["x-a", "type", "cast z"]])
+        for tail in rng.sample(asts, 3):
+            ps = head + [tail] if tail not in head else head
+            try:
+                got = emit_somes.key_regions(words, ps, None, fa.DEFAULT_LIMIT)
+            except ir.NotExpressible:
+                continue
+            want = [((), fa.negate(_trie(words)) if words else None)]
+            for p in ps:
+                pd = ir.regex_dfa(p)
+                nxt = []
+                for m, d in want:
+                    inside = pd if d is None else fa.intersect(d, pd)
+                    outside = fa.negate(pd) if d is None else fa.difference(d, pd)
+                    if not inside.is_empty():
+                        nxt.append((m + (p,), inside))
+                    if not outside.is_empty():
+                        nxt.append((m, outside))
+                want = nxt
+            assert [m for m, _ in got] == [m for m, _ in want], (words, ps)
+            for (_, g), (_, w) in zip(got, want):  # (as the emitter uses them: emit_somes.restricted)
+                assert _same(fa.restrict_alphabet(g, minimal=True), fa.restrict_alphabet(w)), (words, ps)
+    assert emit_somes._SPLIT_NODES[0] > 0

@@ -676,6 +676,29 @@ def _product(a: DFA, b: DFA, acc, limit, complete_a=False, complete_b=False) -> 
     return minimize(DFA(trans, accept))
 
 
+def disjoint(a: DFA, b: DFA, limit=DEFAULT_LIMIT) -> bool:
+    """Whether no string is accepted by both: a search of the product's reachable pairs that
+    stops at the first pair accepting in both, without building or minimising the product.
+    Patterns of one object are mostly disjoint (literal prefixes: JsonSchemaStore pyrseas'
+    "^schema ", "^table ", ...), and for those the region split needs no product at all."""
+    if a.n == 0 or b.n == 0:
+        return True
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    while stack:
+        x, y = stack.pop()
+        if a.accept[x] and b.accept[y]:
+            return False
+        for c1, t1 in a.trans[x]:
+            for c2, t2 in b.trans[y]:
+                if (t1, t2) not in seen and cs.intersect(c1, c2):
+                    if len(seen) >= limit:
+                        raise AutomatonTooLarge("automaton product exceeds the state limit")
+                    seen.add((t1, t2))
+                    stack.append((t1, t2))
+    return True
+
+
 def complete(d: DFA, universe=cs.SCALARS) -> DFA:
     """Adds a rejecting sink so every state has a transition on every code point."""
     n = d.n
