@@ -1160,6 +1160,11 @@ class Emitter:
         limit = len(allv) if maxn is None else min(maxn, len(allv))
         if minn > limit:
             return None
+        if P == 0 and 1 + sum(math.comb(len(allv), k) for k in range(1, limit + 1)) > STATE_LIMIT + 1:
+            # (the states below are the start and every set of 1..limit values: the build
+            # would stop past STATE_LIMIT, after thousands of rules that finalize prunes
+            # again; JsonSchemaStore asconfig's 12 features twice, 0.1 s)
+            return self.search_unique_array(n, name, depth, minn, "uniqueItems automaton too large")
         texts = [self.value_text(v, depth + 1) for v in allv]
         pos_bits = [[idx[ir.jkey(v)] for v in vs] for vs in per_pos]
         states = {}
