@@ -256,9 +256,9 @@ _nfa_cache: dict = {}
 
 
 #: id(ast) -> (ast, {string: matches}, the literal it is or None); the AST is kept alive with
-#: its entry, so its id names
-#: it. (Keyed by (ast, string) the memo hashed the whole AST tuple, which Python does not
-#: cache, on every lookup: 5.7 us each, 0.12 s of Github_ultra o83932's conversion.)
+#: its entry, so its id names it. (Keyed by (ast, string) the memo hashed the whole AST tuple,
+#: which Python does not cache, on every lookup: 5.7 us each, 0.12 s of Github_ultra o83932's
+#: conversion.)
 _match_cache: dict = {}
 _match_seen: dict = {}  # ast -> the {string: matches} memo its entries share
 _match_count = [0]  # strings memoised over all entries (the memo is emptied past 65,536)
