@@ -202,9 +202,8 @@ def key_regions(listed_set, pats, names_dfa, limit):
     patterns, automaton) pair per combination of ``pats`` a key can match (automaton None:
     every key), within ``names_dfa`` (propertyNames) where given. Raises NotExpressible past
     64 regions."""
-    base = None
     if names_dfa is not None or not pats:
-        base = fa.negate(fa.literal_set_dfa(listed_set), minimal=True) if listed_set else None
+        base = _other_keys(listed_set)
         if names_dfa is not None:
             base = names_dfa if base is None else fa.intersect(base, names_dfa, limit)
         regions = [((), base)]
@@ -217,8 +216,7 @@ def key_regions(listed_set, pats, names_dfa, limit):
         if _SPLIT_NODES[0] > 4096:
             _SPLITS.clear()
             _SPLIT_NODES[0] = 0
-        base = fa.negate(fa.literal_set_dfa(listed_set), minimal=True) if listed_set else None
-        node = _SPLITS[rkey] = [[((), base)], {}]
+        node = _SPLITS[rkey] = [[((), _other_keys(listed_set))], {}]
         _SPLIT_NODES[0] += 1
     for p in pats:
         nxt = node[1].get(p)
@@ -227,6 +225,11 @@ def key_regions(listed_set, pats, names_dfa, limit):
             _SPLIT_NODES[0] += 1
         node = nxt
     return list(node[0])
+
+
+def _other_keys(listed_set):
+    """The automaton of every key but ``listed_set`` (None: every key)."""
+    return fa.negate(fa.literal_set_dfa(listed_set), minimal=True) if listed_set else None
 
 
 def _split(regions, p, limit):

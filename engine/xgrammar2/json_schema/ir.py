@@ -264,6 +264,12 @@ _match_seen: dict = {}  # ast -> the {string: matches} memo its entries share
 _match_count = [0]  # strings memoised over all entries (the memo is emptied past 65,536)
 
 
+def _match_clear():
+    _match_cache.clear()
+    _match_seen.clear()
+    _match_count[0] = 0
+
+
 def _literal_of(ast):
     """The one string a full-match regex AST matches when it is a sequence of single code
     points (rx.to_full_match of "^DockerInstaller@0$"), else None. Such patterns are
@@ -286,9 +292,7 @@ def regex_match(ast, s: str) -> bool:
     ent = _match_cache.get(id(ast))
     if ent is None or ent[0] is not ast:
         if len(_match_cache) > 4096:
-            _match_cache.clear()
-            _match_seen.clear()
-            _match_count[0] = 0
+            _match_clear()
         seen = _match_seen.get(ast)  # (an equal AST built again shares the memo: one hash per object)
         if seen is None:
             seen = _match_seen[ast] = {}
@@ -308,9 +312,7 @@ def regex_match(ast, s: str) -> bool:
             nfa = _bounded_put(_nfa_cache, ast, fa.compile_nfa(ast), 2048)
         r = bool(fa.nfa_match(nfa, s))
     if _match_count[0] >= 65536:
-        _match_cache.clear()
-        _match_seen.clear()
-        _match_count[0] = 0
+        _match_clear()
         seen.clear()
         _match_cache[id(ast)] = ent
         _match_seen[ast] = seen
