@@ -22,6 +22,7 @@ from . import spelling as sp
 from .convert import _sanitize
 from .errors import UnsupportedSchemaError
 from .grammar import EPS, alt, lit, opt, ref, rep, seq
+from .ranges import int_range_expr, num_range_expr
 
 MAX_INDENT_DEPTH = 32
 STATE_LIMIT = 4000
@@ -687,6 +688,9 @@ class Emitter:
             return self.shared("integer" if n.integer else "number")
         if n.integer and not (n.mults or n.nots or n.nonint or n.notmults):
             return int_range_expr(n)
+        e = num_range_expr(n)
+        if e is not NotImplemented:
+            return e
         try:
             d = numeric.number_dfa(n)
         except numeric.TooLarge as e:
@@ -1614,81 +1618,3 @@ class Emitter:
             self.g.define(name, node(trie))
         node = None  # (cycle break, as in array)
         return seq(Q, ref(name))
-
-
-# ---------------------------------------------------------------- integer ranges
-
-_DIGITS = cs.of_chars("0123456789")
-
-
-def _fixed_width_range(lo: int, hi: int):
-    """Digit strings of exactly len(str(lo)) == len(str(hi)) digits in [lo, hi] (no leading
-    zero unless the number is 0)."""
-    width = len(str(lo))
-    out = []
-    for pat in G._split_range(lo, hi, width, 10):
-        parts = []
-        run = 0
-        for a, b in pat:
-            if (a, b) == (0, 9):
-                run += 1
-                continue
-            if run:
-                parts.append(rep(G.cls(_DIGITS), run, run))
-                run = 0
-            parts.append(G.cls(((48 + a, 48 + b),)))
-        if run:
-            parts.append(rep(G.cls(_DIGITS), run, run))
-        out.append(seq(*parts))
-    return alt(*out)
-
-
-def _nonneg_range(x: int, y):
-    """Canonical decimal texts of the integers in [x, y] (y None: unbounded), x >= 0.
-    Consecutive complete widths ([1-9][0-9]{w-1}) are merged into one repetition."""
-    nz = G.cls(cs.of_chars("123456789"))
-    dig = G.cls(_DIGITS)
-    alts = []
-    full_lo = None  # first width of a pending run of complete widths
-    w0 = len(str(x))
-    w = w0
-    while True:
-        bottom = 10 ** (w - 1) if w > 1 else 0
-        top = 10 ** w - 1
-        if y is not None and bottom > y:
-            break
-        if y is None and w > w0:
-            start = full_lo if full_lo is not None else w
-            alts.append(seq(nz, rep(dig, start - 1, None)))
-            full_lo = None
-            break
-        lo = max(x, bottom)
-        hi = top if y is None else min(y, top)
-        if w > 1 and lo == bottom and hi == top:
-            if full_lo is None:
-                full_lo = w
-        else:
-            if full_lo is not None:
-                alts.append(seq(nz, rep(dig, full_lo - 1, w - 2)))
-                full_lo = None
-            alts.append(_fixed_width_range(lo, hi))
-        w += 1
-    if full_lo is not None:
-        alts.append(seq(nz, rep(dig, full_lo - 1, w - 2)))
-    return alt(*alts)
-
-
-def int_range_expr(n):
-    lo = None if n.lo is None else int(ir._ceil(n.lo)) + (1 if n.lo_x and n.lo == ir._ceil(n.lo) else 0)
-    hi = None if n.hi is None else int(ir._floor(n.hi)) - (1 if n.hi_x and n.hi == ir._floor(n.hi) else 0)
-    if lo is not None and hi is not None and lo > hi:
-        return None
-    alts = []
-    if hi is None or hi >= 0:
-        alts.append(_nonneg_range(max(lo, 0) if lo is not None else 0, hi))
-    if lo is None or lo < 0:
-        # negative part: "-" then magnitudes in [max(1, -hi), -lo]
-        mlo = 1 if hi is None or hi >= 0 else -hi
-        mhi = None if lo is None else -lo
-        alts.append(seq(lit("-"), _nonneg_range(mlo, mhi)))
-    return alt(*alts)
