@@ -89,8 +89,8 @@ static void compiled_free(xgr_compiled *c) {
     free(c->token_ids);
     free(c->fmemo);
     xgr_follow_tables_free(atomic_load(&c->follow));
-    xgr_uq_tables_free(atomic_load(&c->uq));
-    xgr_lazy_tables_free(atomic_load(&c->lazy));
+    xgr_uq_tables_drop(atomic_load(&c->uq));
+    xgr_lazy_tables_drop(atomic_load(&c->lazy));
     pthread_mutex_destroy(&c->fmemo_lock);
     /* after every entry: the grammar's own ones lie here */
     for (xgr_arena_chunk *k = c->arena, *next; k; k = next) {

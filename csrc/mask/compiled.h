@@ -146,22 +146,26 @@ typedef struct {
 /* uniqueItems token lists of one grammar (runtime/matcher.c): the tokens holding a byte
  * after which an element rule may complete (one), those holding two such bytes (two), in
  * sorted order, and as bit sets (row_words each): `one`, and those of `one` holding a ','
- * after a '[' (they may open an array and start its second element). Immutable once
- * published; freed with the grammar (xgr_uq_tables_free). */
+ * after a '[' (they may open an array and start its second element). They depend on the
+ * vocabulary and that byte set only: `shared` tables live in the vocabulary's memo
+ * (vocab.h), shared by every grammar with the same set; the others are freed with the
+ * grammar (xgr_uq_tables_drop). Immutable once published. */
 typedef struct {
     int32_t *one, *two;
     int32_t n_one, n_two;
     uint32_t *one_bits, *opens;
+    int shared;
 } xgr_uq_tables;
 
 /* Lazy rules' token lists of one grammar (runtime/matcher.c, lazy_tokens.h): the tokens
  * that may close a lazy occurrence before their last byte, in sorted order and as a bit
  * set (row_words; NULL when n < 0: every token may, a nullable lazy rule). Immutable once
- * published; freed with the grammar. */
+ * published; `shared` as xgr_uq_tables'. */
 typedef struct {
     int32_t *risky;
     int32_t n;
     uint32_t *bits;
+    int shared;
 } xgr_lazy_tables;
 
 static inline void xgr_lazy_tables_free(xgr_lazy_tables *t) {
@@ -178,6 +182,15 @@ static inline void xgr_uq_tables_free(xgr_uq_tables *t) {
     free(t->one_bits);
     free(t->opens);
     free(t);
+}
+
+/* A grammar lets go of its tables: frees them unless the vocabulary's memo owns them. */
+static inline void xgr_uq_tables_drop(xgr_uq_tables *t) {
+    if (t && !t->shared) xgr_uq_tables_free(t);
+}
+
+static inline void xgr_lazy_tables_drop(xgr_lazy_tables *t) {
+    if (t && !t->shared) xgr_lazy_tables_free(t);
 }
 
 /* A rule's canonical closure serialisation (mask/closure.h), the cross-grammar key. */

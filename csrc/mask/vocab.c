@@ -35,8 +35,53 @@ static void fold_token(const uint8_t *p, uint32_t len, uint64_t out[2]) {
     }
 }
 
+struct xgr_vocab_memo_entry {
+    uint32_t key[XGR_VOCAB_MEMO_KEY];
+    void *value;
+    void (*free_fn)(void *);
+};
+
+const void *xgr_vocab_memo_get(const struct xgr_vocab *cv, const uint32_t key[XGR_VOCAB_MEMO_KEY]) {
+    struct xgr_vocab *v = (struct xgr_vocab *)cv; /* (atomic loads take a non-const object) */
+    for (int i = 0; i < XGR_VOCAB_MEMO_SLOTS; i++) {
+        xgr_vocab_memo_entry *e = atomic_load_explicit(&v->memo[i], memory_order_acquire);
+        if (!e) return NULL; /* (slots fill in order) */
+        if (!memcmp(e->key, key, sizeof e->key)) return e->value;
+    }
+    return NULL;
+}
+
+const void *xgr_vocab_memo_put(const struct xgr_vocab *cv, const uint32_t key[XGR_VOCAB_MEMO_KEY], void *value,
+                               void (*free_fn)(void *)) {
+    struct xgr_vocab *v = (struct xgr_vocab *)cv;
+    xgr_vocab_memo_entry *mine = xgr_malloc(sizeof *mine);
+    if (!mine) return NULL;
+    memcpy(mine->key, key, sizeof mine->key);
+    mine->value = value;
+    mine->free_fn = free_fn;
+    for (int i = 0; i < XGR_VOCAB_MEMO_SLOTS; i++) {
+        xgr_vocab_memo_entry *seen = NULL;
+        if (atomic_compare_exchange_strong_explicit(&v->memo[i], &seen, mine, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return value;
+        if (!memcmp(seen->key, key, sizeof seen->key)) { /* published first by another thread */
+            free(mine);
+            free_fn(value);
+            return seen->value;
+        }
+    }
+    free(mine);
+    return NULL;
+}
+
 static void vocab_free(struct xgr_vocab *v) {
     if (!v) return;
+    for (int i = 0; i < XGR_VOCAB_MEMO_SLOTS; i++) {
+        xgr_vocab_memo_entry *e = atomic_load_explicit(&v->memo[i], memory_order_acquire);
+        if (!e) break;
+        e->free_fn(e->value);
+        free(e);
+    }
     free(v->data);
     free(v->offsets);
     free(v->is_special);
@@ -91,6 +136,7 @@ int xgr_vocab_new(const uint8_t *data, const uint32_t *offsets, int32_t n_tokens
     struct xgr_vocab *v = xgr_calloc(1, sizeof *v);
     if (!v) return XGR_ERR_NOMEM;
     atomic_init(&v->refcount, 1);
+    for (int i = 0; i < XGR_VOCAB_MEMO_SLOTS; i++) atomic_init(&v->memo[i], NULL);
     v->n_tokens = n_tokens;
     v->vocab_size = vocab_size;
     v->row_words = (vocab_size + 31) / 32;

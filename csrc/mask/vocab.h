@@ -9,6 +9,11 @@
 
 #include "../common/util.h"
 
+/* A value derived from the vocabulary alone, memoised on it (xgr_vocab_memo_get). */
+#define XGR_VOCAB_MEMO_SLOTS 16
+#define XGR_VOCAB_MEMO_KEY 10 /* key words */
+typedef struct xgr_vocab_memo_entry xgr_vocab_memo_entry;
+
 struct xgr_vocab {
     atomic_int refcount;
     int32_t n_tokens;    /* tokens with bytes */
@@ -69,7 +74,22 @@ struct xgr_vocab {
      * A search by byte 1 inside a first-byte range is then a lookup. */
     int32_t *pair_start;
     uint64_t fingerprint; /* hash of everything mask verdicts depend on (cache key part) */
+    /* Values derived from this vocabulary and a small key only (runtime/matcher.c: the token
+     * lists of a 256-bit byte set), shared by every grammar compiled against it: slots
+     * filled once with a compare-and-swap, never replaced, freed with the vocabulary. */
+    _Atomic(xgr_vocab_memo_entry *) memo[XGR_VOCAB_MEMO_SLOTS];
 };
+
+/* The vocabulary memo. Thread-safe; a published value is immutable and lives until the
+ * vocabulary is freed (a compiled grammar holds its vocabulary). get: the value stored
+ * under `key`, or NULL. put: publishes `value` (ownership passes to the vocabulary) and
+ * returns the value now stored under `key`: `value`, or the equal one another thread
+ * published first (then `value` is released with free_fn); NULL when every slot holds
+ * another key or out of memory (the caller keeps `value`). `v` is const as the caches
+ * behind atomics elsewhere: the memo is not part of what the vocabulary says. */
+const void *xgr_vocab_memo_get(const struct xgr_vocab *v, const uint32_t key[XGR_VOCAB_MEMO_KEY]);
+const void *xgr_vocab_memo_put(const struct xgr_vocab *v, const uint32_t key[XGR_VOCAB_MEMO_KEY], void *value,
+                               void (*free_fn)(void *));
 
 /* The bit of byte b in a state's folded leave set: ASCII bytes are exact, every other byte
  * shares bit 0 with NUL. A token's folded set (vocab.c fold_token) puts each complete

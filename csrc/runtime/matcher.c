@@ -1103,9 +1103,48 @@ static void vm_begin(xgr_matcher *m) {
     m->vm_active = 1;
 }
 
-/* Fetches m->lazy, the grammar's lazy token lists (lazy_tokens.h), built by the first
- * matcher that needs them and shared by all (a vocabulary pass: ~1.4 ms at 151k tokens, once
- * per grammar instead of once per request; published with a compare-and-swap). */
+/* The vocabulary memo's key (vocab.h) of a byte set's token tables: their kind (1: lazy,
+ * 2: uniqueItems), `all` and the set. */
+static void byteset_key(uint32_t key[XGR_VOCAB_MEMO_KEY], uint32_t kind, int all, const uint32_t ends[8]) {
+    key[0] = kind;
+    key[1] = (uint32_t)all;
+    memcpy(key + 2, ends, 8 * sizeof *ends);
+}
+
+static void lazy_tables_free_fn(void *p) { xgr_lazy_tables_free(p); }
+
+static void uq_tables_free_fn(void *p) { xgr_uq_tables_free(p); }
+
+/* The lazy token lists of byte set `ends` (lazy_tokens.h), built (a vocabulary pass: ~1.4 ms
+ * at 151k tokens) or taken from the vocabulary's memo: grammars with the same set share one
+ * copy. NULL out of memory. */
+static xgr_lazy_tables *lazy_tables_of(const struct xgr_vocab *v, const uint32_t ends[8], int all) {
+    uint32_t key[XGR_VOCAB_MEMO_KEY];
+    byteset_key(key, 1, all, ends);
+    xgr_lazy_tables *t = (xgr_lazy_tables *)xgr_vocab_memo_get(v, key);
+    if (t) return t;
+    t = xgr_calloc(1, sizeof *t);
+    if (!t || xgr_lazy_risky_tokens(v, ends, all, &t->risky, &t->n)) {
+        xgr_lazy_tables_free(t);
+        return NULL;
+    }
+    if (t->n >= 0) {
+        t->bits = xgr_calloc((size_t)v->row_words, sizeof *t->bits);
+        if (!t->bits) {
+            xgr_lazy_tables_free(t);
+            return NULL;
+        }
+        for (int32_t i = 0; i < t->n; i++) set_bit(t->bits, t->risky[i]);
+    }
+    t->shared = 1;
+    xgr_lazy_tables *kept = (xgr_lazy_tables *)xgr_vocab_memo_put(v, key, t, lazy_tables_free_fn);
+    if (!kept) t->shared = 0; /* (the memo is full: the grammar owns its copy) */
+    return kept ? kept : t;
+}
+
+/* Fetches m->lazy, the grammar's lazy token lists (lazy_tables_of), fetched by the first
+ * matcher that needs them and kept on the grammar for all (published with a
+ * compare-and-swap). */
 static int lazy_prepare(xgr_matcher *m) {
     if (m->lazy) return XGR_OK;
     xgr_compiled *c = m->c;
@@ -1114,25 +1153,13 @@ static int lazy_prepare(xgr_matcher *m) {
         const struct xgr_vocab *v = c->vocab;
         uint32_t ends[8];
         int all = xgr_lazy_end_bytes(c->fsm, 0, ends);
-        t = xgr_calloc(1, sizeof *t);
-        if (all < 0 || !t || xgr_lazy_risky_tokens(v, ends, all, &t->risky, &t->n)) {
-            xgr_lazy_tables_free(t);
-            return XGR_ERR_NOMEM;
-        }
-        if (t->n >= 0) {
-            t->bits = xgr_calloc((size_t)v->row_words, sizeof *t->bits);
-            if (!t->bits) {
-                xgr_lazy_tables_free(t);
-                return XGR_ERR_NOMEM;
-            }
-            for (int32_t i = 0; i < t->n; i++) set_bit(t->bits, t->risky[i]);
-        }
+        if (all < 0 || !(t = lazy_tables_of(v, ends, all))) return XGR_ERR_NOMEM;
         xgr_lazy_tables *expected = NULL;
         if (!atomic_compare_exchange_strong_explicit(&c->lazy, &expected, t, memory_order_acq_rel,
                                                      memory_order_acquire)) {
-            xgr_lazy_tables_free(t);
+            xgr_lazy_tables_drop(t);
             t = expected;
-        } else {
+        } else if (!t->shared) {
             atomic_fetch_add(&c->memory, sizeof *t + (t->n > 0 ? (size_t)t->n * sizeof(int32_t) : 0) +
                                              (t->bits ? (size_t)v->row_words * sizeof(uint32_t) : 0));
         }
@@ -1271,29 +1298,23 @@ static int check_attr_tokens(xgr_matcher *m, uint32_t *row) {
     return check_extra(m, row);
 }
 
-/* The grammar's uniqueItems token lists (compiled.h xgr_uq_tables), built by the first
- * matcher that needs them and shared by all (published with a compare-and-swap: a matcher
- * that loses the race frees its copy). */
-static int uq_tables(xgr_compiled *c, const xgr_uq_tables **out) {
-    xgr_uq_tables *t = atomic_load_explicit(&c->uq, memory_order_acquire);
-    if (t) {
-        *out = t;
-        return XGR_OK;
-    }
-    const struct xgr_vocab *v = c->vocab;
-    uint32_t ends[8];
-    int all = xgr_lazy_end_bytes(c->fsm, 1, ends);
+/* The uniqueItems token lists of byte set `ends` (compiled.h xgr_uq_tables): built (two
+ * vocabulary passes, ~3 ms at 151k tokens) or taken from the vocabulary's memo, shared by
+ * every grammar with the same set (JSON elements end at the same few bytes). NULL out of
+ * memory. */
+static xgr_uq_tables *uq_tables_of(const struct xgr_vocab *v, const uint32_t ends[8], int all) {
+    uint32_t key[XGR_VOCAB_MEMO_KEY];
+    byteset_key(key, 2, all, ends);
+    xgr_uq_tables *t = (xgr_uq_tables *)xgr_vocab_memo_get(v, key);
+    if (t) return t;
     t = xgr_calloc(1, sizeof *t);
-    if (all < 0 || !t) {
-        free(t);
-        return XGR_ERR_NOMEM;
-    }
+    if (!t) return NULL;
     t->one_bits = xgr_calloc((size_t)v->row_words, sizeof *t->one_bits);
     t->opens = xgr_calloc((size_t)v->row_words, sizeof *t->opens);
     if (!t->one_bits || !t->opens || xgr_lazy_unique_tokens(v, ends, all, 1, &t->one, &t->n_one) ||
         xgr_lazy_unique_tokens(v, ends, all, 2, &t->two, &t->n_two)) {
         xgr_uq_tables_free(t);
-        return XGR_ERR_NOMEM;
+        return NULL;
     }
     for (int32_t i = 0; i < t->n_one; i++) {
         int32_t id = t->one[i];
@@ -1303,12 +1324,30 @@ static int uq_tables(xgr_compiled *c, const xgr_uq_tables **out) {
         set_bit(t->one_bits, id);
         if (lb && memchr(lb, ',', len - (uint32_t)(lb - tok))) set_bit(t->opens, id);
     }
+    t->shared = 1;
+    xgr_uq_tables *kept = (xgr_uq_tables *)xgr_vocab_memo_put(v, key, t, uq_tables_free_fn);
+    if (!kept) t->shared = 0;
+    return kept ? kept : t;
+}
+
+/* The grammar's uniqueItems token lists (uq_tables_of), fetched by the first matcher that
+ * needs them and kept on the grammar for all (published with a compare-and-swap). */
+static int uq_tables(xgr_compiled *c, const xgr_uq_tables **out) {
+    xgr_uq_tables *t = atomic_load_explicit(&c->uq, memory_order_acquire);
+    if (t) {
+        *out = t;
+        return XGR_OK;
+    }
+    const struct xgr_vocab *v = c->vocab;
+    uint32_t ends[8];
+    int all = xgr_lazy_end_bytes(c->fsm, 1, ends);
+    if (all < 0 || !(t = uq_tables_of(v, ends, all))) return XGR_ERR_NOMEM;
     xgr_uq_tables *expected = NULL;
     if (!atomic_compare_exchange_strong_explicit(&c->uq, &expected, t, memory_order_acq_rel,
                                                  memory_order_acquire)) {
-        xgr_uq_tables_free(t);
+        xgr_uq_tables_drop(t);
         t = expected;
-    } else {
+    } else if (!t->shared) {
         atomic_fetch_add(&c->memory, sizeof *t + ((size_t)t->n_one + (size_t)t->n_two) * sizeof(int32_t) +
                                          2 * (size_t)v->row_words * sizeof(uint32_t));
     }

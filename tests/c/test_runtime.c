@@ -8,6 +8,7 @@
 #include "../../csrc/include/xgr2.h"
 #include "../../csrc/mask/compiled.h"
 #include "../../csrc/mask/vocab.h"
+#include "../../csrc/runtime/lazy_tokens.h"
 
 static int failures = 0;
 #define CHECK(cond, ...)                                                                   \
@@ -698,6 +699,212 @@ static void right_recursion(xgr_vocab *v) {
     printf("ok right_recursion\n");
 }
 
+/* The vocabulary memo (vocab.h): a value per key, the first of two equal puts kept (the
+ * second freed), a full memo handing the value back to the caller. */
+static int memo_frees;
+static void memo_free_fn(void *p) {
+    memo_frees++;
+    free(p);
+}
+
+static void vocab_memo_api(void) {
+    static const uint8_t data[] = "ab";
+    uint32_t off[] = {0, 1, 2};
+    xgr_vocab *v = NULL;
+    if (xgr_vocab_new(data, off, 2, 2, NULL, 0, NULL, 0, &v)) {
+        CHECK(0, "memo vocab: %s", xgr_last_error());
+        return;
+    }
+    uint32_t key[XGR_VOCAB_MEMO_KEY] = {7, 1};
+    CHECK(xgr_vocab_memo_get(v, key) == NULL, "empty memo has a value");
+    int *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    CHECK(xgr_vocab_memo_put(v, key, a, memo_free_fn) == a, "first put not kept");
+    CHECK(xgr_vocab_memo_get(v, key) == a, "get after put");
+    CHECK(xgr_vocab_memo_put(v, key, b, memo_free_fn) == a && memo_frees == 1, "second equal put: first kept, second freed");
+    int *mine[XGR_VOCAB_MEMO_SLOTS];
+    int kept = 0;
+    for (int i = 0; i < XGR_VOCAB_MEMO_SLOTS; i++) {
+        key[1] = 100u + (uint32_t)i;
+        mine[i] = malloc(sizeof *mine[i]);
+        if (xgr_vocab_memo_put(v, key, mine[i], memo_free_fn) == mine[i]) {
+            kept++;
+        } else {
+            free(mine[i]); /* the memo is full: still the caller's */
+        }
+    }
+    CHECK(kept == XGR_VOCAB_MEMO_SLOTS - 1, "memo kept %d of %d new keys", kept, XGR_VOCAB_MEMO_SLOTS - 1);
+    memo_frees = 0;
+    xgr_vocab_release(v);
+    CHECK(memo_frees == XGR_VOCAB_MEMO_SLOTS, "vocabulary freed %d memo values", memo_frees);
+}
+
+/* Two grammars whose uniqueItems elements end at the same bytes share one copy of their
+ * token lists (runtime/matcher.c uq_tables_of), which outlives the first grammar; a grammar
+ * with other end bytes gets its own; the masks equal a compile's own. */
+static void shared_unique_tables(xgr_vocab *v, int32_t stop) {
+    const char *same[2] = {
+        "root ::= arr\narr[unique_search_scope] ::= \"[\" (el (\",\" el)*)? \"]\"\n"
+        "el[unique] ::= \"\\\"\" [abc] \"\\\"\"\n",
+        "root ::= \"{\" arr \"}\"\narr[unique_search_scope] ::= \"[\" (el (\",\" el)*)? \"]\"\n"
+        "el[unique] ::= \"\\\"\" [ab]+ \"\\\"\"\n",
+    };
+    const char *other = "root ::= arr\narr[unique_search_scope] ::= \"[\" (el (\",\" el)*)? \"]\"\n"
+                        "el[unique] ::= \"x\" [0-9]\n";
+    xgr_compiled *c[3] = {NULL, NULL, NULL};
+    int32_t *row = calloc((size_t)row_words, sizeof *row);
+    for (int i = 0; i < 3; i++) {
+        const char *src = i < 2 ? same[i] : other;
+        xgr_grammar *g = NULL;
+        xgr_compile_options o;
+        memset(&o, 0, sizeof o);
+        if (xgr_grammar_from_ebnf(src, strlen(src), NULL, 0, &g) || xgr_compile(g, v, &o, &c[i])) {
+            CHECK(0, "unique grammar %d: %s", i, xgr_last_error());
+            xgr_grammar_release(g);
+            continue;
+        }
+        xgr_grammar_release(g);
+        xgr_matcher *m = NULL;
+        int need = 0, acc = 0;
+        const char *pre = i == 1 ? "{[\"a\"," : "[";
+        CHECK(!xgr_matcher_new(c[i], NULL, 0, 0, 0, -1, &m), "matcher %d", i);
+        if (!m) continue;
+        CHECK(!xgr_matcher_accept_bytes(m, (const uint8_t *)pre, strlen(pre), &acc) && acc, "prefix %d", i);
+        CHECK(!xgr_matcher_fill_bitmask(m, row, (size_t)row_words, &need), "fill %d", i);
+        xgr_matcher_free(m);
+    }
+    if (c[0] && c[1] && c[2]) {
+        xgr_uq_tables *t0 = atomic_load(&c[0]->uq), *t1 = atomic_load(&c[1]->uq), *t2 = atomic_load(&c[2]->uq);
+        CHECK(t0 && t0 == t1 && t0->shared, "grammars with the same end bytes do not share their uniqueItems lists");
+        CHECK(t2 && t2 != t0, "a grammar with other end bytes took the same lists");
+        xgr_compiled_release(c[0]);
+        c[0] = NULL;
+        /* still there for the second grammar: a walk over it meets the oracle */
+        walk("unique_shared_after_release", same[1], v, stop, 30, 3);
+    }
+    for (int i = 0; i < 3; i++) xgr_compiled_release(c[i]);
+    free(row);
+}
+
+/* The end bytes of lazy / unique rules (runtime/lazy_tokens.c: per rule, from the picked
+ * rules through references into ending states) against the first, global fixpoint over
+ * every state; and the token lists of a byte set (the byte_sets fast path for ASCII sets)
+ * against a scan of every token's bytes. */
+static int oracle_has(const uint32_t s[8], uint8_t b) { return (s[b >> 5] >> (b & 31)) & 1; }
+
+static int oracle_end_bytes(const xgr_fsm *f, int unique, uint32_t out[8]) {
+    memset(out, 0, 8 * sizeof *out);
+    if (!f->rule_attrs) return 0;
+    for (int32_t r = 0; r < f->n_rules; r++)
+        if ((unique ? f->rule_attrs[r].unique == XGR_UNIQUE_ITEM : f->rule_attrs[r].lazy) && f->rule_nullable[r]) {
+            memset(out, 0xff, 8 * sizeof *out);
+            return 1;
+        }
+    uint8_t *ends = calloc((size_t)f->n_states + 1, 1);
+    uint32_t *eb = calloc((size_t)f->n_rules * 8 + 1, sizeof *eb);
+    for (int32_t s = 0; s < f->n_states; s++) ends[s] = f->final[s] || f->rule_kind[f->state_rule[s]] == XGR_RULE_REPEAT;
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int32_t s = 0; s < f->n_states; s++)
+            for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++)
+                if (!ends[s] && f->edges[e].ref >= 0 && f->rule_nullable[f->edges[e].ref] && ends[f->edges[e].target])
+                    ends[s] = changed = 1;
+    }
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int32_t s = 0; s < f->n_states; s++) {
+            uint32_t *dst = eb + (size_t)f->state_rule[s] * 8;
+            for (int32_t e = f->edge_begin[s]; e < f->edge_begin[s + 1]; e++) {
+                const xgr_edge *ed = &f->edges[e];
+                if (!ends[ed->target]) continue;
+                for (int b = 0; b < 256; b++) {
+                    int add = ed->ref < 0 ? (b >= ed->lo && b <= ed->hi) : oracle_has(eb + (size_t)ed->ref * 8, (uint8_t)b);
+                    if (add && !oracle_has(dst, (uint8_t)b)) {
+                        dst[b >> 5] |= 1u << (b & 31);
+                        changed = 1;
+                    }
+                }
+            }
+        }
+    }
+    for (int32_t r = 0; r < f->n_rules; r++)
+        if (unique ? f->rule_attrs[r].unique == XGR_UNIQUE_ITEM : f->rule_attrs[r].lazy)
+            for (int w = 0; w < 8; w++) out[w] |= eb[(size_t)r * 8 + w];
+    free(ends);
+    free(eb);
+    return 0;
+}
+
+static void check_token_lists(const xgr_vocab *v, const uint32_t ends[8], int all, const char *what) {
+    for (int min_count = 1; min_count <= 2; min_count++) {
+        int32_t *ids = NULL, n = 0, k = 0;
+        if (xgr_lazy_unique_tokens(v, ends, all, min_count, &ids, &n)) {
+            CHECK(0, "%s: token lists out of memory", what);
+            return;
+        }
+        for (int32_t i = 0; i < v->n_sorted; i++) {
+            uint32_t len;
+            const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
+            int c = 0;
+            for (uint32_t j = 0; j < len; j++) c += all || oracle_has(ends, tok[j]);
+            if (c >= min_count) {
+                CHECK(k < n && ids[k] == v->sorted[i], "%s: token %d (>= %d end bytes) missing or out of order",
+                      what, (int)v->sorted[i], min_count);
+                k++;
+            }
+        }
+        CHECK(k == n, "%s: %d tokens listed, %d expected (min_count %d)", what, (int)n, (int)k, min_count);
+        free(ids);
+    }
+}
+
+static void lazy_end_bytes_oracle(xgr_vocab *v) {
+    static const char *const srcs[] = {
+        "root ::= \"[\" (el (\",\" el)*)? \"]\"\nel[unique] ::= \"\\\"\" [abc]+ \"\\\"\" | \"true\" | num\n"
+        "num ::= \"-\"? [0-9]+ frac\nfrac ::= (\".\" [0-9]+)?\n",
+        /* an element ending through a nullable reference, and one through recursion */
+        "root ::= \"[\" (el (\",\" el)*)? \"]\"\nel[unique] ::= \"{\" kv \"}\" tail\ntail ::= \" \"*\n"
+        "kv ::= \"\\\"k\\\":\" val\nval ::= \"\\u00e9\" | \"[\" val \"]\" | [x-z]\n",
+        "root ::= \"a\" v [x,]*\nv[lazy] ::= \"x\"+ w\nw ::= \",\"? | \"\\u4e2d\"\n",
+        "root ::= (\"{\" ans \"}\")+\nans[lazy] ::= [abx ]+\n",
+        "root ::= \"[\" el \"]\"\nel[unique] ::= [\\x00-\\x05]\n", /* NUL: the slow path */
+    };
+    for (size_t i = 0; i < 2 * (sizeof srcs / sizeof *srcs); i++) {
+        xgr_grammar *g = NULL;
+        xgr_compiled *c = NULL;
+        xgr_compile_options o;
+        memset(&o, 0, sizeof o);
+        if (i % 2) o.inline_max_states = -1; /* (no inlining: elements end in references) */
+        if (xgr_grammar_from_ebnf(srcs[i / 2], strlen(srcs[i / 2]), NULL, 0, &g) || xgr_compile(g, v, &o, &c)) {
+            CHECK(0, "end bytes grammar %d: %s", (int)i, xgr_last_error());
+            xgr_grammar_release(g);
+            continue;
+        }
+        for (int u = 0; u < 2; u++) {
+            uint32_t got[8], want[8];
+            int a = xgr_lazy_end_bytes(c->fsm, u, got), b = oracle_end_bytes(c->fsm, u, want);
+            CHECK(a == b && !memcmp(got, want, sizeof got), "end bytes grammar %d (unique %d) differ from the global fixpoint",
+                  (int)i, u);
+            char what[64];
+            snprintf(what, sizeof what, "grammar %d unique %d", (int)i, u);
+            check_token_lists(v, got, a == 1, what);
+        }
+        xgr_compiled_release(c);
+        xgr_grammar_release(g);
+    }
+    /* random byte sets: ASCII ones (the fast path), and sets with NUL, DEL or a high byte */
+    for (int t = 0; t < 40; t++) {
+        uint32_t ends[8] = {0};
+        int nb = 1 + (int)(rnd() % 6);
+        for (int j = 0; j < nb; j++) {
+            uint8_t b = t % 4 == 3 ? (uint8_t)rnd() : (uint8_t)(0x20 + rnd() % 0x5F);
+            if (t % 8 == 1) b = j ? b : 0;
+            if (t % 8 == 5) b = j ? b : 0x7F;
+            ends[b >> 5] |= 1u << (b & 31);
+        }
+        check_token_lists(v, ends, 0, "random set");
+    }
+}
+
 int main(void) {
     int32_t stop;
     xgr_vocab *v = make_vocab(&stop);
@@ -804,6 +1011,9 @@ int main(void) {
     cross_grammar(v);
     memo_and_rollback(v);
     memo_repeat();
+    vocab_memo_api();
+    shared_unique_tables(v, stop);
+    lazy_end_bytes_oracle(v);
     right_recursion(v);
     bad_inputs(v);
     empty_vocab();
