@@ -78,9 +78,38 @@ def test_every_integer_bounded_range_holds_the_automatons_texts():
     assert checked > 400 and empty > 20
 
 
+MULT_BOUNDS = [None, -10, -1, 0, 1, 9, 100]
+
+
+def test_ranges_with_a_decimal_place_multiple_hold_the_automatons_texts():
+    """multipleOf 1, 0.1, 0.01, 0.001 (digits past the last place are zeros), with and
+    without integer bounds."""
+    checked = 0
+    for m in ("1", "0.1", "0.01", "0.001", "1E-4"):
+        for lo, hi in itertools.product(MULT_BOUNDS, MULT_BOUNDS):
+            for lo_x, hi_x in itertools.product((False, True), repeat=2):
+                if (lo is None and lo_x) or (hi is None and hi_x):
+                    continue
+                n = ir.Num(integer=False, lo=None if lo is None else Decimal(lo), lo_x=lo_x,
+                           hi=None if hi is None else Decimal(hi), hi_x=hi_x, mults=(Decimal(m),))
+                e = num_range_expr(n)
+                assert e is not NotImplemented, (m, lo, lo_x, hi, hi_x)
+                d = numeric._build(n)
+                if e is None:
+                    assert d.is_empty(), (m, lo, lo_x, hi, hi_x)
+                    continue
+                assert _same_language(fa.from_regex(_to_regex(e)), d), (m, lo, lo_x, hi, hi_x)
+                checked += 1
+    assert checked > 400
+
+
 @pytest.mark.parametrize("kw", [
     dict(lo=Decimal("0.5")),                       # a decimal bound
-    dict(lo=Decimal(0), mults=(Decimal(2),)),     # multipleOf
+    dict(lo=Decimal(0), mults=(Decimal(2),)),     # multipleOf other than 10^-s
+    dict(lo=Decimal(0), mults=(Decimal("0.5"),)),
+    dict(hi=Decimal(9), mults=(Decimal(10),)),
+    dict(lo=Decimal(0), mults=(Decimal("0.1"), Decimal("0.01"))),  # two of them
+    dict(lo=Decimal("0.5"), mults=(Decimal("0.1"),)),  # a decimal bound
     dict(hi=Decimal(10), nots=(Decimal(3),)),      # an excluded value
     dict(lo=Decimal(0), nonint=True),             # not: {type: integer}
     dict(integer=True, lo=Decimal(1)),             # integers: int_range_expr
@@ -97,7 +126,7 @@ def _texts(k: int):
     for base in {k - 1, k, k + 1, 0, 1, -1, -k}:
         s = str(abs(base))
         for sign in ("", "-"):
-            for frac in ("", ".0", ".00", ".5", ".01", ".000001", ".9"):
+            for frac in ("", ".0", ".00", ".5", ".01", ".010", ".001", ".000001", ".9"):
                 for exp in ("", "e0", "E+1", "e-2"):
                     out.add(f"{sign}{s}{frac}{exp}")
     out |= {"00", "01", "-", ".5", "1.", "+1", "-00"}
@@ -111,11 +140,14 @@ def _texts(k: int):
     {"type": "number", "minimum": 0},
     {"type": "number", "exclusiveMaximum": 0},
     {"type": "number", "minimum": -5, "maximum": -5},
+    {"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 0.01},
+    {"type": "number", "exclusiveMinimum": -1, "multipleOf": 1},
 ])
 def test_compiled_grammar_follows_decimal_arithmetic(schema):
     g = xgr.Grammar.from_json_schema(json.dumps(schema), any_whitespace=False)
-    k = int(next(v for key, v in schema.items() if key != "type"))
-    every_zero = all(v == 0 for key, v in schema.items() if key != "type")
+    bounds = {key: v for key, v in schema.items() if key not in ("type", "multipleOf")}
+    k = int(next(iter(bounds.values())))
+    every_zero = all(v == 0 for v in bounds.values()) and "multipleOf" not in schema
     for text in _texts(k):
         try:
             v = Decimal(text)
@@ -123,7 +155,8 @@ def test_compiled_grammar_follows_decimal_arithmetic(schema):
                   and (schema.get("minimum") is None or v >= schema["minimum"])
                   and (schema.get("exclusiveMinimum") is None or v > schema["exclusiveMinimum"])
                   and (schema.get("maximum") is None or v <= schema["maximum"])
-                  and (schema.get("exclusiveMaximum") is None or v < schema["exclusiveMaximum"]))
+                  and (schema.get("exclusiveMaximum") is None or v < schema["exclusiveMaximum"])
+                  and ("multipleOf" not in schema or v % Decimal(str(schema["multipleOf"])) == 0))
         except ArithmeticError:
             ok = False
         got = _is_grammar_accept_string(g, text)

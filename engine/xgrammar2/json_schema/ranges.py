@@ -2,9 +2,10 @@
 
 ``int_range_expr``: the integers of a range (``type: integer`` with bounds only), digit
 ranges by width. ``num_range_expr``: the JSON numbers of a range whose bounds are integers
-(``type: number``, ``minimum: 0``, ``maximum: 360``, ...), the most common numeric
-constraint in real schemas. The general case (decimal bounds, ``multipleOf``, excluded
-values) is the product automaton of numeric.py; this module writes the same language as that
+(``type: number``, ``minimum: 0``, ``maximum: 360``, ...), optionally multiples of 10^-s
+(``multipleOf: 0.01``), the most common numeric constraints in real schemas. The general
+case (decimal bounds, other ``multipleOf`` steps, excluded values) is the product automaton
+of numeric.py; this module writes the same language as that
 automaton (tests/json_schema/test_number_ranges.py compares the two exactly) at a fraction of
 its cost: the product and its minimisation took 0.3-0.9 ms per range, the expression ~20 µs.
 """
@@ -112,6 +113,33 @@ _POS_TEXT = seq(alt(seq(lit("0"), _FNZ), seq(_NZ, rep(_DIG, 0, None), _FANY)), _
 
 NONE, ZERO, NZ, ANY = 0, 1, 2, 3  # fraction classes; ZERO & NZ == NONE, ANY & x == x
 _FRACS = {ZERO: _FZERO, NZ: _FNZ, ANY: _FANY}
+_FRACS_BY_PLACES: dict = {}
+
+
+def _fracs(places):
+    """The fraction classes of numbers that are multiples of 10^-places (None: any number):
+    digits past the ``places``-th are zeros."""
+    if places is None:
+        return _FRACS
+    f = _FRACS_BY_PLACES.get(places)
+    if f is None:
+        zeros = rep(G.cls(cs.of_chars("0")), 0, None)
+        if places == 0:
+            f = {ZERO: _FZERO, NZ: None, ANY: _FZERO}
+        else:
+            f = {ZERO: _FZERO,
+                 NZ: seq(lit("."), alt(*[seq(rep(_DIG, j - 1, j - 1), _NZ, zeros) for j in range(1, places + 1)])),
+                 ANY: opt(seq(lit("."), rep(_DIG, 1, places), zeros))}
+        _FRACS_BY_PLACES[places] = f
+    return f
+
+
+def _decimal_places(m):
+    """s when the multipleOf ``m`` is 10^-s (s >= 0: 1, 0.1, 0.01, ...), else None."""
+    sign, digits, exp = m.normalize().as_tuple()
+    if sign or digits != (1,) or not isinstance(exp, int) or exp > 0 or -exp > MAX_DIGITS:
+        return None
+    return -exp
 
 
 def _meet(a: int, b: int) -> int:
@@ -123,18 +151,23 @@ def _integral_bound(k) -> bool:
 
 
 def num_range_expr(n):
-    """The JSON number texts of ``type: number`` with bounds only, both bounds None or
-    integers of at most MAX_DIGITS digits: the language of ``numeric.number_dfa(n)``, or
-    NotImplemented for any other ``n``. None when the range holds no number.
+    """The JSON number texts of ``type: number`` with bounds, each None or an integer of at
+    most MAX_DIGITS digits, and at most one ``multipleOf`` of the form 10^-s (1, 0.01: money
+    and measurements): the language of ``numeric.number_dfa(n)``, or NotImplemented for any
+    other ``n``. None when the range holds no number.
 
     Texts: ``-?(0|[1-9][0-9]*)(.[0-9]+)?``, ``-0`` included (value 0), and an exponent only
-    when every bound is 0 (numeric.py's format reader)."""
-    if n.integer or n.mults or n.nots or n.nonint or n.notmults:
+    when every bound is 0 and there is no multipleOf (numeric.py's format reader)."""
+    if n.integer or n.nots or n.nonint or n.notmults or len(n.mults) > 1:
         return NotImplemented
-    if (n.lo is None and n.hi is None) or not (_integral_bound(n.lo) and _integral_bound(n.hi)):
+    places = _decimal_places(n.mults[0]) if n.mults else None
+    if n.mults and places is None:
         return NotImplemented
-    if (n.lo is None or n.lo == 0) and (n.hi is None or n.hi == 0):
+    if (n.lo is None and n.hi is None and not n.mults) or not (_integral_bound(n.lo) and _integral_bound(n.hi)):
+        return NotImplemented
+    if not n.mults and (n.lo is None or n.lo == 0) and (n.hi is None or n.hi == 0):
         return _sign_classes(n)
+    fracs = _fracs(places)
     lo = None if n.lo is None else int(n.lo)
     hi = None if n.hi is None else int(n.hi)
     alts = []
@@ -150,7 +183,7 @@ def num_range_expr(n):
     else:
         high = (hi, NONE) if n.hi_x else (hi, ZERO)  # v <= hi: I < hi, or I == hi and f == 0
     if high is not False:
-        alts.append(_side(low, high))
+        alts.append(_side(low, high, fracs))
     # Texts with "-": v = -m; m <= -lo (or < -lo), m >= -hi (or > -hi).
     if lo is not None and (lo > 0 or (lo == 0 and n.lo_x)):
         mhigh = False
@@ -163,16 +196,17 @@ def num_range_expr(n):
     else:
         mlow = (-hi, NZ) if n.hi_x else (-hi, ANY)
     if mhigh is not False:
-        e = _side(mlow, mhigh)
+        e = _side(mlow, mhigh, fracs)
         if e is not None:
             alts.append(seq(lit("-"), e))
     alts = [a for a in alts if a is not None]
     return alt(*alts) if alts else None
 
 
-def _side(low, high):
+def _side(low, high, fracs):
     """Magnitudes I + f with I >= a (the class ``ca`` at I == a, any fraction above) and,
-    when ``high`` is given, I <= b (any fraction below b, the class ``cb`` at I == b)."""
+    when ``high`` is given, I <= b (any fraction below b, the class ``cb`` at I == b);
+    ``fracs``: the classes' expressions (_fracs)."""
     a, ca = low
     pieces = []  # (I from, I to or None, fraction class), increasing
     if high is None:
@@ -195,7 +229,7 @@ def _side(low, high):
             merged.append((x, y, c))
     if not merged:
         return None
-    return alt(*[seq(_nonneg_range(x, y), _FRACS[c]) for x, y, c in merged])
+    return alt(*[seq(_nonneg_range(x, y), fracs[c]) for x, y, c in merged])
 
 
 def _sign_classes(n):
