@@ -150,7 +150,23 @@ def _integral_bound(k) -> bool:
     return k is None or (k == k.to_integral_value() and len(str(abs(int(k)))) <= MAX_DIGITS)
 
 
+_num_cache: dict = {}
+
+
 def num_range_expr(n):
+    """num_range_expr_uncached, memoised per process (expressions are immutable: the same
+    ranges recur across requests)."""
+    key = (n.integer, n.lo, n.lo_x, n.hi, n.hi_x, n.mults, n.nots, n.nonint, n.notmults)
+    hit = _num_cache.get(key, _num_cache)
+    if hit is _num_cache:
+        hit = num_range_expr_uncached(n)
+        if len(_num_cache) > 1024:
+            _num_cache.clear()
+        _num_cache[key] = hit
+    return hit
+
+
+def num_range_expr_uncached(n):
     """The JSON number texts of ``type: number`` with bounds, each None or an integer of at
     most MAX_DIGITS digits, and at most one ``multipleOf`` of the form 10^-s (1, 0.01: money
     and measurements): the language of ``numeric.number_dfa(n)``, or NotImplemented for any
