@@ -12,7 +12,7 @@ its cost: the product and its minimisation took 0.3-0.9 ms per range, the expres
 
 from __future__ import annotations
 
-from decimal import Decimal
+import functools
 
 from . import charset as cs
 from . import grammar as G
@@ -150,20 +150,15 @@ def _integral_bound(k) -> bool:
     return k is None or (k == k.to_integral_value() and len(str(abs(int(k)))) <= MAX_DIGITS)
 
 
-_num_cache: dict = {}
-
-
 def num_range_expr(n):
     """num_range_expr_uncached, memoised per process (expressions are immutable: the same
     ranges recur across requests)."""
-    key = (n.integer, n.lo, n.lo_x, n.hi, n.hi_x, n.mults, n.nots, n.nonint, n.notmults)
-    hit = _num_cache.get(key, _num_cache)
-    if hit is _num_cache:
-        hit = num_range_expr_uncached(n)
-        if len(_num_cache) > 1024:
-            _num_cache.clear()
-        _num_cache[key] = hit
-    return hit
+    return _num_range_memo(n.integer, n.lo, n.lo_x, n.hi, n.hi_x, n.mults, n.nots, n.nonint, n.notmults)
+
+
+@functools.lru_cache(maxsize=1024)
+def _num_range_memo(*fields):
+    return num_range_expr_uncached(ir.Num(*fields))
 
 
 def num_range_expr_uncached(n):
