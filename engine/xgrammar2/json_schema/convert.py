@@ -17,6 +17,7 @@ from . import regex as rx
 from .errors import InvalidSchemaError, UnsupportedSchemaError
 from .ir import ANY, NEVER, Arr, Enum, Num, Obj, Ref, Str
 from .policy import KEYWORD_POLICY, Policy
+from .word_boundary import drop_word_boundary
 
 DEFAULT_BASE = "https://xgrammar2.invalid/schema.json"
 
@@ -1008,6 +1009,10 @@ class Converter:
             self.unsupported(kw, ptr, str(e))
             return None
         full = rx.to_full_match(raw)
+        if full is None:
+            dropped = drop_word_boundary(raw)  # (\b between two parts: no automaton needed)
+            if dropped is not None:
+                full = rx.to_full_match(dropped)
         if full is None:
             full = rx.cat(rx.ANY_STAR, raw, rx.ANY_STAR)
         return full
