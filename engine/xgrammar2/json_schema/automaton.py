@@ -14,7 +14,7 @@ import bisect
 
 from . import charset as cs
 from . import subset
-from .regex import WORD, RegexUnsupported, has_lookaround
+from .regex import WORD, RegexUnsupported, has_anchor, has_lookaround
 
 DEFAULT_LIMIT = 4000
 
@@ -696,6 +696,43 @@ def disjoint(a: DFA, b: DFA, limit=DEFAULT_LIMIT) -> bool:
                         raise AutomatonTooLarge("automaton product exceeds the state limit")
                     seen.add((t1, t2))
                     stack.append((t1, t2))
+    return True
+
+
+#: pairs of NFA states nfa_disjoint visits at most
+NFA_PAIR_LIMIT = 20_000
+
+
+def nfa_disjoint(a, b, limit=NFA_PAIR_LIMIT) -> bool:
+    """Whether no string fully matches both regex ASTs ``a`` and ``b`` (without assertions):
+    a search of the pairs of states of their NFAs, with no subset construction, so a bounded
+    count (``[...]{1,256}`` before a suffix, whose DFA passes any state limit) costs its NFA's
+    size. Raises AutomatonTooLarge past ``limit`` pairs; RegexUnsupported for assertions."""
+    nfas = []
+    for x in (a, b):
+        if has_anchor(x):
+            raise RegexUnsupported("nfa_disjoint takes regexes without assertions")
+        nfa = _NFA(DEFAULT_LIMIT * 8)  # (as compile_nfa)
+        start = nfa.new()
+        nfas.append((nfa, start, nfa.build(x, start)))
+    (na, sa, fa_), (nb, sb, fb) = nfas
+    seen = {(sa, sb)}
+    stack = [(sa, sb)]
+    while stack:
+        p, q = stack.pop()
+        if p == fa_ and q == fb:
+            return False
+        nxt = [(t, q) for _, t in na.eps[p]] + [(p, t) for _, t in nb.eps[q]]
+        for c1, t1 in na.edges[p]:
+            for c2, t2 in nb.edges[q]:
+                if cs.intersect(c1, c2):
+                    nxt.append((t1, t2))
+        for pair in nxt:
+            if pair not in seen:
+                if len(seen) >= limit:
+                    raise AutomatonTooLarge("automaton product exceeds the state limit")
+                seen.add(pair)
+                stack.append(pair)
     return True
 
 

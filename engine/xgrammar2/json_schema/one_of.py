@@ -20,7 +20,9 @@ negation is "no branch, or two" (``ir.negate_one_of``).
 
 from __future__ import annotations
 
+from . import automaton as fa
 from . import ir
+from . import regex as rx
 
 # The work (node pairs and enum values checked) one oneOf may spend making its branches
 # exclusive before it is refused: ~3x the most any schema that converts needs in the
@@ -109,9 +111,29 @@ def _schema_kinds(cx, s, base, ptr, seen, depth):
     return ks
 
 
+def _patterns_disjoint(a, b):
+    """True when ``a`` and ``b`` are unions of strings and every pair of their nodes has a
+    pattern each whose languages do not meet (their NFAs' state pairs, fa.nfa_disjoint: no
+    automaton of either pattern is built, which a bounded count such as ``{1,256}`` can make
+    too large); False when that is not shown."""
+    if not a or not b or any(x.kind != "string" for x in a) or any(y.kind != "string" for y in b):
+        return False
+    try:
+        for x in a:
+            for y in b:
+                if not any(fa.nfa_disjoint(p, q) for p, _ in x.pos for q, _ in y.pos
+                           if not rx.has_anchor(p) and not rx.has_anchor(q)):
+                    return False
+    except rx.RegexUnsupported:  # (AutomatonTooLarge: not shown)
+        return False
+    return True
+
+
 def _disjoint(cx, a, b):
     """True only when no value is in both unions (node pair by node pair, so that a
     large product is not built at once)."""
+    if _patterns_disjoint(a, b):
+        return True
     try:
         if ir.definitely_empty(cx, ir.intersect(cx, a, b)):
             return True
