@@ -135,16 +135,16 @@ static int count_bytes(const uint32_t ends[8], int all, const uint8_t *tok, uint
 }
 
 /* The sorted-order ids of the tokens holding at least min_count bytes of `ends` (every
- * byte when `all`), among their bytes before the last one only when before_last. Tokens
- * anywhere: the vocabulary's transposed byte sets (vocab.h byte_sets) list those with some
- * byte of `ends` 64 at a time, and only they are read (a few of 151k for a JSON element's end
- * bytes, instead of every token's bytes). */
+ * byte when `all`), among their bytes before the last one only when before_last. For an
+ * ASCII set, the vocabulary's transposed byte sets (vocab.h byte_sets) list the tokens with
+ * some byte of `ends` 64 at a time, and only they are read (a few of 151k for a JSON
+ * element's end bytes, instead of every token's bytes). */
 static int pick_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int all, int min_count,
                        int before_last, int32_t **out, int32_t *n) {
     int32_t *ids = xgr_malloc((v->n_sorted > 0 ? (size_t)v->n_sorted : 1) * sizeof *ids);
     if (!ids) return -1;
     int32_t k = 0;
-    if (!all && !before_last && min_count >= 1 && v->byte_sets && exact_in_folds(ends)) {
+    if (!all && min_count >= 1 && v->byte_sets && exact_in_folds(ends)) {
         int32_t sw = v->set_words;
         const uint64_t *rows[0x7F];
         int nb = 0;
@@ -157,7 +157,9 @@ static int pick_tokens(const struct xgr_vocab *v, const uint32_t ends[8], int al
                 int32_t i = w * 64 + xgr_ctz64(any);
                 uint32_t len;
                 const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
-                if (min_count == 1 || count_bytes(ends, 0, tok, len, min_count) >= min_count) ids[k++] = v->sorted[i];
+                uint32_t upto = before_last && len ? len - 1 : len;
+                if ((min_count == 1 && !before_last) || count_bytes(ends, 0, tok, upto, min_count) >= min_count)
+                    ids[k++] = v->sorted[i];
             }
         }
     } else {

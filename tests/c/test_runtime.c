@@ -855,6 +855,28 @@ static void check_token_lists(const xgr_vocab *v, const uint32_t ends[8], int al
         CHECK(k == n, "%s: %d tokens listed, %d expected (min_count %d)", what, (int)n, (int)k, min_count);
         free(ids);
     }
+    /* the lazy rules' list: tokens holding such a byte before their last one */
+    int32_t *ids = NULL, n = 0, k = 0;
+    if (xgr_lazy_risky_tokens(v, ends, all, &ids, &n)) {
+        CHECK(0, "%s: risky tokens out of memory", what);
+        return;
+    }
+    if (all) {
+        CHECK(!ids && n == -1, "%s: every token is at risk when all", what);
+        return;
+    }
+    for (int32_t i = 0; i < v->n_sorted; i++) {
+        uint32_t len;
+        const uint8_t *tok = xgr_vocab_sorted_token(v, i, &len);
+        int c = 0;
+        for (uint32_t j = 0; j + 1 < len; j++) c += oracle_has(ends, tok[j]);
+        if (c) {
+            CHECK(k < n && ids[k] == v->sorted[i], "%s: risky token %d missing or out of order", what, (int)v->sorted[i]);
+            k++;
+        }
+    }
+    CHECK(k == n, "%s: %d risky tokens listed, %d expected", what, (int)n, (int)k);
+    free(ids);
 }
 
 static void lazy_end_bytes_oracle(xgr_vocab *v) {
