@@ -16,6 +16,7 @@ import pytest
 
 import xgrammar2 as xgr
 from xgrammar2.json_schema import automaton as fa
+from xgrammar2.json_schema import json_schema_to_ebnf
 from xgrammar2.json_schema import ir, numeric
 from xgrammar2.json_schema import regex as rx
 from xgrammar2.json_schema.ranges import num_range_expr
@@ -165,3 +166,11 @@ def test_compiled_grammar_follows_decimal_arithmetic(schema):
 
 def rx_json_number(text: str) -> bool:
     return re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", text) is not None
+
+
+def test_an_empty_range_of_multiples_says_why():
+    from xgrammar2.json_schema import UnsatisfiableSchemaError
+
+    s = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1, "multipleOf": 1}
+    with pytest.raises(UnsatisfiableSchemaError, match="no multipleOf value"):
+        json_schema_to_ebnf(json.dumps(s))

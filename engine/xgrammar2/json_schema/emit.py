@@ -690,6 +690,8 @@ class Emitter:
             return int_range_expr(n)
         e = num_range_expr(n)
         if e is not NotImplemented:
+            if e is None and n.mults:  # (as below: the note names why)
+                self.cx.unsat(n.src, f"the range contains no multipleOf value (multipleOf {n.mults[0]})")
             return e
         try:
             d = numeric.number_dfa(n)
