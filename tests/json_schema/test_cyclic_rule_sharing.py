@@ -94,3 +94,26 @@ def test_recursive_exclusive_one_of_is_written_once_per_shape_and_judges_its_ins
             assert ENGINE.accepts(g, json.dumps(x)) == valid, (valid, json.dumps(x)[:300])
             judged[valid] += 1
     assert judged[0] > 10 and judged[1] > 5, judged
+
+
+def test_groups_with_other_rule_attributes_are_not_merged():
+    """close_cycle merges a group into an earlier one with the same bodies only when their
+    members' rule attributes are the same too (an attribute changes what a rule means)."""
+    from xgrammar2.json_schema.convert import Converter
+    from xgrammar2.json_schema.emit import Emitter
+    from xgrammar2.json_schema.grammar import alt, lit, ref, seq
+
+    cx = Converter({}, strict_mode=True, lenient=False, ref_resolver=None, index=False)
+    em = Emitter(cx, any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=None,
+                 any_order=False, excludes=())
+    g = em.g
+
+    def group(nm):
+        g.define(nm, alt(lit("x"), seq(lit("y"), ref(nm))))
+        return em.close_cycle([nm], ref(nm))
+
+    assert group("a0") == ref("a0")
+    g.define("b0", alt(lit("x"), seq(lit("y"), ref("b0"))))
+    g.attrs["b0"] = "[max_chars=3]"
+    assert em.close_cycle(["b0"], ref("b0")) == ref("b0") and "b0" in g.rules
+    assert group("c0") == ref("a0") and "c0" not in g.rules  # (same bodies, no attributes: merged)

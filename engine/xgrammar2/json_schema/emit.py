@@ -405,9 +405,10 @@ class Emitter:
         without it every path to an equal sub-schema kept its own copy of the automaton and
         of every rule above it (Github_medium o3626: a recursive exclusive oneOf whose
         ``contains``-like negated arrays were written 713 times)."""
-        rules = self.g.rules
+        rules, attrs = self.g.rules, self.g.attrs
         local = {nm: "\x00%d" % i for i, nm in enumerate(names)}
-        key = tuple([_relabel(rules[nm], local) for nm in names])
+        # (a member's attributes are part of what it means: none carries one today)
+        key = tuple([(_relabel(rules[nm], local), attrs.get(nm)) for nm in names])
         hit = self._cycles.setdefault(key, names)
         if hit is names:
             return e
