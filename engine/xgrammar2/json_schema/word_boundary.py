@@ -48,8 +48,8 @@ def drop_word_boundary(n):
         right = right[:-1]
     if any(rx.has_anchor(x) for x in left + right):
         return None
-    ls = _last(left)
-    rs = _first(right)
+    ls = _ends(left, True)
+    rs = _ends(right, False)
     if ls is None or rs is None:
         return None
     lw, ln, le = ls
@@ -65,40 +65,24 @@ def drop_word_boundary(n):
     return rx.cat(*(([rx.BOL] if bol else []) + [body] + ([rx.EOL] if eol else [])))
 
 
-def _last(items):
-    """(strings of cat(items) ending in a word character, those ending in another one,
-    whether cat(items) matches the empty string), or None when a part cannot be split."""
+def _ends(items, last):
+    """(strings of cat(items) whose last (``last``) or first character is a word character,
+    those where it is another one, whether cat(items) matches the empty string), or None
+    when a part cannot be split."""
     if not items:
         return rx.NOTHING, rx.NOTHING, True
-    *head, tail = items
-    t = _split(tail, last=True)
+    if last:
+        *rest, edge = items
+    else:
+        edge, *rest = items
+    t = _split(edge, last)
     if t is None:
         return None
-    tw, tn, te = t
-    pre = rx.cat(*head) if head else rx.EPS
-    w, nw = rx.cat(pre, tw), rx.cat(pre, tn)
-    if not te:
+    other = rx.cat(*rest) if rest else rx.EPS
+    w, nw = ((rx.cat(other, t[0]), rx.cat(other, t[1])) if last else (rx.cat(t[0], other), rx.cat(t[1], other)))
+    if not t[2]:
         return w, nw, False
-    h = _last(head)  # the tail can be empty: the character before comes from the head
-    if h is None:
-        return None
-    return rx.alt(w, h[0]), rx.alt(nw, h[1]), h[2]
-
-
-def _first(items):
-    """As _last, by the first character."""
-    if not items:
-        return rx.NOTHING, rx.NOTHING, True
-    first, *rest = items
-    t = _split(first, last=False)
-    if t is None:
-        return None
-    tw, tn, te = t
-    post = rx.cat(*rest) if rest else rx.EPS
-    w, nw = rx.cat(tw, post), rx.cat(tn, post)
-    if not te:
-        return w, nw, False
-    r = _first(rest)
+    r = _ends(rest, last)  # the edge part can be empty: the character comes from the rest
     if r is None:
         return None
     return rx.alt(w, r[0]), rx.alt(nw, r[1]), r[2]
@@ -113,7 +97,7 @@ def _split(x, last):
     if k == "eps":
         return rx.NOTHING, rx.NOTHING, True
     if k == "cat":
-        return _last(list(x[1])) if last else _first(list(x[1]))
+        return _ends(list(x[1]), last)
     if k == "alt":
         parts = [_split(b, last) for b in x[1]]
         if any(p is None for p in parts):
