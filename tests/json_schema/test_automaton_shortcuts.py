@@ -152,3 +152,49 @@ def test_key_regions_of_pattern_lists_sharing_prefixes_equal_a_fresh_split():
             for (_, g), (_, w) in zip(got, want):  # (as the emitter uses them: emit_somes.restricted)
                 assert _same(fa.restrict_alphabet(g, minimal=True), fa.restrict_alphabet(w)), (words, ps)
     assert emit_somes._SPLIT_NODES[0] > 0
+
+
+def _full(p):
+    """The converter's automaton of pattern ``p`` (search semantics where not anchored)."""
+    from xgrammar2.json_schema import ir
+
+    raw = rx.parse(p)
+    full = rx.to_full_match(raw)
+    return ir.regex_dfa(full if full is not None else rx.cat(rx.ANY_STAR, raw, rx.ANY_STAR))
+
+
+def test_minus_words_equals_the_refined_difference():
+    """fa.minus_words(b, words): a pattern's keys (or its complement's) less the listed ones,
+    decided on the trie's pairs without a refinement, equals the product with the complement
+    of the trie refined by minimize (states, numbering, labels), for patterns with lookaheads,
+    classes beyond the BMP and surrogate ranges; words sharing prefixes with the pattern's
+    strings (web-types' "pattern" among listed names under ``^(?!pattern$).*$``)."""
+    rng = random.Random(4404)
+    pats = ["^(?!pattern$).*$", "^a", "^[a-c]+$", "b", "^x-", "^(ab|c)*$", "^.{2,3}$", "^[^a]", "a$",
+            "^(?!ab).*", "^\\d+$", "[\\ud800-\\udfff]", "^[\U0001f600-\U0001f602]", "^$", "é"]
+    sets = _word_sets(rng, 60) + [["pattern", "name", "path", "patterns", "a", "ab", "abc"]]
+    n = 0
+    for p in pats:
+        pd = _full(p)
+        sides = [fa.restrict_alphabet(pd, minimal=True),
+                 fa.restrict_alphabet(fa.negate(pd, minimal=True), minimal=True)]
+        for words in sets:
+            if not words:
+                continue
+            others = fa.negate(fa.literal_set_dfa(words), minimal=True)
+            for side, want in zip(sides, (fa.intersect(others, pd), fa.difference(others, pd))):
+                got = fa.minus_words(side, words)
+                assert _same(got, want), (p, words)
+                assert _same(got, fa.minimize(fa.difference(side, fa.literal_set_dfa(words)))), (p, words)
+                n += 1
+    assert n > 1500
+
+
+def test_minus_words_keeps_the_state_limit():
+    words = ["k%d" % i for i in range(400)]
+    try:
+        fa.minus_words(_full("^k"), words, limit=50)
+    except fa.AutomatonTooLarge:
+        pass
+    else:
+        raise AssertionError("minus_words passed the state limit")

@@ -216,20 +216,53 @@ def key_regions(listed_set, pats, names_dfa, limit):
         if _SPLIT_NODES[0] > 4096:
             _SPLITS.clear()
             _SPLIT_NODES[0] = 0
-        node = _SPLITS[rkey] = [[((), _other_keys(listed_set))], {}]
+        # (the root's regions, the complement of the listed keys, made when first needed:
+        # the first pattern splits it without building it, _split_others)
+        node = _SPLITS[rkey] = [None, {}]
         _SPLIT_NODES[0] += 1
     for p in pats:
         nxt = node[1].get(p)
         if nxt is None:
-            nxt = node[1][p] = [_split(node[0], p, limit), {}]
+            if node[0] is None:
+                regions = _split_others(listed_set, p, limit)
+            else:
+                regions = _split(node[0], p, limit)
+            nxt = node[1][p] = [regions, {}]
             _SPLIT_NODES[0] += 1
         node = nxt
+    if node[0] is None:
+        node[0] = [((), _other_keys(listed_set))]
     return list(node[0])
 
 
 def _other_keys(listed_set):
     """The automaton of every key but ``listed_set`` (None: every key)."""
     return fa.negate(fa.literal_set_dfa(listed_set), minimal=True) if listed_set else None
+
+
+#: _split_others' two sides of a pattern AST: its automaton and its complement's, on the
+#: scalars (objects of one schema repeat a pattern with other listed keys: web-types' 51)
+_SIDES: dict = {}
+
+
+def _split_others(listed_set, p, limit):
+    """``_split([((), _other_keys(listed_set))], p, limit)``, the same regions, each found as
+    the pattern's keys (or its complement's) less the listed ones: no product with the
+    complement of the listed keys (``fa.minus_words``)."""
+    if not listed_set:
+        return _split([((), None)], p, limit)
+    sides = _SIDES.get(p)
+    if sides is None:
+        pd = ir.regex_dfa(p)
+        sides = ((p,), fa.restrict_alphabet(pd, minimal=True)), \
+            ((), fa.restrict_alphabet(fa.negate(pd, minimal=True), minimal=True))
+        sides = ir._bounded_put(_SIDES, p, sides, 256)
+    out = []
+    for m, d in sides:
+        d = fa.minus_words(d, listed_set, limit)
+        if not d.is_empty():
+            out.append((m, d))
+    return out
 
 
 def _split(regions, p, limit):
