@@ -89,6 +89,9 @@ def _sanitize(s: str, limit: int = 40) -> str:
 
 
 #: keywords whose value is one schema, and those whose value maps names to schemas
+#: keywords whose schemas convert through set operations (negation, intersection, oneOf's
+#: exclusivity): an object holding one is looked up by content before it is converted
+_COMPOUND = frozenset(("oneOf", "anyOf", "allOf", "not"))
 _SCHEMA_VALUED = frozenset(("items", "additionalItems", "unevaluatedItems", "contains", "additionalProperties",
                             "unevaluatedProperties", "propertyNames", "not", "if", "then", "else"))
 _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
@@ -122,6 +125,8 @@ class Converter:
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
         self.memo: dict = {}
+        self._cids: dict = {}   # id(object or array) -> (it, content number): _content_id
+        self._ckeys: dict = {}  # content key -> number
         self.refs: dict = {}        # rule name -> (schema, base, ptr, scope) | ("and", union, node)
         #                             | ("not", context union, union, open_negation)
         self.ref_by_key: dict = {}  # (absolute ptr, scope) -> rule name
@@ -519,7 +524,22 @@ class Converter:
             self.scope = self.scope + (base,)
         key = (id(s), base, self.scope)
         u = self.memo.get(key)
+        ckey = None
+        if u is None and not _COMPOUND.isdisjoint(s):
+            # An equal copy of this schema converted before (bundled schemas inline one
+            # definition at many places: JsonSchemaStore cityjson's 340 oneOfs are 12 distinct)
+            # gives its union; its warnings are said again at this pointer.
+            ckey = ("content", self._content_id(s), base, self.scope)
+            hit = self.memo.get(ckey)
+            if hit is not None:
+                u, first_ptr, said, notes = hit
+                self.scope = saved
+                if said or notes:
+                    self._say_again(first_ptr, ptr, said, notes)
+                self.memo[key] = u
+                return u
         if u is None:
+            w0, n0 = len(self.warnings), len(self.unsat_notes)
             meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
             opn, self.open_negation = self.open_negation, False  # (nor one_of._exclusive()'s open mode)
             dfr, self.defer_negation = self.defer_negation, False  # (nor deferred negation)
@@ -536,9 +556,43 @@ class Converter:
                 self.defer_negation = dfr
                 self.negation_rules = nrl
             self.memo[key] = u
+            if ckey is not None:
+                self.memo[ckey] = (u, ptr, self.warnings[w0:], self.unsat_notes[n0:])
         else:
             self.scope = saved
         return u
+
+    def _content_id(self, x):
+        """A number naming the JSON value ``x`` by content, equal for equal values: objects
+        with the same members in the same order (member order is property order), 1, 1.0
+        and true apart. Each object and array is named once (by identity, kept alive)."""
+        e = self._cids.get(id(x))
+        if e is not None and e[0] is x:
+            return e[1]
+        if isinstance(x, dict):
+            k = (0,) + tuple((m, self._content_id(v)) for m, v in x.items())
+        elif isinstance(x, list):
+            k = (1,) + tuple(self._content_id(v) for v in x)
+        else:
+            return (type(x), x)
+        c = self._ckeys.setdefault(k, len(self._ckeys))
+        self._cids[id(x)] = (x, c)
+        return c
+
+    def _say_again(self, first_ptr, ptr, said, notes):
+        """The warnings and unsatisfiability notes of a schema converted first at
+        ``first_ptr``, said of its equal copy at ``ptr``."""
+        def moved(msg):
+            if msg.startswith(first_ptr) and msg[len(first_ptr):len(first_ptr) + 1] in ("/", ":", " "):
+                return ptr + msg[len(first_ptr):]
+            return msg
+
+        for w in said:
+            self.warn(moved(w))
+        for n in notes:
+            n = moved(n)
+            if n not in self.unsat_notes:
+                self.unsat_notes.append(n)
 
     def _convert(self, s, ptr, base):
         semantic = []
