@@ -565,19 +565,37 @@ class Converter:
     def _content_id(self, x):
         """A number naming the JSON value ``x`` by content, equal for equal values: objects
         with the same members in the same order (member order is property order), 1, 1.0
-        and true apart. Each object and array is named once (by identity, kept alive)."""
-        e = self._cids.get(id(x))
+        and true apart. Each object and array is named once (by identity, kept alive); the
+        walk keeps its own stack (a schema nested deeper than Python's recursion limit is
+        refused by the conversion, with the pointer where)."""
+        cids = self._cids
+        e = cids.get(id(x))
         if e is not None and e[0] is x:
             return e[1]
-        if isinstance(x, dict):
-            k = (0,) + tuple((m, self._content_id(v)) for m, v in x.items())
-        elif isinstance(x, list):
-            k = (1,) + tuple(self._content_id(v) for v in x)
-        else:
+        if not isinstance(x, (dict, list)):
             return (type(x), x)
-        c = self._ckeys.setdefault(k, len(self._ckeys))
-        self._cids[id(x)] = (x, c)
-        return c
+
+        def named(v):
+            return cids[id(v)][1] if isinstance(v, (dict, list)) else (type(v), v)
+
+        stack = [(x, False)]
+        while stack:
+            y, children_named = stack.pop()
+            if children_named:
+                if isinstance(y, dict):
+                    k = (0,) + tuple([(m, named(v)) for m, v in y.items()])
+                else:
+                    k = (1,) + tuple([named(v) for v in y])
+                cids[id(y)] = (y, self._ckeys.setdefault(k, len(self._ckeys)))
+                continue
+            e = cids.get(id(y))
+            if e is not None and e[0] is y:
+                continue
+            stack.append((y, True))
+            for v in (y.values() if isinstance(y, dict) else y):
+                if isinstance(v, (dict, list)):
+                    stack.append((v, False))
+        return cids[id(x)][1]
 
     def _say_again(self, first_ptr, ptr, said, notes):
         """The warnings and unsatisfiability notes of a schema converted first at
