@@ -77,6 +77,84 @@ def test_compact_merges_only_one_key_differences():
     assert len(ir.compact([ir.Str(minl=1), ir.Str(minl=1), ir.Str(minl=2)])) == 2
 
 
+def _compact_by_same(nodes):
+    """compact() as it was before its structural numbers: every pair compared by ir.same, and
+    each merge decided by walking both nodes (the reference for the numbered version)."""
+    groups: dict = {}
+    for n in nodes:
+        key = (n.kind, tuple(k for k, _ in n.props)) if n.kind == "object" else (n.kind,)
+        groups.setdefault(key, []).append(n)
+    out = []
+    for g in groups.values():
+        changed = len(g) > 1
+        while changed:
+            changed = False
+            i = 0
+            while i < len(g):
+                j = i + 1
+                while j < len(g):
+                    x, y = g[i], g[j]
+                    m = x if ir.same(x, y) else None
+                    if m is None and x.kind == "object" and len(x.props) == len(y.props) and \
+                            [k for k, _ in x.props] == [k for k, _ in y.props]:
+                        diff = [k for (k, u), (_, v) in zip(x.props, y.props) if not ir.same(u, v)]
+                        d = set(x.required) ^ set(y.required)
+                        k = diff[0] if len(diff) == 1 else (next(iter(d)) if not diff and len(d) == 1 else None)
+                        if k is not None and ir.same(tuple(r for r in x.required if r != k),
+                                                     tuple(r for r in y.required if r != k)) and \
+                                all(ir.same(getattr(x, f), getattr(y, f)) for f in ir._OBJ_REST) and \
+                                ((k in x.required) == (k in y.required) or k in x.ev_keys or x.ev_all
+                                 or not (x.ev_keys or x.ev_pats)):
+                            m = ir._merge_pair(x, y, ir._Numbers())
+                    if m is not None:
+                        g[i] = m
+                        del g[j]
+                        changed = True
+                    else:
+                        j += 1
+                i += 1
+        out.extend(g)
+    return out
+
+
+def _random_value(rng, depth):
+    pick = rng.randrange(6 if depth < 3 else 3)
+    if pick == 0:
+        return (ir.NULL,)
+    if pick == 1:
+        return (ir.Str(minl=rng.randrange(2)),)
+    if pick == 2:
+        return (ir.Num(integer=True, lo=rng.choice([None, 0, 1])),)
+    if pick == 3:
+        return (ir.Arr(items=_random_value(rng, depth + 1)),)
+    if pick == 4:
+        return ir.NEVER
+    return (_random_obj(rng, depth + 1),)
+
+
+def _random_obj(rng, depth=0):
+    keys = ["a", "b", "c"][:rng.randrange(1, 4)]
+    return ir.Obj(props=tuple((k, _random_value(rng, depth)) for k in keys),
+                  required=tuple(k for k in keys if rng.random() < 0.4), minp=rng.choice([0, 0, 1]))
+
+
+def test_compact_by_numbers_equals_compact_by_same():
+    """compact() compares nodes by structural numbers (ir._Numbers: one walk per node, not per
+    pair); on random object unions (equal copies built separately, nested objects and arrays,
+    optional and required keys) it merges exactly as the pairwise ir.same walk did."""
+    import random
+
+    rng = random.Random(3626)
+    merged = 0
+    for _ in range(300):
+        seed = rng.randrange(10 ** 9)
+        nodes = [_random_obj(random.Random(seed + rng.randrange(4))) for _ in range(rng.randrange(2, 12))]
+        got, want = ir.compact(list(nodes)), _compact_by_same(list(nodes))
+        assert len(got) == len(want) and all(ir.same(a, b) for a, b in zip(got, want)), seed
+        merged += len(nodes) - len(got)
+    assert merged > 300
+
+
 BENCH = S.BENCH_DIR
 
 

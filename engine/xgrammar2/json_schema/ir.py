@@ -522,18 +522,53 @@ def same(a, b, depth=0) -> bool:
     return False
 
 
+_SID_PLAIN = (str, int, bool, Decimal, frozenset, type(None))
+
+
+class _Numbers:
+    """Structural numbers of IR values for one compact() call (its own tables: no state shared
+    between calls or threads): ``of(a)`` is equal for structurally equal values as ``same``
+    compares them (source pointers aside; objects of unknown structure by identity), and
+    ``same(a, b)`` compares two values by their numbers, one walk per value rather than one
+    per pair (compact() compares thousands of pairs). Unlike ``same`` it has no depth limit.
+    Nodes and tuples are never changed once made, so a number stays right while its object
+    lives (kept in the table)."""
+    __slots__ = ("ids", "keys")
+
+    def __init__(self):
+        self.ids: dict = {}   # id(node or tuple) -> (it, number)
+        self.keys: dict = {}  # structure -> number
+
+    def of(self, a):
+        t = type(a)
+        if t in _SID_PLAIN:
+            return (t, a)  # (compared by ==, as same() does: Decimal 1.0 and 1 alike)
+        e = self.ids.get(id(a))
+        if e is not None and e[0] is a:
+            return e[1]
+        if isinstance(a, Node):
+            k = (t,) + tuple([self.of(getattr(a, f)) for f in a.__slots__ if f != "src"])
+        elif t is tuple:
+            k = (tuple,) + tuple([self.of(x) for x in a])
+        elif t is list:  # (not numbered: a list may change)
+            return (list,) + tuple([self.of(x) for x in a])
+        else:
+            k = ("id", id(a))
+        n = self.keys.get(k)
+        if n is None:
+            n = self.keys[k] = len(self.keys)
+        self.ids[id(a)] = (a, n)
+        return n
+
+    def same(self, a, b) -> bool:
+        return a is b or self.of(a) == self.of(b)
+
+
 #: the fields of an object node that _merge_pair compares as they are
 _OBJ_REST = tuple(s for s in Obj.__slots__ if s not in ("props", "required", "src"))
 
 
-def _obj_rest(n, k):
-    """Object node ``n`` without its properties and key ``k``'s requirement, for _merge_pair
-    (whose walk over the properties compared the key order and every other entry already):
-    (the other required keys, the other fields)."""
-    return (tuple(r for r in n.required if r != k), [getattr(n, s) for s in _OBJ_REST])
-
-
-def _merge_pair(x, y):
+def _merge_pair(x, y, nums):
     """One object node for ``x ∪ y`` when they differ in one key's entry only, else None:
     "k absent or in V1" (or "k present and in V1") ∪ the same with V2 is "k, if present, in
     V1 ∪ V2", required only where both require k. Exact: the other conditions are the same
@@ -546,7 +581,7 @@ def _merge_pair(x, y):
     for (k, u), (kk, v) in zip(x.props, y.props):
         if k != kk:
             return None
-        if not same(u, v):
+        if not nums.same(u, v):
             if diff:
                 return None
             diff.append(k)
@@ -558,7 +593,8 @@ def _merge_pair(x, y):
         if len(d) != 1:
             return None  # (equal nodes: compact() drops one)
         k = next(iter(d))
-    if not same(_obj_rest(x, k), _obj_rest(y, k)):
+    if tuple(r for r in x.required if r != k) != tuple(r for r in y.required if r != k) or \
+            not all(nums.same(getattr(x, f), getattr(y, f)) for f in _OBJ_REST):
         return None
     if (k in rx_) != (k in ry) and not (k in x.ev_keys or x.ev_all or not (x.ev_keys or x.ev_pats)):
         # (strict mode closes an object to its evaluated and required keys, emit.object: k
@@ -583,6 +619,7 @@ def compact(nodes):
     values in fewer alternatives. Used where a product passes MAX_ALTS (the products of negated
     branches: "k absent" and "k present with a value in V" split one condition in two). Only
     nodes of one kind with the same property keys in the same order are compared."""
+    nums = _Numbers()
     groups: dict = {}
     for n in nodes:
         key = (n.kind, tuple(k for k, _ in n.props)) if n.kind == "object" else (n.kind,)
@@ -598,7 +635,7 @@ def compact(nodes):
                 j = i + 1
                 while j < len(g) and left[0] > 0:
                     left[0] -= 1
-                    m = g[i] if same(g[i], g[j]) else _merge_pair(g[i], g[j])
+                    m = g[i] if nums.same(g[i], g[j]) else _merge_pair(g[i], g[j], nums)
                     if m is not None:
                         g[i] = m
                         del g[j]
