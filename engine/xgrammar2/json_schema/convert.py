@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import re
 from decimal import Decimal
 from urllib.parse import unquote, urljoin
@@ -91,7 +92,7 @@ def _sanitize(s: str, limit: int = 40) -> str:
 #: keywords whose value is one schema, and those whose value maps names to schemas
 #: keywords whose schemas convert through set operations (negation, intersection, oneOf's
 #: exclusivity): an object holding one is looked up by content before it is converted
-_COMPOUND = frozenset(("oneOf", "anyOf", "allOf", "not"))
+_COMPOUND = frozenset(("oneOf", "not"))
 _SCHEMA_VALUED = frozenset(("items", "additionalItems", "unevaluatedItems", "contains", "additionalProperties",
                             "unevaluatedProperties", "propertyNames", "not", "if", "then", "else"))
 _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
@@ -125,8 +126,6 @@ class Converter:
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
         self.memo: dict = {}
-        self._cids: dict = {}   # id(object or array) -> (it, content number): _content_id
-        self._ckeys: dict = {}  # content key -> number
         self.refs: dict = {}        # rule name -> (schema, base, ptr, scope) | ("and", union, node)
         #                             | ("not", context union, union, open_negation)
         self.ref_by_key: dict = {}  # (absolute ptr, scope) -> rule name
@@ -525,12 +524,14 @@ class Converter:
         key = (id(s), base, self.scope)
         u = self.memo.get(key)
         ckey = None
-        if u is None and not _COMPOUND.isdisjoint(s):
+        if u is None and s is not self.root and not _COMPOUND.isdisjoint(s):
             # An equal copy of this schema converted before (bundled schemas inline one
             # definition at many places: JsonSchemaStore cityjson's 340 oneOfs are 12 distinct)
-            # gives its union; its warnings are said again at this pointer.
-            ckey = ("content", self._content_id(s), base, self.scope)
-            hit = self.memo.get(ckey)
+            # gives its union; its warnings are said again at this pointer. (The root has no
+            # copy inside itself: not written out.)
+            text = self._content_key(s)
+            ckey = None if text is None else ("content", text, base, self.scope)
+            hit = self.memo.get(ckey) if ckey is not None else None
             if hit is not None:
                 u, first_ptr, said, notes = hit
                 self.scope = saved
@@ -562,40 +563,15 @@ class Converter:
             self.scope = saved
         return u
 
-    def _content_id(self, x):
-        """A number naming the JSON value ``x`` by content, equal for equal values: objects
-        with the same members in the same order (member order is property order), 1, 1.0
-        and true apart. Each object and array is named once (by identity, kept alive); the
-        walk keeps its own stack (a schema nested deeper than Python's recursion limit is
-        refused by the conversion, with the pointer where)."""
-        cids = self._cids
-        e = cids.get(id(x))
-        if e is not None and e[0] is x:
-            return e[1]
-        if not isinstance(x, (dict, list)):
-            return (type(x), x)
-
-        def named(v):
-            return cids[id(v)][1] if isinstance(v, (dict, list)) else (type(v), v)
-
-        stack = [(x, False)]
-        while stack:
-            y, children_named = stack.pop()
-            if children_named:
-                if isinstance(y, dict):
-                    k = (0,) + tuple([(m, named(v)) for m, v in y.items()])
-                else:
-                    k = (1,) + tuple([named(v) for v in y])
-                cids[id(y)] = (y, self._ckeys.setdefault(k, len(self._ckeys)))
-                continue
-            e = cids.get(id(y))
-            if e is not None and e[0] is y:
-                continue
-            stack.append((y, True))
-            for v in (y.values() if isinstance(y, dict) else y):
-                if isinstance(v, (dict, list)):
-                    stack.append((v, False))
-        return cids[id(x)][1]
+    def _content_key(self, x):
+        """The JSON text of schema object ``x`` as it is (member order is property order; 1, 1.0
+        and true apart), naming it by content; None when it is not plain JSON (a Python value
+        json cannot write). One C-speed pass over the subtree: the walk in Python over every
+        member cost more than the copies it found (JsonSchemaStore service-schema)."""
+        try:
+            return json.dumps(x, ensure_ascii=False, check_circular=False)
+        except (TypeError, ValueError, RecursionError):
+            return None
 
     def _say_again(self, first_ptr, ptr, said, notes):
         """The warnings and unsatisfiability notes of a schema converted first at
