@@ -71,6 +71,11 @@ def _then(pre, e):
     return seq(pre, e)
 
 
+_NO_EXPR = object()
+#: sub() looks unions up by structure once a conversion has emitted this many (Emitter.sub)
+EQUAL_SUBS_AFTER = 500
+
+
 def _small(e) -> bool:
     if e is None:
         return True
@@ -246,6 +251,9 @@ class Emitter:
         self._bodies: dict = {}
         self._cycles: dict = {}
         self._subs: dict = {}
+        self._nums = ir._Numbers()  # (structural numbers of the unions sub() emits)
+        self._equal_subs: dict = {}  # (structural number, depth) -> expression
+        self._n_subs = 0
         self._memo: dict = {}
         self._pending: list = []
         self._ref_nesting = 0
@@ -374,6 +382,20 @@ class Emitter:
         hit = self._subs.get(mk)
         if hit is not None:
             return hit[1]
+        # An equal union built elsewhere (negations and intersections rebuild equal nodes:
+        # Github_medium o3626's exclusive oneOf of recursive queries) is the same expression,
+        # unless its emission said something (a warning names the node's pointer). Looked up
+        # in large grammars only: numbering every union cost small schemas ~10 % of their
+        # conversion.
+        sk = None
+        self._n_subs += 1
+        if self._n_subs > EQUAL_SUBS_AFTER:
+            sk = (self._nums.of(u), mk[1])
+            e = self._equal_subs.get(sk, _NO_EXPR)
+            if e is not _NO_EXPR:
+                self._subs[mk] = (u, e)
+                return e
+        said = len(self.cx.warnings) + len(self.cx.unsat_notes)
         name = self.reserve(name)
         e = self.emit(u, name, depth)
         if e is None or _small(e) or (e[0] == "ref" and e[1] != name):
@@ -382,6 +404,8 @@ class Emitter:
             del self.g.rules[name]
             e = self.intern(name, e)
         self._subs[mk] = (u, e)
+        if sk is not None and len(self.cx.warnings) + len(self.cx.unsat_notes) == said:
+            self._equal_subs[sk] = e
         return e
 
     def intern(self, name, body):
