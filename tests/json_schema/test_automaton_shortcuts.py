@@ -198,3 +198,18 @@ def test_minus_words_keeps_the_state_limit():
         pass
     else:
         raise AssertionError("minus_words passed the state limit")
+
+
+def test_patterns_that_miss_the_other_keys_leave_one_region_object():
+    """Objects with one listed-key set whose patterns meet none of their other keys share the
+    region automaton of those keys, one object (the emitter writes a key automaton's rules once
+    per object: Github_trivial o88605 wrote them per pattern when each split made its own)."""
+    from xgrammar2.json_schema import emit_somes
+
+    emit_somes._SPLITS.clear()
+    words = ["mbox", "openid", "account"]
+    first = emit_somes.key_regions(words, [rx.parse("^mbox$")], None, fa.DEFAULT_LIMIT)
+    second = emit_somes.key_regions(words, [rx.parse("^(openid|account)$")], None, fa.DEFAULT_LIMIT)
+    assert [m for m, _ in first] == [()] and [m for m, _ in second] == [()]
+    assert first[0][1] is second[0][1]
+    assert _same(first[0][1], fa.negate(_trie(words)))

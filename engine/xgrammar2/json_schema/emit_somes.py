@@ -220,19 +220,24 @@ def key_regions(listed_set, pats, names_dfa, limit):
         # the first pattern splits it without building it, _split_others)
         node = _SPLITS[rkey] = [None, {}]
         _SPLIT_NODES[0] += 1
+    root = node
+
+    def root_regions():
+        if root[0] is None:
+            root[0] = [((), _other_keys(listed_set))]
+        return root[0]
+
     for p in pats:
         nxt = node[1].get(p)
         if nxt is None:
-            if node[0] is None:
-                regions = _split_others(listed_set, p, limit)
+            if node is root:
+                regions = _split_others(listed_set, p, limit, root_regions)
             else:
                 regions = _split(node[0], p, limit)
             nxt = node[1][p] = [regions, {}]
             _SPLIT_NODES[0] += 1
         node = nxt
-    if node[0] is None:
-        node[0] = [((), _other_keys(listed_set))]
-    return list(node[0])
+    return list(root_regions() if node is root else node[0])
 
 
 def _other_keys(listed_set):
@@ -245,23 +250,28 @@ def _other_keys(listed_set):
 _SIDES: dict = {}
 
 
-def _split_others(listed_set, p, limit):
-    """``_split([((), _other_keys(listed_set))], p, limit)``, the same regions, each found as
-    the pattern's keys (or its complement's) less the listed ones: no product with the
-    complement of the listed keys (``fa.minus_words``)."""
+def _split_others(listed_set, p, limit, root_regions):
+    """``_split(root_regions(), p, limit)``, the same regions (``root_regions()``: the
+    complement of the listed keys, one object per listed set, made when first needed), each
+    found as the pattern's keys (or its complement's) less the listed ones: no product with
+    the complement of the listed keys (``fa.minus_words``). A pattern that meets none of the
+    other keys leaves the root region whole, that very object (the emitter writes a key
+    automaton's rules once per object: Emitter.key_dfa)."""
     if not listed_set:
-        return _split([((), None)], p, limit)
+        return _split(root_regions(), p, limit)
     sides = _SIDES.get(p)
     if sides is None:
         pd = ir.regex_dfa(p)
         sides = ((p,), fa.restrict_alphabet(pd, minimal=True)), \
             ((), fa.restrict_alphabet(fa.negate(pd, minimal=True), minimal=True))
         sides = ir._bounded_put(_SIDES, p, sides, 256)
-    out = []
-    for m, d in sides:
-        d = fa.minus_words(d, listed_set, limit)
-        if not d.is_empty():
-            out.append((m, d))
+    inside = fa.minus_words(sides[0][1], listed_set, limit)
+    if inside.is_empty():
+        return list(root_regions())
+    out = [(sides[0][0], inside)]
+    outside = fa.minus_words(sides[1][1], listed_set, limit)
+    if not outside.is_empty():
+        out.append((sides[1][0], outside))
     return out
 
 
