@@ -3,7 +3,8 @@ negations and intersections) as that union's expression, once a conversion has e
 EQUAL_SUBS_AFTER unions (issue 36: Github_medium o3626's exclusive oneOf of recursive queries
 emitted 3,800 objects, most of them equal). The grammar text is the one written without the
 lookup; a union whose emission said something (a warning naming its pointer) is written again
-where it recurs, so each place is named."""
+where it recurs, and where emitting may warn (lenient mode, excludes) nothing is looked up, so
+each place is named."""
 
 import json
 

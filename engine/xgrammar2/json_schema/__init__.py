@@ -192,6 +192,9 @@ def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespac
              max_whitespace_cnt, any_order, excludes):
     """One conversion: (EBNF text or None when unsatisfiable, warnings, unsatisfiability notes)."""
     cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
+    # (equal copies share one union, whose nodes name the first copy's pointer: only where the
+    # emitter cannot warn about a node, which it does in lenient mode and with excludes)
+    cx.share_copies = not lenient and not excludes
     em = Emitter(cx, any_whitespace=any_whitespace, indent=indent, separators=separators,
                  max_whitespace_cnt=max_whitespace_cnt, any_order=any_order, excludes=excludes)
     try:

@@ -126,6 +126,10 @@ class Converter:
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
         self.memo: dict = {}
+        #: whether equal copies of a schema with oneOf / not are converted once (convert);
+        #: off where the emitter may warn about a node (it names the node's pointer, the first
+        #: copy's): lenient mode and excludes (json_schema_to_ebnf sets it)
+        self.share_copies = not lenient
         self.refs: dict = {}        # rule name -> (schema, base, ptr, scope) | ("and", union, node)
         #                             | ("not", context union, union, open_negation)
         self.ref_by_key: dict = {}  # (absolute ptr, scope) -> rule name
@@ -524,7 +528,7 @@ class Converter:
         key = (id(s), base, self.scope)
         u = self.memo.get(key)
         ckey = None
-        if u is None and s is not self.root and not _COMPOUND.isdisjoint(s):
+        if u is None and self.share_copies and s is not self.root and not _COMPOUND.isdisjoint(s):
             # An equal copy of this schema converted before (bundled schemas inline one
             # definition at many places: JsonSchemaStore cityjson's 340 oneOfs are 12 distinct)
             # gives its union; its warnings are said again at this pointer. (The root has no

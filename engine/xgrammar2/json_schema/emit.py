@@ -254,6 +254,8 @@ class Emitter:
         self._nums = ir._Numbers()  # (structural numbers of the unions sub() emits)
         self._equal_subs: dict = {}  # (structural number, depth) -> expression
         self._n_subs = 0
+        # (not where emitting a node may warn, naming its pointer: lenient mode, excludes)
+        self._share = not cx.lenient and not self.excl
         self._memo: dict = {}
         self._pending: list = []
         self._ref_nesting = 0
@@ -389,7 +391,7 @@ class Emitter:
         # conversion.
         sk = None
         self._n_subs += 1
-        if self._n_subs > EQUAL_SUBS_AFTER:
+        if self._n_subs > EQUAL_SUBS_AFTER and self._share:
             sk = (self._nums.of(u), mk[1])
             e = self._equal_subs.get(sk, _NO_EXPR)
             if e is not _NO_EXPR:
