@@ -871,9 +871,10 @@ def intersect_length(d: DFA, lo: int, hi, limit=DEFAULT_LIMIT) -> DFA:
     return intersect(d, length_dfa(lo, hi), limit)
 
 
-def literal_set_dfa(strings, universe=cs.SCALARS) -> DFA:
-    """Trie automaton of a finite set of strings."""
-    trans = [dict()]
+def _word_trie(strings):
+    """The trie of ``strings``: (per node, {code point: child}; per node, whether a string ends
+    there), nodes numbered as created, so children come after their parents."""
+    trans: list = [dict()]
     accept = [False]
     for s in strings:
         st = 0
@@ -887,6 +888,12 @@ def literal_set_dfa(strings, universe=cs.SCALARS) -> DFA:
                 accept.append(False)
             st = nxt
         accept[st] = True
+    return trans, accept
+
+
+def literal_set_dfa(strings, universe=cs.SCALARS) -> DFA:
+    """Trie automaton of a finite set of strings."""
+    trans, accept = _word_trie(strings)
     d = DFA([[(((cp, cp),), t) for cp, t in row.items()] for row in trans], accept)
     n = len(accept)
     if n <= 1 or not any(accept):
@@ -938,19 +945,7 @@ def minus_words(b: DFA, words, limit=DEFAULT_LIMIT) -> DFA:
     (the generic product has at least as many)."""
     if b.n == 0 or not words:
         return b
-    kids: list = [dict()]
-    term = [False]
-    for w in words:
-        t = 0
-        for ch in w:
-            cp = ord(ch)
-            nxt = kids[t].get(cp)
-            if nxt is None:
-                nxt = kids[t][cp] = len(term)
-                kids.append(dict())
-                term.append(False)
-            t = nxt
-        term[t] = True
+    kids, term = _word_trie(words)
     nb = b.n
     # The pairs in breadth-first order: an edge goes one trie level down, so every pair's
     # successors come after it. Targets: >= 0 a state of b (off the trie), ~k pair k.
