@@ -126,6 +126,9 @@ class Converter:
         #: maxItems: 5 > 3"), named when the whole schema turns out unsatisfiable.
         self.unsat_notes: list = []
         self.memo: dict = {}
+        #: structural numbers of IR nodes for ir.compact, kept for the whole conversion (its
+        #: calls meet the same nodes again: Github_medium o683)
+        self.numbers = ir._Numbers()
         #: whether equal copies of a schema with oneOf / not are converted once (convert);
         #: off where the emitter may warn about a node (it names the node's pointer, the first
         #: copy's): lenient mode and excludes (json_schema_to_ebnf sets it)

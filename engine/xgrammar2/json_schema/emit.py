@@ -71,7 +71,25 @@ def _then(pre, e):
     return seq(pre, e)
 
 
-_NO_EXPR = object()
+def _outline(u):
+    """What two equal unions have in common at a glance (kinds, object keys and counts, array
+    bounds), without walking into their members: Emitter.sub numbers the structure of a union
+    only when an earlier one had the same outline."""
+    out = []
+    for n in u:
+        k = n.kind
+        if k == "object":
+            out.append((k, tuple([p for p, _ in n.props]), n.required, n.minp, n.maxp, len(n.patterns),
+                        len(n.addl), len(n.somes)))
+        elif k == "array":
+            out.append((k, len(n.prefix), n.minn, n.maxn, n.unique is not None))
+        elif k == "ref":
+            out.append((k, n.name))
+        else:
+            out.append(k)
+    return tuple(out)
+
+
 #: sub() looks unions up by structure once a conversion has emitted this many (Emitter.sub)
 EQUAL_SUBS_AFTER = 500
 
@@ -251,9 +269,10 @@ class Emitter:
         self._bodies: dict = {}
         self._cycles: dict = {}
         self._subs: dict = {}
-        self._nums = ir._Numbers()  # (structural numbers of the unions sub() emits)
-        self._equal_subs: dict = {}  # (structural number, depth) -> expression
+        self._nums = ir._Numbers(enums_by_id=True)  # (structural numbers of the unions sub() emits)
+        self._outlines: dict = {}  # (_outline, depth) -> [(union, expression)], at most 8
         self._n_subs = 0
+        self._eq_looked = self._eq_found = 0
         # (not where emitting a node may warn, naming its pointer: lenient mode, excludes)
         self._share = not cx.lenient and not self.excl
         self._memo: dict = {}
@@ -387,16 +406,24 @@ class Emitter:
         # An equal union built elsewhere (negations and intersections rebuild equal nodes:
         # Github_medium o3626's exclusive oneOf of recursive queries) is the same expression,
         # unless its emission said something (a warning names the node's pointer). Looked up
-        # in large grammars only: numbering every union cost small schemas ~10 % of their
-        # conversion.
-        sk = None
+        # in large grammars only, and compared in full (structural numbers) only with earlier
+        # unions of the same outline: numbering every union cost small schemas ~10 % of their
+        # conversion, and large ones without copies ~5 % (service-schema).
+        ok = None
         self._n_subs += 1
         if self._n_subs > EQUAL_SUBS_AFTER and self._share:
-            sk = (self._nums.of(u), mk[1])
-            e = self._equal_subs.get(sk, _NO_EXPR)
-            if e is not _NO_EXPR:
-                self._subs[mk] = (u, e)
-                return e
+            ok = (_outline(u), mk[1])
+            seen = self._outlines.get(ok)
+            if seen:
+                num = self._nums.of(u)
+                self._eq_looked += 1
+                for u2, e2 in seen:
+                    if self._nums.of(u2) == num:
+                        self._eq_found += 1
+                        self._subs[mk] = (u, e2)
+                        return e2
+                if self._eq_looked >= 100 and self._eq_found * 10 < self._eq_looked:
+                    self._share = False  # (outlines alike, structures not: numbering finds nothing)
         said = len(self.cx.warnings) + len(self.cx.unsat_notes)
         name = self.reserve(name)
         e = self.emit(u, name, depth)
@@ -406,8 +433,10 @@ class Emitter:
             del self.g.rules[name]
             e = self.intern(name, e)
         self._subs[mk] = (u, e)
-        if sk is not None and len(self.cx.warnings) + len(self.cx.unsat_notes) == said:
-            self._equal_subs[sk] = e
+        if ok is not None and len(self.cx.warnings) + len(self.cx.unsat_notes) == said:
+            seen = self._outlines.setdefault(ok, [])
+            if len(seen) < 8:
+                seen.append((u, e))
         return e
 
     def intern(self, name, body):

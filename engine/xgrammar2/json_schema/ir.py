@@ -496,7 +496,7 @@ def intersect(cx, a, b):
                 if len(out) > MAX_ALTS:  # (as soon as it is known: not after the whole product)
                     if compactions < COMPACTIONS and not getattr(cx, "emitting", False):
                         compactions += 1
-                        out = compact(out)
+                        out = compact(out, getattr(cx, "numbers", None))
                     if len(out) > MAX_ALTS:
                         raise NotExpressible("intersection has too many alternatives")
     return tuple(out)
@@ -533,11 +533,14 @@ class _Numbers:
     per pair (compact() compares thousands of pairs). Unlike ``same`` it has no depth limit.
     Nodes and tuples are never changed once made, so a number stays right while its object
     lives (kept in the table)."""
-    __slots__ = ("ids", "keys")
+    __slots__ = ("ids", "keys", "enums_by_id")
 
-    def __init__(self):
+    def __init__(self, enums_by_id=False):
         self.ids: dict = {}   # id(node or tuple) -> (it, number)
         self.keys: dict = {}  # structure -> number
+        #: an enum numbered by the identity of its value tuple (an equal enum built anew is
+        #: another number): cheaper where enums of hundreds of values are rebuilt often
+        self.enums_by_id = enums_by_id
 
     def of(self, a):
         t = type(a)
@@ -546,7 +549,9 @@ class _Numbers:
         e = self.ids.get(id(a))
         if e is not None and e[0] is a:
             return e[1]
-        if isinstance(a, Node):
+        if t is Enum and self.enums_by_id:
+            k = (t, id(a.values))  # (a keeps its values alive)
+        elif isinstance(a, Node):
             k = (t,) + tuple([self.of(getattr(a, f)) for f in a.__slots__ if f != "src"])
         elif t is tuple:
             k = (tuple,) + tuple([self.of(x) for x in a])
@@ -561,7 +566,15 @@ class _Numbers:
         return n
 
     def same(self, a, b) -> bool:
-        return a is b or self.of(a) == self.of(b)
+        if a is b:
+            return True
+        t = type(a)
+        if t is not type(b):
+            return False
+        if t is tuple:  # (a union: its length and its members' kinds first, then the structure)
+            if len(a) != len(b) or any(type(x) is not type(y) for x, y in zip(a, b)):
+                return False
+        return self.of(a) == self.of(b)
 
 
 #: the fields of an object node that _merge_pair compares as they are
@@ -613,13 +626,15 @@ COMPACTIONS = 2
 COMPACT_PAIRS = 20000
 
 
-def compact(nodes):
+def compact(nodes, nums=None):
     """``nodes`` (a union's alternatives) with structurally equal ones dropped and object
     nodes that differ in one key's entry merged (_merge_pair), repeatedly: the same set of
     values in fewer alternatives. Used where a product passes MAX_ALTS (the products of negated
     branches: "k absent" and "k present with a value in V" split one condition in two). Only
-    nodes of one kind with the same property keys in the same order are compared."""
-    nums = _Numbers()
+    nodes of one kind with the same property keys in the same order are compared. ``nums``: the
+    conversion's structural numbers (Converter.numbers), a table of this call's own without."""
+    if nums is None:
+        nums = _Numbers()
     groups: dict = {}
     for n in nodes:
         key = (n.kind, tuple(k for k, _ in n.props)) if n.kind == "object" else (n.kind,)
@@ -1256,7 +1271,7 @@ def _subtract(cx, ctx, u, depth, first, relative=False):
         if len(out) > MAX_ALTS:
             if compactions < COMPACTIONS and not getattr(cx, "emitting", False):
                 compactions += 1
-                out = compact(out)
+                out = compact(out, getattr(cx, "numbers", None))
             if len(out) > MAX_ALTS:
                 raise NotExpressible("intersection has too many alternatives")
     return _uniq(tuple(out))
