@@ -90,9 +90,6 @@ def _sanitize(s: str, limit: int = 40) -> str:
 
 
 #: keywords whose value is one schema, and those whose value maps names to schemas
-#: keywords whose schemas convert through set operations (negation, intersection, oneOf's
-#: exclusivity): an object holding one is looked up by content before it is converted
-_COMPOUND = frozenset(("oneOf", "not"))
 _SCHEMA_VALUED = frozenset(("items", "additionalItems", "unevaluatedItems", "contains", "additionalProperties",
                             "unevaluatedProperties", "propertyNames", "not", "if", "then", "else"))
 _SCHEMA_MAPS = frozenset(("properties", "patternProperties", "$defs", "definitions", "dependentSchemas",
@@ -531,7 +528,7 @@ class Converter:
         key = (id(s), base, self.scope)
         u = self.memo.get(key)
         ckey = None
-        if u is None and self.share_copies and s is not self.root and not _COMPOUND.isdisjoint(s):
+        if u is None and ("oneOf" in s or "not" in s) and self.share_copies and s is not self.root:
             # An equal copy of this schema converted before (bundled schemas inline one
             # definition at many places: JsonSchemaStore cityjson's 340 oneOfs are 12 distinct)
             # gives its union; its warnings are said again at this pointer. (The root has no
@@ -547,7 +544,8 @@ class Converter:
                 self.memo[key] = u
                 return u
         if u is None:
-            w0, n0 = len(self.warnings), len(self.unsat_notes)
+            if ckey is not None:
+                w0, n0 = len(self.warnings), len(self.unsat_notes)
             meter, self.meter = self.meter, None  # (a subtract()'s budget does not reach in here)
             opn, self.open_negation = self.open_negation, False  # (nor one_of._exclusive()'s open mode)
             dfr, self.defer_negation = self.defer_negation, False  # (nor deferred negation)

@@ -424,7 +424,8 @@ class Emitter:
                         return e2
                 if self._eq_looked >= 100 and self._eq_found * 10 < self._eq_looked:
                     self._share = False  # (outlines alike, structures not: numbering finds nothing)
-        said = len(self.cx.warnings) + len(self.cx.unsat_notes)
+        if ok is not None:
+            said = len(self.cx.warnings) + len(self.cx.unsat_notes)
         name = self.reserve(name)
         e = self.emit(u, name, depth)
         if e is None or _small(e) or (e[0] == "ref" and e[1] != name):
