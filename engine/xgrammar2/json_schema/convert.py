@@ -126,6 +126,9 @@ class Converter:
         #: structural numbers of IR nodes for ir.compact, kept for the whole conversion (its
         #: calls meet the same nodes again: Github_medium o683)
         self.numbers = ir._Numbers()
+        #: whether one_of._exclusive ran: negations rebuild equal nodes, which the emitter
+        #: then looks up by structure (Emitter.sub)
+        self.made_exclusive = False
         #: whether equal copies of a schema with oneOf / not are converted once (convert);
         #: off where the emitter may warn about a node (it names the node's pointer, the first
         #: copy's): lenient mode and excludes (json_schema_to_ebnf sets it)

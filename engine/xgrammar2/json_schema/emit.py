@@ -406,12 +406,13 @@ class Emitter:
         # An equal union built elsewhere (negations and intersections rebuild equal nodes:
         # Github_medium o3626's exclusive oneOf of recursive queries) is the same expression,
         # unless its emission said something (a warning names the node's pointer). Looked up
-        # in large grammars only, and compared in full (structural numbers) only with earlier
+        # in large grammars whose conversion made oneOf branches exclusive (where negations
+        # rebuild nodes) only, and compared in full (structural numbers) only with earlier
         # unions of the same outline: numbering every union cost small schemas ~10 % of their
-        # conversion, and large ones without copies ~5 % (service-schema).
+        # conversion, and service-schema (no negation, 238 task objects) ~15 %.
         ok = None
         self._n_subs += 1
-        if self._n_subs > EQUAL_SUBS_AFTER and self._share:
+        if self._n_subs > EQUAL_SUBS_AFTER and self._share and self.cx.made_exclusive:
             ok = (_outline(u), mk[1])
             seen = self._outlines.get(ok)
             if seen:

@@ -626,6 +626,21 @@ COMPACTIONS = 2
 COMPACT_PAIRS = 20000
 
 
+class _Walk:
+    """``same`` as a comparer (_merge_pair's ``nums`` argument): each pair walked."""
+    __slots__ = ()
+
+    @staticmethod
+    def same(a, b) -> bool:
+        return same(a, b)
+
+
+_WALK = _Walk()
+#: pairs one compact() call compares by walking them before it numbers structures (a few
+#: pairs of large nodes that differ early cost less walked: Github_medium o683)
+COMPACT_WALKED = 2000
+
+
 def compact(nodes, nums=None):
     """``nodes`` (a union's alternatives) with structurally equal ones dropped and object
     nodes that differ in one key's entry merged (_merge_pair), repeatedly: the same set of
@@ -650,7 +665,10 @@ def compact(nodes, nums=None):
                 j = i + 1
                 while j < len(g) and left[0] > 0:
                     left[0] -= 1
-                    m = g[i] if nums.same(g[i], g[j]) else _merge_pair(g[i], g[j], nums)
+                    # (the first pairs by walking them, which stops at the first difference;
+                    # past COMPACT_WALKED, by structural numbers: one walk per node)
+                    eq = _WALK if left[0] > COMPACT_PAIRS - COMPACT_WALKED else nums
+                    m = g[i] if eq.same(g[i], g[j]) else _merge_pair(g[i], g[j], eq)
                     if m is not None:
                         g[i] = m
                         del g[j]

@@ -292,6 +292,7 @@ def _exclusive(cx, branches, overlap, context, own, open_, relative=False):
     too (ir.negate_node with ``open_negation``: "some member's value violates them"), and
     contradictions are pruned at every step."""
     n = len(branches)
+    cx.made_exclusive = True
     plain = [relative and _plain_objects(cx, b) for b in branches]
     rules = cx.negation_rules
     cx.negation_rules = rules or relative
