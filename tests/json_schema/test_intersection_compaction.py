@@ -105,7 +105,7 @@ def _compact_by_same(nodes):
                                 all(ir.same(getattr(x, f), getattr(y, f)) for f in ir._OBJ_REST) and \
                                 ((k in x.required) == (k in y.required) or k in x.ev_keys or x.ev_all
                                  or not (x.ev_keys or x.ev_pats)):
-                            m = ir._merge_pair(x, y, ir._Numbers())
+                            m = ir._merge_pair(x, y, ir.same)
                     if m is not None:
                         g[i] = m
                         del g[j]

@@ -526,8 +526,8 @@ _SID_PLAIN = (str, int, bool, Decimal, frozenset, type(None))
 
 
 class _Numbers:
-    """Structural numbers of IR values for one compact() call (its own tables: no state shared
-    between calls or threads): ``of(a)`` is equal for structurally equal values as ``same``
+    """Structural numbers of IR values, one table per owner (a conversion's Converter.numbers,
+    an Emitter's; no state shared between conversions or threads): ``of(a)`` is equal for structurally equal values as ``same``
     compares them (source pointers aside; objects of unknown structure by identity), and
     ``same(a, b)`` compares two values by their numbers, one walk per value rather than one
     per pair (compact() compares thousands of pairs). Unlike ``same`` it has no depth limit.
@@ -581,11 +581,12 @@ class _Numbers:
 _OBJ_REST = tuple(s for s in Obj.__slots__ if s not in ("props", "required", "src"))
 
 
-def _merge_pair(x, y, nums):
+def _merge_pair(x, y, eq):
     """One object node for ``x ∪ y`` when they differ in one key's entry only, else None:
     "k absent or in V1" (or "k present and in V1") ∪ the same with V2 is "k, if present, in
     V1 ∪ V2", required only where both require k. Exact: the other conditions are the same
-    (and, in strict mode, the keys the object is closed to)."""
+    (and, in strict mode, the keys the object is closed to). ``eq``: how two fields compare
+    (ir.same, or a _Numbers table's ``same``)."""
     if x.kind != "object" or y.kind != "object" or len(x.props) != len(y.props):
         return None
     # (one walk: a different key order, or a second differing entry, ends it; compact()
@@ -594,7 +595,7 @@ def _merge_pair(x, y, nums):
     for (k, u), (kk, v) in zip(x.props, y.props):
         if k != kk:
             return None
-        if not nums.same(u, v):
+        if not eq(u, v):
             if diff:
                 return None
             diff.append(k)
@@ -607,7 +608,7 @@ def _merge_pair(x, y, nums):
             return None  # (equal nodes: compact() drops one)
         k = next(iter(d))
     if tuple(r for r in x.required if r != k) != tuple(r for r in y.required if r != k) or \
-            not all(nums.same(getattr(x, f), getattr(y, f)) for f in _OBJ_REST):
+            not all(eq(getattr(x, f), getattr(y, f)) for f in _OBJ_REST):
         return None
     if (k in rx_) != (k in ry) and not (k in x.ev_keys or x.ev_all or not (x.ev_keys or x.ev_pats)):
         # (strict mode closes an object to its evaluated and required keys, emit.object: k
@@ -626,16 +627,6 @@ COMPACTIONS = 2
 COMPACT_PAIRS = 20000
 
 
-class _Walk:
-    """``same`` as a comparer (_merge_pair's ``nums`` argument): each pair walked."""
-    __slots__ = ()
-
-    @staticmethod
-    def same(a, b) -> bool:
-        return same(a, b)
-
-
-_WALK = _Walk()
 #: pairs one compact() call compares by walking them before it numbers structures (a few
 #: pairs of large nodes that differ early cost less walked: Github_medium o683)
 COMPACT_WALKED = 2000
@@ -667,8 +658,8 @@ def compact(nodes, nums=None):
                     left[0] -= 1
                     # (the first pairs by walking them, which stops at the first difference;
                     # past COMPACT_WALKED, by structural numbers: one walk per node)
-                    eq = _WALK if left[0] > COMPACT_PAIRS - COMPACT_WALKED else nums
-                    m = g[i] if eq.same(g[i], g[j]) else _merge_pair(g[i], g[j], eq)
+                    eq = same if left[0] > COMPACT_PAIRS - COMPACT_WALKED else nums.same
+                    m = g[i] if eq(g[i], g[j]) else _merge_pair(g[i], g[j], eq)
                     if m is not None:
                         g[i] = m
                         del g[j]
