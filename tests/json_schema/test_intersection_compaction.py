@@ -204,3 +204,29 @@ def test_emitter_products_are_not_compacted():
 
     r = json_schema_to_ebnf(bench_row("Github_ultra---o19343")["schema"], any_order=True, lenient=True)
     assert len(r.ebnf) < 10_000_000, len(r.ebnf)
+
+
+def test_compact_charges_the_product_meter():
+    """compact() charges the meter of the product it compacts (one_of's ONE_OF_BUDGET, subtract's
+    budget) one unit per pair compared plus one per entry of two objects, and refuses past it; the
+    result is the one compact() gives without a meter."""
+    import random
+
+    rng = random.Random(683)
+    nodes = [_random_obj(random.Random(rng.randrange(10 ** 9))) for _ in range(40)]
+    free = ir.compact(list(nodes))
+    meter = [10 ** 9]
+    got = ir.compact(list(nodes), None, meter)
+    assert len(got) == len(free) and all(ir.same(a, b) for a, b in zip(got, free))
+    spent = 10 ** 9 - meter[0]
+    # (at least one unit per pair of a group compared once, more for objects with entries)
+    groups: dict = {}
+    for n in nodes:
+        groups[tuple(k for k, _ in n.props)] = groups.get(tuple(k for k, _ in n.props), 0) + 1
+    assert spent > sum(c * (c - 1) // 2 for c in groups.values())
+    exact = [spent]
+    ir.compact(list(nodes), None, exact)
+    assert exact == [0]
+    with pytest.raises(ir.NotExpressible, match="too large a product"):
+        ir.compact(list(nodes), None, [spent - 1])
+

@@ -24,10 +24,11 @@ from . import automaton as fa
 from . import ir
 from . import regex as rx
 
-# The work (node pairs and enum values checked) one oneOf may spend making its branches
-# exclusive before it is refused: ~3x the most any schema that converts needs in the
-# JSONSchemaBench and maskbench sets (JsonSchemaStore---cityjson: 33,439), so an
-# inexpressible oneOf (Github_medium---o35868: 0.8 M) is refused in tens of milliseconds.
+# The work (node pairs and enum values checked, and object pairs compacted: ir.compact) one
+# oneOf may spend making its branches exclusive before it is refused: 1.5x the most any
+# schema that converts needs in the JSONSchemaBench sets (Github_medium---o683: 65,625;
+# JsonSchemaStore---cityjson: 33,593), so an inexpressible oneOf (Github_medium---o35868:
+# 0.8 M) is refused in tens of milliseconds.
 ONE_OF_BUDGET = 100_000
 
 _ALL_KINDS = ("null", "boolean", "number", "string", "array", "object")
