@@ -206,6 +206,37 @@ def test_lookahead_automaton_keeps_the_state_limit():
         json_schema_to_ebnf({"type": "string", "pattern": p})
 
 
+
+def test_refused_pattern_automaton_is_built_once(monkeypatch):
+    """A pattern whose automaton passes the state limit is refused again from memory: a oneOf's
+    overlap check (the emptiness of the branches' intersection) and then the emitter each asked
+    for it, and each built it up to the limit (0.3 s for JsonSchemaStore---aerleon-definitions'
+    fqdn). The refusal is the one the emitter gave."""
+    from xgrammar2.json_schema import ir
+
+    p = "^(?!.*://)(?=.{1,255}$)((.{1,65}\\.){1,127}(?![0-9]*$)[a-z0-9-]+\\.?)$"  # (not the test above's)
+    built = [0]  # (automata refused: the lookahead bodies' own automata, built inside, fit)
+    orig = fa.from_regex
+
+    def counted(*a, **k):
+        try:
+            return orig(*a, **k)
+        except fa.AutomatonTooLarge:
+            built[0] += 1
+            raise
+
+    monkeypatch.setattr(fa, "from_regex", counted)
+    monkeypatch.setattr(ir, "_dfa_refused", {})
+    schema = {"oneOf": [{"type": "string", "pattern": p}, {"type": "string", "maxLength": 2}]}
+    with pytest.raises(UnsupportedSchemaError, match="'pattern' at #/oneOf/0: pattern automaton .* exceeds "
+                                                     "the state limit"):
+        json_schema_to_ebnf(schema)
+    assert built[0] == 1, built[0]
+    # the overlap check alone (another pair of branches): from memory too
+    with pytest.raises(UnsupportedSchemaError, match="exceeds the state limit"):
+        json_schema_to_ebnf({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": p}]})
+    assert built[0] == 1, built[0]
+
 def test_lookahead_schemas_constrain_strings_and_keys():
     """Through the converter and a matcher: pattern (string values, with a length bound and
     a second pattern) and patternProperties (key regions)."""

@@ -236,18 +236,30 @@ def _bounded_put(cache: dict, key, value, cap: int):
 
 
 _dfa_cache: dict = {}
+#: ast -> (exception type, args) of a regex whose automaton was refused (its state limit):
+#: refused again without building it again. (JsonSchemaStore---aerleon-definitions' fqdn
+#: pattern, a lookahead automaton, reaches the limit after 0.3 s; the emptiness check and the
+#: emitter each built it.)
+_dfa_refused: dict = {}
 
 
 def regex_dfa(ast):
     d = _dfa_cache.get(ast)
     if d is None:
+        refused = _dfa_refused.get(ast)
+        if refused is not None:
+            raise refused[0](*refused[1])
         # (a string format's automaton is shipped: format_table, the same DFA as from_regex's;
         # imported here so that ``python -m xgrammar2.json_schema.format_table`` runs it once)
         from . import format_table
 
-        d = format_table.dfa_for_ast(ast)
-        if d is None:
-            d = fa.from_regex(ast)
+        try:
+            d = format_table.dfa_for_ast(ast)
+            if d is None:
+                d = fa.from_regex(ast)
+        except rx.RegexUnsupported as e:
+            _bounded_put(_dfa_refused, ast, (type(e), e.args), 256)
+            raise
         d = _bounded_put(_dfa_cache, ast, d, 2048)
     return d
 
