@@ -308,9 +308,13 @@ static int finish_scc(lw_ctx *c, const int32_t *m, size_t k, const lw_i32v *refs
     int recursive = k > 1;
     for (int32_t i = 0; !recursive && i < rlen[m[0]]; i++)
         if (refs->data[roff[m[0]] + i] == m[0]) recursive = 1;
+    /* (members in reverse order of discovery: a depth-first search finds callees after their
+     * callers, so their flags are known when the callers are read and a pass propagates
+     * them through the whole SCC; in discovery order a pass moved them one reference up,
+     * and WashingtonPost's 800-rule SCCs took 14 passes. The least fixpoint is the same.) */
     for (int changed = 1; changed;) {
         changed = 0;
-        for (size_t i = 0; i < k; i++) {
+        for (size_t i = k; i-- > 0;) {
             int32_t r = m[i];
             uint8_t p = lw_node_props(c, g->rules.data[r].body, 0);
             if (c->status) return c->status;
