@@ -10,17 +10,22 @@ import pytest
 from xgrammar2.json_schema import UnsupportedSchemaError, ir, json_schema_to_ebnf
 
 
+def _count_calls(monkeypatch, name):
+    """Counts the calls of ``ir.<name>`` (a one-element list) while the test runs."""
+    calls = [0]
+    orig = getattr(ir, name)
+
+    def counted(*args):
+        calls[0] += 1
+        return orig(*args)
+
+    monkeypatch.setattr(ir, name, counted)
+    return calls
+
+
 @pytest.fixture
 def count_nodes(monkeypatch):
-    calls = [0]
-    orig = ir.intersect_node
-
-    def counted(cx, x, y):
-        calls[0] += 1
-        return orig(cx, x, y)
-
-    monkeypatch.setattr(ir, "intersect_node", counted)
-    return calls
+    return _count_calls(monkeypatch, "intersect_node")
 
 
 def _codes(n, salt):
@@ -85,14 +90,7 @@ def test_refused_one_of_stops_compacting_within_its_budget(monkeypatch):
     of those pairs."""
     from js_helpers import bench_row
 
-    calls = [0]
-    merge = ir._merge_pair
-
-    def counted(x, y, eq):
-        calls[0] += 1
-        return merge(x, y, eq)
-
-    monkeypatch.setattr(ir, "_merge_pair", counted)
+    calls = _count_calls(monkeypatch, "_merge_pair")
     with pytest.raises(UnsupportedSchemaError) as e:
         json_schema_to_ebnf(bench_row("Github_trivial---o63308")["schema"])
     assert "'oneOf' at #/oneOf/7/properties/geometry" in str(e.value)
