@@ -11,6 +11,7 @@ mutated arrays: accepted iff valid (members in the order the grammar writes them
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -220,13 +221,10 @@ def test_compact_charges_the_product_meter():
     assert len(got) == len(free) and all(ir.same(a, b) for a, b in zip(got, free))
     spent = 10 ** 9 - meter[0]
     # (at least one unit per pair of a group compared once, more for objects with entries)
-    groups: dict = {}
-    for n in nodes:
-        groups[tuple(k for k, _ in n.props)] = groups.get(tuple(k for k, _ in n.props), 0) + 1
+    groups = collections.Counter(tuple(k for k, _ in n.props) for n in nodes)
     assert spent > sum(c * (c - 1) // 2 for c in groups.values())
     exact = [spent]
     ir.compact(list(nodes), None, exact)
     assert exact == [0]
     with pytest.raises(ir.NotExpressible, match="too large a product"):
         ir.compact(list(nodes), None, [spent - 1])
-

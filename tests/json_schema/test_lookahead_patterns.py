@@ -206,7 +206,6 @@ def test_lookahead_automaton_keeps_the_state_limit():
         json_schema_to_ebnf({"type": "string", "pattern": p})
 
 
-
 def test_refused_pattern_automaton_is_built_once(monkeypatch):
     """A pattern whose automaton passes the state limit is refused again from memory: a oneOf's
     overlap check (the emptiness of the branches' intersection) and then the emitter each asked
