@@ -33,8 +33,15 @@ if [ -n "${SGLANG_PLUGINS:-}" ] && [[ ",$SGLANG_PLUGINS," != *",xgrammar2,"* ]];
   export SGLANG_PLUGINS="$SGLANG_PLUGINS,xgrammar2"
 fi
 cd "$ROOT"
+# pytest-xdist workers, up to 4 (one per core; XGR2_TEST_WORKERS=0 runs one process), a whole
+# file per worker (--dist loadfile): test_parity's summary reads what its file's tests recorded.
+workers="${XGR2_TEST_WORKERS:-$(n=$(nproc); echo $(( n > 4 ? 4 : n )))}"
+xdist=(-p no:xdist)
+if [ "$workers" -gt 1 ] && "$VENV/bin/python" -c "import xdist" >/dev/null 2>&1; then
+  xdist=(-n "$workers" --dist loadfile)
+fi
 # -p no:cacheprovider: nothing written into the checkout. -W: SGLang's CUDA-only modules warn
 # on import on a CPU machine.
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -o testpaths= \
-  -W "ignore::DeprecationWarning" -W "ignore::UserWarning" -rs \
+  -W "ignore::DeprecationWarning" -W "ignore::UserWarning" -rs "${xdist[@]}" \
   "${targets[@]}" "${args[@]+"${args[@]}"}"

@@ -39,6 +39,9 @@ print(f"[setup_sglang_env] sglang {md.version('sglang')}, torch {md.version('tor
 PYEOF
   touch "$MARK"
 fi
+# pytest-xdist (run_sglang_tests.sh splits the test files over the cores): added to a venv
+# built before it was used, without rebuilding the venv.
+"$VENV/bin/python" -c "import xdist" >/dev/null 2>&1 || "$VENV/bin/pip" install -qq "pytest-xdist==3.8.0"
 
 # xgrammar2 (cffi build, in place; it ships xgrammar2_sglang and its entry point), editable.
 # Skipped when both packages already resolve to this checkout, the entry point is declared and

@@ -1,9 +1,11 @@
 """A slice of the BFCL evaluation (e2e/bfcl_eval.py) on a real vLLM server: SmolLM2-135M-Instruct,
-xgrammar2 backend, hermes tool parser with ``--tool-strict-level parameter``; 3 cases per
-category (simple, multiple, parallel), unconstrained (``tool_choice="none"``) and xgrammar2 with
-``auto`` / ``required`` / the named function. The pipeline must run end to end: no HTTP errors,
-every request scored, and with ``required`` and a named function every answer of xgrammar2 is a
-schema-valid call. (Upstream xgrammar is left to the full run: another server start.)
+xgrammar2 backend, hermes tool parser with ``--tool-strict-level parameter``; the first case of
+each category (simple, multiple, parallel), unconstrained (``tool_choice="none"``) and xgrammar2
+with ``auto`` / ``required`` / the named function. The pipeline must run end to end: no HTTP
+errors, every request scored, and with ``required`` and a named function every answer of
+xgrammar2 is a schema-valid call. (Upstream xgrammar and the pass rates are left to the full run,
+``python e2e/bfcl_eval.py``: this is a pipeline check, and at 3 cases per category it was 491 s
+of CI's 5,400 on a slow 2-CPU machine, ~55 s a case.)
 """
 
 import json
@@ -20,7 +22,7 @@ pytestmark = [
     pytest.mark.skipif(not B.BFCL_DIR.exists(), reason=f"{B.BFCL_DIR} not present"),
 ]
 
-PER_CATEGORY = 3
+PER_CATEGORY = 1
 MAX_TOKENS = 160
 
 

@@ -8,15 +8,30 @@ mkdir -p "$OUT"
 CC="${CC:-gcc}"
 FLAGS=(-std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
        -fno-sanitize-recover=all -Wall -Wextra -Werror -pedantic-errors -pthread)
-mapfile -t SRCS < <(find "$ROOT/csrc" -name '*.c' | sort)
 status=0
 # includes between csrc/ folders flow one way (README "Layout")
 python3 "$ROOT/tests/c/check_layers.py" "$ROOT/csrc" || status=1
+# the core once (one compiler per core), then every driver against its objects, in parallel too
+echo "[c] building the C core"
+bash "$ROOT/tests/c/build_core.sh" "$OUT/obj" "$CC" "${FLAGS[@]}" -I"$ROOT/csrc/include" > "$OUT/obj.list"
+mapfile -t OBJS < "$OUT/obj.list"
 shopt -s nullglob
-for t in "$ROOT"/tests/c/test_*.c; do
+DRIVERS=("$ROOT"/tests/c/test_*.c)
+echo "[c] building ${#DRIVERS[@]} drivers"
+pids=()
+for t in "${DRIVERS[@]}"; do
   name="$(basename "$t" .c)"
-  echo "[c] building $name"
-  "$CC" "${FLAGS[@]}" -I"$ROOT/csrc/include" "$t" "${SRCS[@]}" -o "$OUT/$name" -lm
+  rm -f "$OUT/$name"
+  "$CC" "${FLAGS[@]}" -I"$ROOT/csrc/include" "$t" "${OBJS[@]}" -o "$OUT/$name" -lm &
+  pids+=("$!")
+  if [ "${#pids[@]}" -ge "$(nproc)" ]; then wait "${pids[0]}" || status=1; pids=("${pids[@]:1}"); fi
+done
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+for t in "${DRIVERS[@]}"; do
+  name="$(basename "$t" .c)"
+  if [ ! -x "$OUT/$name" ]; then
+    echo "[c] FAILED: $name did not build"; status=1; continue
+  fi
   echo "[c] running $name"
   if ! (cd "$ROOT" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$OUT/$name"); then
     echo "[c] FAILED: $name"; status=1

@@ -8,9 +8,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${TMPDIR:-/tmp}/xgr2-tsan"
 mkdir -p "$OUT"
 CC="${CC:-gcc}"
-mapfile -t SRCS < <(find "$ROOT/csrc" -name '*.c' | sort)
+FLAGS=(-std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -Wall -Wextra -Werror -pthread
+       -I"$ROOT/csrc/include")
 echo "[tsan] building test_threads"
-"$CC" -std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=thread -Wall -Wextra -Werror -pthread \
-  -I"$ROOT/csrc/include" "$ROOT/tests/c/test_threads.c" "${SRCS[@]}" -o "$OUT/test_threads" -lm
+bash "$ROOT/tests/c/build_core.sh" "$OUT/obj" "$CC" "${FLAGS[@]}" > "$OUT/obj.list"
+mapfile -t OBJS < "$OUT/obj.list"
+"$CC" "${FLAGS[@]}" "$ROOT/tests/c/test_threads.c" "${OBJS[@]}" -o "$OUT/test_threads" -lm
 echo "[tsan] running test_threads"
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:exitcode=66" "$OUT/test_threads"

@@ -6,8 +6,9 @@
 # * Gets the pinned sdist (pip download, cached under $XGR2_CACHE/upstream-sdist, sha256
 #   checked) and unpacks its tests/ (conftest.py + tests/python) into the cache; no upstream
 #   code is stored in this repository.
-# * Runs it with pytest, one process, with our plugins (tests/compat): alias_plugin maps
-#   `import xgrammar[.X]` to xgrammar2[.X]; hub_plugin serves hub tokenizer names from
+# * Runs it with pytest (split over up to 4 pytest-xdist workers, one per core, when xdist is
+#   installed; XGR2_TEST_WORKERS overrides, 0 = one process), with our plugins (tests/compat):
+#   alias_plugin maps `import xgrammar[.X]` to xgrammar2[.X]; hub_plugin serves hub tokenizer names from
 #   ../shared/data/tokenizers (others skip: "tokenizer not available: NAME").
 # * --reference: the same harness without the alias, against the real xgrammar 0.2.8
 #   installed in the venv (the reference numbers in docs/compat.md).
@@ -110,6 +111,15 @@ TAG="$MODE"; [ ${#ARGS[@]} -gt 0 ] && TAG="$MODE-partial"
 JUNIT="$OUT/$TAG.xml"
 LOG="$OUT/$TAG.log"
 plugins=(-p hub_plugin)
+# pytest-xdist workers, a whole file per worker in file order (--dist loadfile): some upstream
+# tests read what an earlier test of their file stored (test_tokenizer_info's tokenizer table), so
+# tests are not spread one by one; the pass count equals the one-process run's.
+workers="${XGR2_TEST_WORKERS:-$(n=$(nproc); echo $(( n > 4 ? 4 : n )))}"
+if [ "$workers" -gt 1 ] && "$PY" -c "import xdist" >/dev/null 2>&1; then
+  plugins+=(-n "$workers" --dist loadfile)
+else
+  plugins+=(-p no:xdist)
+fi
 [ "$MODE" = ours ] && plugins=(-p alias_plugin "${plugins[@]}")
 echo "[compat] running upstream xgrammar $VERSION tests/python against $([ "$MODE" = ours ] && echo xgrammar2 || echo 'real xgrammar') (log: $LOG)"
 start=$(date +%s)
@@ -119,9 +129,12 @@ set +e
   export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
   export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
   export PYTHONDONTWRITEBYTECODE=1
+  # a fixed hash seed: some upstream parametrizations come from sets, and xdist needs every
+  # worker to collect the same ids in the same order
+  export PYTHONHASHSEED=0
   unset HF_TOKEN HUGGING_FACE_HUB_TOKEN
   "$PY" -m pytest -q --tb=short -c "$SUITE/tests/pytest.ini" --rootdir "$SUITE/tests" \
-      -p no:cacheprovider -p no:randomly -p no:xdist "${plugins[@]}" \
+      -p no:cacheprovider -p no:randomly "${plugins[@]}" \
       --continue-on-collection-errors --timeout "$PER_TEST_TIMEOUT" \
       --junitxml "$JUNIT" -o junit_logging=no -W ignore::DeprecationWarning \
       python ${ARGS[@]+"${ARGS[@]}"}

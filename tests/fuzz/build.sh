@@ -10,16 +10,15 @@ CC="${CC:-clang}"
 mkdir -p "$OUT/obj"
 FLAGS=(-std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
        -fno-sanitize-recover=all -I"$ROOT/csrc/include" -pthread)
-mapfile -t SRCS < <(find "$ROOT/csrc" -name '*.c' | sort)
-# the core once, instrumented for coverage
-OBJS=()
-for s in "${SRCS[@]}"; do
-  o="$OUT/obj/$(echo "${s#$ROOT/}" | tr '/' '_').o"
-  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer-no-link -c "$s" -o "$o"
-  OBJS+=("$o")
-done
+# the core once, instrumented for coverage (one compiler per core), then the harnesses
+bash "$ROOT/tests/c/build_core.sh" "$OUT/obj" "$CC" "${FLAGS[@]}" -fsanitize=fuzzer-no-link > "$OUT/obj.list"
+mapfile -t OBJS < "$OUT/obj.list"
+pids=()
 for h in "$ROOT"/tests/fuzz/fuzz_*.c; do
   name="$(basename "$h" .c)"
-  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer "$h" "${OBJS[@]}" -o "$OUT/$name" -lm
+  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer "$h" "${OBJS[@]}" -o "$OUT/$name" -lm &
+  pids+=("$!")
+  if [ "${#pids[@]}" -ge "$(nproc)" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
+for p in "${pids[@]}"; do wait "$p"; done
 echo "$OUT"
