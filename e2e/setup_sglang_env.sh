@@ -41,7 +41,8 @@ PYEOF
 fi
 # pytest-xdist (run_sglang_tests.sh splits the test files over the cores): added to a venv
 # built before it was used, without rebuilding the venv.
-"$VENV/bin/python" -c "import xdist" >/dev/null 2>&1 || "$VENV/bin/pip" install -qq "pytest-xdist==3.8.0"
+"$VENV/bin/python" -c "import xdist" >/dev/null 2>&1 || "$VENV/bin/pip" install -qq "pytest-xdist==3.8.0" \
+  || log "pytest-xdist could not be installed: the tests run in one process"
 
 # xgrammar2 (cffi build, in place; it ships xgrammar2_sglang and its entry point), editable.
 # Skipped when both packages already resolve to this checkout, the entry point is declared and
