@@ -35,11 +35,7 @@ fi
 cd "$ROOT"
 # pytest-xdist workers, up to 4 (one per core; XGR2_TEST_WORKERS=0 runs one process), a whole
 # file per worker (--dist loadfile): test_parity's summary reads what its file's tests recorded.
-workers="${XGR2_TEST_WORKERS:-$(n=$(nproc); echo $(( n > 4 ? 4 : n )))}"
-xdist=(-p no:xdist)
-if [ "$workers" -gt 1 ] && "$VENV/bin/python" -c "import xdist" >/dev/null 2>&1; then
-  xdist=(-n "$workers" --dist loadfile)
-fi
+mapfile -t xdist < <(bash "$ROOT/tests/xdist_args.sh" "$VENV/bin/python" --dist loadfile)
 # -p no:cacheprovider: nothing written into the checkout. -W: SGLang's CUDA-only modules warn
 # on import on a CPU machine.
 exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider -o testpaths= \

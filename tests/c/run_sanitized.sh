@@ -18,15 +18,13 @@ mapfile -t OBJS < "$OUT/obj.list"
 shopt -s nullglob
 DRIVERS=("$ROOT"/tests/c/test_*.c)
 echo "[c] building ${#DRIVERS[@]} drivers"
-pids=()
+source "$ROOT/tests/c/jobs.sh"
 for t in "${DRIVERS[@]}"; do
   name="$(basename "$t" .c)"
   rm -f "$OUT/$name"
-  "$CC" "${FLAGS[@]}" -I"$ROOT/csrc/include" "$t" "${OBJS[@]}" -o "$OUT/$name" -lm &
-  pids+=("$!")
-  if [ "${#pids[@]}" -ge "$(nproc)" ]; then wait "${pids[0]}" || status=1; pids=("${pids[@]:1}"); fi
+  jobs_start "$CC" "${FLAGS[@]}" -I"$ROOT/csrc/include" "$t" "${OBJS[@]}" -o "$OUT/$name" -lm
 done
-for p in "${pids[@]}"; do wait "$p" || status=1; done
+jobs_wait || status=1
 for t in "${DRIVERS[@]}"; do
   name="$(basename "$t" .c)"
   if [ ! -x "$OUT/$name" ]; then

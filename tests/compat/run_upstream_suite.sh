@@ -114,12 +114,8 @@ plugins=(-p hub_plugin)
 # pytest-xdist workers, a whole file per worker in file order (--dist loadfile): some upstream
 # tests read what an earlier test of their file stored (test_tokenizer_info's tokenizer table), so
 # tests are not spread one by one; the pass count equals the one-process run's.
-workers="${XGR2_TEST_WORKERS:-$(n=$(nproc); echo $(( n > 4 ? 4 : n )))}"
-if [ "$workers" -gt 1 ] && "$PY" -c "import xdist" >/dev/null 2>&1; then
-  plugins+=(-n "$workers" --dist loadfile)
-else
-  plugins+=(-p no:xdist)
-fi
+mapfile -t xdist < <(bash "$ROOT/tests/xdist_args.sh" "$PY" --dist loadfile)
+plugins+=("${xdist[@]}")
 [ "$MODE" = ours ] && plugins=(-p alias_plugin "${plugins[@]}")
 echo "[compat] running upstream xgrammar $VERSION tests/python against $([ "$MODE" = ours ] && echo xgrammar2 || echo 'real xgrammar') (log: $LOG)"
 start=$(date +%s)

@@ -13,12 +13,9 @@ FLAGS=(-std=c11 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined
 # the core once, instrumented for coverage (one compiler per core), then the harnesses
 bash "$ROOT/tests/c/build_core.sh" "$OUT/obj" "$CC" "${FLAGS[@]}" -fsanitize=fuzzer-no-link > "$OUT/obj.list"
 mapfile -t OBJS < "$OUT/obj.list"
-pids=()
+source "$ROOT/tests/c/jobs.sh"
 for h in "$ROOT"/tests/fuzz/fuzz_*.c; do
-  name="$(basename "$h" .c)"
-  "$CC" "${FLAGS[@]}" -fsanitize=fuzzer "$h" "${OBJS[@]}" -o "$OUT/$name" -lm &
-  pids+=("$!")
-  if [ "${#pids[@]}" -ge "$(nproc)" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
+  jobs_start "$CC" "${FLAGS[@]}" -fsanitize=fuzzer "$h" "${OBJS[@]}" -o "$OUT/$(basename "$h" .c)" -lm
 done
-for p in "${pids[@]}"; do wait "$p"; done
+jobs_wait
 echo "$OUT"
