@@ -532,6 +532,50 @@ done:
     return rc;
 }
 
+/* ---- The copy budget ---------------------------------------------------------------
+ * An inlined rule is copied into every rule that references it, and each copy's states
+ * are states of its host: their mask-cache entries are keyed by the host, so a first
+ * visit of each copy walks the vocabulary again. A value type that a long object uses
+ * for every property shows it: Github_ultra o46322's `defs_monetary` (a number with
+ * bounded digits, ~63 states) is referenced by 111 of 143 optional properties; each
+ * copy's digit states were first visits (5-6 tokens of ~0.3 ms per property: 275 of
+ * the 50-schema sample's 441 tokens over 200 us), and the copies were a third of its
+ * automaton work. Such a rule keeps its own automaton when its copies would pass
+ * LW_COPY_BUDGET states (references in reachable bodies x estimate); its states are
+ * then shared by every use, and by other grammars through the cross-grammar cache.
+ * Only reference-free rules of more than LW_COPY_SMALL states qualify:
+ *  - a JSON string (`string` with `char`, ~34 states) kept as its own rule leaves every
+ *    token holding a quote open in its in-string state, and deciding those against each
+ *    caller in a long optional-property chain cost 90-140 ms per property (Snowplow
+ *    sp_345's timestamps) where the inlined copy costs ~1 ms once;
+ *  - a rule with references may be what keeps a pattern's rule-per-state chain one
+ *    regular group (group_inline: members reference only inlined rules, members or
+ *    finite leaves); without sp_345's `char_fbb...` inlined, its semver pattern became a
+ *    chain of rules and its last token cost 100 ms.
+ * Runs before group_inline, which then sees such a rule as any other non-inlined rule. */
+static int copy_budget(lw_ctx *c, const int32_t *reach, size_t nreach, const lw_i32v *refs,
+                       const int32_t *roff, const int32_t *rlen) {
+    size_t nr = c->g->rules.len;
+    if (c->inline_max < 0 || !nr) return XGR_OK;
+    int32_t *uses = xgr_calloc(nr, sizeof *uses);
+    if (!uses) return XGR_ERR_NOMEM;
+    for (size_t i = 0; i < nreach; i++) {
+        int32_t r = reach[i];
+        for (int32_t j = 0; j < rlen[r]; j++) {
+            int32_t t = refs->data[roff[r] + j];
+            if (uses[t] < INT32_MAX) uses[t]++;
+        }
+    }
+    for (size_t i = 0; i < nreach; i++) {
+        int32_t r = reach[i];
+        if ((c->rflags[r] & RF_INLINED) && rlen[r] == 0 && c->est[r] > LW_COPY_SMALL &&
+            (int64_t)uses[r] * c->est[r] > LW_COPY_BUDGET)
+            c->rflags[r] &= (uint8_t)~RF_INLINED;
+    }
+    free(uses);
+    return XGR_OK;
+}
+
 typedef struct {
     int32_t r, i;
 } tj_frame;
@@ -654,7 +698,8 @@ int lw_analyze(lw_ctx *c) {
         }
     }
     c->memo_on = 1;
-    rc = group_inline(c, order.data, order.len);
+    rc = copy_budget(c, queue, qt, &refs, roff, rlen);
+    if (!rc) rc = group_inline(c, order.data, order.len);
 done:
     free(roff);
     free(rlen);

@@ -181,6 +181,11 @@ int lw_analyze(lw_ctx *c);
 #define LW_GROUP_MAX 16384
 /* the largest rule a group member may keep a reference to (lower.c group_pure) */
 #define LW_LEAF_MAX 1024
+/* The copy budget (lower.c copy_budget): an inlined rule of more than LW_COPY_SMALL
+ * estimated states whose copies (references x estimate) would pass LW_COPY_BUDGET
+ * states keeps its own automaton instead. */
+#define LW_COPY_SMALL 40
+#define LW_COPY_BUDGET 1024
 /* NP_* bits of node `id` (memoised once the analysis is done). */
 uint8_t lw_node_props(lw_ctx *c, int32_t id, int depth);
 /* Is REPEAT node `id` lowered to a counter rule rather than unrolled? Yes when its
