@@ -165,7 +165,9 @@ void xgr_vocab_release(xgr_vocab *v);
 typedef struct {
     int32_t max_rules;          /* 0 = default (100000) */
     int32_t max_fsm_states;     /* 0 = default (2000000) */
-    int32_t inline_max_states;  /* inline non-recursive rules up to this size; -1 = never */
+    int32_t inline_max_states;  /* inline non-recursive rules up to this size (0 = default 64;
+                                 * a reference-free rule over 40 states whose copies would
+                                 * pass 1,024 states keeps its own automaton); -1 = never */
     int32_t repeat_threshold;   /* unroll {m,n} when n (or m if n unbounded) <= this; 0 = default (16) */
     int32_t precompute;         /* 1: compute every mask-cache entry at compile time */
     int32_t max_row_items;      /* 0 = default (100000): parser row size limit per byte */
