@@ -1343,7 +1343,20 @@ class Emitter:
                                  f"{STATE_LIMIT}-state limit")
             pmin, pmax, cap = 0, None, 1
         memo = {}
-        after_sep = [seq(sep, kvx) for kvx, _ in entries]  # (each member after a separator, flattened once)
+        # Without a count, "after a member, from key i on" is the separator and then any
+        # member from key i on (the state with nothing emitted yet), or the end when no
+        # required key is left: p_i = sep f_i | "" instead of the unfolded
+        # p_i = sep kv_i p_{i+1} | p_{i+1}. The same language; each member is spelt once
+        # instead of twice, and after a value the parser holds the separator and the end
+        # instead of one item per later optional key (a 130-key chain: 130 items on every
+        # byte from the closing quote to the next key; docs/benchmarks/json_compile.md,
+        # "Optional chains").
+        plain = pmin == 0 and pmax is None
+        rest_optional = [True] * (nent + 1)
+        for i in range(nent - 1, -1, -1):
+            rest_optional[i] = rest_optional[i + 1] and not entries[i][1]
+        # (each member after a separator, flattened once)
+        after_sep = None if plain else [seq(sep, kvx) for kvx, _ in entries]
 
         def extras_tail(c, first):
             lo = max(0, pmin - c)
@@ -1371,18 +1384,28 @@ class Emitter:
                 return e
             kvx, required = entries[i]
             alts = []
-            if pmax is None or cc + 1 <= pmax:
+            if plain and cc > 0:
+                alts = [seq(sep, state(i, 0)), EPS if rest_optional[i] else None]
+            elif pmax is None or cc + 1 <= pmax:
                 alts.append(_then(kvx if cc == 0 else after_sep[i], state(i + 1, cc + 1)))
-            if not required:
+            if not required and not (plain and cc > 0):
                 alts.append(state(i + 1, cc))
             body = alt(*alts)
-            if body is None or body[0] == "ref" or _small(body):
+            # (a member after a required one is reached only through the separator: p_i
+            # spells it, as one rule instead of two)
+            lone = plain and cc == 0 and i > 0 and entries[i - 1][1]
+            if body is None or body[0] == "ref" or _small(body) or lone:
                 memo[key] = body
                 return body
             rn = f"{name}__{'f' if cc == 0 else 'p'}{i}" + (f"_{cc}" if bounded and cc > 0 else "")
             memo[key] = self.intern(rn, body)
             return memo[key]
 
+        if plain:  # (from the last key back, so that no call recurses more than two deep)
+            for i in range(nent, -1, -1):
+                state(i, 0)
+                if i > 0:
+                    state(i, 1)
         content = state(0, 0)
         state = extras_tail = None  # (cycle break, as in array)
         empty_ok = nreq == 0 and pmin == 0
