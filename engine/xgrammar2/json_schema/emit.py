@@ -1383,13 +1383,14 @@ class Emitter:
                 memo[key] = e
                 return e
             kvx, required = entries[i]
-            alts = []
             if plain and cc > 0:
                 alts = [seq(sep, state(i, 0)), EPS if rest_optional[i] else None]
-            elif pmax is None or cc + 1 <= pmax:
-                alts.append(_then(kvx if cc == 0 else after_sep[i], state(i + 1, cc + 1)))
-            if not required and not (plain and cc > 0):
-                alts.append(state(i + 1, cc))
+            else:
+                alts = []
+                if pmax is None or cc + 1 <= pmax:
+                    alts.append(_then(kvx if cc == 0 else after_sep[i], state(i + 1, cc + 1)))
+                if not required:
+                    alts.append(state(i + 1, cc))
             body = alt(*alts)
             # (a member after a required one is reached only through the separator: p_i
             # spells it, as one rule instead of two)
