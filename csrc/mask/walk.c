@@ -197,8 +197,12 @@ static int walker_flat_init(xgr_compiled *c, walker *w, int32_t state, int32_t r
         return XGR_OK;
     }
     /* a tag group's table is built in every request: its states' UTF-8 closure (a few
-     * microseconds each) would cost more there than the walks it saves */
-    return xgr_walk_flat_table(c, r, c->rule_opaque[r] != XGR_OPAQUE_GROUP, &w->ft);
+     * microseconds each) would cost more there than the walks it saves; so would a large
+     * rule's (the table then leaves the character bit in every looping state's leave set:
+     * a token with a multi-byte character is stepped, not accepted at once) */
+    int utf8 = c->rule_opaque[r] != XGR_OPAQUE_GROUP &&
+               xgr_fsm_rule_end(c->fsm, r) - w->rule_start <= FLAT_TABLE_MAX_STATES;
+    return xgr_walk_flat_table(c, r, utf8, &w->ft);
 }
 
 /* The child of a unit repetition: REPEAT rule `rep` over a reference-free rule whose
