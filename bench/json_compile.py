@@ -70,10 +70,17 @@ def _xgr2_stages_in(eng, xgr, G, comp, schema, t, p):
     opts = G._json_schema_options(True, None, None, True, None, False, {})
     canonical = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
     s1 = p()
-    ebnf = G._schema_to_ebnf(obj, _warnings_out=[], **opts, **_key_kw(canonical))
-    s2 = p()
-    g = xgr.Grammar.from_ebnf(ebnf)
-    s3 = p()
+    plain = _plain_front(eng)
+    g = plain(canonical.encode("utf-8", "surrogatepass"), opts) if plain is not None else None
+    if g is not None:  # the core's own front end (its EBNF parse included in the stage)
+        s2 = s3 = p()
+        ebnf = None
+        t["plain"] = 1.0
+    else:
+        ebnf = G._schema_to_ebnf(obj, _warnings_out=[], **opts, **_key_kw(canonical))
+        s2 = p()
+        g = xgr.Grammar.from_ebnf(ebnf)
+        s3 = p()
     cg = comp._compile(g, lambda: g)
     s4 = p()
     m = xgr.GrammarMatcher(cg)
@@ -82,8 +89,16 @@ def _xgr2_stages_in(eng, xgr, G, comp, schema, t, p):
     t.update(key=(s1 - s0) * 1e3, front=(s2 - s1) * 1e3, parse=(s3 - s2) * 1e3, compile=(s4 - s3) * 1e3,
              first_mask=(s5 - s4) * 1e3)
     t["total"] = (s5 - s0) * 1e3
-    t["ebnf_bytes"] = float(len(ebnf.encode()))
+    t["ebnf_bytes"] = float(len((str(g) if ebnf is None else ebnf).encode()))
     return t, cg
+
+
+def _plain_front(eng: Any) -> Any:
+    """compile_json_schema's first try on a miss: the core's front end for plain schemas
+    (compiler._plain_schema_grammar), where the engine's tree has it (None: an older tree)."""
+    import xgrammar2.compiler as C
+
+    return getattr(C, "_plain_schema_grammar", None)
 
 
 @functools.lru_cache(maxsize=None)

@@ -144,6 +144,16 @@ int xgr_json_nesting_depth(const char *text, size_t len, int32_t limit, int32_t 
  * deeper than `limit`): the caller converts the slow way. Thread-safe. */
 int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, size_t *out_len,
                        int32_t *known);
+/* The grammar of a JSON schema in the plain subset (csrc/front/json_schema_plain.c: listed
+ * object properties, arrays, scalar types, scalar enums, annotations), converted in the core
+ * for compile_json_schema's default options (any whitespace, strict mode) with
+ * max_whitespace_cnt = max_whitespace (< 0: unbounded); it accepts what the Python
+ * converter's grammar of the schema accepts. `canon` is the schema's canonical text
+ * (xgr_json_canonical, or Python's compact json.dumps). *out = NULL with XGR_OK when the
+ * schema is outside the subset, is not JSON or is unsatisfiable: the caller converts it in
+ * Python. The caller owns *out. Thread-safe. */
+int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
+                          xgr_grammar **out);
 
 /* ---- vocabulary ---------------------------------------------------------------- */
 typedef struct xgr_vocab xgr_vocab;

@@ -14,7 +14,8 @@ from .background import BackgroundPrecompute, check_k
 from .compile_cache import CompileCache
 from .compiled_grammar import CompiledGrammar
 from .disk_cache import DiskCache, resolve_cache_dir, vocab_fingerprint
-from .grammar import Grammar, _json_schema_grammar, _json_schema_options, _schema_to_obj
+from .grammar import (Grammar, _json_schema_grammar, _json_schema_options, _plain_json_schema_grammar,
+                      _schema_to_obj)
 from .json_key import KeyMismatch, canonical_dumps, canonical_schema_text
 from .limits import check_input_size, check_structural_tag_args, json_nesting_limit
 from .matcher import _grammar_consts
@@ -42,6 +43,24 @@ def _opt_int(value: Optional[int], name: str, default: int = 0) -> int:
     if not -1 <= value <= 2**31 - 1:
         raise ValueError(f"{name} is out of range: {value}")
     return value
+
+
+_PLAIN_OPTS = frozenset(["any_whitespace", "indent", "separators", "strict_mode", "max_whitespace_cnt",
+                         "lenient"])
+
+
+def _plain_schema_grammar(canonical: bytes, opts: Dict[str, Any]) -> Optional[Grammar]:
+    """The core's grammar of a schema in its plain subset (csrc/front/json_schema_plain.c:
+    listed properties, arrays, scalar types and enums), for the converter options it serves
+    (any whitespace, strict mode, max_whitespace_cnt; lenient changes nothing there); None
+    otherwise, and for schemas outside the subset: the Python converter takes those."""
+    if (opts.keys() != _PLAIN_OPTS or opts["any_whitespace"] is not True or opts["indent"] is not None
+            or opts["separators"] is not None or opts["strict_mode"] is not True):
+        return None
+    mw = opts["max_whitespace_cnt"]
+    if mw is not None and (type(mw) is not int or not 0 <= mw < 2 ** 31):
+        return None  # (the converter says what is wrong with it)
+    return _plain_json_schema_grammar(canonical, mw)
 
 
 class GrammarCompiler:
@@ -303,7 +322,15 @@ class GrammarCompiler:
             if isinstance(opts.get("separators"), list):
                 opts["separators"] = tuple(opts["separators"])
             text = key[1].decode("utf-8", "surrogatepass")
-            return lambda: _json_schema_grammar(json.loads(text), _key_text=text, **opts)
+            canonical = key[1]
+
+            def rebuild_schema() -> Grammar:
+                plain = _plain_schema_grammar(canonical, opts)
+                if plain is not None:
+                    return plain
+                return _json_schema_grammar(json.loads(text), _key_text=text, **opts)
+
+            return rebuild_schema
         if kind == "ebnf" and len(key) == 3 and type(key[1]) is str and type(key[2]) is str:
             text, root = key[1], key[2]
             return lambda: Grammar.from_ebnf(text, root_rule_name=root)
@@ -485,14 +512,19 @@ class GrammarCompiler:
 
         def make() -> Grammar:  # (the key text spares the converter a repr of the schema)
             parsed = obj
-            key_text = text()
             if source is not None:  # the caller's text, not the key's: a real check
                 parsed = json.loads(source)
                 if canonical_dumps(parsed) != canonical:
                     raise KeyMismatch()
-            return _json_schema_grammar(parsed, _key_text=key_text, **opts)
+            plain = _plain_schema_grammar(canonical, opts)
+            if plain is not None:
+                return plain
+            return _json_schema_grammar(parsed, _key_text=text(), **opts)
 
         def rebuild() -> Grammar:  # from the text: the caller's dict may change
+            plain = _plain_schema_grammar(canonical, opts)
+            if plain is not None:
+                return plain
             key_text = text()
             return _json_schema_grammar(json.loads(key_text), _key_text=key_text, **opts)
 

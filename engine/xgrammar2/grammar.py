@@ -71,6 +71,22 @@ def _json_schema_grammar(schema: Any, **options: Any) -> "Grammar":
     return grammar
 
 
+def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[int] = None) -> "Optional[Grammar]":
+    """The core's grammar of a schema in the plain subset (csrc/front/json_schema_plain.c),
+    from its canonical text (UTF-8), for the default options of compile_json_schema (with
+    ``max_whitespace_cnt``); None when the schema is outside that subset (the Python
+    converter takes it)."""
+    out = _core.ffi.new("xgr_grammar **")
+    mw = -1 if max_whitespace_cnt is None else max_whitespace_cnt
+    _core.check(_core.lib.xgr_json_schema_plain(canonical, len(canonical), mw, out),
+                "converting a JSON schema")
+    if out[0] == _core.ffi.NULL:
+        return None
+    grammar = Grammar._from_out(out)
+    grammar._warnings = ()
+    return grammar
+
+
 def _json_schema_options(
     any_whitespace: bool,
     indent: Optional[Union[int, str]],

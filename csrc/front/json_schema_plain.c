@@ -1,0 +1,648 @@
+/* JSON Schema -> grammar for the plain subset, in the core: no Python converter.
+ *
+ * The Python converter (engine/xgrammar2/json_schema) handles all of draft 2020-12 and
+ * costs ~60 us of fixed overhead plus ~40 us per property (docs/benchmarks/json_compile.md):
+ * at the median of JSONSchemaBench it is more than half of the compile. Many schemas need
+ * none of its machinery: objects with listed properties, arrays, scalar types and scalar
+ * enums. This file converts those, from the schema's canonical text (xgr_json_canonical),
+ * into EBNF for the default options of compile_json_schema (any whitespace, strict mode:
+ * an object with listed properties admits no others), and parses it with the EBNF front
+ * end. Everything else -- every other keyword, a property name or enum string that is not
+ * printable ASCII, a float in an enum, an unsatisfiable schema -- is reported as outside
+ * the subset (*out = NULL) and the caller converts it the Python way, so the subset only
+ * grows by adding cases here; its grammars accept exactly what the Python converter's do
+ * (tests/json_schema/test_plain_front.py compares the masks along every corpus instance).
+ *
+ * The language per schema (the Python converter's, docs/json-schema.md):
+ *   true, {} (annotations only)      any JSON value
+ *   "string" / "integer" / "number"  JSON string, integer (no fraction), number
+ *   "boolean" / "null"               true | false, null
+ *   "object", no properties          any object (additionalProperties false: only {})
+ *   "object" with properties         the listed properties in schema order, each required
+ *                                    one present, optional ones skippable, no others
+ *   "array"                          items of the `items` schema (any value without it)
+ *   enum / const of scalars          those values (an integer n also as n.0, n.00, ...),
+ *                                    restricted to `type` when both are given
+ *   a list of types                  the union of the types' generic values
+ * with whitespace [ \n\r\t]* around punctuation (at most max_whitespace_cnt characters in a
+ * run when it is given) and none before or after the root. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "front.h"
+
+/* Deepest schema nesting converted here (deeper: the Python converter). */
+#define PLAIN_MAX_DEPTH 64
+/* Most properties of one object, members of one enum (the duplicate checks are quadratic). */
+#define PLAIN_MAX_LIST 1024
+
+enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
+
+typedef struct {
+    uint8_t kind;
+    uint8_t plain;     /* J_STR: printable ASCII without '"' or '\\' */
+    uint8_t key_plain; /* the member key, likewise */
+    uint8_t is_int;    /* J_NUM: -?(0|[1-9][0-9]*) */
+    int32_t off, len;  /* J_STR: the content between the quotes; J_NUM: the number */
+    int32_t key_off, key_len;
+    int32_t first, next; /* first child, next sibling (-1: none) */
+    int32_t n;           /* children */
+} jnode;
+
+/* Status inside this file: OK, outside the subset, out of memory. */
+enum { P_OK = 0, P_NO = 1, P_NOMEM = 2 };
+
+typedef struct {
+    const char *s;
+    size_t len, i;
+    XGR_VEC(jnode) nodes;
+} jparse;
+
+static void jskip_ws(jparse *p) {
+    while (p->i < p->len && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
+                             p->s[p->i] == '\r'))
+        p->i++;
+}
+
+/* A string at p->i (its opening quote): its content span and whether it is plain. */
+static int jstring(jparse *p, int32_t *off, int32_t *len, uint8_t *plain) {
+    size_t i = p->i + 1;
+    int pl = 1;
+    while (i < p->len && p->s[i] != '"') {
+        uint8_t c = (uint8_t)p->s[i];
+        if (c == '\\') {
+            pl = 0;
+            if (i + 1 >= p->len) return P_NO;
+            i += p->s[i + 1] == 'u' ? 6 : 2;
+            continue;
+        }
+        if (c < 0x20) return P_NO; /* not JSON */
+        if (c > 0x7e) pl = 0;
+        i++;
+    }
+    if (i >= p->len || i - p->i - 1 > (size_t)INT32_MAX) return P_NO;
+    *off = (int32_t)(p->i + 1);
+    *len = (int32_t)(i - p->i - 1);
+    *plain = (uint8_t)pl;
+    p->i = i + 1;
+    return P_OK;
+}
+
+static int jvalue(jparse *p, int depth, int32_t *out);
+
+static int jnew(jparse *p, uint8_t kind, int32_t *out) {
+    jnode n;
+    memset(&n, 0, sizeof n);
+    n.kind = kind;
+    n.first = n.next = -1;
+    n.key_off = -1;
+    if (p->nodes.len >= (size_t)INT32_MAX || XGR_VEC_PUSH(p->nodes, n)) return P_NOMEM;
+    *out = (int32_t)(p->nodes.len - 1);
+    return P_OK;
+}
+
+/* The children of an array or object at p->i (its bracket), linked under node `id`. */
+static int jcontainer(jparse *p, int depth, int32_t id, int is_obj) {
+    char close = is_obj ? '}' : ']';
+    int32_t last = -1;
+    p->i++;
+    jskip_ws(p);
+    if (p->i < p->len && p->s[p->i] == close) {
+        p->i++;
+        return P_OK;
+    }
+    for (;;) {
+        int32_t koff = -1, klen = 0, kid;
+        uint8_t kplain = 0;
+        int r;
+        jskip_ws(p);
+        if (is_obj) {
+            if (p->i >= p->len || p->s[p->i] != '"') return P_NO;
+            if ((r = jstring(p, &koff, &klen, &kplain))) return r;
+            jskip_ws(p);
+            if (p->i >= p->len || p->s[p->i] != ':') return P_NO;
+            p->i++;
+        }
+        if ((r = jvalue(p, depth + 1, &kid))) return r;
+        jnode *k = &p->nodes.data[kid];
+        k->key_off = koff, k->key_len = klen, k->key_plain = kplain;
+        if (last < 0) p->nodes.data[id].first = kid;
+        else p->nodes.data[last].next = kid;
+        last = kid;
+        p->nodes.data[id].n++;
+        jskip_ws(p);
+        if (p->i >= p->len) return P_NO;
+        if (p->s[p->i] == ',') {
+            p->i++;
+            continue;
+        }
+        if (p->s[p->i] != close) return P_NO;
+        p->i++;
+        return P_OK;
+    }
+}
+
+static int jvalue(jparse *p, int depth, int32_t *out) {
+    int r;
+    if (depth > PLAIN_MAX_DEPTH * 2 + 8) return P_NO;
+    jskip_ws(p);
+    if (p->i >= p->len) return P_NO;
+    char c = p->s[p->i];
+    if (c == '{' || c == '[') {
+        if ((r = jnew(p, c == '{' ? J_OBJ : J_ARR, out))) return r;
+        return jcontainer(p, depth, *out, c == '{');
+    }
+    if (c == '"') {
+        int32_t off, len;
+        uint8_t plain;
+        if ((r = jstring(p, &off, &len, &plain))) return r;
+        if ((r = jnew(p, J_STR, out))) return r;
+        jnode *n = &p->nodes.data[*out];
+        n->off = off, n->len = len, n->plain = plain;
+        return P_OK;
+    }
+    static const char *const lits[3] = {"null", "false", "true"};
+    for (int k = 0; k < 3; k++) {
+        size_t l = strlen(lits[k]);
+        if (p->len - p->i >= l && memcmp(p->s + p->i, lits[k], l) == 0) {
+            p->i += l;
+            return jnew(p, (uint8_t)(J_NULL + k), out);
+        }
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        size_t st = p->i, i = p->i;
+        if (p->s[i] == '-') i++;
+        size_t d0 = i;
+        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
+        if (i == d0 || (p->s[d0] == '0' && i - d0 > 1)) return P_NO;
+        int is_int = 1;
+        while (i < p->len && (p->s[i] == '.' || p->s[i] == 'e' || p->s[i] == 'E' ||
+                              p->s[i] == '+' || p->s[i] == '-' ||
+                              (p->s[i] >= '0' && p->s[i] <= '9'))) {
+            is_int = 0;
+            i++;
+        }
+        if (i - st > (size_t)INT32_MAX) return P_NO;
+        if ((r = jnew(p, J_NUM, out))) return r;
+        jnode *n = &p->nodes.data[*out];
+        n->off = (int32_t)st, n->len = (int32_t)(i - st), n->is_int = (uint8_t)is_int;
+        p->i = i;
+        return P_OK;
+    }
+    return P_NO;
+}
+
+/* ------------------------------------------------------------------ emission */
+
+typedef XGR_VEC(char) cbuf;
+
+static int put(cbuf *b, const char *s, size_t n) {
+    if (XGR_VEC_RESERVE(*b, b->len + n + 1)) return P_NOMEM;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return P_OK;
+}
+static int puts_(cbuf *b, const char *s) { return put(b, s, strlen(s)); }
+static int putf(cbuf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) return P_NO;
+    return put(b, tmp, (size_t)n);
+}
+
+/* Shared rules, emitted when used (names as the Python converter's). */
+enum { U_WS = 1, U_STRING = 2, U_CHAR = 4, U_INTEGER = 8, U_NUMBER = 16, U_VALUE = 32,
+       U_OBJECT = 64, U_ARRAY = 128 };
+static const struct {
+    unsigned bit, needs;
+    const char *text;
+} SHARED[] = {
+    {U_WS, 0, "ws ::= [ \\n\\r\\t]*\n"},
+    {U_STRING, U_CHAR, "string ::= \"\\\"\" char* \"\\\"\"\n"},
+    {U_CHAR, 0,
+     "char ::= [^\\x00-\\x1f\"\\\\] | \"\\\\\" [\"/\\\\bfnrt] | \"\\\\u\" ([0-9A-CEFa-cef] "
+     "[0-9A-Fa-f] [0-9A-Fa-f] [0-9A-Fa-f] | [Dd] [0-7] [0-9A-Fa-f] [0-9A-Fa-f]) | \"\\\\u\" "
+     "[Dd] [89ABab] [0-9A-Fa-f] [0-9A-Fa-f] \"\\\\u\" [Dd] [C-Fc-f] [0-9A-Fa-f] [0-9A-Fa-f]\n"},
+    {U_INTEGER, 0, "integer ::= \"0\" | \"-\"? [1-9] [0-9]*\n"},
+    {U_NUMBER, 0,
+     "number ::= \"-\"? (\"0\" | [1-9] [0-9]*) (\".\" [0-9]+)? ([Ee] [+\\-]? [0-9]+)?\n"},
+    {U_VALUE, U_OBJECT | U_ARRAY | U_STRING | U_NUMBER,
+     "value ::= object | array | string | number | \"true\" | \"false\" | \"null\"\n"},
+    {U_OBJECT, U_WS | U_STRING | U_VALUE,
+     "object ::= \"{\" ws \"}\" | \"{\" ws string ws \":\" ws value (ws \",\" ws string ws "
+     "\":\" ws value)* ws \"}\"\n"},
+    {U_ARRAY, U_WS | U_VALUE,
+     "array ::= \"[\" ws \"]\" | \"[\" ws value (ws \",\" ws value)* ws \"]\"\n"},
+};
+
+typedef struct {
+    int32_t id, off, len; /* rule e<id>, its body in `bodies` */
+} enum_rule;
+
+typedef struct {
+    jparse *p;
+    cbuf rules; /* complete rule lines */
+    unsigned used;
+    int32_t next_id;
+    int depth;
+    cbuf bodies; /* the enum rules' bodies, one rule per distinct body */
+    XGR_VEC(enum_rule) enums;
+} emitter;
+
+/* Enums with more than this many values, or with an integer (its "(. 0+)?" tail), get a
+ * rule of their own, shared by equal enums (as the Python converter's interned rules): a
+ * member chain or an array rule then holds a reference, not a copy of the alternation. */
+#define PLAIN_INLINE_ENUM 3
+#define PLAIN_MAX_SHARED_ENUMS 4096
+
+#define NODE(e, id) ((e)->p->nodes.data[id])
+
+static int key_is(emitter *e, const jnode *n, const char *k) {
+    size_t l = strlen(k);
+    return n->key_plain && (size_t)n->key_len == l && memcmp(e->p->s + n->key_off, k, l) == 0;
+}
+
+/* Type names -> bits. */
+enum { T_STRING = 1, T_INTEGER = 2, T_NUMBER = 4, T_BOOLEAN = 8, T_NULL = 16, T_OBJECT = 32,
+       T_ARRAY = 64 };
+static unsigned type_bit(emitter *e, const jnode *n) {
+    static const char *const names[7] = {"string", "integer", "number", "boolean",
+                                         "null",   "object",  "array"};
+    if (n->kind != J_STR || !n->plain) return 0;
+    for (unsigned k = 0; k < 7; k++) {
+        size_t l = strlen(names[k]);
+        if ((size_t)n->len == l && memcmp(e->p->s + n->off, names[k], l) == 0) return 1u << k;
+    }
+    return 0;
+}
+
+static int schema_expr(emitter *e, int32_t id, cbuf *out);
+
+/* The generic value of one type (bit t), as a factor. */
+static int generic(emitter *e, unsigned t, cbuf *out) {
+    switch (t) {
+    case T_STRING: e->used |= U_STRING; return puts_(out, "string");
+    case T_INTEGER: e->used |= U_INTEGER; return puts_(out, "integer");
+    case T_NUMBER: e->used |= U_NUMBER; return puts_(out, "number");
+    case T_BOOLEAN: return puts_(out, "(\"true\" | \"false\")");
+    case T_NULL: return puts_(out, "\"null\"");
+    case T_OBJECT: e->used |= U_OBJECT; return puts_(out, "object");
+    case T_ARRAY: e->used |= U_ARRAY; return puts_(out, "array");
+    default: return P_NO;
+    }
+}
+
+/* enum (a J_ARR) or const (any node, `single`) restricted to the types `mask`. */
+static int enum_expr(emitter *e, int32_t vals, int single, unsigned mask, cbuf *out) {
+    int nk = 0, r = P_OK;
+    int32_t first = single ? vals : NODE(e, vals).first;
+    if (!single && (NODE(e, vals).kind != J_ARR || NODE(e, vals).n > PLAIN_MAX_LIST)) return P_NO;
+    int32_t *kept = malloc(sizeof *kept * (single ? 1 : (size_t)NODE(e, vals).n + 1));
+    if (!kept) return P_NOMEM;
+    for (int32_t v = first; v >= 0; v = single ? -1 : NODE(e, v).next) {
+        const jnode *n = &NODE(e, v);
+        unsigned t;
+        switch (n->kind) {
+        case J_STR: t = n->plain ? T_STRING : 0; break;
+        case J_NUM: t = n->is_int ? T_INTEGER | T_NUMBER : 0; break;
+        case J_TRUE:
+        case J_FALSE: t = T_BOOLEAN; break;
+        case J_NULL: t = T_NULL; break;
+        default: t = 0; break;
+        }
+        if (!t) {
+            r = P_NO; /* a value outside the subset, even when `type` rules it out */
+            break;
+        }
+        if (!(t & mask)) continue;
+        int dup = 0;
+        for (int k = 0; k < nk && !dup; k++) {
+            const jnode *o = &NODE(e, kept[k]);
+            dup = o->kind == n->kind && o->len == n->len &&
+                  memcmp(e->p->s + o->off, e->p->s + n->off, (size_t)n->len) == 0;
+        }
+        if (!dup) kept[nk++] = v;
+    }
+    if (r == P_OK && nk == 0) r = P_NO; /* unsatisfiable: the Python converter says why */
+    int has_int = 0;
+    cbuf body = {0};
+    for (int k = 0; k < nk && r == P_OK; k++) {
+        const jnode *n = &NODE(e, kept[k]);
+        if (k && (r = puts_(&body, " | "))) break;
+        switch (n->kind) {
+        case J_STR:
+            if ((r = puts_(&body, "\"\\\"")) == P_OK &&
+                (r = put(&body, e->p->s + n->off, (size_t)n->len)) == P_OK)
+                r = puts_(&body, "\\\"\"");
+            break;
+        case J_NUM:
+            has_int = 1;
+            if (n->len == 1 && e->p->s[n->off] == '0') r = puts_(&body, "\"-\"? \"0\"");
+            else if ((r = puts_(&body, "\"")) == P_OK && (r = put(&body, e->p->s + n->off, (size_t)n->len)) == P_OK)
+                r = puts_(&body, "\"");
+            if (r == P_OK) r = puts_(&body, " (\".\" \"0\"+)?");
+            break;
+        case J_TRUE: r = puts_(&body, "\"true\""); break;
+        case J_FALSE: r = puts_(&body, "\"false\""); break;
+        default: r = puts_(&body, "\"null\""); break;
+        }
+    }
+    free(kept);
+    if (r == P_OK && nk <= PLAIN_INLINE_ENUM && !has_int) {
+        if ((r = puts_(out, "(")) == P_OK && (r = put(out, body.data, body.len)) == P_OK)
+            r = puts_(out, ")");
+    } else if (r == P_OK) {
+        int32_t id = -1;
+        for (size_t k = 0; k < e->enums.len && id < 0; k++) {
+            const enum_rule *q = &e->enums.data[k];
+            if ((size_t)q->len == body.len && memcmp(e->bodies.data + q->off, body.data, body.len) == 0)
+                id = q->id;
+        }
+        if (id < 0) {
+            id = e->next_id++;
+            if (e->enums.len < PLAIN_MAX_SHARED_ENUMS && body.len < (size_t)INT32_MAX &&
+                e->bodies.len < (size_t)INT32_MAX - body.len) {
+                enum_rule q = {id, (int32_t)e->bodies.len, (int32_t)body.len};
+                if (XGR_VEC_PUSH(e->enums, q) || (r = put(&e->bodies, body.data, body.len)))
+                    r = P_NOMEM;
+            }
+            if (r == P_OK && (r = putf(&e->rules, "e%d ::= ", id)) == P_OK &&
+                (r = put(&e->rules, body.data, body.len)) == P_OK)
+                r = puts_(&e->rules, "\n");
+        }
+        if (r == P_OK) r = putf(out, "e%d", id);
+    }
+    XGR_VEC_FREE(body);
+    return r;
+}
+
+/* An object with listed properties: rule o<id> and its chain, o<id>_f<i> (no property
+ * written yet, the next candidate is i) and o<id>_p<i> (some written, next candidate i). */
+static int object_expr(emitter *e, int32_t props, int32_t req, int closed, cbuf *out) {
+    int32_t n = props >= 0 ? NODE(e, props).n : 0;
+    int r = P_OK;
+    if (props >= 0 && NODE(e, props).kind != J_OBJ) return P_NO;
+    if (req >= 0 && (NODE(e, req).kind != J_ARR || NODE(e, req).n > PLAIN_MAX_LIST)) return P_NO;
+    if (n == 0) {
+        if (req >= 0 && NODE(e, req).n > 0) return P_NO;
+        e->used |= U_WS;
+        if (closed) return puts_(out, "\"{\" ws \"}\"");
+        e->used |= U_OBJECT;
+        return puts_(out, "object");
+    }
+    if (n > PLAIN_MAX_LIST) return P_NO;
+    int32_t *ids = malloc(sizeof *ids * (size_t)n);
+    uint8_t *need = calloc((size_t)n, 1);
+    cbuf *kv = calloc((size_t)n, sizeof *kv);
+    if (!ids || !need || !kv) {
+        free(ids), free(need), free(kv);
+        return P_NOMEM;
+    }
+    int32_t k = 0;
+    for (int32_t c = NODE(e, props).first; c >= 0 && r == P_OK; c = NODE(e, c).next, k++) {
+        const jnode *cn = &NODE(e, c);
+        if (!cn->key_plain) r = P_NO;
+        for (int32_t j = 0; j < k && r == P_OK; j++) {
+            const jnode *o = &NODE(e, ids[j]);
+            if (o->key_len == cn->key_len &&
+                memcmp(e->p->s + o->key_off, e->p->s + cn->key_off, (size_t)cn->key_len) == 0)
+                r = P_NO; /* a duplicate name (not canonical text) */
+        }
+        ids[k] = c;
+    }
+    for (int32_t c = req >= 0 ? NODE(e, req).first : -1; c >= 0 && r == P_OK; c = NODE(e, c).next) {
+        const jnode *rn = &NODE(e, c);
+        if (rn->kind != J_STR || !rn->plain) {
+            r = P_NO;
+            break;
+        }
+        int32_t j = 0;
+        for (; j < n; j++) {
+            const jnode *o = &NODE(e, ids[j]);
+            if (o->key_len == rn->len &&
+                memcmp(e->p->s + o->key_off, e->p->s + rn->off, (size_t)rn->len) == 0)
+                break;
+        }
+        if (j == n) r = P_NO; /* required but not listed */
+        else need[j] = 1;
+    }
+    /* Each member's text `"name" ws ":" ws VALUE`, children first. */
+    for (int32_t j = 0; j < n && r == P_OK; j++) {
+        const jnode *o = &NODE(e, ids[j]);
+        if ((r = puts_(&kv[j], "\"\\\"")) || (r = put(&kv[j], e->p->s + o->key_off, (size_t)o->key_len)) ||
+            (r = puts_(&kv[j], "\\\"\" ws \":\" ws ")))
+            break;
+        r = schema_expr(e, ids[j], &kv[j]);
+    }
+    int32_t id = e->next_id++;
+    int any_req = 0;
+    for (int32_t j = 0; j < n; j++) any_req |= need[j];
+    cbuf *R = &e->rules;
+    e->used |= U_WS;
+    /* o ::= "{" ws "}" | "{" ws o_f0 ws "}"   (the empty object only without required) */
+    if (r == P_OK)
+        r = !any_req ? putf(R, "o%d ::= \"{\" ws \"}\" | \"{\" ws o%d_f0 ws \"}\"\n", id, id)
+                           : putf(R, "o%d ::= \"{\" ws o%d_f0 ws \"}\"\n", id, id);
+    /* o_fi ::= KV_i [o_p(i+1)] [| o_f(i+1)]: the first member written is the i-th or a
+     * later one (skipping only optional ones); o_pi ::= ws "," ws o_fi [| ""]: after a
+     * member, another from the i-th on, or none once no required one is left. Each
+     * member's text is written once (the Python converter's chain). */
+    int32_t last_req = -1;
+    for (int32_t j = 0; j < n; j++)
+        if (need[j]) last_req = j;
+    for (int32_t j = 0; j < n && r == P_OK; j++) {
+        if ((r = putf(R, "o%d_f%d ::= ", id, j)) || (r = put(R, kv[j].data, kv[j].len))) break;
+        if (j + 1 < n && (r = putf(R, " o%d_p%d", id, j + 1))) break;
+        if (!need[j] && j + 1 < n && (r = putf(R, " | o%d_f%d", id, j + 1))) break;
+        r = puts_(R, "\n");
+    }
+    for (int32_t j = 1; j < n && r == P_OK; j++) {
+        if ((r = putf(R, "o%d_p%d ::= ws \",\" ws o%d_f%d", id, j, id, j))) break;
+        r = puts_(R, j > last_req ? " | \"\"\n" : "\n");
+    }
+    for (int32_t j = 0; j < n; j++) XGR_VEC_FREE(kv[j]);
+    free(kv), free(ids), free(need);
+    if (r) return r;
+    return putf(out, "o%d", id);
+}
+
+static int array_expr(emitter *e, int32_t items, cbuf *out) {
+    cbuf v = {0};
+    int r = schema_expr(e, items, &v);
+    int32_t id = e->next_id++;
+    e->used |= U_WS;
+    if (r == P_OK)
+        r = putf(&e->rules, "a%d ::= \"[\" ws \"]\" | \"[\" ws ", id);
+    if (r == P_OK && (r = put(&e->rules, v.data, v.len)) == P_OK &&
+        (r = puts_(&e->rules, " (ws \",\" ws ")) == P_OK && (r = put(&e->rules, v.data, v.len)) == P_OK)
+        r = puts_(&e->rules, ")* ws \"]\"\n");
+    XGR_VEC_FREE(v);
+    if (r) return r;
+    return putf(out, "a%d", id);
+}
+
+/* The keywords the Python converter reads (policy.py's KEYWORD_POLICY) other than those
+ * handled here and its annotations: a schema object with one of them goes to Python. Any
+ * other keyword is an annotation there (JSON Schema 2020-12 section 4.3.1), so here too;
+ * tests/json_schema/test_plain_front.py checks this list against KEYWORD_POLICY. */
+static const char *const PYTHON_KEYWORDS[] = {
+    "$anchor", "$defs", "$dynamicAnchor", "$dynamicRef", "$id", "$recursiveAnchor",
+    "$recursiveRef", "$ref", "additionalItems", "allOf", "anyOf", "contains", "definitions",
+    "dependencies", "dependentRequired", "dependentSchemas", "else", "exclusiveMaximum",
+    "exclusiveMinimum", "format", "id", "if", "maxContains", "maxItems", "maxLength",
+    "maxProperties", "maximum", "minContains", "minItems", "minLength", "minProperties",
+    "minimum", "multipleOf", "not", "oneOf", "pattern", "patternProperties", "prefixItems",
+    "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties", "uniqueItems"};
+
+static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
+    const jnode *s = &NODE(e, id);
+    if (s->kind == J_TRUE) {
+        e->used |= U_VALUE;
+        return puts_(out, "value");
+    }
+    if (s->kind != J_OBJ) return P_NO;
+    int32_t type = -1, props = -1, req = -1, items = -1, addp = -1, en = -1, cst = -1;
+    for (int32_t c = s->first; c >= 0; c = NODE(e, c).next) {
+        const jnode *m = &NODE(e, c);
+        int32_t *slot = key_is(e, m, "type")                   ? &type
+                        : key_is(e, m, "properties")           ? &props
+                        : key_is(e, m, "required")             ? &req
+                        : key_is(e, m, "items")                ? &items
+                        : key_is(e, m, "additionalProperties") ? &addp
+                        : key_is(e, m, "enum")                 ? &en
+                        : key_is(e, m, "const")                ? &cst
+                                                               : NULL;
+        if (slot) {
+            if (*slot >= 0) return P_NO; /* a duplicate keyword (not canonical text) */
+            *slot = c;
+            continue;
+        }
+        if (!m->key_plain) return P_NO; /* (canonical text spells no keyword with an escape) */
+        for (size_t a = 0; a < sizeof PYTHON_KEYWORDS / sizeof *PYTHON_KEYWORDS; a++)
+            if (key_is(e, m, PYTHON_KEYWORDS[a])) return P_NO;
+    }
+    int structural = props >= 0 || req >= 0 || items >= 0 || addp >= 0;
+    unsigned mask = 0;
+    int ntypes = 0;
+    if (type >= 0) {
+        const jnode *t = &NODE(e, type);
+        if (t->kind == J_STR) {
+            mask = type_bit(e, t);
+            ntypes = 1;
+        } else if (t->kind == J_ARR) {
+            for (int32_t c = t->first; c >= 0; c = NODE(e, c).next, ntypes++) {
+                unsigned b = type_bit(e, &NODE(e, c));
+                if (!b || (mask & b)) return P_NO;
+                mask |= b;
+            }
+        }
+        if (!mask) return P_NO;
+    }
+    if (en >= 0 || cst >= 0) {
+        if (structural || (en >= 0 && cst >= 0)) return P_NO;
+        return enum_expr(e, en >= 0 ? en : cst, en < 0, type >= 0 ? mask : ~0u, out);
+    }
+    if (type < 0) {
+        if (structural) return P_NO;
+        e->used |= U_VALUE;
+        return puts_(out, "value");
+    }
+    if (ntypes > 1) {
+        if (structural) return P_NO;
+        if (mask & T_NUMBER) mask &= ~(unsigned)T_INTEGER;
+        int r = puts_(out, "(");
+        int k = 0;
+        for (unsigned b = 1; b <= T_ARRAY && r == P_OK; b <<= 1) {
+            if (!(mask & b)) continue;
+            if (k++ && (r = puts_(out, " | "))) break;
+            r = generic(e, b, out);
+        }
+        return r ? r : puts_(out, ")");
+    }
+    if (mask == T_OBJECT) {
+        if (items >= 0) return P_NO;
+        int closed = 0;
+        if (addp >= 0) {
+            if (NODE(e, addp).kind != J_FALSE) return P_NO;
+            closed = 1;
+        }
+        /* strict mode: listed properties close the object */
+        if (props >= 0 && NODE(e, props).kind == J_OBJ && NODE(e, props).n > 0) closed = 1;
+        return object_expr(e, props, req, closed, out);
+    }
+    if (mask == T_ARRAY) {
+        if (props >= 0 || req >= 0 || addp >= 0) return P_NO;
+        if (items < 0 || NODE(e, items).kind == J_TRUE) return generic(e, T_ARRAY, out);
+        if (NODE(e, items).kind != J_OBJ) return P_NO;
+        return array_expr(e, items, out);
+    }
+    if (structural) return P_NO;
+    return generic(e, mask, out);
+}
+
+static int schema_expr(emitter *e, int32_t id, cbuf *out) {
+    if (e->depth >= PLAIN_MAX_DEPTH) return P_NO;
+    e->depth++;
+    int r = schema_expr_in(e, id, out);
+    e->depth--;
+    return r;
+}
+
+int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
+                          xgr_grammar **out) {
+    if (!out || (!canon && len))
+        return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_schema_plain: NULL argument");
+    *out = NULL;
+    jparse p = {canon, len, 0, {0}};
+    emitter e = {&p, {0}, 0, 0, 0, {0}, {0}};
+    cbuf text = {0};
+    int32_t root = -1;
+    int r = jvalue(&p, 0, &root);
+    if (r == P_OK) {
+        jskip_ws(&p);
+        if (p.i != p.len) r = P_NO;
+    }
+    if (r == P_OK) r = puts_(&text, "root ::= ");
+    if (r == P_OK) r = schema_expr(&e, root, &text);
+    if (r == P_OK) r = puts_(&text, "\n");
+    if (r == P_OK && e.rules.len) r = put(&text, e.rules.data, e.rules.len);
+    if (r == P_OK) {
+        unsigned used = e.used, prev = 0;
+        while (used != prev) { /* close over the shared rules' references */
+            prev = used;
+            for (size_t k = 0; k < sizeof SHARED / sizeof *SHARED; k++)
+                if (used & SHARED[k].bit) used |= SHARED[k].needs;
+        }
+        for (size_t k = 0; k < sizeof SHARED / sizeof *SHARED && r == P_OK; k++) {
+            if (!(used & SHARED[k].bit)) continue;
+            if (SHARED[k].bit == U_WS && max_whitespace >= 0)
+                r = max_whitespace ? putf(&text, "ws ::= [ \\n\\r\\t]{0,%d}\n", (int)max_whitespace)
+                                   : puts_(&text, "ws ::= \"\"\n");
+            else
+                r = puts_(&text, SHARED[k].text);
+        }
+    }
+    XGR_VEC_FREE(p.nodes);
+    XGR_VEC_FREE(e.rules);
+    XGR_VEC_FREE(e.bodies);
+    XGR_VEC_FREE(e.enums);
+    int st = XGR_OK;
+    if (r == P_NOMEM) st = xgr_fail(XGR_ERR_NOMEM, "xgr_json_schema_plain: out of memory");
+    else if (r == P_OK) {
+        st = xgr_grammar_from_ebnf(text.data, text.len, "root", 4, out);
+        if (st != XGR_OK && st != XGR_ERR_NOMEM && st != XGR_ERR_LIMIT) {
+            char why[256];
+            snprintf(why, sizeof why, "%s", xgr_last_error());
+            st = xgr_fail(XGR_ERR_INTERNAL, "xgr_json_schema_plain: the grammar it wrote does "
+                          "not parse (a bug: please report): %s", why);
+        }
+    }
+    XGR_VEC_FREE(text);
+    return st;
+}

@@ -1,0 +1,41 @@
+/* libFuzzer target: xgr_json_schema_plain (the core's JSON-schema front end for the plain
+ * subset). Input: a JSON schema as text. As compile_json_schema does, the text is first made
+ * canonical (xgr_json_canonical) and the canonical text converted; the raw input is converted
+ * too (the call must refuse, never misread, text that is not canonical). A grammar it returns
+ * must print to EBNF that parses back. Agreement with the Python converter is pinned by
+ * tests/json_schema/test_plain_front.py. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../csrc/include/xgr2.h"
+
+static void convert(const char *text, size_t n, int32_t max_ws) {
+    xgr_grammar *g = NULL;
+    if (xgr_json_schema_plain(text, n, max_ws, &g) != XGR_OK) {
+        (void)xgr_last_error(); /* out of memory only */
+        return;
+    }
+    if (!g) return;
+    char *ebnf = NULL;
+    size_t len = 0;
+    if (xgr_grammar_to_ebnf(g, &ebnf, &len) == XGR_OK) {
+        xgr_grammar *back = NULL;
+        if (xgr_grammar_from_ebnf(ebnf, len, "root", 4, &back) != XGR_OK) abort();
+        xgr_grammar_release(back);
+        xgr_free(ebnf);
+    }
+    xgr_grammar_release(g);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    convert((const char *)data, size, size & 1 ? 16 : -1);
+    char *out = malloc(size ? size : 1);
+    if (!out) return 0;
+    size_t n = 0;
+    int32_t known = 0;
+    if (xgr_json_canonical((const char *)data, size, 64, out, &n, &known) == XGR_OK && known)
+        convert(out, n, -1);
+    free(out);
+    return 0;
+}
