@@ -253,6 +253,9 @@ typedef struct {
     int depth;
     cbuf bodies; /* the enum rules' bodies, one rule per distinct body */
     XGR_VEC(enum_rule) enums;
+    int32_t root;              /* the root schema's node */
+    int32_t defs[2];           /* its "definitions" and "$defs" objects (-1: none) */
+    XGR_VEC(int32_t) def_rule; /* pairs (definition node, rule id d<id>) */
 } emitter;
 
 /* Enums with more than this many values, or with an integer (its "(. 0+)?" tail), get a
@@ -296,6 +299,145 @@ static int generic(emitter *e, unsigned t, cbuf *out) {
     case T_ARRAY: e->used |= U_ARRAY; return puts_(out, "array");
     default: return P_NO;
     }
+}
+
+/* A reference to rule e<id> ::= body, one rule per distinct body (enums, integer ranges). */
+static int shared_rule(emitter *e, const cbuf *body, cbuf *out) {
+    int r = P_OK;
+    int32_t id = -1;
+    for (size_t k = 0; k < e->enums.len && id < 0; k++) {
+        const enum_rule *q = &e->enums.data[k];
+        if ((size_t)q->len == body->len && memcmp(e->bodies.data + q->off, body->data, body->len) == 0)
+            id = q->id;
+    }
+    if (id < 0) {
+        id = e->next_id++;
+        if (e->enums.len < PLAIN_MAX_SHARED_ENUMS && body->len < (size_t)INT32_MAX &&
+            e->bodies.len < (size_t)INT32_MAX - body->len) {
+            enum_rule q = {id, (int32_t)e->bodies.len, (int32_t)body->len};
+            if (XGR_VEC_PUSH(e->enums, q) || (r = put(&e->bodies, body->data, body->len)))
+                r = P_NOMEM;
+        }
+        if (r == P_OK && (r = putf(&e->rules, "e%d ::= ", id)) == P_OK &&
+            (r = put(&e->rules, body->data, body->len)) == P_OK)
+            r = puts_(&e->rules, "\n");
+    }
+    return r ? r : putf(out, "e%d", id);
+}
+
+/* ---- integer ranges: the decimal spellings (no leading zero, no "-0") of lo..hi */
+
+/* One alternative to `b` (" | " before all but the first). */
+static int alt_start(cbuf *b, int *nterms) { return (*nterms)++ ? puts_(b, " | ") : P_OK; }
+
+/* The digit strings of length L from lo to hi (equal length, lo <= hi; digits after the
+ * first may be '0'), each alternative after `prefix` (pre digits). */
+static int same_len(cbuf *b, int *nt, const char *prefix, int pre, const char *lo, const char *hi, int L) {
+    int i = 0, r;
+    while (i < L && lo[i] == hi[i]) i++;
+    char P[40];
+    if (pre + i + 1 >= (int)sizeof P) return P_NO;
+    memcpy(P, prefix, (size_t)pre);
+    memcpy(P + pre, lo, (size_t)i);
+    int np = pre + i;
+    if (i == L) {
+        if ((r = alt_start(b, nt)) || (r = puts_(b, "\"")) || (r = put(b, P, (size_t)np))) return r;
+        return puts_(b, "\"");
+    }
+    int rest = L - i - 1, lo_zero = 1, hi_nine = 1;
+    for (int k = i + 1; k < L; k++) lo_zero &= lo[k] == '0', hi_nine &= hi[k] == '9';
+    char d1 = lo[i], d2 = hi[i];
+    if (rest > 0 && !lo_zero) {
+        P[np] = d1;
+        char nines[24];
+        memset(nines, '9', (size_t)rest);
+        if ((r = same_len(b, nt, P, np + 1, lo + i + 1, nines, rest))) return r;
+        d1++;
+    }
+    char e2 = d2;
+    if (rest > 0 && !hi_nine) e2--;
+    if (d1 <= e2) {
+        if ((r = alt_start(b, nt))) return r;
+        if (np && ((r = puts_(b, "\"")) || (r = put(b, P, (size_t)np)) || (r = puts_(b, "\" ")))) return r;
+        r = d1 == e2 ? putf(b, "\"%c\"", d1) : putf(b, "[%c-%c]", d1, e2);
+        if (r == P_OK && rest == 1) r = puts_(b, " [0-9]");
+        else if (r == P_OK && rest > 1) r = putf(b, " [0-9]{%d}", rest);
+        if (r) return r;
+    }
+    if (rest > 0 && !hi_nine) {
+        P[np] = d2;
+        char zeros[24];
+        memset(zeros, '0', (size_t)rest);
+        if ((r = same_len(b, nt, P, np + 1, zeros, hi + i + 1, rest))) return r;
+    }
+    return P_OK;
+}
+
+/* The non-negative integers a..b (b < 0: unbounded). */
+static int nonneg_range(cbuf *b, int *nt, int64_t a, int64_t hi) {
+    char as[24], bs[24], lo_s[24], hi_s[24];
+    int la = snprintf(as, sizeof as, "%lld", (long long)a), lb = 0, r;
+    if (hi >= 0) lb = snprintf(bs, sizeof bs, "%lld", (long long)hi);
+    int last = hi >= 0 ? lb : la;
+    for (int L = la; L <= last; L++) {
+        if (L == la) memcpy(lo_s, as, (size_t)L);
+        else lo_s[0] = '1', memset(lo_s + 1, '0', (size_t)L - 1);
+        if (hi >= 0 && L == lb) memcpy(hi_s, bs, (size_t)L);
+        else memset(hi_s, '9', (size_t)L);
+        if ((r = same_len(b, nt, "", 0, lo_s, hi_s, L))) return r;
+    }
+    if (hi < 0) { /* every longer number */
+        if ((r = alt_start(b, nt))) return r;
+        return la == 1 ? puts_(b, "[1-9] [0-9]+") : putf(b, "[1-9] [0-9]{%d,}", la);
+    }
+    return P_OK;
+}
+
+/* Integers lo..hi; has_lo / has_hi say whether each bound exists. */
+#define PLAIN_MAX_INT 1000000000000000LL
+static int int_range(emitter *e, int has_lo, int64_t lo, int has_hi, int64_t hi, cbuf *out) {
+    cbuf body = {0};
+    int nt = 0, r = P_OK;
+    if (has_lo && has_hi && lo > hi) return P_NO; /* unsatisfiable: Python says why */
+    if (!has_lo || lo < 0) { /* "-" magnitudes m1..m2 */
+        int64_t m1 = has_hi && hi < 0 ? -hi : 1, m2 = has_lo ? -lo : -1;
+        cbuf neg = {0};
+        int nn = 0;
+        r = nonneg_range(&neg, &nn, m1, m2);
+        if (r == P_OK && (r = alt_start(&body, &nt)) == P_OK && (r = puts_(&body, "\"-\" (")) == P_OK &&
+            (r = put(&body, neg.data, neg.len)) == P_OK)
+            r = puts_(&body, ")");
+        XGR_VEC_FREE(neg);
+    }
+    if (r == P_OK && (!has_hi || hi >= 0)) r = nonneg_range(&body, &nt, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
+    if (r == P_OK) {
+        if (nt <= 1) {
+            if ((r = puts_(out, "(")) == P_OK && (r = put(out, body.data, body.len)) == P_OK) r = puts_(out, ")");
+        } else {
+            r = shared_rule(e, &body, out);
+        }
+    }
+    XGR_VEC_FREE(body);
+    return r;
+}
+
+/* An integer bound: minimum / maximum (inclusive) or exclusiveMinimum / exclusiveMaximum
+ * (the 2020-12 numeric form), folded into *v (the stricter wins); P_NO for a fraction, a
+ * draft-04 boolean form or a magnitude over PLAIN_MAX_INT. */
+static int int_bound(emitter *e, int32_t id, int upper, int exclusive, int *has, int64_t *v) {
+    if (id < 0) return P_OK;
+    const jnode *n = &NODE(e, id);
+    if (n->kind != J_NUM || !n->is_int || n->len > 17) return P_NO;
+    const char *t = e->p->s + n->off;
+    int neg = t[0] == '-';
+    int64_t x = 0;
+    for (int32_t i = neg; i < n->len; i++) x = x * 10 + (t[i] - '0');
+    if (x > PLAIN_MAX_INT) return P_NO;
+    if (neg) x = -x;
+    if (exclusive) x += upper ? -1 : 1;
+    if (!*has || (upper ? x < *v : x > *v)) *v = x;
+    *has = 1;
+    return P_OK;
 }
 
 /* enum (a J_ARR) or const (any node, `single`) restricted to the types `mask`. */
@@ -358,25 +500,7 @@ static int enum_expr(emitter *e, int32_t vals, int single, unsigned mask, cbuf *
         if ((r = puts_(out, "(")) == P_OK && (r = put(out, body.data, body.len)) == P_OK)
             r = puts_(out, ")");
     } else if (r == P_OK) {
-        int32_t id = -1;
-        for (size_t k = 0; k < e->enums.len && id < 0; k++) {
-            const enum_rule *q = &e->enums.data[k];
-            if ((size_t)q->len == body.len && memcmp(e->bodies.data + q->off, body.data, body.len) == 0)
-                id = q->id;
-        }
-        if (id < 0) {
-            id = e->next_id++;
-            if (e->enums.len < PLAIN_MAX_SHARED_ENUMS && body.len < (size_t)INT32_MAX &&
-                e->bodies.len < (size_t)INT32_MAX - body.len) {
-                enum_rule q = {id, (int32_t)e->bodies.len, (int32_t)body.len};
-                if (XGR_VEC_PUSH(e->enums, q) || (r = put(&e->bodies, body.data, body.len)))
-                    r = P_NOMEM;
-            }
-            if (r == P_OK && (r = putf(&e->rules, "e%d ::= ", id)) == P_OK &&
-                (r = put(&e->rules, body.data, body.len)) == P_OK)
-                r = puts_(&e->rules, "\n");
-        }
-        if (r == P_OK) r = putf(out, "e%d", id);
+        r = shared_rule(e, &body, out);
     }
     XGR_VEC_FREE(body);
     return r;
@@ -472,16 +596,48 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, cbuf 
     return putf(out, "o%d", id);
 }
 
-static int array_expr(emitter *e, int32_t items, cbuf *out) {
+/* A non-negative integer bound no larger than PLAIN_MAX_BOUND (minLength, maxItems, ...). */
+#define PLAIN_MAX_BOUND 100000
+static int bound_of(emitter *e, int32_t id, int32_t *v) {
+    if (id < 0) return P_OK; /* absent: *v unchanged */
+    const jnode *n = &NODE(e, id);
+    if (n->kind != J_NUM || !n->is_int || n->len > 6 || e->p->s[n->off] == '-') return P_NO;
+    int32_t x = 0;
+    for (int32_t i = 0; i < n->len; i++) x = x * 10 + (e->p->s[n->off + i] - '0');
+    if (x > PLAIN_MAX_BOUND) return P_NO;
+    *v = x;
+    return P_OK;
+}
+
+/* An array of `items` (any value when -1) with lo..hi of them (hi -1: unbounded): rule a<id>. */
+static int array_expr(emitter *e, int32_t items, int32_t lo, int32_t hi, cbuf *out) {
     cbuf v = {0};
-    int r = schema_expr(e, items, &v);
+    int r;
+    if (items < 0) {
+        e->used |= U_VALUE;
+        r = puts_(&v, "value");
+    } else {
+        r = schema_expr(e, items, &v);
+    }
     int32_t id = e->next_id++;
+    cbuf *R = &e->rules;
     e->used |= U_WS;
-    if (r == P_OK)
-        r = putf(&e->rules, "a%d ::= \"[\" ws \"]\" | \"[\" ws ", id);
-    if (r == P_OK && (r = put(&e->rules, v.data, v.len)) == P_OK &&
-        (r = puts_(&e->rules, " (ws \",\" ws ")) == P_OK && (r = put(&e->rules, v.data, v.len)) == P_OK)
-        r = puts_(&e->rules, ")* ws \"]\"\n");
+    if (r == P_OK) r = putf(R, "a%d ::= ", id);
+    if (r == P_OK && hi == 0) r = puts_(R, "\"[\" ws \"]\"\n");
+    else if (r == P_OK) {
+        if (lo == 0) r = puts_(R, "\"[\" ws \"]\" | ");
+        if (r == P_OK && (r = puts_(R, "\"[\" ws ")) == P_OK && (r = put(R, v.data, v.len)) == P_OK) {
+            int32_t a = lo > 0 ? lo - 1 : 0, b = hi < 0 ? -1 : hi - 1;
+            if (b != 0) {
+                if ((r = puts_(R, " (ws \",\" ws ")) == P_OK && (r = put(R, v.data, v.len)) == P_OK) {
+                    if (a == 0 && b < 0) r = puts_(R, ")*");
+                    else if (b < 0) r = putf(R, "){%d,}", a);
+                    else r = putf(R, "){%d,%d}", a, b);
+                }
+            }
+            if (r == P_OK) r = puts_(R, " ws \"]\"\n");
+        }
+    }
     XGR_VEC_FREE(v);
     if (r) return r;
     return putf(out, "a%d", id);
@@ -492,13 +648,143 @@ static int array_expr(emitter *e, int32_t items, cbuf *out) {
  * other keyword is an annotation there (JSON Schema 2020-12 section 4.3.1), so here too;
  * tests/json_schema/test_plain_front.py checks this list against KEYWORD_POLICY. */
 static const char *const PYTHON_KEYWORDS[] = {
-    "$anchor", "$defs", "$dynamicAnchor", "$dynamicRef", "$id", "$recursiveAnchor",
-    "$recursiveRef", "$ref", "additionalItems", "allOf", "anyOf", "contains", "definitions",
-    "dependencies", "dependentRequired", "dependentSchemas", "else", "exclusiveMaximum",
-    "exclusiveMinimum", "format", "id", "if", "maxContains", "maxItems", "maxLength",
-    "maxProperties", "maximum", "minContains", "minItems", "minLength", "minProperties",
-    "minimum", "multipleOf", "not", "oneOf", "pattern", "patternProperties", "prefixItems",
+    "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveAnchor",
+    "$recursiveRef", "additionalItems", "allOf", "contains",
+    "dependencies", "dependentRequired", "dependentSchemas", "else",
+    "format", "if", "maxContains", "maxProperties", "minContains", "minProperties",
+    "multipleOf", "not", "oneOf", "pattern", "patternProperties", "prefixItems",
     "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties", "uniqueItems"};
+
+/* The definition a local `$ref` names: "#/definitions/NAME" or "#/$defs/NAME" of the root
+ * schema, NAME spelled plainly (no JSON-pointer or percent escape); *def = -1 for "#" (the
+ * root). P_NO for any other reference. */
+static int resolve_ref(emitter *e, const jnode *ref, int32_t *def) {
+    if (ref->kind != J_STR || !ref->plain || ref->len < 1 || e->p->s[ref->off] != '#') return P_NO;
+    const char *t = e->p->s + ref->off;
+    size_t n = (size_t)ref->len, pre;
+    int which;
+    if (n == 1) {
+        *def = -1;
+        return P_OK;
+    }
+    if (n > 14 && memcmp(t, "#/definitions/", 14) == 0) pre = 14, which = 0;
+    else if (n > 8 && memcmp(t, "#/$defs/", 8) == 0) pre = 8, which = 1;
+    else return P_NO;
+    for (size_t i = pre; i < n; i++)
+        if (t[i] == '/' || t[i] == '~' || t[i] == '%') return P_NO;
+    if (e->defs[which] < 0) return P_NO;
+    for (int32_t c = NODE(e, e->defs[which]).first; c >= 0; c = NODE(e, c).next) {
+        const jnode *d = &NODE(e, c);
+        if (d->key_plain && (size_t)d->key_len == n - pre && memcmp(e->p->s + d->key_off, t + pre, n - pre) == 0) {
+            *def = c;
+            return P_OK;
+        }
+    }
+    return P_NO;
+}
+
+/* The `$ref` member of schema `id` when nothing but annotations stands beside it, else -1. */
+static int32_t bare_ref(emitter *e, int32_t id) {
+    const jnode *s = &NODE(e, id);
+    int32_t ref = -1;
+    if (s->kind != J_OBJ) return -1;
+    for (int32_t c = s->first; c >= 0; c = NODE(e, c).next) {
+        const jnode *m = &NODE(e, c);
+        if (key_is(e, m, "$ref")) {
+            if (ref >= 0) return -1;
+            ref = c;
+            continue;
+        }
+        if (!m->key_plain) return -1;
+        static const char *const OTHER[] = {"type", "properties", "required", "items",
+                                            "additionalProperties", "enum", "const",
+                                            "definitions", "$defs"};
+        for (size_t a = 0; a < sizeof OTHER / sizeof *OTHER; a++)
+            if (key_is(e, m, OTHER[a])) return -1;
+        for (size_t a = 0; a < sizeof PYTHON_KEYWORDS / sizeof *PYTHON_KEYWORDS; a++)
+            if (key_is(e, m, PYTHON_KEYWORDS[a])) return -1;
+    }
+    return ref;
+}
+
+/* The rule of a definition: d<id>, written the first time it is referenced (its body may
+ * refer to it again: recursion). Chains of bare references are followed to the schema
+ * they end at; a cycle of them is left to Python. */
+static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
+    int32_t def;
+    int r = resolve_ref(e, ref, &def);
+    for (int hops = 0; r == P_OK && def >= 0; hops++) {
+        int32_t next = bare_ref(e, def);
+        if (next < 0) break;
+        if (hops >= 64) return P_NO;
+        r = resolve_ref(e, &NODE(e, next), &def);
+    }
+    if (r) return r;
+    if (def < 0) /* the root: itself a bare reference would make `root ::= root` */
+        return bare_ref(e, e->root) >= 0 ? P_NO : puts_(out, "root");
+    for (size_t k = 0; k < e->def_rule.len; k += 2)
+        if (e->def_rule.data[k] == def) return putf(out, "d%d", e->def_rule.data[k + 1]);
+    if (e->def_rule.len >= 2 * PLAIN_MAX_LIST) return P_NO;
+    int32_t id = e->next_id++;
+    if (XGR_VEC_PUSH(e->def_rule, def) || XGR_VEC_PUSH(e->def_rule, id)) return P_NOMEM;
+    cbuf body = {0};
+    r = schema_expr(e, def, &body);
+    if (r == P_OK && (r = putf(&e->rules, "d%d ::= ", id)) == P_OK &&
+        (r = put(&e->rules, body.data, body.len)) == P_OK)
+        r = puts_(&e->rules, "\n");
+    XGR_VEC_FREE(body);
+    if (r) return r;
+    return putf(out, "d%d", id);
+}
+
+/* The keywords of one schema object (member node ids, -1: absent). */
+typedef struct {
+    int32_t props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax;
+} schema_kw;
+
+/* The values of type t (one bit) that the keywords allow. */
+static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
+    if (t == T_OBJECT) {
+        int closed = 0;
+        if (k->props < 0 && k->req < 0 && k->addp < 0) return generic(e, T_OBJECT, out);
+        if (k->addp >= 0) {
+            if (NODE(e, k->addp).kind != J_FALSE) return P_NO;
+            closed = 1;
+        }
+        /* strict mode: listed properties close the object */
+        if (k->props >= 0 && NODE(e, k->props).kind == J_OBJ && NODE(e, k->props).n > 0) closed = 1;
+        return object_expr(e, k->props, k->req, closed, out);
+    }
+    if (t == T_ARRAY) {
+        int32_t lo = 0, hi = -1, items = k->items;
+        if (bound_of(e, k->mini, &lo) || bound_of(e, k->maxi, &hi) || (hi >= 0 && lo > hi)) return P_NO;
+        if (items >= 0 && NODE(e, items).kind == J_TRUE) items = -1;
+        if (items >= 0 && NODE(e, items).kind != J_OBJ) return P_NO;
+        if (items < 0 && lo == 0 && hi < 0) return generic(e, T_ARRAY, out);
+        return array_expr(e, items, lo, hi, out);
+    }
+    if (t == T_INTEGER && (k->vmin >= 0 || k->vmax >= 0 || k->xmin >= 0 || k->xmax >= 0)) {
+        int has_lo = 0, has_hi = 0;
+        int64_t lo = 0, hi = 0;
+        if (int_bound(e, k->vmin, 0, 0, &has_lo, &lo) || int_bound(e, k->xmin, 0, 1, &has_lo, &lo) ||
+            int_bound(e, k->vmax, 1, 0, &has_hi, &hi) || int_bound(e, k->xmax, 1, 1, &has_hi, &hi))
+            return P_NO;
+        return int_range(e, has_lo, lo, has_hi, hi, out);
+    }
+    if (t == T_STRING && (k->minl >= 0 || k->maxl >= 0)) {
+        int32_t lo = 0, hi = -1;
+        if (bound_of(e, k->minl, &lo) || bound_of(e, k->maxl, &hi) || (hi >= 0 && lo > hi)) return P_NO;
+        if (hi == 0) return puts_(out, "\"\\\"\\\"\"");
+        e->used |= U_CHAR;
+        if (lo == 0 && hi < 0) {
+            e->used |= U_STRING;
+            return puts_(out, "string");
+        }
+        return hi < 0 ? putf(out, "(\"\\\"\" char{%d,} \"\\\"\")", lo)
+                      : putf(out, "(\"\\\"\" char{%d,%d} \"\\\"\")", lo, hi);
+    }
+    return generic(e, t, out);
+}
 
 static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     const jnode *s = &NODE(e, id);
@@ -507,7 +793,9 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         return puts_(out, "value");
     }
     if (s->kind != J_OBJ) return P_NO;
-    int32_t type = -1, props = -1, req = -1, items = -1, addp = -1, en = -1, cst = -1;
+    int32_t type = -1, props = -1, req = -1, items = -1, addp = -1, en = -1, cst = -1, ref = -1;
+    int32_t defs = -1, defs2 = -1, any = -1, minl = -1, maxl = -1, mini = -1, maxi = -1, sid = -1;
+    int32_t vmin = -1, vmax = -1, xmin = -1, xmax = -1;
     for (int32_t c = s->first; c >= 0; c = NODE(e, c).next) {
         const jnode *m = &NODE(e, c);
         int32_t *slot = key_is(e, m, "type")                   ? &type
@@ -517,6 +805,19 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
                         : key_is(e, m, "additionalProperties") ? &addp
                         : key_is(e, m, "enum")                 ? &en
                         : key_is(e, m, "const")                ? &cst
+                        : key_is(e, m, "$ref")                 ? &ref
+                        : key_is(e, m, "definitions")          ? &defs
+                        : key_is(e, m, "$defs")                ? &defs2
+                        : key_is(e, m, "anyOf")                ? &any
+                        : key_is(e, m, "minLength")            ? &minl
+                        : key_is(e, m, "maxLength")            ? &maxl
+                        : key_is(e, m, "minItems")             ? &mini
+                        : key_is(e, m, "maxItems")             ? &maxi
+                        : key_is(e, m, "$id") || key_is(e, m, "id") ? &sid
+                        : key_is(e, m, "minimum")              ? &vmin
+                        : key_is(e, m, "maximum")              ? &vmax
+                        : key_is(e, m, "exclusiveMinimum")     ? &xmin
+                        : key_is(e, m, "exclusiveMaximum")     ? &xmax
                                                                : NULL;
         if (slot) {
             if (*slot >= 0) return P_NO; /* a duplicate keyword (not canonical text) */
@@ -527,16 +828,43 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         for (size_t a = 0; a < sizeof PYTHON_KEYWORDS / sizeof *PYTHON_KEYWORDS; a++)
             if (key_is(e, m, PYTHON_KEYWORDS[a])) return P_NO;
     }
+    /* definitions only at the root (read there before the conversion starts); an id only
+     * there too, naming the document without a fragment: local references resolve the same */
+    if ((defs >= 0 || defs2 >= 0) && id != e->root) return P_NO;
+    if (sid >= 0) {
+        const jnode *v = &NODE(e, sid);
+        if (id != e->root || v->kind != J_STR || !v->plain ||
+            memchr(e->p->s + v->off, '#', (size_t)v->len))
+            return P_NO;
+    }
     int structural = props >= 0 || req >= 0 || items >= 0 || addp >= 0;
+    int lengths = minl >= 0 || maxl >= 0 || mini >= 0 || maxi >= 0;
+    int bounds = vmin >= 0 || vmax >= 0 || xmin >= 0 || xmax >= 0;
+    schema_kw kw = {props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax};
+    if (ref >= 0) {
+        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || any >= 0)
+            return P_NO; /* an intersection */
+        return ref_expr(e, &NODE(e, ref), out);
+    }
+    if (any >= 0) { /* a union, alone (beside other keywords it is an intersection) */
+        const jnode *a = &NODE(e, any);
+        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || a->kind != J_ARR || a->n == 0 ||
+            a->n > PLAIN_MAX_LIST)
+            return P_NO;
+        int r = puts_(out, "(");
+        for (int32_t c = a->first; c >= 0 && r == P_OK; c = NODE(e, c).next) {
+            if (c != a->first && (r = puts_(out, " | "))) break;
+            r = schema_expr(e, c, out);
+        }
+        return r ? r : puts_(out, ")");
+    }
     unsigned mask = 0;
-    int ntypes = 0;
     if (type >= 0) {
         const jnode *t = &NODE(e, type);
         if (t->kind == J_STR) {
             mask = type_bit(e, t);
-            ntypes = 1;
         } else if (t->kind == J_ARR) {
-            for (int32_t c = t->first; c >= 0; c = NODE(e, c).next, ntypes++) {
+            for (int32_t c = t->first; c >= 0; c = NODE(e, c).next) {
                 unsigned b = type_bit(e, &NODE(e, c));
                 if (!b || (mask & b)) return P_NO;
                 mask |= b;
@@ -545,45 +873,37 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         if (!mask) return P_NO;
     }
     if (en >= 0 || cst >= 0) {
-        if (structural || (en >= 0 && cst >= 0)) return P_NO;
+        if (structural || lengths || bounds || (en >= 0 && cst >= 0)) return P_NO;
         return enum_expr(e, en >= 0 ? en : cst, en < 0, type >= 0 ? mask : ~0u, out);
     }
+    /* Each keyword constrains its own type's values (JSON Schema: an object keyword says
+     * nothing about a string): the schema is the union over the allowed types (all of
+     * them without `type`) of each type's part. A keyword of a type not allowed goes to
+     * Python (which drops it), as do bounds on numbers that are not integers. */
     if (type < 0) {
-        if (structural) return P_NO;
-        e->used |= U_VALUE;
-        return puts_(out, "value");
-    }
-    if (ntypes > 1) {
-        if (structural) return P_NO;
-        if (mask & T_NUMBER) mask &= ~(unsigned)T_INTEGER;
-        int r = puts_(out, "(");
-        int k = 0;
-        for (unsigned b = 1; b <= T_ARRAY && r == P_OK; b <<= 1) {
-            if (!(mask & b)) continue;
-            if (k++ && (r = puts_(out, " | "))) break;
-            r = generic(e, b, out);
+        if (!structural && !lengths && !bounds) {
+            e->used |= U_VALUE;
+            return puts_(out, "value");
         }
-        return r ? r : puts_(out, ")");
+        mask = T_STRING | T_INTEGER | T_NUMBER | T_BOOLEAN | T_NULL | T_OBJECT | T_ARRAY;
     }
-    if (mask == T_OBJECT) {
-        if (items >= 0) return P_NO;
-        int closed = 0;
-        if (addp >= 0) {
-            if (NODE(e, addp).kind != J_FALSE) return P_NO;
-            closed = 1;
-        }
-        /* strict mode: listed properties close the object */
-        if (props >= 0 && NODE(e, props).kind == J_OBJ && NODE(e, props).n > 0) closed = 1;
-        return object_expr(e, props, req, closed, out);
+    if (mask & T_NUMBER) {
+        if (bounds) return P_NO;
+        mask &= ~(unsigned)T_INTEGER; /* (integers are numbers) */
     }
-    if (mask == T_ARRAY) {
-        if (props >= 0 || req >= 0 || addp >= 0) return P_NO;
-        if (items < 0 || NODE(e, items).kind == J_TRUE) return generic(e, T_ARRAY, out);
-        if (NODE(e, items).kind != J_OBJ) return P_NO;
-        return array_expr(e, items, out);
+    if (((props >= 0 || req >= 0 || addp >= 0) && !(mask & T_OBJECT)) ||
+        ((items >= 0 || mini >= 0 || maxi >= 0) && !(mask & T_ARRAY)) ||
+        ((minl >= 0 || maxl >= 0) && !(mask & T_STRING)) || (bounds && !(mask & T_INTEGER)))
+        return P_NO;
+    int r = P_OK, k = 0, many = (mask & (mask - 1)) != 0;
+    if (many) r = puts_(out, "(");
+    for (unsigned b = 1; b <= T_ARRAY && r == P_OK; b <<= 1) {
+        if (!(mask & b)) continue;
+        if (k++ && (r = puts_(out, " | "))) break;
+        r = type_part(e, b, &kw, out);
     }
-    if (structural) return P_NO;
-    return generic(e, mask, out);
+    if (r == P_OK && many) r = puts_(out, ")");
+    return r;
 }
 
 static int schema_expr(emitter *e, int32_t id, cbuf *out) {
@@ -600,7 +920,7 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_schema_plain: NULL argument");
     *out = NULL;
     jparse p = {canon, len, 0, {0}};
-    emitter e = {&p, {0}, 0, 0, 0, {0}, {0}};
+    emitter e = {&p, {0}, 0, 0, 0, {0}, {0}, -1, {-1, -1}, {0}};
     cbuf text = {0};
     int32_t root = -1;
     int r = jvalue(&p, 0, &root);
@@ -608,6 +928,16 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
         jskip_ws(&p);
         if (p.i != p.len) r = P_NO;
     }
+    e.root = root;
+    e.defs[0] = e.defs[1] = -1;
+    if (r == P_OK && NODE(&e, root).kind == J_OBJ)
+        for (int32_t c = NODE(&e, root).first; c >= 0; c = NODE(&e, c).next) {
+            const jnode *m = &NODE(&e, c);
+            int w = key_is(&e, m, "definitions") ? 0 : key_is(&e, m, "$defs") ? 1 : -1;
+            if (w < 0) continue;
+            if (m->kind != J_OBJ || e.defs[w] >= 0) r = P_NO;
+            else e.defs[w] = c;
+        }
     if (r == P_OK) r = puts_(&text, "root ::= ");
     if (r == P_OK) r = schema_expr(&e, root, &text);
     if (r == P_OK) r = puts_(&text, "\n");
@@ -632,6 +962,7 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     XGR_VEC_FREE(e.rules);
     XGR_VEC_FREE(e.bodies);
     XGR_VEC_FREE(e.enums);
+    XGR_VEC_FREE(e.def_rule);
     int st = XGR_OK;
     if (r == P_NOMEM) st = xgr_fail(XGR_ERR_NOMEM, "xgr_json_schema_plain: out of memory");
     else if (r == P_OK) {

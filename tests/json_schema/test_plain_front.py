@@ -53,7 +53,7 @@ def _allowed(xgr, m, info, bm):
 def _walk(xgr, comp, info, gp, gc, data: bytes, rng: random.Random | None):
     """Walks both grammars over `data` (or, with rng, over random bytes the Python grammar
     allows); returns the first step where their masks differ, else None."""
-    mp, mc = xgr.GrammarMatcher(comp.compile_grammar(gp)), xgr.GrammarMatcher(comp.compile_grammar(gc))
+    mp, mc = xgr.GrammarMatcher(gp), xgr.GrammarMatcher(gc)
     bm = xgr.allocate_token_bitmask(1, info.vocab_size)
     stop = info.stop_token_ids[0]
     steps = WALK_STEPS if rng is not None else len(data)
@@ -94,6 +94,7 @@ def _check(tools, schema, instances, tag):
         gp = xgr.Grammar.from_ebnf(to_ebnf(schema).ebnf)
     except SchemaError as e:  # the core converted what Python refuses
         return f"{tag}: the core converts it, Python refuses: {e}"
+    gp, gc = comp.compile_grammar(gp), comp.compile_grammar(gc)
     for data in instances:
         for t in _texts(data):
             bad = _walk(xgr, comp, info, gp, gc, t, None)
@@ -156,21 +157,64 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
     {"type": "integer", "enum": [1, "1", 2, 2]},
     {"title": "t", "description": "d", "examples": [1], "default": None},
     {"type": "object", "properties": {"": {"type": "boolean"}, "x y": {"type": "null"}}},
+    {"$ref": "#/definitions/node", "definitions": {"node": {"type": "object", "properties": {
+        "v": {"$ref": "#/definitions/num"}, "kids": {"type": "array", "items": {"$ref": "#/definitions/node"}}},
+        "required": ["v"]}, "num": {"$ref": "#/$defs/int"}}, "$defs": {"int": {"type": "integer"}}},
+    {"type": "object", "properties": {"a": {"$ref": "#", "description": "the root again"}, "b": {"type": "string"}}},
+    {"type": "array", "items": {"$ref": "#/$defs/e"}, "$defs": {"e": {"enum": ["a", "b", 1, 2]}, "unused": {"x": 1}}},
+    {"type": "string", "minLength": 2, "maxLength": 4},
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 0}, "b": {"type": "string", "minLength": 3}}},
+    {"type": "array", "minItems": 2, "maxItems": 3, "items": {"type": "boolean"}},
+    {"type": "array", "maxItems": 1}, {"type": "array", "minItems": 1, "items": {"type": "null"}},
+    {"type": "array", "maxItems": 0}, {"type": "array", "minItems": 0, "maxItems": 2},
+    {"anyOf": [{"type": "string", "maxLength": 2}, {"type": "null"}, {"$ref": "#/$defs/o"}],
+     "$defs": {"o": {"type": "object", "properties": {"k": {"type": "integer"}}}}},
+    {"$id": "https://example.com/s.json", "type": "object", "properties": {"a": {"$ref": "#/$defs/a"}},
+     "$defs": {"a": {"type": "boolean"}}},
 ])
 def test_plain_front_matches_python_on_hand_made_schemas(tools, schema):
     res = _check(tools, schema, [], json.dumps(schema))
     assert res == "ok", res
 
 
+@pytest.mark.parametrize("bounds", [
+    {"minimum": 0}, {"minimum": 1}, {"minimum": -5, "maximum": 12}, {"maximum": -3}, {"maximum": 0},
+    {"exclusiveMinimum": 0, "exclusiveMaximum": 1000}, {"minimum": -120, "maximum": -17},
+    {"minimum": 1, "maximum": 65535}, {"minimum": 99, "maximum": 101}, {"minimum": 123456},
+    {"minimum": -1000000, "exclusiveMaximum": -999990}, {"minimum": 7, "exclusiveMinimum": 9, "maximum": 90},
+    {"minimum": 5, "maximum": 5}, {"minimum": 0, "maximum": 9}, {"minimum": 10, "maximum": 99},
+])
+def test_plain_front_integer_ranges_match_python(tools, bounds):
+    """Integer bounds: the byte masks along every integer from -1,100 to 1,100, the bounds
+    and their neighbours, and the random walks."""
+    schema = {"type": "integer", **bounds}
+    edges = [v + d for v in bounds.values() for d in (-10, -1, 0, 1, 10)]
+    res = _check(tools, schema, list(range(-1100, 1101)) + edges + [65536, 10 ** 7, -10 ** 7], json.dumps(schema))
+    assert res == "ok", res
+
+
 @pytest.mark.parametrize("schema", [
-    {"type": "string", "minLength": 1},  # a keyword outside the subset
+    {"type": "string", "pattern": "^a"},  # a keyword outside the subset
     {"type": "object", "properties": {"é": {"type": "string"}}},  # a key that is not plain ASCII
     {"enum": [1.5]},  # a float
     {"enum": ["a\"b"]},  # an escape
     {"type": "object", "properties": {"a": {}}, "required": ["b"]},  # required, not listed
     {"type": "object", "properties": {"a": {}}, "additionalProperties": True},
     {"type": "string", "enum": [1]},  # unsatisfiable: Python says why
-    {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}},
+    {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}, "type": "string"},  # an intersection
+    {"$ref": "#/$defs/a/properties/b", "$defs": {"a": {"properties": {"b": {}}}}},  # a deeper pointer
+    {"$ref": "#/$defs/a~1b", "$defs": {"a/b": {"type": "string"}}},  # an escaped name
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},  # a cycle
+    {"$ref": "#"},
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$defs": {}, "type": "null"}}},
+    {"$ref": "other.json#/$defs/a"},
+    {"type": "string", "minLength": 3, "maxLength": 2},  # unsatisfiable
+    {"type": "array", "minItems": 1.5},
+    {"type": "integer", "minLength": 1},  # (a string keyword beside another type)
+    {"anyOf": [{"type": "string"}], "type": "string"},  # an intersection
+    {"anyOf": []},
+    {"type": "string", "$id": "#frag"},
+    {"type": "object", "properties": {"a": {"$id": "http://x/y", "type": "string"}}},
     {"type": "string", "properties": {"a": {}}},
     False,
 ])
@@ -205,7 +249,9 @@ def test_plain_front_leaves_every_keyword_python_reads_to_python(tools):
     xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
     from xgrammar2.json_schema.policy import KEYWORD_POLICY, Policy
 
-    handled = {"type", "properties", "required", "items", "additionalProperties", "enum", "const"}
+    handled = {"type", "properties", "required", "items", "additionalProperties", "enum", "const", "$ref",
+               "definitions", "$defs", "anyOf", "minLength", "maxLength", "minItems", "maxItems", "$id", "id",
+               "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
     for k, (pol, _) in KEYWORD_POLICY.items():
         s = {"type": "string", k: "x"}
         if k in handled:
