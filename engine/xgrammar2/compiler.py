@@ -63,6 +63,17 @@ def _plain_schema_grammar(canonical: bytes, opts: Dict[str, Any]) -> Optional[Gr
     return _plain_json_schema_grammar(canonical, mw)
 
 
+def _schema_grammar(canonical: bytes, opts: Dict[str, Any], parsed: Any = _UNSET) -> Grammar:
+    """The grammar of the schema whose canonical text (UTF-8) is ``canonical``: the core's for
+    a plain schema (:func:`_plain_schema_grammar`), else the Python converter's, of ``parsed``
+    when given (the same schema, already parsed) or of the text parsed again."""
+    plain = _plain_schema_grammar(canonical, opts)
+    if plain is not None:
+        return plain
+    text = canonical.decode("utf-8", "surrogatepass")
+    return _json_schema_grammar(json.loads(text) if parsed is _UNSET else parsed, _key_text=text, **opts)
+
+
 class GrammarCompiler:
     """Compiles grammars against one tokenizer into :class:`CompiledGrammar` objects, caching
     the results.
@@ -321,16 +332,9 @@ class GrammarCompiler:
                 return None
             if isinstance(opts.get("separators"), list):
                 opts["separators"] = tuple(opts["separators"])
-            text = key[1].decode("utf-8", "surrogatepass")
             canonical = key[1]
 
-            def rebuild_schema() -> Grammar:
-                plain = _plain_schema_grammar(canonical, opts)
-                if plain is not None:
-                    return plain
-                return _json_schema_grammar(json.loads(text), _key_text=text, **opts)
-
-            return rebuild_schema
+            return lambda: _schema_grammar(canonical, opts)
         if kind == "ebnf" and len(key) == 3 and type(key[1]) is str and type(key[2]) is str:
             text, root = key[1], key[2]
             return lambda: Grammar.from_ebnf(text, root_rule_name=root)
@@ -507,28 +511,16 @@ class GrammarCompiler:
         json.dumps of it gives ``canonical`` before anything is stored under it (KeyMismatch
         otherwise)."""
 
-        def text() -> str:
-            return canonical.decode("utf-8", "surrogatepass")
-
         def make() -> Grammar:  # (the key text spares the converter a repr of the schema)
             parsed = obj
             if source is not None:  # the caller's text, not the key's: a real check
                 parsed = json.loads(source)
                 if canonical_dumps(parsed) != canonical:
                     raise KeyMismatch()
-            plain = _plain_schema_grammar(canonical, opts)
-            if plain is not None:
-                return plain
-            return _json_schema_grammar(parsed, _key_text=text(), **opts)
+            return _schema_grammar(canonical, opts, parsed)
 
-        def rebuild() -> Grammar:  # from the text: the caller's dict may change
-            plain = _plain_schema_grammar(canonical, opts)
-            if plain is not None:
-                return plain
-            key_text = text()
-            return _json_schema_grammar(json.loads(key_text), _key_text=key_text, **opts)
-
-        return self._cached(("json_schema", canonical, opts_key), make, rebuild)
+        return self._cached(("json_schema", canonical, opts_key), make,
+                            lambda: _schema_grammar(canonical, opts))  # the text: a dict may change
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Compiles the builtin JSON grammar (a JSON object or array, as upstream's)."""

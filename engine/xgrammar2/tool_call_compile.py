@@ -10,7 +10,8 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from . import _core
 from . import limits as _limits
 from .compiled_grammar import CompiledGrammar
-from .grammar import Grammar
+from .grammar import Grammar, _plain_json_schema_grammar
+from .json_key import canonical_dumps
 from .limits import check_json_nesting
 from .structural_tag.converter import format_to_ebnf, format_to_linked_ebnf
 from .structural_tag.fast_link import LinkedEBNF, triggered_shape
@@ -114,12 +115,32 @@ def structural_tag_key(args: tuple, kwargs: dict) -> Optional[Tuple[str, str]]:
     return None
 
 
+def _plain_fragment_grammar(content: Any) -> Optional[Grammar]:
+    """The core's grammar of a tool's schema (csrc/front/json_schema_plain.c) when the
+    content is JSON with the converter's defaults (strict objects, no ``excludes`` or
+    ``any_order``) and its schema is in the core's plain subset; None otherwise (the Python
+    converter takes it, and names any error). The grammar accepts what ``format_to_ebnf``'s
+    does (tests/python/test_plain_fragments.py walks both)."""
+    if (content.style != "json" or content.any_order or content.excludes or content.strict is not True):
+        return None
+    mw = content.max_whitespace_cnt
+    if mw is not None and (type(mw) is not int or not 0 <= mw < 2 ** 31):
+        return None
+    try:
+        canonical = canonical_dumps(content.schema)
+    except ValueError:
+        return None
+    return _plain_json_schema_grammar(canonical, mw)
+
+
 def make_fragment(compiler: Any, content: Any) -> Tuple[Any, int]:
     """A structural tag's JSON-schema content lowered to a linkable fragment, and its
     size in bytes. Errors as converting the content in the whole tag."""
 
     ffi, lib = _core.ffi, _core.lib
-    g = Grammar.from_ebnf(format_to_ebnf(content))
+    g = _plain_fragment_grammar(content)
+    if g is None:
+        g = Grammar.from_ebnf(format_to_ebnf(content))
     out = ffi.new("xgr_fragment **")
     _core.check(lib.xgr_fragment_new(compiler._spelled(g), compiler._opts, out),
                 "compiling the grammar")
