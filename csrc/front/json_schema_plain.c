@@ -24,6 +24,9 @@
  *   enum / const of scalars          those values (an integer n also as n.0, n.00, ...),
  *                                    restricted to `type` when both are given
  *   a list of types                  the union of the types' generic values
+ *   "format" F / "pattern" P         a string of format F or matching P as the caller's
+ *                                    table spells it (the converter's own expression,
+ *                                    json_schema/core_strings.py); not in the table: outside
  * with whitespace [ \n\r\t]* around punctuation (at most max_whitespace_cnt characters in a
  * run when it is given) and none before or after the root. */
 #include <stdarg.h>
@@ -32,167 +35,20 @@
 #include <string.h>
 
 #include "front.h"
+#include "json_dom.h"
 
 /* Deepest schema nesting converted here (deeper: the Python converter). */
 #define PLAIN_MAX_DEPTH 64
 /* Most properties of one object, members of one enum (the duplicate checks are quadratic). */
 #define PLAIN_MAX_LIST 1024
 
-enum { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
+/* The reader's nodes under short names. */
+typedef json_dom_node jnode;
+enum { J_NULL = JSON_DOM_NULL, J_FALSE = JSON_DOM_FALSE, J_TRUE = JSON_DOM_TRUE, J_NUM = JSON_DOM_NUM,
+       J_STR = JSON_DOM_STR, J_ARR = JSON_DOM_ARR, J_OBJ = JSON_DOM_OBJ };
 
-typedef struct {
-    uint8_t kind;
-    uint8_t plain;     /* J_STR: printable ASCII without '"' or '\\' */
-    uint8_t key_plain; /* the member key, likewise */
-    uint8_t is_int;    /* J_NUM: -?(0|[1-9][0-9]*) */
-    int32_t off, len;  /* J_STR: the content between the quotes; J_NUM: the number */
-    int32_t key_off, key_len;
-    int32_t first, next; /* first child, next sibling (-1: none) */
-    int32_t n;           /* children */
-} jnode;
-
-/* Status inside this file: OK, outside the subset, out of memory. */
-enum { P_OK = 0, P_NO = 1, P_NOMEM = 2 };
-
-typedef struct {
-    const char *s;
-    size_t len, i;
-    XGR_VEC(jnode) nodes;
-} jparse;
-
-static void jskip_ws(jparse *p) {
-    while (p->i < p->len && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' ||
-                             p->s[p->i] == '\r'))
-        p->i++;
-}
-
-/* A string at p->i (its opening quote): its content span and whether it is plain. */
-static int jstring(jparse *p, int32_t *off, int32_t *len, uint8_t *plain) {
-    size_t i = p->i + 1;
-    int pl = 1;
-    while (i < p->len && p->s[i] != '"') {
-        uint8_t c = (uint8_t)p->s[i];
-        if (c == '\\') {
-            pl = 0;
-            if (i + 1 >= p->len) return P_NO;
-            i += p->s[i + 1] == 'u' ? 6 : 2;
-            continue;
-        }
-        if (c < 0x20) return P_NO; /* not JSON */
-        if (c > 0x7e) pl = 0;
-        i++;
-    }
-    if (i >= p->len || i - p->i - 1 > (size_t)INT32_MAX) return P_NO;
-    *off = (int32_t)(p->i + 1);
-    *len = (int32_t)(i - p->i - 1);
-    *plain = (uint8_t)pl;
-    p->i = i + 1;
-    return P_OK;
-}
-
-static int jvalue(jparse *p, int depth, int32_t *out);
-
-static int jnew(jparse *p, uint8_t kind, int32_t *out) {
-    jnode n;
-    memset(&n, 0, sizeof n);
-    n.kind = kind;
-    n.first = n.next = -1;
-    n.key_off = -1;
-    if (p->nodes.len >= (size_t)INT32_MAX || XGR_VEC_PUSH(p->nodes, n)) return P_NOMEM;
-    *out = (int32_t)(p->nodes.len - 1);
-    return P_OK;
-}
-
-/* The children of an array or object at p->i (its bracket), linked under node `id`. */
-static int jcontainer(jparse *p, int depth, int32_t id, int is_obj) {
-    char close = is_obj ? '}' : ']';
-    int32_t last = -1;
-    p->i++;
-    jskip_ws(p);
-    if (p->i < p->len && p->s[p->i] == close) {
-        p->i++;
-        return P_OK;
-    }
-    for (;;) {
-        int32_t koff = -1, klen = 0, kid;
-        uint8_t kplain = 0;
-        int r;
-        jskip_ws(p);
-        if (is_obj) {
-            if (p->i >= p->len || p->s[p->i] != '"') return P_NO;
-            if ((r = jstring(p, &koff, &klen, &kplain))) return r;
-            jskip_ws(p);
-            if (p->i >= p->len || p->s[p->i] != ':') return P_NO;
-            p->i++;
-        }
-        if ((r = jvalue(p, depth + 1, &kid))) return r;
-        jnode *k = &p->nodes.data[kid];
-        k->key_off = koff, k->key_len = klen, k->key_plain = kplain;
-        if (last < 0) p->nodes.data[id].first = kid;
-        else p->nodes.data[last].next = kid;
-        last = kid;
-        p->nodes.data[id].n++;
-        jskip_ws(p);
-        if (p->i >= p->len) return P_NO;
-        if (p->s[p->i] == ',') {
-            p->i++;
-            continue;
-        }
-        if (p->s[p->i] != close) return P_NO;
-        p->i++;
-        return P_OK;
-    }
-}
-
-static int jvalue(jparse *p, int depth, int32_t *out) {
-    int r;
-    if (depth > PLAIN_MAX_DEPTH * 2 + 8) return P_NO;
-    jskip_ws(p);
-    if (p->i >= p->len) return P_NO;
-    char c = p->s[p->i];
-    if (c == '{' || c == '[') {
-        if ((r = jnew(p, c == '{' ? J_OBJ : J_ARR, out))) return r;
-        return jcontainer(p, depth, *out, c == '{');
-    }
-    if (c == '"') {
-        int32_t off, len;
-        uint8_t plain;
-        if ((r = jstring(p, &off, &len, &plain))) return r;
-        if ((r = jnew(p, J_STR, out))) return r;
-        jnode *n = &p->nodes.data[*out];
-        n->off = off, n->len = len, n->plain = plain;
-        return P_OK;
-    }
-    static const char *const lits[3] = {"null", "false", "true"};
-    for (int k = 0; k < 3; k++) {
-        size_t l = strlen(lits[k]);
-        if (p->len - p->i >= l && memcmp(p->s + p->i, lits[k], l) == 0) {
-            p->i += l;
-            return jnew(p, (uint8_t)(J_NULL + k), out);
-        }
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        size_t st = p->i, i = p->i;
-        if (p->s[i] == '-') i++;
-        size_t d0 = i;
-        while (i < p->len && p->s[i] >= '0' && p->s[i] <= '9') i++;
-        if (i == d0 || (p->s[d0] == '0' && i - d0 > 1)) return P_NO;
-        int is_int = 1;
-        while (i < p->len && (p->s[i] == '.' || p->s[i] == 'e' || p->s[i] == 'E' ||
-                              p->s[i] == '+' || p->s[i] == '-' ||
-                              (p->s[i] >= '0' && p->s[i] <= '9'))) {
-            is_int = 0;
-            i++;
-        }
-        if (i - st > (size_t)INT32_MAX) return P_NO;
-        if ((r = jnew(p, J_NUM, out))) return r;
-        jnode *n = &p->nodes.data[*out];
-        n->off = (int32_t)st, n->len = (int32_t)(i - st), n->is_int = (uint8_t)is_int;
-        p->i = i;
-        return P_OK;
-    }
-    return P_NO;
-}
+/* Status inside this file: OK, outside the subset, out of memory (the reader's values). */
+enum { P_OK = JSON_DOM_OK, P_NO = JSON_DOM_NO, P_NOMEM = JSON_DOM_NOMEM };
 
 /* ------------------------------------------------------------------ emission */
 
@@ -246,7 +102,7 @@ typedef struct {
 } enum_rule;
 
 typedef struct {
-    jparse *p;
+    json_dom *p;
     cbuf rules; /* complete rule lines */
     unsigned used;
     int32_t next_id;
@@ -256,6 +112,10 @@ typedef struct {
     int32_t root;              /* the root schema's node */
     int32_t defs[2];           /* its "definitions" and "$defs" objects (-1: none) */
     XGR_VEC(int32_t) def_rule; /* pairs (definition node, rule id d<id>) */
+    const xgr_json_string_form *forms; /* the caller's formats and patterns (n_forms) */
+    size_t n_forms;
+    XGR_VEC(int32_t) form_rule;          /* pairs (form index, rule id f<id>) */
+    XGR_VEC(size_t) helpers;             /* their helper rules written: (form index, line offset) */
 } emitter;
 
 /* Enums with more than this many values, or with an integer (its "(. 0+)?" tail), get a
@@ -651,8 +511,8 @@ static const char *const PYTHON_KEYWORDS[] = {
     "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveAnchor",
     "$recursiveRef", "additionalItems", "allOf", "contains",
     "dependencies", "dependentRequired", "dependentSchemas", "else",
-    "format", "if", "maxContains", "maxProperties", "minContains", "minProperties",
-    "multipleOf", "not", "oneOf", "pattern", "patternProperties", "prefixItems",
+    "if", "maxContains", "maxProperties", "minContains", "minProperties",
+    "multipleOf", "not", "oneOf", "patternProperties", "prefixItems",
     "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties", "uniqueItems"};
 
 /* The definition a local `$ref` names: "#/definitions/NAME" or "#/$defs/NAME" of the root
@@ -698,7 +558,7 @@ static int32_t bare_ref(emitter *e, int32_t id) {
         if (!m->key_plain) return -1;
         static const char *const OTHER[] = {"type", "properties", "required", "items",
                                             "additionalProperties", "enum", "const",
-                                            "definitions", "$defs"};
+                                            "definitions", "$defs", "format", "pattern"};
         for (size_t a = 0; a < sizeof OTHER / sizeof *OTHER; a++)
             if (key_is(e, m, OTHER[a])) return -1;
         for (size_t a = 0; a < sizeof PYTHON_KEYWORDS / sizeof *PYTHON_KEYWORDS; a++)
@@ -740,7 +600,67 @@ static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
 /* The keywords of one schema object (member node ids, -1: absent). */
 typedef struct {
     int32_t props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax;
+    int32_t form; /* the string format's or pattern's index in the caller's table, -1: none */
 } schema_kw;
+
+/* The caller's entry for member `m` (a "format" or "pattern" keyword): *k its index in the
+ * table, -1 when the entry constrains nothing. P_NO for a value not in the table (the
+ * converter warns, refuses or builds it in its own way). */
+static int string_form_of(emitter *e, const char *keyword, const jnode *m, int32_t *k) {
+    if (m->kind != J_STR) return P_NO;
+    for (size_t i = 0; i < e->n_forms && i < (size_t)INT32_MAX; i++) {
+        const xgr_json_string_form *f = &e->forms[i];
+        if (f->keyword && f->text && strcmp(f->keyword, keyword) == 0 && strlen(f->text) == (size_t)m->len &&
+            memcmp(f->text, e->p->s + m->off, (size_t)m->len) == 0) {
+            *k = f->value ? (int32_t)i : -1;
+            return P_OK;
+        }
+    }
+    return P_NO;
+}
+
+/* The length of the rule name that begins line `l` ("NAME ::= ..."), 0 when there is none. */
+static size_t line_name(const char *l) {
+    const char *sep = strstr(l, " ::= ");
+    const char *nl = strchr(l, '\n');
+    return sep && (!nl || sep < nl) ? (size_t)(sep - l) : 0;
+}
+
+/* A reference to rule f<id> ::= the value of string form k, written once per grammar with
+ * the helper rules it refers to (each name once: forms share character rules; `char` is the
+ * shared rule, which must be this file's). */
+static int string_form_rule(emitter *e, int32_t k, cbuf *out) {
+    for (size_t i = 0; i < e->form_rule.len; i += 2)
+        if (e->form_rule.data[i] == k) return putf(out, "f%d", e->form_rule.data[i + 1]);
+    const xgr_json_string_form *f = &e->forms[k];
+    int32_t id = e->next_id++;
+    if (XGR_VEC_PUSH(e->form_rule, k) || XGR_VEC_PUSH(e->form_rule, id)) return P_NOMEM;
+    int r = putf(&e->rules, "f%d ::= ", id);
+    if (r == P_OK && (r = puts_(&e->rules, f->value)) == P_OK) r = puts_(&e->rules, "\n");
+    for (const char *l = f->rules; r == P_OK && l && *l;) {
+        const char *nl = strchr(l, '\n');
+        size_t len = nl ? (size_t)(nl - l) : strlen(l), name = line_name(l), seen = 0;
+        for (size_t h = 0; h < e->helpers.len && !seen && name; h += 2) {
+            const char *o = e->forms[e->helpers.data[h]].rules + e->helpers.data[h + 1];
+            seen = line_name(o) == name && memcmp(o, l, name) == 0;
+        }
+        if (name == 4 && memcmp(l, "char", 4) == 0) { /* the shared rule: this file's text */
+            const char *own = "";
+            for (size_t q = 0; q < sizeof SHARED / sizeof *SHARED; q++)
+                if (SHARED[q].bit == U_CHAR) own = SHARED[q].text;
+            if (strncmp(own, l, len) != 0 || own[len] != '\n') return P_NO;
+            e->used |= U_CHAR;
+            seen = 1;
+        }
+        if (!seen && len) {
+            if (XGR_VEC_PUSH(e->helpers, (size_t)k) || XGR_VEC_PUSH(e->helpers, (size_t)(l - f->rules)))
+                return P_NOMEM;
+            if ((r = put(&e->rules, l, len)) == P_OK) r = puts_(&e->rules, "\n");
+        }
+        l = nl ? nl + 1 : l + len;
+    }
+    return r ? r : putf(out, "f%d", id);
+}
 
 /* The values of type t (one bit) that the keywords allow. */
 static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
@@ -771,6 +691,8 @@ static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
             return P_NO;
         return int_range(e, has_lo, lo, has_hi, hi, out);
     }
+    if (t == T_STRING && k->form >= 0) /* with a length: an intersection (Python) */
+        return k->minl >= 0 || k->maxl >= 0 ? P_NO : string_form_rule(e, k->form, out);
     if (t == T_STRING && (k->minl >= 0 || k->maxl >= 0)) {
         int32_t lo = 0, hi = -1;
         if (bound_of(e, k->minl, &lo) || bound_of(e, k->maxl, &hi) || (hi >= 0 && lo > hi)) return P_NO;
@@ -795,7 +717,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     if (s->kind != J_OBJ) return P_NO;
     int32_t type = -1, props = -1, req = -1, items = -1, addp = -1, en = -1, cst = -1, ref = -1;
     int32_t defs = -1, defs2 = -1, any = -1, minl = -1, maxl = -1, mini = -1, maxi = -1, sid = -1;
-    int32_t vmin = -1, vmax = -1, xmin = -1, xmax = -1;
+    int32_t vmin = -1, vmax = -1, xmin = -1, xmax = -1, fmt = -1, pat = -1, form = -1;
     for (int32_t c = s->first; c >= 0; c = NODE(e, c).next) {
         const jnode *m = &NODE(e, c);
         int32_t *slot = key_is(e, m, "type")                   ? &type
@@ -818,6 +740,8 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
                         : key_is(e, m, "maximum")              ? &vmax
                         : key_is(e, m, "exclusiveMinimum")     ? &xmin
                         : key_is(e, m, "exclusiveMaximum")     ? &xmax
+                        : key_is(e, m, "format")               ? &fmt
+                        : key_is(e, m, "pattern")              ? &pat
                                                                : NULL;
         if (slot) {
             if (*slot >= 0) return P_NO; /* a duplicate keyword (not canonical text) */
@@ -837,18 +761,25 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
             memchr(e->p->s + v->off, '#', (size_t)v->len))
             return P_NO;
     }
+    if (fmt >= 0 && string_form_of(e, "format", &NODE(e, fmt), &form)) return P_NO;
+    if (pat >= 0) { /* a format and a pattern that both constrain: an intersection (Python) */
+        int32_t pk;
+        if (string_form_of(e, "pattern", &NODE(e, pat), &pk) || (pk >= 0 && form >= 0)) return P_NO;
+        if (pk >= 0) form = pk;
+    }
+    int strform = fmt >= 0 || pat >= 0;
     int structural = props >= 0 || req >= 0 || items >= 0 || addp >= 0;
     int lengths = minl >= 0 || maxl >= 0 || mini >= 0 || maxi >= 0;
     int bounds = vmin >= 0 || vmax >= 0 || xmin >= 0 || xmax >= 0;
-    schema_kw kw = {props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax};
+    schema_kw kw = {props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax, form};
     if (ref >= 0) {
-        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || any >= 0)
+        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || any >= 0 || strform)
             return P_NO; /* an intersection */
         return ref_expr(e, &NODE(e, ref), out);
     }
     if (any >= 0) { /* a union, alone (beside other keywords it is an intersection) */
         const jnode *a = &NODE(e, any);
-        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || a->kind != J_ARR || a->n == 0 ||
+        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || strform || a->kind != J_ARR || a->n == 0 ||
             a->n > PLAIN_MAX_LIST)
             return P_NO;
         int r = puts_(out, "(");
@@ -873,7 +804,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         if (!mask) return P_NO;
     }
     if (en >= 0 || cst >= 0) {
-        if (structural || lengths || bounds || (en >= 0 && cst >= 0)) return P_NO;
+        if (structural || lengths || bounds || strform || (en >= 0 && cst >= 0)) return P_NO;
         return enum_expr(e, en >= 0 ? en : cst, en < 0, type >= 0 ? mask : ~0u, out);
     }
     /* Each keyword constrains its own type's values (JSON Schema: an object keyword says
@@ -881,7 +812,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
      * them without `type`) of each type's part. A keyword of a type not allowed goes to
      * Python (which drops it), as do bounds on numbers that are not integers. */
     if (type < 0) {
-        if (!structural && !lengths && !bounds) {
+        if (!structural && !lengths && !bounds && form < 0) {
             e->used |= U_VALUE;
             return puts_(out, "value");
         }
@@ -915,19 +846,20 @@ static int schema_expr(emitter *e, int32_t id, cbuf *out) {
 }
 
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
-                          xgr_grammar **out) {
+                          const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out) {
     if (!out || (!canon && len))
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_schema_plain: NULL argument");
     *out = NULL;
-    jparse p = {canon, len, 0, {0}};
-    emitter e = {&p, {0}, 0, 0, 0, {0}, {0}, -1, {-1, -1}, {0}};
+    json_dom p;
+    memset(&p, 0, sizeof p);
+    emitter e;
+    memset(&e, 0, sizeof e);
+    e.p = &p;
+    e.forms = forms;
+    e.n_forms = forms ? n_forms : 0;
     cbuf text = {0};
     int32_t root = -1;
-    int r = jvalue(&p, 0, &root);
-    if (r == P_OK) {
-        jskip_ws(&p);
-        if (p.i != p.len) r = P_NO;
-    }
+    int r = json_dom_parse(&p, canon, len, PLAIN_MAX_DEPTH * 2 + 8, &root);
     e.root = root;
     e.defs[0] = e.defs[1] = -1;
     if (r == P_OK && NODE(&e, root).kind == J_OBJ)
@@ -958,11 +890,14 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
                 r = puts_(&text, SHARED[k].text);
         }
     }
-    XGR_VEC_FREE(p.nodes);
+    json_dom_free(&p);
     XGR_VEC_FREE(e.rules);
     XGR_VEC_FREE(e.bodies);
     XGR_VEC_FREE(e.enums);
     XGR_VEC_FREE(e.def_rule);
+    int used_forms = e.form_rule.len > 0;
+    XGR_VEC_FREE(e.form_rule);
+    XGR_VEC_FREE(e.helpers);
     int st = XGR_OK;
     if (r == P_NOMEM) st = xgr_fail(XGR_ERR_NOMEM, "xgr_json_schema_plain: out of memory");
     else if (r == P_OK) {
@@ -970,8 +905,10 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
         if (st != XGR_OK && st != XGR_ERR_NOMEM && st != XGR_ERR_LIMIT) {
             char why[256];
             snprintf(why, sizeof why, "%s", xgr_last_error());
-            st = xgr_fail(XGR_ERR_INTERNAL, "xgr_json_schema_plain: the grammar it wrote does "
-                          "not parse (a bug: please report): %s", why);
+            st = used_forms ? xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_schema_plain: the grammar "
+                                       "with the caller's formats and patterns does not parse: %s", why)
+                              : xgr_fail(XGR_ERR_INTERNAL, "xgr_json_schema_plain: the grammar it "
+                                         "wrote does not parse (a bug: please report): %s", why);
         }
     }
     XGR_VEC_FREE(text);

@@ -144,16 +144,36 @@ int xgr_json_nesting_depth(const char *text, size_t len, int32_t limit, int32_t 
  * deeper than `limit`): the caller converts the slow way. Thread-safe. */
 int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, size_t *out_len,
                        int32_t *known);
+/* A string keyword's value that xgr_json_schema_plain may enforce as the caller's converter
+ * enforces it: `keyword` is "format" or "pattern", `text` its string value as the canonical
+ * text spells it between the quotes (escapes as they are). The texts are NUL-terminated and
+ * borrowed for the call. `value` is the EBNF expression of a JSON string with that value
+ * (its quotes included), or NULL when it constrains nothing (an annotation the converter
+ * accepts without a warning). `rules` (NULL: none) holds the rules `value` refers to, one
+ * "NAME ::= BODY" per line; equal names are taken to be equal rules (written once per
+ * grammar). A rule named `char` must be the front end's own (JSON's string character) or
+ * the schema is left to the caller; no other name may be one the front end writes (root, ws,
+ * string, integer, number, value, object, array, or a letter of o, a, e, d, f followed by
+ * digits). */
+typedef struct {
+    const char *keyword;
+    const char *text;
+    const char *value;
+    const char *rules;
+} xgr_json_string_form;
+
 /* The grammar of a JSON schema in the plain subset (csrc/front/json_schema_plain.c: listed
- * object properties, arrays, scalar types, scalar enums, annotations), converted in the core
- * for compile_json_schema's default options (any whitespace, strict mode) with
- * max_whitespace_cnt = max_whitespace (< 0: unbounded); it accepts what the Python
- * converter's grammar of the schema accepts. `canon` is the schema's canonical text
- * (xgr_json_canonical, or Python's compact json.dumps). *out = NULL with XGR_OK when the
- * schema is outside the subset, is not JSON or is unsatisfiable: the caller converts it in
- * Python. The caller owns *out. Thread-safe. */
+ * object properties, arrays, scalar types, scalar enums, the string formats and patterns of
+ * `forms`, annotations), converted in the core for compile_json_schema's default options (any
+ * whitespace, strict mode) with max_whitespace_cnt = max_whitespace (< 0: unbounded); it
+ * accepts what the Python converter's grammar of the schema accepts. `canon` is the schema's
+ * canonical text (xgr_json_canonical, or Python's compact json.dumps). A `format` or
+ * `pattern` not in `forms` (n_forms entries; NULL with 0) is outside the subset. *out = NULL with XGR_OK
+ * when the schema is outside the subset, is not JSON or is unsatisfiable: the caller converts
+ * it in Python. XGR_ERR_INVALID_ARG when the texts of `forms` it used do not parse as EBNF. The caller
+ * owns *out. Thread-safe. */
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
-                          xgr_grammar **out);
+                          const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out);
 
 /* ---- vocabulary ---------------------------------------------------------------- */
 typedef struct xgr_vocab xgr_vocab;

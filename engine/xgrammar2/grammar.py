@@ -78,7 +78,12 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
     converter takes it)."""
     out = _core.ffi.new("xgr_grammar **")
     mw = -1 if max_whitespace_cnt is None else max_whitespace_cnt
-    _core.check(_core.lib.xgr_json_schema_plain(canonical, len(canonical), mw, out),
+    forms, n_forms = _core.ffi.NULL, 0
+    if b'"format":"' in canonical or b'"pattern":"' in canonical:  # as the converter writes them
+        from .json_schema.core_strings import table
+
+        forms, n_forms = table(canonical)
+    _core.check(_core.lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out),
                 "converting a JSON schema")
     if out[0] == _core.ffi.NULL:
         return None

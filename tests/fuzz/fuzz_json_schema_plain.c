@@ -10,10 +10,22 @@
 
 #include "../../csrc/include/xgr2.h"
 
+/* A table of string forms as the Python side passes one (texts shaped like the converter's). */
+static const xgr_json_string_form FORMS[] = {
+    {"format", "date", "\"\\\"\" ([0-9] | char_u_1){4} \"-\" [0-9]{2} \"\\\"\"", "char_u_1 ::= \"\\\\u003\" [0-9]\n"},
+    {"format", "uuid", "\"\\\"\" ([0-9a-f] | char_u_1){8} \"\\\"\"", "char_u_1 ::= \"\\\\u003\" [0-9]\nchar_x ::= \"x\"\n"},
+    {"format", "float", NULL, NULL},
+    {"pattern", "^a", "\"\\\"\" \"a\" char* \"\\\"\"",
+     "char ::= [^\\x00-\\x1f\"\\\\] | \"\\\\\" [\"/\\\\bfnrt] | \"\\\\u\" ([0-9A-CEFa-cef] [0-9A-Fa-f] [0-9A-Fa-f] "
+     "[0-9A-Fa-f] | [Dd] [0-7] [0-9A-Fa-f] [0-9A-Fa-f]) | \"\\\\u\" [Dd] [89ABab] [0-9A-Fa-f] [0-9A-Fa-f] "
+     "\"\\\\u\" [Dd] [C-Fc-f] [0-9A-Fa-f] [0-9A-Fa-f]\n"},
+    {"pattern", "b$", "\"\\\"\" char* \"b\" \"\\\"\"", "char ::= \"x\"\n"}, /* a char rule not the front end's */
+};
+
 static void convert(const char *text, size_t n, int32_t max_ws) {
     xgr_grammar *g = NULL;
-    if (xgr_json_schema_plain(text, n, max_ws, &g) != XGR_OK) {
-        (void)xgr_last_error(); /* out of memory only */
+    if (xgr_json_schema_plain(text, n, max_ws, FORMS, n & 2 ? sizeof FORMS / sizeof *FORMS : 0, &g) != XGR_OK) {
+        (void)xgr_last_error(); /* out of memory only (the table's texts parse) */
         return;
     }
     if (!g) return;

@@ -261,6 +261,19 @@ def test_ref_siblings_intersect_and_recursion():
     e = json_schema_to_ebnf(tree).ebnf
     assert e.startswith("root ::= defs_t") and "defs_t ::=" in e
 
+def test_a_definition_named_like_a_property_path_keeps_its_own_rule():
+    # Github_medium---o60984: definition "rel" has property "recent", an array of definition
+    # "rel_recent"; the property's rule "defs_rel" + "_recent" took the definition's name, and
+    # the items became arrays of themselves (valid instances refused). Found by the core's
+    # plain front end, whose grammar disagreed (tests/json_schema/test_plain_front.py).
+    s = {"definitions": {
+        "rel": {"type": "object", "properties": {"recent": {"type": "array", "items": {"$ref": "#/definitions/rel_recent"}}}},
+        "rel_recent": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}},
+        "type": "object", "properties": {"r": {"$ref": "#/definitions/rel"}}, "required": ["r"]}
+    check(s, ['{"r": {"recent": [{"n": 1}, {"n": 2}]}}', '{"r": {}}'],
+          ['{"r": {"recent": [[]]}}', '{"r": {"recent": [{}]}}'])
+
+
 
 def test_fragment_only_ids_name_no_resource_and_plain_names_are_anchors():
     # draft-04 "id": "#/properties/app" on a sub-schema: "#/definitions/app" inside it still

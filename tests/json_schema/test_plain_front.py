@@ -91,9 +91,12 @@ def _check(tools, schema, instances, tag):
     if gc is None:
         return None
     try:
-        gp = xgr.Grammar.from_ebnf(to_ebnf(schema).ebnf)
+        conv = to_ebnf(schema)
     except SchemaError as e:  # the core converted what Python refuses
         return f"{tag}: the core converts it, Python refuses: {e}"
+    if conv.warnings:  # (the core's grammar carries none: a warning would be lost)
+        return f"{tag}: the core converts it, Python warns: {conv.warnings}"
+    gp = xgr.Grammar.from_ebnf(conv.ebnf)
     gp, gc = comp.compile_grammar(gp), comp.compile_grammar(gc)
     for data in instances:
         for t in _texts(data):
@@ -178,6 +181,29 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
      "$defs": {"o": {"type": "object", "properties": {"k": {"type": "integer"}}}}},
     {"$id": "https://example.com/s.json", "type": "object", "properties": {"a": {"$ref": "#/$defs/a"}},
      "$defs": {"a": {"type": "boolean"}}},
+    # string formats (the converter's expressions, handed to the core: json_schema/core_formats.py)
+    {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"},
+                                      "day": {"type": "string", "format": "date"},
+                                      "again": {"type": "string", "format": "date"},
+                                      "mail": {"type": "string", "format": "email"}}, "required": ["when"]},
+    {"type": "array", "items": {"type": "string", "format": "uri"}, "maxItems": 2},
+    {"type": ["string", "null"], "format": "uuid"}, {"format": "ipv4"}, {"format": "hostname"},
+    {"type": "integer", "format": "date"},  # a string format beside another type: nothing
+    {"type": "number", "format": "float"}, {"type": "string", "format": "password"},
+    {"$ref": "#/$defs/t", "$defs": {"t": {"type": "string", "format": "time"}}},
+    {"anyOf": [{"type": "string", "format": "ipv6"}, {"type": "string", "format": "uri-reference"}]},
+    *({"type": "string", "format": f} for f in ("byte", "duration", "json-pointer", "relative-json-pointer",
+                                               "uri-template")),
+    # patterns (likewise)
+    {"type": "object", "properties": {"zip": {"type": "string", "pattern": "^\\d{5}(-\\d{4})?$"},
+                                      "code": {"type": "string", "pattern": "^[A-Z]{2}$"},
+                                      "again": {"type": "string", "pattern": "^[A-Z]{2}$"},
+                                      "any": {"type": "string", "pattern": "ab"}}, "required": ["zip"]},
+    {"type": "array", "items": {"type": "string", "pattern": "^[^/\"]+$"}},
+    {"pattern": "^[a-zé]+$"}, {"type": ["string", "integer"], "pattern": "x$"},
+    {"type": "string", "pattern": "^\\p{L}+$"}, {"type": "string", "pattern": "^.*$"},
+    {"type": "string", "format": "float", "pattern": "^[0-9]+$"},
+    {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}, "b": {"type": "string", "format": "date"}}},
 ])
 def test_plain_front_matches_python_on_hand_made_schemas(tools, schema):
     res = _check(tools, schema, [], json.dumps(schema))
@@ -201,7 +227,7 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
 
 
 @pytest.mark.parametrize("schema", [
-    {"type": "string", "pattern": "^a"},  # a keyword outside the subset
+    {"type": "object", "patternProperties": {"^a": {}}},  # a keyword outside the subset
     {"type": "object", "properties": {"é": {"type": "string"}}},  # a key that is not plain ASCII
     {"enum": [1.5]},  # a float
     {"enum": ["a\"b"]},  # an escape
@@ -224,6 +250,21 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"type": "object", "properties": {"a": {"$id": "http://x/y", "type": "string"}}},
     {"type": "string", "properties": {"a": {}}},
     False,
+    {"type": "string", "format": "no-such-format"},  # Python warns
+    {"type": "string", "format": "regex"},  # refused with a warning
+    {"type": "integer", "format": "int32"},  # a range: Python's
+    {"type": "string", "format": "date", "maxLength": 12},  # an intersection
+    {"enum": ["2020-01-01"], "format": "date"},
+    {"$ref": "#/$defs/a", "format": "date", "$defs": {"a": {"type": "string"}}},
+    {"anyOf": [{"type": "string"}], "format": "date"},
+    {"type": "string", "format": 3},
+    {"type": "string", "pattern": "^a", "maxLength": 3},  # an intersection
+    {"type": "string", "pattern": "^a", "format": "date"},  # an intersection
+    {"type": "string", "pattern": "(?i)abc"},  # refused by the converter
+    {"type": "string", "pattern": "^(a"},  # not a regex
+    {"type": "string", "pattern": 3},
+    {"$ref": "#/$defs/a", "pattern": "a", "$defs": {"a": {"type": "string"}}},
+    {"enum": ["a"], "pattern": "a"},
 ])
 def test_plain_front_leaves_other_schemas_to_python(tools, schema):
     xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
@@ -258,7 +299,7 @@ def test_plain_front_leaves_every_keyword_python_reads_to_python(tools):
 
     handled = {"type", "properties", "required", "items", "additionalProperties", "enum", "const", "$ref",
                "definitions", "$defs", "anyOf", "minLength", "maxLength", "minItems", "maxItems", "$id", "id",
-               "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+               "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format", "pattern"}
     for k, (pol, _) in KEYWORD_POLICY.items():
         s = {"type": "string", k: "x"}
         if k in handled:

@@ -2,7 +2,7 @@
 ``_plain_fragment_grammar``): a structural tag's tool whose parameters schema is in the
 core's plain subset is lowered from the core's grammar instead of the Python converter's.
 The request must accept exactly what it accepted through the converter: a three-tool tag
-(two plain schemas, one with ``pattern`` that stays in Python) is compiled both ways on a
+(two plain schemas, one with a ``pattern`` and a ``maxLength`` that stays in Python) is compiled both ways on a
 byte vocabulary and the allowed bytes + stop token compared at every step, along real
 tool-call texts and seeded random walks."""
 
@@ -28,8 +28,8 @@ SEARCH = {"type": "object", "properties": {
     "required": ["query", "filters"], "$defs": {"filter": {"type": "object", "properties": {
         "field": {"type": "string"}, "value": {"type": ["string", "number", "null"]}},
         "required": ["field", "value"]}}}
-CODE = {"type": "object", "properties": {"sha": {"type": "string", "pattern": "^[0-9a-f]{7}$"}},
-        "required": ["sha"]}
+CODE = {"type": "object", "properties": {"sha": {"type": "string", "pattern": "^[0-9a-f]+$", "maxLength": 7}},
+        "required": ["sha"]}  # (a pattern with a length: a product, the converter's)
 TOOLS = {"get_weather": WEATHER, "search": SEARCH, "lookup_commit": CODE}
 
 CALLS = [
@@ -122,7 +122,7 @@ def pair(request, info):
 
 def test_plain_tools_take_the_core_front_end(pair):
     _, _, n_core, n_python = pair
-    assert n_core == 2 and n_python == 0  # get_weather and search; lookup_commit has a pattern
+    assert n_core == 2 and n_python == 0  # get_weather and search; lookup_commit's pattern has a length
 
 
 @pytest.mark.parametrize("i", range(len(CALLS)))

@@ -278,6 +278,10 @@ class Emitter:
         self._memo: dict = {}
         self._pending: list = []
         self._ref_nesting = 0
+        #: (definition, depth) -> its rule. A definition's name can be taken by a rule named
+        #: after a path ("defs_a" + property "b_c" = "defs_a_b_c", also definition "a_b_c"'s
+        #: name): the definition then gets a fresh one.
+        self._ref_rules: dict = {("root", 0): "root"}
         self._layouts: dict = {}
         if self.excl:
             self.g.may_be_empty = True  # a listed key or a constant may be excluded entirely
@@ -521,9 +525,10 @@ class Emitter:
         d = self._d(depth)
         if d > MAX_INDENT_DEPTH:
             return None
-        name = rname if d == 0 else f"{rname}_d{d}"
-        if name in self.g.rules:
+        name = self._ref_rules.get((rname, d))
+        if name is not None:
             return ref(name)
+        name = self._ref_rules[(rname, d)] = self.g.unique(rname if d == 0 else f"{rname}_d{d}")
         self.g.may_be_empty = True
         self.g.define(name, None)
         if self._ref_nesting >= 24:

@@ -1,0 +1,127 @@
+"""The string formats and patterns the core's plain JSON-schema front end enforces
+(``xgr_json_string_form`` entries for ``xgr_json_schema_plain``, csrc/front/json_schema_plain.c).
+
+The core knows neither formats nor regular expressions: for each ``format`` and ``pattern``
+value named in a schema's canonical text this module hands it what the Python converter
+writes for ``{"type": "string", "format": F}`` or ``{"type": "string", "pattern": P}``, the
+string's expression and its character rules, so the core's grammar is the converter's and the
+definitions live in one place (formats.py, regex.py, emit.py). Formats that constrain nothing
+without a warning (``UNCONSTRAINED_FORMATS``) are passed with no expression. Everything else
+is left out, so the core leaves such a schema to Python: integer formats, refused and unknown
+formats (the converter warns), and patterns the converter refuses or only approximates.
+Entries are built once per process (patterns: the last ``_PATTERNS_MAX``), each by the
+converter's own (memoised) conversion, whose cost a full conversion would pay too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, FrozenSet, Optional, Tuple
+
+from .. import _core
+from . import formats as fmts
+
+#: ``format`` / ``pattern`` members with a string value in canonical (compact) JSON text: the
+#: value as spelled there. A match elsewhere (inside a string, or a property named "format"
+#: whose schema is a string) only adds an entry the core does not use.
+_MEMBER = re.compile(rb'"(format|pattern)":"((?:[^"\\]|\\.)*)"')
+#: The converter's character rules (content-addressed names) and JSON's character rule.
+_HELPER = re.compile(r"(?:char_[A-Za-z0-9_]+|char) ::= [^\n]*")
+
+Entry = Tuple[Optional[bytes], Optional[bytes]]  # (value expression, helper rules): UTF-8 EBNF
+_formats: Dict[str, Optional[Entry]] = {}
+_patterns: Dict[bytes, Optional[Entry]] = {}
+_PATTERNS_MAX = 4096
+_tables: Dict[FrozenSet[Tuple[bytes, bytes]], Tuple[Any, int, list]] = {}
+_TABLES_MAX = 256
+
+
+def format_entry(name: str) -> Optional[Entry]:
+    """Format ``name``'s entry: (None, None) for a format that constrains nothing, None for one
+    the core must leave to Python."""
+    if name in _formats:
+        return _formats[name]
+    e: Optional[Entry] = None
+    if name in fmts.UNCONSTRAINED_FORMATS:
+        e = (None, None)
+    elif name in fmts.STRING_FORMATS:
+        e = _converted({"type": "string", "format": name})
+    _formats[name] = e
+    return e
+
+
+def pattern_entry(spelled: bytes) -> Optional[Entry]:
+    """The entry of the pattern whose canonical JSON spelling (between the quotes) is
+    ``spelled``; None when the converter refuses it, warns or cannot be asked."""
+    if spelled in _patterns:
+        return _patterns[spelled]
+    try:
+        pattern = json.loads(b'"' + spelled + b'"')
+    except ValueError:
+        pattern = None
+    e = None
+    if isinstance(pattern, str):
+        try:
+            e = _converted({"type": "string", "pattern": pattern})
+        except Exception:  # refused, over a limit...: the whole schema's conversion says why
+            e = None
+    if len(_patterns) >= _PATTERNS_MAX:
+        _patterns.clear()
+    _patterns[spelled] = e
+    return e
+
+
+def _converted(schema: dict) -> Optional[Entry]:
+    from . import json_schema_to_ebnf
+
+    res = json_schema_to_ebnf(schema, any_whitespace=True, strict_mode=True)
+    if res.warnings:
+        return None
+    first, _, rest = res.ebnf.partition("\n")
+    if not first.startswith("root ::= ") or re.search(r"\broot\b", first[9:]):
+        return None
+    lines = [ln for ln in rest.split("\n") if ln]
+    if not all(_HELPER.fullmatch(ln) for ln in lines):
+        return None  # (another rule name could collide with the core's)
+    try:
+        return first[9:].encode("utf-8"), "".join(ln + "\n" for ln in lines).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate in a pattern
+        return None
+
+
+def table(canonical: bytes) -> Tuple[Any, int]:
+    """(``xgr_json_string_form`` array, its length) for the formats and patterns named in
+    ``canonical`` (a schema's canonical text); (NULL, 0) when it names none the core takes."""
+    found = frozenset(_MEMBER.findall(canonical))
+    if not found:
+        return _core.ffi.NULL, 0
+    hit = _tables.get(found)
+    if hit is not None:
+        return hit[0], hit[1]
+    ffi = _core.ffi
+    rows = []
+    for keyword, spelled in sorted(found):
+        if keyword == b"format":
+            try:
+                e = format_entry(spelled.decode("ascii"))
+            except UnicodeDecodeError:
+                e = None
+        else:
+            e = pattern_entry(spelled)
+        if e is not None:
+            rows.append((keyword, spelled, e))
+    arr, keep = ffi.NULL, []
+    if rows:
+        arr = ffi.new("xgr_json_string_form[]", len(rows))
+        keep = [arr]
+        for i, (keyword, spelled, (value, rules)) in enumerate(rows):
+            for field, text in (("keyword", keyword), ("text", spelled), ("value", value), ("rules", rules)):
+                if text is not None:
+                    buf = ffi.new("char[]", text)
+                    keep.append(buf)
+                    setattr(arr[i], field, buf)
+    if len(_tables) >= _TABLES_MAX:
+        _tables.clear()
+    _tables[found] = (arr, len(rows), keep)
+    return arr, len(rows)
