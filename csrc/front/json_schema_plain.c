@@ -116,6 +116,7 @@ typedef struct {
     size_t n_forms;
     XGR_VEC(int32_t) form_rule;          /* pairs (form index, rule id f<id>) */
     XGR_VEC(size_t) helpers;             /* their helper rules written: (form index, line offset) */
+    int32_t missing;                     /* string values met that are not in the table */
 } emitter;
 
 /* Enums with more than this many values, or with an integer (its "(. 0+)?" tail), get a
@@ -600,12 +601,17 @@ static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
 /* The keywords of one schema object (member node ids, -1: absent). */
 typedef struct {
     int32_t props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax;
-    int32_t form; /* the string format's or pattern's index in the caller's table, -1: none */
+    int32_t form; /* the string format's or pattern's index in the caller's table, -1: none,
+                   * FORM_MISSING: not in the table (the caller is asked for it) */
 } schema_kw;
 
+#define FORM_MISSING (-2)
+
 /* The caller's entry for member `m` (a "format" or "pattern" keyword): *k its index in the
- * table, -1 when the entry constrains nothing. P_NO for a value not in the table (the
- * converter warns, refuses or builds it in its own way). */
+ * table, -1 when the entry constrains nothing, FORM_MISSING (counted) for a value not in the
+ * table: the caller builds the entries a schema needs only when the rest of it is in the
+ * subset, and leaves those it cannot build (the converter warns, refuses or builds it in its
+ * own way) out of the table. P_NO for a value that is not a string. */
 static int string_form_of(emitter *e, const char *keyword, const jnode *m, int32_t *k) {
     if (m->kind != J_STR) return P_NO;
     for (size_t i = 0; i < e->n_forms && i < (size_t)INT32_MAX; i++) {
@@ -616,7 +622,9 @@ static int string_form_of(emitter *e, const char *keyword, const jnode *m, int32
             return P_OK;
         }
     }
-    return P_NO;
+    e->missing++;
+    *k = FORM_MISSING;
+    return P_OK;
 }
 
 /* The length of the rule name that begins line `l` ("NAME ::= ..."), 0 when there is none. */
@@ -691,6 +699,10 @@ static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
             return P_NO;
         return int_range(e, has_lo, lo, has_hi, hi, out);
     }
+    if (t == T_STRING && k->form == FORM_MISSING) { /* a stand-in: this grammar is not returned */
+        e->used |= U_STRING;
+        return puts_(out, "string");
+    }
     if (t == T_STRING && k->form >= 0) /* with a length: an intersection (Python) */
         return k->minl >= 0 || k->maxl >= 0 ? P_NO : string_form_rule(e, k->form, out);
     if (t == T_STRING && (k->minl >= 0 || k->maxl >= 0)) {
@@ -764,8 +776,10 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     if (fmt >= 0 && string_form_of(e, "format", &NODE(e, fmt), &form)) return P_NO;
     if (pat >= 0) { /* a format and a pattern that both constrain: an intersection (Python) */
         int32_t pk;
-        if (string_form_of(e, "pattern", &NODE(e, pat), &pk) || (pk >= 0 && form >= 0)) return P_NO;
-        if (pk >= 0) form = pk;
+        if (string_form_of(e, "pattern", &NODE(e, pat), &pk)) return P_NO;
+        if (pk == FORM_MISSING || form == FORM_MISSING) form = FORM_MISSING;
+        else if (pk >= 0 && form >= 0) return P_NO;
+        else if (pk >= 0) form = pk;
     }
     int strform = fmt >= 0 || pat >= 0;
     int structural = props >= 0 || req >= 0 || items >= 0 || addp >= 0;
@@ -812,7 +826,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
      * them without `type`) of each type's part. A keyword of a type not allowed goes to
      * Python (which drops it), as do bounds on numbers that are not integers. */
     if (type < 0) {
-        if (!structural && !lengths && !bounds && form < 0) {
+        if (!structural && !lengths && !bounds && form == -1) {
             e->used |= U_VALUE;
             return puts_(out, "value");
         }
@@ -846,10 +860,12 @@ static int schema_expr(emitter *e, int32_t id, cbuf *out) {
 }
 
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
-                          const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out) {
+                          const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out,
+                          int32_t *missing) {
     if (!out || (!canon && len))
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_schema_plain: NULL argument");
     *out = NULL;
+    if (missing) *missing = 0;
     json_dom p;
     memset(&p, 0, sizeof p);
     emitter e;
@@ -873,6 +889,10 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     if (r == P_OK) r = puts_(&text, "root ::= ");
     if (r == P_OK) r = schema_expr(&e, root, &text);
     if (r == P_OK) r = puts_(&text, "\n");
+    if (r == P_OK && e.missing) { /* in the subset but for values the caller may add */
+        if (missing) *missing = e.missing;
+        r = P_NO;
+    }
     if (r == P_OK && e.rules.len) r = put(&text, e.rules.data, e.rules.len);
     if (r == P_OK) {
         unsigned used = e.used, prev = 0;

@@ -167,13 +167,16 @@ typedef struct {
  * `forms`, annotations), converted in the core for compile_json_schema's default options (any
  * whitespace, strict mode) with max_whitespace_cnt = max_whitespace (< 0: unbounded); it
  * accepts what the Python converter's grammar of the schema accepts. `canon` is the schema's
- * canonical text (xgr_json_canonical, or Python's compact json.dumps). A `format` or
- * `pattern` not in `forms` (n_forms entries; NULL with 0) is outside the subset. *out = NULL with XGR_OK
+ * canonical text (xgr_json_canonical, or Python's compact json.dumps). *out = NULL with XGR_OK
  * when the schema is outside the subset, is not JSON or is unsatisfiable: the caller converts
- * it in Python. XGR_ERR_INVALID_ARG when the texts of `forms` it used do not parse as EBNF. The caller
- * owns *out. Thread-safe. */
+ * it in Python. A `format` or `pattern` value not in `forms` (n_forms entries; NULL with 0)
+ * gives *out = NULL too, and when `missing` is not NULL, *missing = how many such values
+ * were met in a schema otherwise in the subset (0 otherwise): a caller can call without
+ * forms first and build entries only for schemas the core will take. XGR_ERR_INVALID_ARG
+ * when the texts of `forms` it used do not parse as EBNF. The caller owns *out. Thread-safe. */
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
-                          const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out);
+                          const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out,
+                          int32_t *missing);
 
 /* ---- vocabulary ---------------------------------------------------------------- */
 typedef struct xgr_vocab xgr_vocab;

@@ -76,15 +76,25 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
     from its canonical text (UTF-8), for the default options of compile_json_schema (with
     ``max_whitespace_cnt``); None when the schema is outside that subset (the Python
     converter takes it)."""
-    out = _core.ffi.new("xgr_grammar **")
+    ffi, lib = _core.ffi, _core.lib
+    out = ffi.new("xgr_grammar **")
+    missing = ffi.new("int32_t *")
     mw = -1 if max_whitespace_cnt is None else max_whitespace_cnt
-    forms, n_forms = _core.ffi.NULL, 0
+    forms, n_forms = ffi.NULL, 0
     if b'"format":"' in canonical or b'"pattern":"' in canonical:  # as the converter writes them
+        from .json_schema.core_strings import cached_table
+
+        forms, n_forms = cached_table(canonical)  # (NULL: not built yet)
+    _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, missing),
+                "converting a JSON schema")
+    if out[0] == ffi.NULL and missing[0] > 0 and forms == ffi.NULL:
+        # in the subset but for its formats and patterns: their entries, then again
         from .json_schema.core_strings import table
 
         forms, n_forms = table(canonical)
-    _core.check(_core.lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out),
-                "converting a JSON schema")
+        if n_forms:
+            _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, ffi.NULL),
+                        "converting a JSON schema")
     if out[0] == _core.ffi.NULL:
         return None
     grammar = Grammar._from_out(out)

@@ -24,10 +24,13 @@ static const xgr_json_string_form FORMS[] = {
 
 static void convert(const char *text, size_t n, int32_t max_ws) {
     xgr_grammar *g = NULL;
-    if (xgr_json_schema_plain(text, n, max_ws, FORMS, n & 2 ? sizeof FORMS / sizeof *FORMS : 0, &g) != XGR_OK) {
+    int32_t missing = -1;
+    if (xgr_json_schema_plain(text, n, max_ws, FORMS, n & 2 ? sizeof FORMS / sizeof *FORMS : 0, &g,
+                              n & 4 ? &missing : NULL) != XGR_OK) {
         (void)xgr_last_error(); /* out of memory only (the table's texts parse) */
         return;
     }
+    if (missing > 0 && g) abort(); /* values missing from the table: no grammar */
     if (!g) return;
     char *ebnf = NULL;
     size_t len = 0;

@@ -309,3 +309,22 @@ def test_plain_front_leaves_every_keyword_python_reads_to_python(tools):
         else:
             assert plain(canonical_dumps(s)) is None, k
     assert plain(canonical_dumps({"type": "string", "x-unknown": {"minLength": 3}})) is not None
+
+
+def test_plain_front_builds_string_entries_only_for_schemas_it_takes(tools):
+    """Formats and patterns are converted (by the converter, one call each) only for a schema
+    the core takes otherwise: the core is asked first without them (`missing`)."""
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    from xgrammar2.json_schema import core_strings
+
+    left = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^left-to-python$"}},
+            "oneOf": [{"required": ["a"]}, {"maxProperties": 0}]}
+    assert plain(canonical_dumps(left)) is None
+    assert b"^left-to-python$" not in core_strings._patterns
+    taken = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^taken-by-the-core$"}}}
+    assert plain(canonical_dumps(taken)) is not None
+    assert core_strings._patterns[b"^taken-by-the-core$"] is not None
+    # a value the converter refuses: no entry, the schema goes to Python
+    refused = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?i)refused"}}}
+    assert plain(canonical_dumps(refused)) is None
+    assert core_strings._patterns[b"(?i)refused"] is None

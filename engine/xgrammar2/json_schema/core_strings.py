@@ -10,7 +10,8 @@ without a warning (``UNCONSTRAINED_FORMATS``) are passed with no expression. Eve
 is left out, so the core leaves such a schema to Python: integer formats, refused and unknown
 formats (the converter warns), and patterns the converter refuses or only approximates.
 Entries are built once per process (patterns: the last ``_PATTERNS_MAX``), each by the
-converter's own (memoised) conversion, whose cost a full conversion would pay too.
+converter's own (memoised) conversion, and only for schemas the core takes otherwise (it is
+asked first without them): for a schema left to Python they would be wasted work.
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ def _converted(schema: dict) -> Optional[Entry]:
         return first[9:].encode("utf-8"), "".join(ln + "\n" for ln in lines).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate in a pattern
         return None
+
+
+def cached_table(canonical: bytes) -> Tuple[Any, int]:
+    """:func:`table` of ``canonical`` when it was built before, else (NULL, 0): the caller
+    first asks the core whether the schema is in its subset but for these values (building
+    entries for a schema it leaves to Python would be wasted: each is a conversion)."""
+    hit = _tables.get(frozenset(_MEMBER.findall(canonical)))
+    return (hit[0], hit[1]) if hit is not None else (_core.ffi.NULL, 0)
 
 
 def table(canonical: bytes) -> Tuple[Any, int]:
