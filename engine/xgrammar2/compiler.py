@@ -57,10 +57,7 @@ def _plain_schema_grammar(canonical: bytes, opts: Dict[str, Any]) -> Optional[Gr
     if (opts.keys() != _PLAIN_OPTS or opts["any_whitespace"] is not True or opts["indent"] is not None
             or opts["separators"] is not None or opts["strict_mode"] is not True):
         return None
-    mw = opts["max_whitespace_cnt"]
-    if mw is not None and (type(mw) is not int or not 0 <= mw < 2 ** 31):
-        return None  # (the converter says what is wrong with it)
-    return _plain_json_schema_grammar(canonical, mw)
+    return _plain_json_schema_grammar(canonical, opts["max_whitespace_cnt"])
 
 
 def _schema_grammar(canonical: bytes, opts: Dict[str, Any], parsed: Any = _UNSET) -> Grammar:

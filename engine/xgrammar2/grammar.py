@@ -75,27 +75,30 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
     """The core's grammar of a schema in the plain subset (csrc/front/json_schema_plain.c),
     from its canonical text (UTF-8), for the default options of compile_json_schema (with
     ``max_whitespace_cnt``); None when the schema is outside that subset (the Python
-    converter takes it)."""
+    converter takes it, and says what is wrong with a ``max_whitespace_cnt`` that is not a
+    non-negative int32)."""
+    mw = max_whitespace_cnt
+    if mw is not None and (type(mw) is not int or not 0 <= mw < 2 ** 31):
+        return None
     ffi, lib = _core.ffi, _core.lib
     out = ffi.new("xgr_grammar **")
     missing = ffi.new("int32_t *")
-    mw = -1 if max_whitespace_cnt is None else max_whitespace_cnt
-    forms, n_forms = ffi.NULL, 0
+    mw = -1 if mw is None else mw
+    forms, n_forms, found = ffi.NULL, 0, None
     if b'"format":"' in canonical or b'"pattern":"' in canonical:  # as the converter writes them
-        from .json_schema.core_strings import cached_table
+        from .json_schema import core_strings
 
-        forms, n_forms = cached_table(canonical)  # (NULL: not built yet)
+        found = core_strings.members(canonical)
+        forms, n_forms = core_strings.cached_table(found)  # (NULL: not built yet)
     _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, missing),
                 "converting a JSON schema")
-    if out[0] == ffi.NULL and missing[0] > 0 and forms == ffi.NULL:
+    if out[0] == ffi.NULL and missing[0] > 0 and forms == ffi.NULL and found:
         # in the subset but for its formats and patterns: their entries, then again
-        from .json_schema.core_strings import table
-
-        forms, n_forms = table(canonical)
+        forms, n_forms = core_strings.table(found)
         if n_forms:
             _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, ffi.NULL),
                         "converting a JSON schema")
-    if out[0] == _core.ffi.NULL:
+    if out[0] == ffi.NULL:
         return None
     grammar = Grammar._from_out(out)
     grammar._warnings = ()

@@ -123,14 +123,11 @@ def _plain_fragment_grammar(content: Any) -> Optional[Grammar]:
     does (tests/python/test_plain_fragments.py walks both)."""
     if (content.style != "json" or content.any_order or content.excludes or content.strict is not True):
         return None
-    mw = content.max_whitespace_cnt
-    if mw is not None and (type(mw) is not int or not 0 <= mw < 2 ** 31):
-        return None
     try:
         canonical = canonical_dumps(content.schema)
     except ValueError:
         return None
-    return _plain_json_schema_grammar(canonical, mw)
+    return _plain_json_schema_grammar(canonical, content.max_whitespace_cnt)
 
 
 def make_fragment(compiler: Any, content: Any) -> Tuple[Any, int]:

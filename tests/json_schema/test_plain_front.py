@@ -328,3 +328,34 @@ def test_plain_front_builds_string_entries_only_for_schemas_it_takes(tools):
     refused = {"type": "object", "properties": {"a": {"type": "string", "pattern": "(?i)refused"}}}
     assert plain(canonical_dumps(refused)) is None
     assert core_strings._patterns[b"(?i)refused"] is None
+
+
+def test_plain_front_names_a_format_table_whose_texts_do_not_parse(tools):
+    """A caller's table entry that is not EBNF gets an error naming the table, not a crash or a
+    grammar; an entry whose `char` rule is not the core's own leaves the schema to the caller."""
+    from xgrammar2 import _core
+    from xgrammar2.exception import InvalidArgumentError
+
+    ffi, lib = _core.ffi, _core.lib
+    canon = b'{"type":"string","format":"date"}'
+    keep = []
+
+    def form(value, rules=None):
+        arr = ffi.new("xgr_json_string_form[]", 1)
+        for field, text in (("keyword", b"format"), ("text", b"date"), ("value", value), ("rules", rules)):
+            if text is not None:
+                keep.append(ffi.new("char[]", text))
+                setattr(arr[0], field, keep[-1])
+        return arr
+
+    out = ffi.new("xgr_grammar **")
+    with pytest.raises(InvalidArgumentError, match="formats and patterns does not parse"):
+        _core.check(lib.xgr_json_schema_plain(canon, len(canon), -1, form(b'"\\"" ((( "\\""'), 1, out, ffi.NULL),
+                    "converting a JSON schema")
+    assert out[0] == ffi.NULL
+    rc = lib.xgr_json_schema_plain(canon, len(canon), -1, form(b'"\\"" char* "\\""', b'char ::= "x"\n'), 1, out,
+                                   ffi.NULL)
+    assert rc == 0 and out[0] == ffi.NULL
+    missing = ffi.new("int32_t *")
+    assert lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing) == 0
+    assert out[0] == ffi.NULL and missing[0] == 1

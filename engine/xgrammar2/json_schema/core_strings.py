@@ -34,7 +34,7 @@ Entry = Tuple[Optional[bytes], Optional[bytes]]  # (value expression, helper rul
 _formats: Dict[str, Optional[Entry]] = {}
 _patterns: Dict[bytes, Optional[Entry]] = {}
 _PATTERNS_MAX = 4096
-_tables: Dict[FrozenSet[Tuple[bytes, bytes]], Tuple[Any, int, list]] = {}
+_tables: Dict[FrozenSet[Tuple[bytes, bytes]], Tuple[Any, int, list]] = {}  # members() -> table
 _TABLES_MAX = 256
 
 
@@ -91,18 +91,26 @@ def _converted(schema: dict) -> Optional[Entry]:
         return None
 
 
-def cached_table(canonical: bytes) -> Tuple[Any, int]:
-    """:func:`table` of ``canonical`` when it was built before, else (NULL, 0): the caller
-    first asks the core whether the schema is in its subset but for these values (building
-    entries for a schema it leaves to Python would be wasted: each is a conversion)."""
-    hit = _tables.get(frozenset(_MEMBER.findall(canonical)))
+Members = FrozenSet[Tuple[bytes, bytes]]
+
+
+def members(canonical: bytes) -> Members:
+    """The (keyword, spelled value) pairs of the ``format`` / ``pattern`` members named in
+    ``canonical`` (a schema's canonical text): the key of its table."""
+    return frozenset(_MEMBER.findall(canonical))
+
+
+def cached_table(found: Members) -> Tuple[Any, int]:
+    """:func:`table` of ``found`` when it was built before, else (NULL, 0): the caller first
+    asks the core whether the schema is in its subset but for these values (building entries
+    for a schema it leaves to Python would be wasted: each is a conversion)."""
+    hit = _tables.get(found)
     return (hit[0], hit[1]) if hit is not None else (_core.ffi.NULL, 0)
 
 
-def table(canonical: bytes) -> Tuple[Any, int]:
-    """(``xgr_json_string_form`` array, its length) for the formats and patterns named in
-    ``canonical`` (a schema's canonical text); (NULL, 0) when it names none the core takes."""
-    found = frozenset(_MEMBER.findall(canonical))
+def table(found: Members) -> Tuple[Any, int]:
+    """(``xgr_json_string_form`` array, its length) for the formats and patterns ``found``
+    (:func:`members`); (NULL, 0) when it names none the core takes."""
     if not found:
         return _core.ffi.NULL, 0
     hit = _tables.get(found)
