@@ -2,6 +2,7 @@
 grammar, combined with union / concat and printed back as EBNF."""
 
 import json
+import logging
 import warnings
 from typing import Any, Dict, Optional, Tuple, Type, Union
 
@@ -102,6 +103,14 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
         return None
     grammar = Grammar._from_out(out)
     grammar._warnings = ()
+    if found and core_strings.needs_warnings(found):  # formats left as annotations: say where
+        warns = core_strings.format_warnings(json.loads(canonical))
+        if warns:  # (as the converter's path says them: json_schema_to_ebnf, _schema_to_ebnf)
+            grammar._warnings = tuple(warns)
+            logging.getLogger("xgrammar2.json_schema").warning(
+                "JSON schema converted with %d constraint(s) not enforced: %s", len(warns), "; ".join(warns))
+            for message in warns:
+                warnings.warn(f"JSON schema: {message}", UserWarning, stacklevel=4)
     return grammar
 
 

@@ -6,9 +6,12 @@ value named in a schema's canonical text this module hands it what the Python co
 writes for ``{"type": "string", "format": F}`` or ``{"type": "string", "pattern": P}``, the
 string's expression and its character rules, so the core's grammar is the converter's and the
 definitions live in one place (formats.py, regex.py, emit.py). Formats that constrain nothing
-without a warning (``UNCONSTRAINED_FORMATS``) are passed with no expression. Everything else
-is left out, so the core leaves such a schema to Python: integer formats, refused and unknown
-formats (the converter warns), and patterns the converter refuses or only approximates.
+without a warning (``UNCONSTRAINED_FORMATS``) are passed with no expression, and so are the
+formats the converter leaves as annotations with a warning (unknown formats and
+``REFUSED_FORMATS``): for a schema the core takes with such a format, :func:`format_warnings`
+writes the converter's warnings (the same pointers, the same text). Everything else is left
+out, so the core leaves such a schema to Python: integer formats, format names spelled with
+an escape, and patterns the converter refuses or only approximates.
 Entries are built once per process (patterns: the last ``_PATTERNS_MAX``), each by the
 converter's own (memoised) conversion, and only for schemas the core takes otherwise (it is
 asked first without them): for a schema left to Python they would be wasted work.
@@ -39,17 +42,92 @@ _TABLES_MAX = 256
 
 
 def format_entry(name: str) -> Optional[Entry]:
-    """Format ``name``'s entry: (None, None) for a format that constrains nothing, None for one
-    the core must leave to Python."""
+    """Format ``name``'s entry: (None, None) for a format that constrains nothing (an
+    annotation: :func:`annotation` says whether the converter warns about it), None for one the
+    core must leave to Python."""
     if name in _formats:
         return _formats[name]
     e: Optional[Entry] = None
-    if name in fmts.UNCONSTRAINED_FORMATS:
+    if name in fmts.UNCONSTRAINED_FORMATS or annotation(name) is not None:
         e = (None, None)
     elif name in fmts.STRING_FORMATS:
         e = _converted({"type": "string", "format": name})
+    if len(_formats) >= _PATTERNS_MAX:  # (unknown names are the client's: bounded)
+        _formats.clear()
     _formats[name] = e
     return e
+
+
+def annotation(name: str) -> Optional[str]:
+    """Why the converter leaves format ``name`` unenforced with a warning ("unknown format",
+    or REFUSED_FORMATS' reason), None for a format it enforces or that constrains nothing
+    (convert.Converter._format)."""
+    if (name in fmts.STRING_FORMATS or name in fmts.INTEGER_FORMAT_RANGES
+            or name in fmts.UNCONSTRAINED_FORMATS):
+        return None
+    return fmts.REFUSED_FORMATS.get(name, "unknown format")
+
+
+def needs_warnings(found: "Members") -> bool:
+    """Whether a schema whose members are ``found`` names a format the converter warns about
+    (then :func:`format_warnings` says where)."""
+    return any(k == b"format" and b"\\" not in v and annotation(v.decode("ascii", "replace")) is not None
+               for k, v in found)
+
+
+def _escape(name: str) -> str:
+    return name.replace("~", "~0").replace("/", "~1")
+
+
+def format_warnings(schema: Any) -> list:
+    """The converter's warnings for the annotation formats (:func:`annotation`) of a schema in
+    the core's plain subset, in its order: every schema object reachable from the root through
+    ``properties``, ``items``, ``anyOf`` and local ``$ref`` (each definition once, named by its
+    own pointer; definitions never referenced are never converted, so they do not warn), a
+    format outside ``string``'s types but refused silent, as convert.Converter._format does.
+    tests/json_schema/test_plain_front.py compares these with the converter's on every
+    JSONSchemaBench schema the core takes."""
+    out: list = []
+    seen: set = set()
+    pending = [(schema, "#")]
+    defs = {}
+    if isinstance(schema, dict):
+        for kw in ("definitions", "$defs"):
+            d = schema.get(kw)
+            if isinstance(d, dict):
+                for k, v in d.items():
+                    defs["#/" + kw + "/" + k] = v
+
+    def visit(s: Any, ptr: str) -> None:
+        if not isinstance(s, dict):
+            return
+        ref = s.get("$ref")
+        if isinstance(ref, str):
+            if ref not in seen:
+                seen.add(ref)
+                pending.append((schema if ref == "#" else defs.get(ref), "#" if ref == "#" else ref))
+            return
+        f = s.get("format")
+        if isinstance(f, str):
+            why = annotation(f)
+            t = s.get("type")
+            types = [t] if isinstance(t, str) else t if isinstance(t, list) else None
+            if why is not None and not (f in fmts.REFUSED_FORMATS and types is not None and "string" not in types):
+                out.append(f"{ptr}: format '{f}' is not enforced ({why}; JSON Schema treats format as an annotation)")
+        for i, sub in enumerate(s.get("anyOf") or ()):
+            visit(sub, f"{ptr}/anyOf/{i}")
+        props = s.get("properties")
+        if isinstance(props, dict):
+            for k, sub in props.items():
+                visit(sub, f"{ptr}/properties/{_escape(k)}")
+        if isinstance(s.get("items"), dict):
+            visit(s["items"], f"{ptr}/items")
+
+    seen.add("#")
+    while pending:
+        s, ptr = pending.pop(0)
+        visit(s, ptr)
+    return out
 
 
 def pattern_entry(spelled: bytes) -> Optional[Entry]:
@@ -120,8 +198,8 @@ def table(found: Members) -> Tuple[Any, int]:
     rows = []
     for keyword, spelled in sorted(found):
         if keyword == b"format":
-            try:
-                e = format_entry(spelled.decode("ascii"))
+            try:  # (a name spelled with an escape: the converter's warning would name it decoded)
+                e = format_entry(spelled.decode("ascii")) if b"\\" not in spelled else None
             except UnicodeDecodeError:
                 e = None
         else:
