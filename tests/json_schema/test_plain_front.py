@@ -216,6 +216,7 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
      "$defs": {"w": {"type": "string", "format": "x-defined"}, "unused": {"type": "string", "format": "x-never"}}},
     {"type": "object", "format": "x-root", "properties": {"self": {"$ref": "#"}, "d": {"type": "string", "format": "color"}}},
     {"type": "string", "format": "x-custom", "pattern": "^[a-z]+$"},  # the pattern is enforced, the format is not
+    {"anyOf": [{"type": "null"}, {"type": "string", "format": "x-in-a-branch"}]},
     {"$ref": "#/definitions/a", "definitions": {"a": {"type": "string", "format": "phone"}}},
 ])
 def test_plain_front_matches_python_on_hand_made_schemas(tools, schema):
