@@ -765,12 +765,14 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
             if (key_is(e, m, PYTHON_KEYWORDS[a])) return P_NO;
     }
     /* definitions only at the root (read there before the conversion starts); an id only
-     * there too, naming the document without a fragment: local references resolve the same */
+     * there too, naming the document without a fragment or with an empty one (draft-04's
+     * "http://x/s.json#", 111 JSONSchemaBench schemas): local references resolve the same */
     if ((defs >= 0 || defs2 >= 0) && id != e->root) return P_NO;
     if (sid >= 0) {
         const jnode *v = &NODE(e, sid);
+        const char *hash = v->kind == J_STR ? memchr(e->p->s + v->off, '#', (size_t)v->len) : NULL;
         if (id != e->root || v->kind != J_STR || !v->plain ||
-            memchr(e->p->s + v->off, '#', (size_t)v->len))
+            (hash && hash != e->p->s + v->off + v->len - 1))
             return P_NO;
     }
     if (fmt >= 0 && string_form_of(e, "format", &NODE(e, fmt), &form)) return P_NO;

@@ -181,6 +181,10 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
      "$defs": {"o": {"type": "object", "properties": {"k": {"type": "integer"}}}}},
     {"$id": "https://example.com/s.json", "type": "object", "properties": {"a": {"$ref": "#/$defs/a"}},
      "$defs": {"a": {"type": "boolean"}}},
+    # draft-04's root id with an empty fragment names the same document
+    {"id": "http://example.com/s.json#", "type": "object", "properties": {"a": {"$ref": "#/definitions/a"}},
+     "definitions": {"a": {"type": "string"}}},
+    {"$id": "https://example.com/s#", "type": "array", "items": {"$ref": "#"}},
     # string formats (the converter's expressions, handed to the core: json_schema/core_formats.py)
     {"type": "object", "properties": {"when": {"type": "string", "format": "date-time"},
                                       "day": {"type": "string", "format": "date"},
@@ -261,6 +265,7 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"anyOf": [{"type": "string"}], "type": "string"},  # an intersection
     {"anyOf": []},
     {"type": "string", "$id": "#frag"},
+    {"type": "string", "$id": "http://x/y#a#"}, {"type": "string", "id": "http://x/y#/definitions"},
     {"type": "object", "properties": {"a": {"$id": "http://x/y", "type": "string"}}},
     {"type": "string", "properties": {"a": {}}},
     False,
