@@ -24,6 +24,8 @@
  *   enum / const of scalars          those values (an integer n also as n.0, n.00, ...),
  *                                    restricted to `type` when both are given
  *   a list of types                  the union of the types' generic values
+ *   anyOf alone; oneOf alone whose   the union of the branches (disjoint by type: exactly
+ *   branches have distinct types     one matches where any does)
  *   "format" F / "pattern" P         a string of format F or matching P as the caller's
  *                                    table spells it (the converter's own expression,
  *                                    json_schema/core_strings.py); not in the table: outside
@@ -36,6 +38,7 @@
 
 #include "front.h"
 #include "json_dom.h"
+#include "json_key_excl.h"
 
 /* Deepest schema nesting converted here (deeper: the Python converter). */
 #define PLAIN_MAX_DEPTH 64
@@ -52,7 +55,7 @@ enum { P_OK = JSON_DOM_OK, P_NO = JSON_DOM_NO, P_NOMEM = JSON_DOM_NOMEM };
 
 /* ------------------------------------------------------------------ emission */
 
-typedef XGR_VEC(char) cbuf;
+typedef json_text cbuf;
 
 static int put(cbuf *b, const char *s, size_t n) {
     if (XGR_VEC_RESERVE(*b, b->len + n + 1)) return P_NOMEM;
@@ -74,7 +77,7 @@ static int putf(cbuf *b, const char *fmt, ...) {
 
 /* Shared rules, emitted when used (names as the Python converter's). */
 enum { U_WS = 1, U_STRING = 2, U_CHAR = 4, U_INTEGER = 8, U_NUMBER = 16, U_VALUE = 32,
-       U_OBJECT = 64, U_ARRAY = 128 };
+       U_OBJECT = 64, U_ARRAY = 128, U_KEYU = 256 };
 static const struct {
     unsigned bit, needs;
     const char *text;
@@ -95,6 +98,7 @@ static const struct {
      "\":\" ws value)* ws \"}\"\n"},
     {U_ARRAY, U_WS | U_VALUE,
      "array ::= \"[\" ws \"]\" | \"[\" ws value (ws \",\" ws value)* ws \"]\"\n"},
+    {U_KEYU, 0, JSON_KEY_EXCL_XU},
 };
 
 typedef struct {
@@ -369,7 +373,7 @@ static int enum_expr(emitter *e, int32_t vals, int single, unsigned mask, cbuf *
 
 /* An object with listed properties: rule o<id> and its chain, o<id>_f<i> (no property
  * written yet, the next candidate is i) and o<id>_p<i> (some written, next candidate i). */
-static int object_expr(emitter *e, int32_t props, int32_t req, int closed, cbuf *out) {
+static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32_t extra, cbuf *out) {
     int32_t n = props >= 0 ? NODE(e, props).n : 0;
     int r = P_OK;
     if (props >= 0 && NODE(e, props).kind != J_OBJ) return P_NO;
@@ -378,6 +382,20 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, cbuf 
         if (req >= 0 && NODE(e, req).n > 0) return P_NO;
         e->used |= U_WS;
         if (closed) return puts_(out, "\"{\" ws \"}\"");
+        if (extra >= 0 && NODE(e, extra).kind == J_OBJ) { /* any key, each value of that schema */
+            cbuf v = {0};
+            int32_t id = e->next_id++;
+            e->used |= U_STRING;
+            /* o ::= "{" ws "}" | "{" ws string ws ":" ws V (ws "," ws string ws ":" ws V)* ws "}" */
+            if ((r = schema_expr(e, extra, &v)) == P_OK &&
+                (r = putf(&e->rules, "o%d ::= \"{\" ws \"}\" | \"{\" ws string ws \":\" ws ", id)) == P_OK &&
+                (r = put(&e->rules, v.data, v.len)) == P_OK &&
+                (r = puts_(&e->rules, " (ws \",\" ws string ws \":\" ws ")) == P_OK &&
+                (r = put(&e->rules, v.data, v.len)) == P_OK)
+                r = puts_(&e->rules, ")* ws \"}\"\n");
+            XGR_VEC_FREE(v);
+            return r ? r : putf(out, "o%d", id);
+        }
         e->used |= U_OBJECT;
         return puts_(out, "object");
     }
@@ -428,6 +446,31 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, cbuf 
     int32_t id = e->next_id++;
     int any_req = 0;
     for (int32_t j = 0; j < n; j++) any_req |= need[j];
+    /* Extra members (additionalProperties true or a schema), after the listed ones as in the
+     * converter: o_x ::= "\"" KEY ws ":" ws VALUE, KEY none of the listed names
+     * (json_key_excl.c); o_t ::= (ws "," ws o_x)*. The last listed member is followed by
+     * o_t, and where it is optional it may give way to the extras (every listed member
+     * skipped from some point on). */
+    if (r == P_OK && extra >= 0 && !closed) {
+        int32_t *koff = malloc(sizeof *koff * 2 * (size_t)n);
+        cbuf v = {0};
+        char kname[32];
+        snprintf(kname, sizeof kname, "o%d_k", id);
+        if (!koff) r = P_NOMEM;
+        for (int32_t j = 0; j < n && r == P_OK; j++) {
+            koff[j] = NODE(e, ids[j]).key_off;
+            koff[n + j] = NODE(e, ids[j]).key_len;
+        }
+        if (r == P_OK) r = json_key_excl_write(e->p->s, koff, koff + n, n, kname, &e->rules);
+        if (r == P_OK) r = schema_expr(e, extra, &v);
+        if (r == P_OK && (r = putf(&e->rules, "o%d_x ::= \"\\\"\" o%d_k ws \":\" ws ", id, id)) == P_OK &&
+            (r = put(&e->rules, v.data, v.len)) == P_OK)
+            r = putf(&e->rules, "\no%d_t ::= (ws \",\" ws o%d_x)*\n", id, id);
+        e->used |= U_CHAR | U_KEYU;
+        free(koff);
+        XGR_VEC_FREE(v);
+    }
+    int extras = extra >= 0 && !closed;
     cbuf *R = &e->rules;
     e->used |= U_WS;
     /* o ::= "{" ws "}" | "{" ws o_f0 ws "}"   (the empty object only without required) */
@@ -444,7 +487,9 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, cbuf 
     for (int32_t j = 0; j < n && r == P_OK; j++) {
         if ((r = putf(R, "o%d_f%d ::= ", id, j)) || (r = put(R, kv[j].data, kv[j].len))) break;
         if (j + 1 < n && (r = putf(R, " o%d_p%d", id, j + 1))) break;
+        if (j + 1 == n && extras && (r = putf(R, " o%d_t", id))) break;
         if (!need[j] && j + 1 < n && (r = putf(R, " | o%d_f%d", id, j + 1))) break;
+        if (!need[j] && j + 1 == n && extras && (r = putf(R, " | o%d_x o%d_t", id, id))) break;
         r = puts_(R, "\n");
     }
     for (int32_t j = 1; j < n && r == P_OK; j++) {
@@ -513,8 +558,14 @@ static const char *const PYTHON_KEYWORDS[] = {
     "$recursiveRef", "additionalItems", "allOf", "contains",
     "dependencies", "dependentRequired", "dependentSchemas", "else",
     "if", "maxContains", "maxProperties", "minContains", "minProperties",
-    "multipleOf", "not", "oneOf", "patternProperties", "prefixItems",
+    "multipleOf", "not", "patternProperties", "prefixItems",
     "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties", "uniqueItems"};
+/* The keywords schema_expr_in reads itself (every other member is an annotation). */
+static const char *const CORE_KEYWORDS[] = {
+    "type", "properties", "required", "items", "additionalProperties", "enum", "const", "$ref",
+    "definitions", "$defs", "anyOf", "oneOf", "minLength", "maxLength", "minItems", "maxItems",
+    "$id", "id", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
+    "pattern"};
 
 /* The definition a local `$ref` names: "#/definitions/NAME" or "#/$defs/NAME" of the root
  * schema, NAME spelled plainly (no JSON-pointer or percent escape); *def = -1 for "#" (the
@@ -557,11 +608,10 @@ static int32_t bare_ref(emitter *e, int32_t id) {
             continue;
         }
         if (!m->key_plain) return -1;
-        static const char *const OTHER[] = {"type", "properties", "required", "items",
-                                            "additionalProperties", "enum", "const",
-                                            "definitions", "$defs", "format", "pattern"};
-        for (size_t a = 0; a < sizeof OTHER / sizeof *OTHER; a++)
-            if (key_is(e, m, OTHER[a])) return -1;
+        /* a keyword beside it, read here or by Python, makes it an intersection (a chain
+         * followed past `"minLength": 3` would drop the bound) */
+        for (size_t a = 0; a < sizeof CORE_KEYWORDS / sizeof *CORE_KEYWORDS; a++)
+            if (key_is(e, m, CORE_KEYWORDS[a])) return -1;
         for (size_t a = 0; a < sizeof PYTHON_KEYWORDS / sizeof *PYTHON_KEYWORDS; a++)
             if (key_is(e, m, PYTHON_KEYWORDS[a])) return -1;
     }
@@ -674,14 +724,18 @@ static int string_form_rule(emitter *e, int32_t k, cbuf *out) {
 static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
     if (t == T_OBJECT) {
         int closed = 0;
+        int32_t extra = -1; /* additionalProperties true or a schema: the extra members' values */
         if (k->props < 0 && k->req < 0 && k->addp < 0) return generic(e, T_OBJECT, out);
         if (k->addp >= 0) {
-            if (NODE(e, k->addp).kind != J_FALSE) return P_NO;
-            closed = 1;
+            const jnode *a = &NODE(e, k->addp);
+            if (a->kind == J_FALSE) closed = 1;
+            else if (a->kind == J_TRUE || a->kind == J_OBJ) extra = k->addp;
+            else return P_NO;
         }
-        /* strict mode: listed properties close the object */
-        if (k->props >= 0 && NODE(e, k->props).kind == J_OBJ && NODE(e, k->props).n > 0) closed = 1;
-        return object_expr(e, k->props, k->req, closed, out);
+        /* strict mode: listed properties close the object (unless additionalProperties says
+         * otherwise) */
+        if (extra < 0 && k->props >= 0 && NODE(e, k->props).kind == J_OBJ && NODE(e, k->props).n > 0) closed = 1;
+        return object_expr(e, k->props, k->req, closed, extra, out);
     }
     if (t == T_ARRAY) {
         int32_t lo = 0, hi = -1, items = k->items;
@@ -720,6 +774,24 @@ static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
     return generic(e, t, out);
 }
 
+/* Whether the branches of `oneOf` array `a` are pairwise disjoint by their `type` alone:
+ * each an object with one type name, no two the same, not both integer and number (an
+ * integer is a number). Exactly one of them then matches where any does: the union. */
+static int one_of_disjoint(emitter *e, const jnode *a) {
+    if (a->kind != J_ARR) return 0;
+    unsigned seen = 0;
+    for (int32_t c = a->first; c >= 0; c = NODE(e, c).next) {
+        const jnode *b = &NODE(e, c);
+        unsigned bit = 0;
+        if (b->kind != J_OBJ) return 0;
+        for (int32_t m = b->first; m >= 0; m = NODE(e, m).next)
+            if (key_is(e, &NODE(e, m), "type")) bit = type_bit(e, &NODE(e, m));
+        if (!bit || (seen & bit) || ((seen | bit) & (T_INTEGER | T_NUMBER)) == (T_INTEGER | T_NUMBER)) return 0;
+        seen |= bit;
+    }
+    return 1;
+}
+
 static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     const jnode *s = &NODE(e, id);
     if (s->kind == J_TRUE) {
@@ -728,7 +800,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     }
     if (s->kind != J_OBJ) return P_NO;
     int32_t type = -1, props = -1, req = -1, items = -1, addp = -1, en = -1, cst = -1, ref = -1;
-    int32_t defs = -1, defs2 = -1, any = -1, minl = -1, maxl = -1, mini = -1, maxi = -1, sid = -1;
+    int32_t defs = -1, defs2 = -1, any = -1, one = -1, minl = -1, maxl = -1, mini = -1, maxi = -1, sid = -1;
     int32_t vmin = -1, vmax = -1, xmin = -1, xmax = -1, fmt = -1, pat = -1, form = -1;
     for (int32_t c = s->first; c >= 0; c = NODE(e, c).next) {
         const jnode *m = &NODE(e, c);
@@ -743,6 +815,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
                         : key_is(e, m, "definitions")          ? &defs
                         : key_is(e, m, "$defs")                ? &defs2
                         : key_is(e, m, "anyOf")                ? &any
+                        : key_is(e, m, "oneOf")                ? &one
                         : key_is(e, m, "minLength")            ? &minl
                         : key_is(e, m, "maxLength")            ? &maxl
                         : key_is(e, m, "minItems")             ? &mini
@@ -789,12 +862,14 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     int bounds = vmin >= 0 || vmax >= 0 || xmin >= 0 || xmax >= 0;
     schema_kw kw = {props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax, form};
     if (ref >= 0) {
-        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || any >= 0 || strform)
+        if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || any >= 0 || one >= 0 ||
+            strform)
             return P_NO; /* an intersection */
         return ref_expr(e, &NODE(e, ref), out);
     }
-    if (any >= 0) { /* a union, alone (beside other keywords it is an intersection) */
-        const jnode *a = &NODE(e, any);
+    if (one >= 0 && (any >= 0 || !one_of_disjoint(e, &NODE(e, one)))) return P_NO;
+    if (any >= 0 || one >= 0) { /* a union, alone (beside other keywords it is an intersection) */
+        const jnode *a = &NODE(e, any >= 0 ? any : one);
         if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || strform || a->kind != J_ARR || a->n == 0 ||
             a->n > PLAIN_MAX_LIST)
             return P_NO;

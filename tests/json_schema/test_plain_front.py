@@ -221,6 +221,30 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
     {"type": "object", "format": "x-root", "properties": {"self": {"$ref": "#"}, "d": {"type": "string", "format": "color"}}},
     {"type": "string", "format": "x-custom", "pattern": "^[a-z]+$"},  # the pattern is enforced, the format is not
     {"anyOf": [{"type": "null"}, {"type": "string", "format": "x-in-a-branch"}]},
+    {"oneOf": [{"type": "null"}, {"type": "string", "format": "x-in-a-one-of-branch"}]},
+    # additionalProperties true or a schema: extra members after the listed ones, keys none of the
+    # listed names (the converter's trie of raw prefixes)
+    {"type": "object", "properties": {"ab": {"type": "string"}, "ac": {"type": "integer"}}, "required": ["ab"],
+     "additionalProperties": True},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "ab": {}, "b]^-": {}, "": {"type": "null"},
+                                      "x y": {"type": "boolean"}, "a/b": {}}, "additionalProperties": {"type": "number"}},
+    {"type": "object", "properties": {"k": {"type": "string"}}, "required": ["k"], "additionalProperties": {}},
+    {"type": "object", "properties": {"k": {"type": "string"}, "l": {}}, "required": ["l"],
+     "additionalProperties": {"type": "array", "items": {"type": "string", "format": "date"}}},
+    {"type": "object", "additionalProperties": {"type": "integer"}}, {"additionalProperties": True},
+    {"type": "object", "properties": {}, "additionalProperties": {"enum": ["x", 1]}},
+    {"type": "object", "properties": {"n": {"type": "object", "properties": {"m": {}},
+                                            "additionalProperties": {"$ref": "#"}}}, "additionalProperties": True},
+    {"type": "object", "properties": {"abcdefghijklmnopqrstu": {}, "abcdefghijklmnopqrstv": {},
+                                      "abcdefghijklmnopqrs": {}}, "additionalProperties": True},
+    # oneOf whose branches are disjoint by type: exactly one matches where any does
+    {"oneOf": [{"type": "string"}, {"type": "null"}]},
+    {"type": "object", "properties": {"a": {"oneOf": [{"type": "array", "items": {"type": "integer"}},
+                                                      {"type": "string", "maxLength": 3},
+                                                      {"type": "object", "properties": {"x": {"type": "boolean"}}},
+                                                      {"type": "integer", "minimum": 2}]}}},
+    {"oneOf": [{"type": "number", "description": "d"}, {"type": "boolean"}, {"type": "null", "title": "t"}]},
+    {"$ref": "#/$defs/n", "$defs": {"n": {"oneOf": [{"type": "array", "items": {"$ref": "#/$defs/n"}}, {"type": "null"}]}}},
     {"$ref": "#/definitions/a", "definitions": {"a": {"type": "string", "format": "phone"}}},
 ])
 def test_plain_front_matches_python_on_hand_made_schemas(tools, schema):
@@ -250,7 +274,6 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"enum": [1.5]},  # a float
     {"enum": ["a\"b"]},  # an escape
     {"type": "object", "properties": {"a": {}}, "required": ["b"]},  # required, not listed
-    {"type": "object", "properties": {"a": {}}, "additionalProperties": True},
     {"type": "string", "enum": [1]},  # unsatisfiable: Python says why
     {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}, "type": "string"},  # an intersection
     {"$ref": "#/$defs/a/properties/b", "$defs": {"a": {"properties": {"b": {}}}}},  # a deeper pointer
@@ -266,6 +289,21 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"anyOf": []},
     {"type": "string", "$id": "#frag"},
     {"type": "string", "$id": "http://x/y#a#"}, {"type": "string", "id": "http://x/y#/definitions"},
+    {"type": "object", "properties": {"a": {}}, "additionalProperties": 3},
+    {"type": "object", "properties": {"a": {}}, "required": ["b"], "additionalProperties": True},
+    {"type": "object", "additionalProperties": {"type": "string", "enum": [1]}},  # unsatisfiable values
+    # oneOf whose branches may overlap, or beside other keywords: Python's exclusivity
+    {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]},
+    {"oneOf": [{"type": "integer"}, {"type": "number"}]},  # an integer is a number
+    {"oneOf": [{"type": "string"}, {"enum": [1]}]}, {"oneOf": [{"type": ["string", "null"]}, {"type": "integer"}]},
+    {"oneOf": [{"type": "string"}, True]}, {"oneOf": []}, {"oneOf": {"type": "string"}},
+    {"oneOf": [{"type": "string"}, {"type": "null"}], "type": "string"},
+    {"oneOf": [{"type": "string"}, {"type": "null"}], "anyOf": [{"type": "string"}]},
+    # a definition that is a $ref with a keyword beside it is an intersection, not a chain to follow
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "minLength": 3}, "b": {"type": "string"}}},
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "maximum": 3}, "b": {"type": "integer"}}},
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "anyOf": [{"type": "null"}]}, "b": {"type": "string"}}},
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "oneOf": [{"type": "null"}]}, "b": {"type": "string"}}},
     {"type": "object", "properties": {"a": {"$id": "http://x/y", "type": "string"}}},
     {"type": "string", "properties": {"a": {}}},
     False,

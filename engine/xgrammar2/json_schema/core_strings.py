@@ -82,9 +82,10 @@ def _escape(name: str) -> str:
 def format_warnings(schema: Any) -> list:
     """The converter's warnings for the annotation formats (:func:`annotation`) of a schema in
     the core's plain subset, in its order: every schema object reachable from the root through
-    ``properties``, ``items``, ``anyOf`` and local ``$ref`` (each definition once, named by its
-    own pointer; definitions never referenced are never converted, so they do not warn), a
-    format outside ``string``'s types but refused silent, as convert.Converter._format does.
+    ``properties``, ``additionalProperties``, ``items``, ``anyOf``, ``oneOf`` and local
+    ``$ref`` (each definition once, named by its own pointer; definitions never referenced are
+    never converted, so they do not warn), a format outside ``string``'s types but refused
+    silent, as convert.Converter._format does.
     tests/json_schema/test_plain_front.py compares these with the converter's on every
     JSONSchemaBench schema the core takes."""
     out: list = []
@@ -114,12 +115,15 @@ def format_warnings(schema: Any) -> list:
             types = [t] if isinstance(t, str) else t if isinstance(t, list) else None
             if why is not None and not (f in fmts.REFUSED_FORMATS and types is not None and "string" not in types):
                 out.append(f"{ptr}: format '{f}' is not enforced ({why}; JSON Schema treats format as an annotation)")
-        for i, sub in enumerate(s.get("anyOf") or ()):
-            visit(sub, f"{ptr}/anyOf/{i}")
+        for kw in ("anyOf", "oneOf"):
+            for i, sub in enumerate(s.get(kw) or ()):
+                visit(sub, f"{ptr}/{kw}/{i}")
         props = s.get("properties")
         if isinstance(props, dict):
             for k, sub in props.items():
                 visit(sub, f"{ptr}/properties/{_escape(k)}")
+        if isinstance(s.get("additionalProperties"), dict):
+            visit(s["additionalProperties"], f"{ptr}/additionalProperties")
         if isinstance(s.get("items"), dict):
             visit(s["items"], f"{ptr}/items")
 

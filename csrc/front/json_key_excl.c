@@ -1,0 +1,133 @@
+/* The key of an extra object member: a JSON string that is none of the listed names, as a
+ * trie of their raw prefixes (json_key_excl.h). Written in the shape of the Python
+ * converter's emit.key_not_in, so that the two grammars accept the same keys
+ * (tests/json_schema/test_plain_front.py compares their masks). */
+#include "json_key_excl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_dom.h"
+
+const char JSON_KEY_EXCL_XU[] =
+    "xu ::= \"\\\\u\" (\"0\" (\"0\" [0189A-Fa-f] [0-9A-Fa-f] | [1-9A-Fa-f] [0-9A-Fa-f] [0-9A-Fa-f]) | "
+    "[1-9A-CEFa-cef] [0-9A-Fa-f] [0-9A-Fa-f] [0-9A-Fa-f] | [Dd] [0-7] [0-9A-Fa-f] [0-9A-Fa-f]) | "
+    "\"\\\\u\" [Dd] [89ABab] [0-9A-Fa-f] [0-9A-Fa-f] \"\\\\u\" [Dd] [C-Fc-f] [0-9A-Fa-f] [0-9A-Fa-f]\n";
+
+/* Trie nodes deeper than this in one rule start a rule of their own (bounded nesting). */
+#define KEY_RULE_DEPTH 16
+
+typedef struct {
+    const char *src;
+    const int32_t *off, *len, *order; /* order: name indices, sorted by text */
+    const char *name;
+    json_text *rules;
+    int32_t sub; /* sub-rules written */
+} kx;
+
+static int put(json_text *b, const char *s, size_t n) {
+    if (XGR_VEC_RESERVE(*b, b->len + n + 1)) return JSON_DOM_NOMEM;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return JSON_DOM_OK;
+}
+
+static int puts_(json_text *b, const char *s) { return put(b, s, strlen(s)); }
+
+/* The character class text of one raw printable-ASCII character inside [...]. */
+static int put_class_char(json_text *b, char c) {
+    char t[3] = {'\\', c, 0};
+    return c == ']' || c == '\\' || c == '^' || c == '-' || c == '"' ? put(b, t, 2) : put(b, t + 1, 1);
+}
+
+static const char *char_of(const kx *x, int32_t i, int32_t d) {
+    return x->src + x->off[x->order[i]] + d;
+}
+
+static int node(kx *x, int32_t lo, int32_t hi, int32_t d, int depth, json_text *out);
+
+/* A rule of its own for the node of names [lo, hi) at depth d. */
+static int sub_rule(kx *x, int32_t lo, int32_t hi, int32_t d, json_text *out) {
+    json_text body = {0};
+    int32_t id = ++x->sub;
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s_t%d", x->name, id);
+    int r = puts_(&body, nm);
+    if (!r) r = puts_(&body, " ::= ");
+    if (!r) r = node(x, lo, hi, d, 0, &body);
+    if (!r) r = puts_(&body, "\n");
+    if (!r) r = put(x->rules, body.data, body.len);
+    XGR_VEC_FREE(body);
+    return r ? r : puts_(out, nm);
+}
+
+/* The alternatives after the common prefix of length d of sorted names [lo, hi). */
+static int node(kx *x, int32_t lo, int32_t hi, int32_t d, int depth, json_text *out) {
+    if (depth >= KEY_RULE_DEPTH) return sub_rule(x, lo, hi, d, out);
+    int terminal = x->len[x->order[lo]] == d; /* (sorted: the prefix itself comes first) */
+    int r = puts_(out, "(");
+    char excl[96];
+    int nex = 0, alts = 0;
+    for (int32_t i = lo + terminal; i < hi && !r;) {
+        char c = *char_of(x, i, d);
+        int32_t j = i + 1;
+        while (j < hi && *char_of(x, j, d) == c) j++;
+        char lit[5] = {'"', c, '"', ' ', 0};
+        if (alts++) r = puts_(out, " | ");
+        if (!r) r = put(out, lit, 4);
+        if (!r) r = node(x, i, j, d + 1, depth + 1, out);
+        if (nex < (int)sizeof excl) excl[nex++] = c;
+        i = j;
+    }
+    /* any other first character, then any rest: past a whole name any JSON character, else
+     * a key spelling (emit.key_not_in: the complement's char_ref) */
+    if (!r && alts) r = puts_(out, " | ");
+    if (!r && !alts) r = puts_(out, "char char* \"\\\"\"");
+    if (!r && alts) r = puts_(out, "([^\\x00-\\x1f\"\\\\");
+    for (int k = 0; k < nex && !r; k++)
+        if (excl[k] != '"' && excl[k] != '\\') r = put_class_char(out, excl[k]);
+    if (!r && alts) r = puts_(out, "] | \"\\\\\" [\"/\\\\bfnrt] | xu) char* \"\\\"\"");
+    if (!r && !terminal) r = puts_(out, " | \"\\\"\"");
+    return r ? r : puts_(out, ")");
+}
+
+/* Whether name i sorts before name j (bytes, a prefix first). */
+static int less(const kx *x, int32_t i, int32_t j) {
+    int32_t li = x->len[i], lj = x->len[j];
+    int c = memcmp(x->src + x->off[i], x->src + x->off[j], (size_t)(li < lj ? li : lj));
+    return c ? c < 0 : li < lj;
+}
+
+/* Merge sort of a[0..n) by `less`, tmp the same size (no qsort: its comparator would need
+ * the names through a global). */
+static void sort_names(const kx *x, int32_t *a, int32_t *tmp, int32_t n) {
+    if (n < 2) return;
+    int32_t h = n / 2;
+    sort_names(x, a, tmp, h);
+    sort_names(x, a + h, tmp, n - h);
+    int32_t i = 0, j = h, k = 0;
+    while (i < h && j < n) tmp[k++] = less(x, a[j], a[i]) ? a[j++] : a[i++];
+    while (i < h) tmp[k++] = a[i++];
+    while (j < n) tmp[k++] = a[j++];
+    memcpy(a, tmp, sizeof *a * (size_t)n);
+}
+
+int json_key_excl_write(const char *src, const int32_t *off, const int32_t *len, int32_t n,
+                        const char *name, json_text *rules) {
+    int32_t *order = xgr_malloc(sizeof *order * 2 * (size_t)(n > 0 ? n : 1));
+    if (!order) return JSON_DOM_NOMEM;
+    for (int32_t i = 0; i < n; i++) order[i] = i;
+    kx x = {src, off, len, order, name, rules, 0};
+    sort_names(&x, order, order + (n > 0 ? n : 1), n);
+    json_text body = {0};
+    int r = puts_(&body, name);
+    if (!r) r = puts_(&body, " ::= ");
+    if (!r) r = n > 0 ? node(&x, 0, n, 0, 0, &body) : puts_(&body, "char* \"\\\"\"");
+    if (!r) r = puts_(&body, "\n");
+    if (!r) r = put(rules, body.data, body.len);
+    XGR_VEC_FREE(body);
+    free(order);
+    return r;
+}
