@@ -94,8 +94,12 @@ static int jvalue(json_dom *p, int depth, int32_t *out) {
     if (p->i >= p->len) return JSON_DOM_NO;
     char c = p->s[p->i];
     if (c == '{' || c == '[') {
+        size_t st = p->i;
         if ((r = jnew(p, c == '{' ? JSON_DOM_OBJ : JSON_DOM_ARR, out))) return r;
-        return jcontainer(p, depth, *out, c == '{');
+        if ((r = jcontainer(p, depth, *out, c == '{'))) return r;
+        if (p->i - st > (size_t)INT32_MAX || st > (size_t)INT32_MAX) return JSON_DOM_NO;
+        p->nodes.data[*out].off = (int32_t)st, p->nodes.data[*out].len = (int32_t)(p->i - st);
+        return JSON_DOM_OK;
     }
     if (c == '"') {
         int32_t off, len;

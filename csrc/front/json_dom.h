@@ -16,7 +16,9 @@ typedef struct {
     uint8_t plain;     /* JSON_DOM_STR: printable ASCII without '"' or '\\' */
     uint8_t key_plain; /* the member key, likewise */
     uint8_t is_int;    /* JSON_DOM_NUM: -?(0|[1-9][0-9]*) */
-    int32_t off, len;  /* JSON_DOM_STR: the content between the quotes; JSON_DOM_NUM: the number */
+    int32_t off, len;  /* JSON_DOM_STR: the content between the quotes; JSON_DOM_NUM: the number;
+                        * JSON_DOM_OBJ / JSON_DOM_ARR: the text from its bracket through the
+                        * closing one */
     int32_t key_off, key_len; /* a member's key (key_off -1: not a member) */
     int32_t first, next; /* first child, next sibling (-1: none) */
     int32_t n;           /* children */

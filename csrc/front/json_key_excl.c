@@ -13,7 +13,8 @@
 const char JSON_KEY_EXCL_XU[] =
     "xu ::= \"\\\\u\" (\"0\" (\"0\" [0189A-Fa-f] [0-9A-Fa-f] | [1-9A-Fa-f] [0-9A-Fa-f] [0-9A-Fa-f]) | "
     "[1-9A-CEFa-cef] [0-9A-Fa-f] [0-9A-Fa-f] [0-9A-Fa-f] | [Dd] [0-7] [0-9A-Fa-f] [0-9A-Fa-f]) | "
-    "\"\\\\u\" [Dd] [89ABab] [0-9A-Fa-f] [0-9A-Fa-f] \"\\\\u\" [Dd] [C-Fc-f] [0-9A-Fa-f] [0-9A-Fa-f]\n";
+    "\"\\\\u\" [Dd] [89ABab] [0-9A-Fa-f] [0-9A-Fa-f] \"\\\\u\" [Dd] [C-Fc-f] [0-9A-Fa-f] [0-9A-Fa-f]\n"
+    "xr ::= char* \"\\\"\"\n";
 
 /* Trie nodes deeper than this in one rule start a rule of their own (bounded nesting). */
 #define KEY_RULE_DEPTH 16
@@ -24,6 +25,7 @@ typedef struct {
     const char *name;
     json_text *rules;
     int32_t sub; /* sub-rules written */
+    json_key_excl_ctx *ctx; /* the grammar's xc<i> rules */
 } kx;
 
 static int put(json_text *b, const char *s, size_t n) {
@@ -47,6 +49,36 @@ static const char *char_of(const kx *x, int32_t i, int32_t d) {
 }
 
 static int node(kx *x, int32_t lo, int32_t hi, int32_t d, int depth, json_text *out);
+
+/* A reference to rule xc<i> ::= any key spelling of a character outside excl[0..n) (raw, a
+ * two-character escape, or xu), written once per distinct set and grammar (a name's chain
+ * of single children repeats the same few, and so do the tries of a grammar's objects). */
+static int kchar_ref(kx *x, const char *excl, int n, json_text *out) {
+    json_key_excl_ctx *cx = x->ctx;
+    char nm[32];
+    for (size_t i = 0; i < cx->sets.len; i++)
+        if (cx->sets.data[i].n == n && memcmp(cx->sets.data[i].c, excl, (size_t)n) == 0) {
+            snprintf(nm, sizeof nm, "xc%d", (int)i);
+            return puts_(out, nm);
+        }
+    json_key_set st;
+    st.n = n;
+    memcpy(st.c, excl, (size_t)n);
+    if (XGR_VEC_PUSH(cx->sets, st)) return JSON_DOM_NOMEM;
+    snprintf(nm, sizeof nm, "xc%d", (int)(cx->sets.len - 1));
+    int r = puts_(x->rules, nm);
+    if (!r) r = puts_(x->rules, " ::= [^\\x00-\\x1f\"\\\\");
+    for (int k = 0; k < n && !r; k++)
+        if (excl[k] != '"' && excl[k] != '\\') r = put_class_char(x->rules, excl[k]);
+    if (!r) r = puts_(x->rules, "] | \"\\\\\" [\"/\\\\bfnrt] | xu\n");
+    return r ? r : puts_(out, nm);
+}
+
+void json_key_excl_ctx_free(json_key_excl_ctx *ctx) {
+    XGR_VEC_FREE(ctx->sets);
+    XGR_VEC_FREE(ctx->sigs);
+    XGR_VEC_FREE(ctx->sig_at);
+}
 
 /* A rule of its own for the node of names [lo, hi) at depth d. */
 static int sub_rule(kx *x, int32_t lo, int32_t hi, int32_t d, json_text *out) {
@@ -84,11 +116,9 @@ static int node(kx *x, int32_t lo, int32_t hi, int32_t d, int depth, json_text *
     /* any other first character, then any rest: past a whole name any JSON character, else
      * a key spelling (emit.key_not_in: the complement's char_ref) */
     if (!r && alts) r = puts_(out, " | ");
-    if (!r && !alts) r = puts_(out, "char char* \"\\\"\"");
-    if (!r && alts) r = puts_(out, "([^\\x00-\\x1f\"\\\\");
-    for (int k = 0; k < nex && !r; k++)
-        if (excl[k] != '"' && excl[k] != '\\') r = put_class_char(out, excl[k]);
-    if (!r && alts) r = puts_(out, "] | \"\\\\\" [\"/\\\\bfnrt] | xu) char* \"\\\"\"");
+    if (!r && !alts) r = puts_(out, "char xr");
+    if (!r && alts) r = kchar_ref(x, excl, nex, out);
+    if (!r && alts) r = puts_(out, " xr");
     if (!r && !terminal) r = puts_(out, " | \"\\\"\"");
     return r ? r : puts_(out, ")");
 }
@@ -114,20 +144,44 @@ static void sort_names(const kx *x, int32_t *a, int32_t *tmp, int32_t n) {
     memcpy(a, tmp, sizeof *a * (size_t)n);
 }
 
-int json_key_excl_write(const char *src, const int32_t *off, const int32_t *len, int32_t n,
-                        const char *name, json_text *rules) {
+/* Writes rule `name` for the n names (json_key_excl_rule). */
+static int write_rule(json_key_excl_ctx *ctx, const char *src, const int32_t *off, const int32_t *len,
+                      int32_t n, const char *name, json_text *rules) {
     int32_t *order = xgr_malloc(sizeof *order * 2 * (size_t)(n > 0 ? n : 1));
     if (!order) return JSON_DOM_NOMEM;
     for (int32_t i = 0; i < n; i++) order[i] = i;
-    kx x = {src, off, len, order, name, rules, 0};
+    kx x = {src, off, len, order, name, rules, 0, ctx};
     sort_names(&x, order, order + (n > 0 ? n : 1), n);
     json_text body = {0};
     int r = puts_(&body, name);
     if (!r) r = puts_(&body, " ::= ");
-    if (!r) r = n > 0 ? node(&x, 0, n, 0, 0, &body) : puts_(&body, "char* \"\\\"\"");
+    if (!r) r = n > 0 ? node(&x, 0, n, 0, 0, &body) : puts_(&body, "xr");
     if (!r) r = puts_(&body, "\n");
     if (!r) r = put(rules, body.data, body.len);
     XGR_VEC_FREE(body);
     free(order);
     return r;
+}
+
+int json_key_excl_rule(json_key_excl_ctx *ctx, const char *src, const int32_t *off,
+                       const int32_t *len, int32_t n, json_text *rules, int32_t *k) {
+    size_t at = ctx->sigs.len;
+    int r = JSON_DOM_OK;
+    for (int32_t j = 0; j < n && !r; j++)
+        if (!(r = put(&ctx->sigs, src + off[j], (size_t)len[j]))) r = puts_(&ctx->sigs, "\n");
+    if (r) return r;
+    size_t sl = ctx->sigs.len - at;
+    for (size_t i = 0; i + 1 < ctx->sig_at.len; i += 2)
+        if ((size_t)ctx->sig_at.data[i + 1] == sl &&
+            memcmp(ctx->sigs.data + ctx->sig_at.data[i], ctx->sigs.data + at, sl) == 0) {
+            ctx->sigs.len = at; /* written before: the same rule */
+            *k = (int32_t)(i / 2);
+            return JSON_DOM_OK;
+        }
+    if (at > INT32_MAX || sl > INT32_MAX) return JSON_DOM_NOMEM;
+    *k = (int32_t)(ctx->sig_at.len / 2);
+    if (XGR_VEC_PUSH(ctx->sig_at, (int32_t)at) || XGR_VEC_PUSH(ctx->sig_at, (int32_t)sl)) return JSON_DOM_NOMEM;
+    char name[32];
+    snprintf(name, sizeof name, "xk%d", *k);
+    return write_rule(ctx, src, off, len, n, name, rules);
 }

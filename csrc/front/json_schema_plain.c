@@ -39,6 +39,7 @@
 #include "front.h"
 #include "json_dom.h"
 #include "json_key_excl.h"
+#include "span_memo.h"
 
 /* Deepest schema nesting converted here (deeper: the Python converter). */
 #define PLAIN_MAX_DEPTH 64
@@ -121,6 +122,10 @@ typedef struct {
     XGR_VEC(int32_t) form_rule;          /* pairs (form index, rule id f<id>) */
     XGR_VEC(size_t) helpers;             /* their helper rules written: (form index, line offset) */
     int32_t missing;                     /* string values met that are not in the table */
+    json_key_excl_ctx kx;                /* key exclusion: the xk<i> / xc<i> rules written */
+    /* Subschemas converted, by their canonical text (equal text, equal language: the same
+     * expression, so equal subschemas share their rules, as the converter's interned ones) */
+    span_memo memo;
 } emitter;
 
 /* Enums with more than this many values, or with an integer (its "(. 0+)?" tail), get a
@@ -373,6 +378,8 @@ static int enum_expr(emitter *e, int32_t vals, int single, unsigned mask, cbuf *
 
 /* An object with listed properties: rule o<id> and its chain, o<id>_f<i> (no property
  * written yet, the next candidate is i) and o<id>_p<i> (some written, next candidate i). */
+static int key_rule_of(emitter *e, const int32_t *ids, int32_t n, int32_t *k);
+
 static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32_t extra, cbuf *out) {
     int32_t n = props >= 0 ? NODE(e, props).n : 0;
     int r = P_OK;
@@ -452,22 +459,12 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
      * o_t, and where it is optional it may give way to the extras (every listed member
      * skipped from some point on). */
     if (r == P_OK && extra >= 0 && !closed) {
-        int32_t *koff = malloc(sizeof *koff * 2 * (size_t)n);
+        int32_t k = -1;
         cbuf v = {0};
-        char kname[32];
-        snprintf(kname, sizeof kname, "o%d_k", id);
-        if (!koff) r = P_NOMEM;
-        for (int32_t j = 0; j < n && r == P_OK; j++) {
-            koff[j] = NODE(e, ids[j]).key_off;
-            koff[n + j] = NODE(e, ids[j]).key_len;
-        }
-        if (r == P_OK) r = json_key_excl_write(e->p->s, koff, koff + n, n, kname, &e->rules);
-        if (r == P_OK) r = schema_expr(e, extra, &v);
-        if (r == P_OK && (r = putf(&e->rules, "o%d_x ::= \"\\\"\" o%d_k ws \":\" ws ", id, id)) == P_OK &&
+        if ((r = key_rule_of(e, ids, n, &k)) == P_OK && (r = schema_expr(e, extra, &v)) == P_OK &&
+            (r = putf(&e->rules, "o%d_x ::= \"\\\"\" xk%d ws \":\" ws ", id, k)) == P_OK &&
             (r = put(&e->rules, v.data, v.len)) == P_OK)
             r = putf(&e->rules, "\no%d_t ::= (ws \",\" ws o%d_x)*\n", id, id);
-        e->used |= U_CHAR | U_KEYU;
-        free(koff);
         XGR_VEC_FREE(v);
     }
     int extras = extra >= 0 && !closed;
@@ -500,6 +497,26 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
     free(kv), free(ids), free(need);
     if (r) return r;
     return putf(out, "o%d", id);
+}
+
+/* The longest listed name beside additionalProperties (longer: Python). */
+#define PLAIN_MAX_EXCLUDED_KEY 512
+
+/* Rule xk<*k>: the rest of a key that is none of the names of members ids[0..n)
+ * (json_key_excl.c). */
+static int key_rule_of(emitter *e, const int32_t *ids, int32_t n, int32_t *k) {
+    for (int32_t j = 0; j < n; j++) /* (the trie's writer recurses once per character) */
+        if (NODE(e, ids[j]).key_len > PLAIN_MAX_EXCLUDED_KEY) return P_NO;
+    int32_t *koff = malloc(sizeof *koff * 2 * (size_t)(n > 0 ? n : 1));
+    if (!koff) return P_NOMEM;
+    for (int32_t j = 0; j < n; j++) {
+        koff[j] = NODE(e, ids[j]).key_off;
+        koff[n + j] = NODE(e, ids[j]).key_len;
+    }
+    int r = json_key_excl_rule(&e->kx, e->p->s, koff, koff + n, n, &e->rules, k);
+    e->used |= U_CHAR | U_KEYU;
+    free(koff);
+    return r;
 }
 
 /* A non-negative integer bound no larger than PLAIN_MAX_BOUND (minLength, maxItems, ...). */
@@ -928,12 +945,23 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     return r;
 }
 
+/* Subschemas shorter than this are converted again where they recur (their expressions are
+ * a name or two: the lookup would cost more). */
+#define PLAIN_MEMO_MIN 24
+
 static int schema_expr(emitter *e, int32_t id, cbuf *out) {
     if (e->depth >= PLAIN_MAX_DEPTH) return P_NO;
+    const jnode *n = &NODE(e, id);
+    int memo = n->kind == J_OBJ && n->len >= PLAIN_MEMO_MIN;
+    size_t hit_len = 0;
+    const char *hit = memo ? span_memo_get(&e->memo, n->off, n->len, &hit_len) : NULL;
+    if (hit) return put(out, hit, hit_len);
+    size_t at = out->len;
     e->depth++;
     int r = schema_expr_in(e, id, out);
     e->depth--;
-    return r;
+    if (r || !memo) return r;
+    return span_memo_put(&e->memo, n->off, n->len, out->data + at, out->len - at);
 }
 
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
@@ -950,6 +978,7 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     e.p = &p;
     e.forms = forms;
     e.n_forms = forms ? n_forms : 0;
+    e.memo.src = canon;
     cbuf text = {0};
     int32_t root = -1;
     int r = json_dom_parse(&p, canon, len, PLAIN_MAX_DEPTH * 2 + 8, &root);
@@ -995,6 +1024,8 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     int used_forms = e.form_rule.len > 0;
     XGR_VEC_FREE(e.form_rule);
     XGR_VEC_FREE(e.helpers);
+    json_key_excl_ctx_free(&e.kx);
+    span_memo_free(&e.memo);
     int st = XGR_OK;
     if (r == P_NOMEM) st = xgr_fail(XGR_ERR_NOMEM, "xgr_json_schema_plain: out of memory");
     else if (r == P_OK) {

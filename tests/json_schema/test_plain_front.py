@@ -415,3 +415,25 @@ def test_plain_front_names_a_format_table_whose_texts_do_not_parse(tools):
     missing = ffi.new("int32_t *")
     assert lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing) == 0
     assert out[0] == ffi.NULL and missing[0] == 1
+
+
+def test_plain_front_equal_subschemas_share_their_rules(tools):
+    """Equal subschemas (equal canonical text) are converted once: one object rule and one key
+    rule for the two equal properties below, as the converter's interned rules."""
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    item = {"type": "object", "properties": {"id": {"type": "integer"}, "tag": {"type": "string"}},
+            "required": ["id"], "additionalProperties": {"type": "boolean"}}
+    schema = {"type": "object", "properties": {"a": item, "b": {"type": "array", "items": item}, "c": item}}
+    text = str(plain(canonical_dumps(schema)))
+    heads = [line.split(" ::= ")[0] for line in text.splitlines()]
+    assert sum(h.startswith("o") and "_" not in h for h in heads) == 2, text  # the root and the item
+    assert sum(h.startswith("xk") and "_" not in h for h in heads) == 1, text
+    assert _check(tools, schema, [{"a": {"id": 1, "x": True}, "b": [{"id": 2}], "c": {"id": 3, "tag": "t"}}],
+                  "shared") == "ok"
+
+
+def test_plain_front_leaves_long_names_beside_extra_members_to_python(tools):
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    long = {"type": "object", "properties": {"n" * 600: {}}, "additionalProperties": True}
+    assert plain(canonical_dumps(long)) is None
+    assert plain(canonical_dumps({**long, "additionalProperties": False})) is not None
