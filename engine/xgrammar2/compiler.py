@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import threading
+import warnings
 from typing import Any, Callable, Dict, Hashable, Optional, Tuple, Type, Union
 
 from . import _core, gc_pause
@@ -57,7 +58,11 @@ def _plain_schema_grammar(canonical: bytes, opts: Dict[str, Any]) -> Optional[Gr
     if (opts.keys() != _PLAIN_OPTS or opts["any_whitespace"] is not True or opts["indent"] is not None
             or opts["separators"] is not None or opts["strict_mode"] is not True):
         return None
-    return _plain_json_schema_grammar(canonical, opts["max_whitespace_cnt"])
+    grammar = _plain_json_schema_grammar(canonical, opts["max_whitespace_cnt"])
+    for message in grammar.warnings if grammar is not None else ():
+        # (as the converter's path warns, grammar._schema_to_ebnf; a tool's fragment only logs)
+        warnings.warn(f"JSON schema: {message}", UserWarning, stacklevel=3)
+    return grammar
 
 
 def _schema_grammar(canonical: bytes, opts: Dict[str, Any], parsed: Any = _UNSET) -> Grammar:

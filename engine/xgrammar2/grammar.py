@@ -105,12 +105,10 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
     grammar._warnings = ()
     if found and core_strings.needs_warnings(found):  # formats left as annotations: say where
         warns = core_strings.format_warnings(json.loads(canonical))
-        if warns:  # (as the converter's path says them: json_schema_to_ebnf, _schema_to_ebnf)
+        if warns:  # (logged as json_schema_to_ebnf does; compiler._plain_schema_grammar also warns)
             grammar._warnings = tuple(warns)
             logging.getLogger("xgrammar2.json_schema").warning(
                 "JSON schema converted with %d constraint(s) not enforced: %s", len(warns), "; ".join(warns))
-            for message in warns:
-                warnings.warn(f"JSON schema: {message}", UserWarning, stacklevel=4)
     return grammar
 
 

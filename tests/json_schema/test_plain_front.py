@@ -437,3 +437,23 @@ def test_plain_front_leaves_long_names_beside_extra_members_to_python(tools):
     long = {"type": "object", "properties": {"n" * 600: {}}, "additionalProperties": True}
     assert plain(canonical_dumps(long)) is None
     assert plain(canonical_dumps({**long, "additionalProperties": False})) is not None
+
+
+def test_plain_front_annotation_formats_are_said_as_on_the_converter_path(tools):
+    """A schema the core takes with an unknown format: compile_json_schema warns (UserWarning)
+    and the compiled grammar carries the converter's warning; a tool's arguments with it log
+    only, as the converter's fragment path does."""
+    import warnings as w
+
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    schema = {"type": "object", "properties": {"u": {"type": "string", "format": "x-said-%d" % id(tools)}}}
+    assert plain(canonical_dumps(schema)) is not None  # (the core's path)
+    with pytest.warns(UserWarning, match="is not enforced"):
+        cg = comp.compile_json_schema(schema)
+    assert cg.warnings == tuple(to_ebnf(schema).warnings)
+    tag = {"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<function="], "tags": [
+        {"type": "tag", "begin": "<function=f>", "content": {"type": "json_schema", "json_schema": schema},
+         "end": "</function>"}]}}
+    with w.catch_warnings():
+        w.simplefilter("error", UserWarning)
+        comp.compile_structural_tag(json.dumps(tag))
