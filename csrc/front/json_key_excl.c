@@ -28,20 +28,10 @@ typedef struct {
     json_key_excl_ctx *ctx; /* the grammar's xc<i> rules */
 } kx;
 
-static int put(json_text *b, const char *s, size_t n) {
-    if (XGR_VEC_RESERVE(*b, b->len + n + 1)) return JSON_DOM_NOMEM;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return JSON_DOM_OK;
-}
-
-static int puts_(json_text *b, const char *s) { return put(b, s, strlen(s)); }
-
 /* The character class text of one raw printable-ASCII character inside [...]. */
 static int put_class_char(json_text *b, char c) {
     char t[3] = {'\\', c, 0};
-    return c == ']' || c == '\\' || c == '^' || c == '-' || c == '"' ? put(b, t, 2) : put(b, t + 1, 1);
+    return c == ']' || c == '\\' || c == '^' || c == '-' || c == '"' ? json_put(b, t, 2) : json_put(b, t + 1, 1);
 }
 
 static const char *char_of(const kx *x, int32_t i, int32_t d) {
@@ -59,19 +49,19 @@ static int kchar_ref(kx *x, const char *excl, int n, json_text *out) {
     for (size_t i = 0; i < cx->sets.len; i++)
         if (cx->sets.data[i].n == n && memcmp(cx->sets.data[i].c, excl, (size_t)n) == 0) {
             snprintf(nm, sizeof nm, "xc%d", (int)i);
-            return puts_(out, nm);
+            return json_puts(out, nm);
         }
     json_key_set st;
     st.n = n;
     memcpy(st.c, excl, (size_t)n);
     if (XGR_VEC_PUSH(cx->sets, st)) return JSON_DOM_NOMEM;
     snprintf(nm, sizeof nm, "xc%d", (int)(cx->sets.len - 1));
-    int r = puts_(x->rules, nm);
-    if (!r) r = puts_(x->rules, " ::= [^\\x00-\\x1f\"\\\\");
+    int r = json_puts(x->rules, nm);
+    if (!r) r = json_puts(x->rules, " ::= [^\\x00-\\x1f\"\\\\");
     for (int k = 0; k < n && !r; k++)
         if (excl[k] != '"' && excl[k] != '\\') r = put_class_char(x->rules, excl[k]);
-    if (!r) r = puts_(x->rules, "] | \"\\\\\" [\"/\\\\bfnrt] | xu\n");
-    return r ? r : puts_(out, nm);
+    if (!r) r = json_puts(x->rules, "] | \"\\\\\" [\"/\\\\bfnrt] | xu\n");
+    return r ? r : json_puts(out, nm);
 }
 
 void json_key_excl_ctx_free(json_key_excl_ctx *ctx) {
@@ -86,20 +76,20 @@ static int sub_rule(kx *x, int32_t lo, int32_t hi, int32_t d, json_text *out) {
     int32_t id = ++x->sub;
     char nm[96];
     snprintf(nm, sizeof nm, "%s_t%d", x->name, id);
-    int r = puts_(&body, nm);
-    if (!r) r = puts_(&body, " ::= ");
+    int r = json_puts(&body, nm);
+    if (!r) r = json_puts(&body, " ::= ");
     if (!r) r = node(x, lo, hi, d, 0, &body);
-    if (!r) r = puts_(&body, "\n");
-    if (!r) r = put(x->rules, body.data, body.len);
+    if (!r) r = json_puts(&body, "\n");
+    if (!r) r = json_put(x->rules, body.data, body.len);
     XGR_VEC_FREE(body);
-    return r ? r : puts_(out, nm);
+    return r ? r : json_puts(out, nm);
 }
 
 /* The alternatives after the common prefix of length d of sorted names [lo, hi). */
 static int node(kx *x, int32_t lo, int32_t hi, int32_t d, int depth, json_text *out) {
     if (depth >= KEY_RULE_DEPTH) return sub_rule(x, lo, hi, d, out);
     int terminal = x->len[x->order[lo]] == d; /* (sorted: the prefix itself comes first) */
-    int r = puts_(out, "(");
+    int r = json_puts(out, "(");
     char excl[96];
     int nex = 0, alts = 0;
     for (int32_t i = lo + terminal; i < hi && !r;) {
@@ -107,20 +97,20 @@ static int node(kx *x, int32_t lo, int32_t hi, int32_t d, int depth, json_text *
         int32_t j = i + 1;
         while (j < hi && *char_of(x, j, d) == c) j++;
         char lit[5] = {'"', c, '"', ' ', 0};
-        if (alts++) r = puts_(out, " | ");
-        if (!r) r = put(out, lit, 4);
+        if (alts++) r = json_puts(out, " | ");
+        if (!r) r = json_put(out, lit, 4);
         if (!r) r = node(x, i, j, d + 1, depth + 1, out);
         if (nex < (int)sizeof excl) excl[nex++] = c;
         i = j;
     }
     /* any other first character, then any rest: past a whole name any JSON character, else
      * a key spelling (emit.key_not_in: the complement's char_ref) */
-    if (!r && alts) r = puts_(out, " | ");
-    if (!r && !alts) r = puts_(out, "char xr");
+    if (!r && alts) r = json_puts(out, " | ");
+    if (!r && !alts) r = json_puts(out, "char xr");
     if (!r && alts) r = kchar_ref(x, excl, nex, out);
-    if (!r && alts) r = puts_(out, " xr");
-    if (!r && !terminal) r = puts_(out, " | \"\\\"\"");
-    return r ? r : puts_(out, ")");
+    if (!r && alts) r = json_puts(out, " xr");
+    if (!r && !terminal) r = json_puts(out, " | \"\\\"\"");
+    return r ? r : json_puts(out, ")");
 }
 
 /* Whether name i sorts before name j (bytes, a prefix first). */
@@ -153,11 +143,11 @@ static int write_rule(json_key_excl_ctx *ctx, const char *src, const int32_t *of
     kx x = {src, off, len, order, name, rules, 0, ctx};
     sort_names(&x, order, order + (n > 0 ? n : 1), n);
     json_text body = {0};
-    int r = puts_(&body, name);
-    if (!r) r = puts_(&body, " ::= ");
-    if (!r) r = n > 0 ? node(&x, 0, n, 0, 0, &body) : puts_(&body, "xr");
-    if (!r) r = puts_(&body, "\n");
-    if (!r) r = put(rules, body.data, body.len);
+    int r = json_puts(&body, name);
+    if (!r) r = json_puts(&body, " ::= ");
+    if (!r) r = n > 0 ? node(&x, 0, n, 0, 0, &body) : json_puts(&body, "xr");
+    if (!r) r = json_puts(&body, "\n");
+    if (!r) r = json_put(rules, body.data, body.len);
     XGR_VEC_FREE(body);
     free(order);
     return r;
@@ -168,7 +158,7 @@ int json_key_excl_rule(json_key_excl_ctx *ctx, const char *src, const int32_t *o
     size_t at = ctx->sigs.len;
     int r = JSON_DOM_OK;
     for (int32_t j = 0; j < n && !r; j++)
-        if (!(r = put(&ctx->sigs, src + off[j], (size_t)len[j]))) r = puts_(&ctx->sigs, "\n");
+        if (!(r = json_put(&ctx->sigs, src + off[j], (size_t)len[j]))) r = json_puts(&ctx->sigs, "\n");
     if (r) return r;
     size_t sl = ctx->sigs.len - at;
     for (size_t i = 0; i + 1 < ctx->sig_at.len; i += 2)

@@ -6,9 +6,7 @@
 
 #include <stdint.h>
 
-#include "../common/util.h"
-
-typedef XGR_VEC(char) json_text;
+#include "json_text.h"
 
 /* The character sets of the `xc<i>` rules written into one grammar so far (each a key
  * spelling of any character outside the set): shared by every trie of the grammar. */

@@ -39,6 +39,7 @@
 #include "front.h"
 #include "json_dom.h"
 #include "json_key_excl.h"
+#include "json_text.h"
 #include "span_memo.h"
 
 /* Deepest schema nesting converted here (deeper: the Python converter). */
@@ -58,14 +59,6 @@ enum { P_OK = JSON_DOM_OK, P_NO = JSON_DOM_NO, P_NOMEM = JSON_DOM_NOMEM };
 
 typedef json_text cbuf;
 
-static int put(cbuf *b, const char *s, size_t n) {
-    if (XGR_VEC_RESERVE(*b, b->len + n + 1)) return P_NOMEM;
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return P_OK;
-}
-static int puts_(cbuf *b, const char *s) { return put(b, s, strlen(s)); }
 static int putf(cbuf *b, const char *fmt, ...) {
     char tmp[64];
     va_list ap;
@@ -73,7 +66,7 @@ static int putf(cbuf *b, const char *fmt, ...) {
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof tmp) return P_NO;
-    return put(b, tmp, (size_t)n);
+    return json_put(b, tmp, (size_t)n);
 }
 
 /* Shared rules, emitted when used (names as the Python converter's). */
@@ -160,13 +153,13 @@ static int schema_expr(emitter *e, int32_t id, cbuf *out);
 /* The generic value of one type (bit t), as a factor. */
 static int generic(emitter *e, unsigned t, cbuf *out) {
     switch (t) {
-    case T_STRING: e->used |= U_STRING; return puts_(out, "string");
-    case T_INTEGER: e->used |= U_INTEGER; return puts_(out, "integer");
-    case T_NUMBER: e->used |= U_NUMBER; return puts_(out, "number");
-    case T_BOOLEAN: return puts_(out, "(\"true\" | \"false\")");
-    case T_NULL: return puts_(out, "\"null\"");
-    case T_OBJECT: e->used |= U_OBJECT; return puts_(out, "object");
-    case T_ARRAY: e->used |= U_ARRAY; return puts_(out, "array");
+    case T_STRING: e->used |= U_STRING; return json_puts(out, "string");
+    case T_INTEGER: e->used |= U_INTEGER; return json_puts(out, "integer");
+    case T_NUMBER: e->used |= U_NUMBER; return json_puts(out, "number");
+    case T_BOOLEAN: return json_puts(out, "(\"true\" | \"false\")");
+    case T_NULL: return json_puts(out, "\"null\"");
+    case T_OBJECT: e->used |= U_OBJECT; return json_puts(out, "object");
+    case T_ARRAY: e->used |= U_ARRAY; return json_puts(out, "array");
     default: return P_NO;
     }
 }
@@ -185,12 +178,12 @@ static int shared_rule(emitter *e, const cbuf *body, cbuf *out) {
         if (e->enums.len < PLAIN_MAX_SHARED_ENUMS && body->len < (size_t)INT32_MAX &&
             e->bodies.len < (size_t)INT32_MAX - body->len) {
             enum_rule q = {id, (int32_t)e->bodies.len, (int32_t)body->len};
-            if (XGR_VEC_PUSH(e->enums, q) || (r = put(&e->bodies, body->data, body->len)))
+            if (XGR_VEC_PUSH(e->enums, q) || (r = json_put(&e->bodies, body->data, body->len)))
                 r = P_NOMEM;
         }
         if (r == P_OK && (r = putf(&e->rules, "e%d ::= ", id)) == P_OK &&
-            (r = put(&e->rules, body->data, body->len)) == P_OK)
-            r = puts_(&e->rules, "\n");
+            (r = json_put(&e->rules, body->data, body->len)) == P_OK)
+            r = json_puts(&e->rules, "\n");
     }
     return r ? r : putf(out, "e%d", id);
 }
@@ -198,7 +191,7 @@ static int shared_rule(emitter *e, const cbuf *body, cbuf *out) {
 /* ---- integer ranges: the decimal spellings (no leading zero, no "-0") of lo..hi */
 
 /* One alternative to `b` (" | " before all but the first). */
-static int alt_start(cbuf *b, int *nterms) { return (*nterms)++ ? puts_(b, " | ") : P_OK; }
+static int alt_start(cbuf *b, int *nterms) { return (*nterms)++ ? json_puts(b, " | ") : P_OK; }
 
 /* The digit strings of length L from lo to hi (equal length, lo <= hi; digits after the
  * first may be '0'), each alternative after `prefix` (pre digits). */
@@ -211,8 +204,8 @@ static int same_len(cbuf *b, int *nt, const char *prefix, int pre, const char *l
     memcpy(P + pre, lo, (size_t)i);
     int np = pre + i;
     if (i == L) {
-        if ((r = alt_start(b, nt)) || (r = puts_(b, "\"")) || (r = put(b, P, (size_t)np))) return r;
-        return puts_(b, "\"");
+        if ((r = alt_start(b, nt)) || (r = json_puts(b, "\"")) || (r = json_put(b, P, (size_t)np))) return r;
+        return json_puts(b, "\"");
     }
     int rest = L - i - 1, lo_zero = 1, hi_nine = 1;
     for (int k = i + 1; k < L; k++) lo_zero &= lo[k] == '0', hi_nine &= hi[k] == '9';
@@ -228,9 +221,9 @@ static int same_len(cbuf *b, int *nt, const char *prefix, int pre, const char *l
     if (rest > 0 && !hi_nine) e2--;
     if (d1 <= e2) {
         if ((r = alt_start(b, nt))) return r;
-        if (np && ((r = puts_(b, "\"")) || (r = put(b, P, (size_t)np)) || (r = puts_(b, "\" ")))) return r;
+        if (np && ((r = json_puts(b, "\"")) || (r = json_put(b, P, (size_t)np)) || (r = json_puts(b, "\" ")))) return r;
         r = d1 == e2 ? putf(b, "\"%c\"", d1) : putf(b, "[%c-%c]", d1, e2);
-        if (r == P_OK && rest == 1) r = puts_(b, " [0-9]");
+        if (r == P_OK && rest == 1) r = json_puts(b, " [0-9]");
         else if (r == P_OK && rest > 1) r = putf(b, " [0-9]{%d}", rest);
         if (r) return r;
     }
@@ -258,7 +251,7 @@ static int nonneg_range(cbuf *b, int *nt, int64_t a, int64_t hi) {
     }
     if (hi < 0) { /* every longer number */
         if ((r = alt_start(b, nt))) return r;
-        return la == 1 ? puts_(b, "[1-9] [0-9]+") : putf(b, "[1-9] [0-9]{%d,}", la);
+        return la == 1 ? json_puts(b, "[1-9] [0-9]+") : putf(b, "[1-9] [0-9]{%d,}", la);
     }
     return P_OK;
 }
@@ -274,15 +267,15 @@ static int int_range(emitter *e, int has_lo, int64_t lo, int has_hi, int64_t hi,
         cbuf neg = {0};
         int nn = 0;
         r = nonneg_range(&neg, &nn, m1, m2);
-        if (r == P_OK && (r = alt_start(&body, &nt)) == P_OK && (r = puts_(&body, "\"-\" (")) == P_OK &&
-            (r = put(&body, neg.data, neg.len)) == P_OK)
-            r = puts_(&body, ")");
+        if (r == P_OK && (r = alt_start(&body, &nt)) == P_OK && (r = json_puts(&body, "\"-\" (")) == P_OK &&
+            (r = json_put(&body, neg.data, neg.len)) == P_OK)
+            r = json_puts(&body, ")");
         XGR_VEC_FREE(neg);
     }
     if (r == P_OK && (!has_hi || hi >= 0)) r = nonneg_range(&body, &nt, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
     if (r == P_OK) {
         if (nt <= 1) {
-            if ((r = puts_(out, "(")) == P_OK && (r = put(out, body.data, body.len)) == P_OK) r = puts_(out, ")");
+            if ((r = json_puts(out, "(")) == P_OK && (r = json_put(out, body.data, body.len)) == P_OK) r = json_puts(out, ")");
         } else {
             r = shared_rule(e, &body, out);
         }
@@ -346,29 +339,29 @@ static int enum_expr(emitter *e, int32_t vals, int single, unsigned mask, cbuf *
     cbuf body = {0};
     for (int k = 0; k < nk && r == P_OK; k++) {
         const jnode *n = &NODE(e, kept[k]);
-        if (k && (r = puts_(&body, " | "))) break;
+        if (k && (r = json_puts(&body, " | "))) break;
         switch (n->kind) {
         case J_STR:
-            if ((r = puts_(&body, "\"\\\"")) == P_OK &&
-                (r = put(&body, e->p->s + n->off, (size_t)n->len)) == P_OK)
-                r = puts_(&body, "\\\"\"");
+            if ((r = json_puts(&body, "\"\\\"")) == P_OK &&
+                (r = json_put(&body, e->p->s + n->off, (size_t)n->len)) == P_OK)
+                r = json_puts(&body, "\\\"\"");
             break;
         case J_NUM:
             has_int = 1;
-            if (n->len == 1 && e->p->s[n->off] == '0') r = puts_(&body, "\"-\"? \"0\"");
-            else if ((r = puts_(&body, "\"")) == P_OK && (r = put(&body, e->p->s + n->off, (size_t)n->len)) == P_OK)
-                r = puts_(&body, "\"");
-            if (r == P_OK) r = puts_(&body, " (\".\" \"0\"+)?");
+            if (n->len == 1 && e->p->s[n->off] == '0') r = json_puts(&body, "\"-\"? \"0\"");
+            else if ((r = json_puts(&body, "\"")) == P_OK && (r = json_put(&body, e->p->s + n->off, (size_t)n->len)) == P_OK)
+                r = json_puts(&body, "\"");
+            if (r == P_OK) r = json_puts(&body, " (\".\" \"0\"+)?");
             break;
-        case J_TRUE: r = puts_(&body, "\"true\""); break;
-        case J_FALSE: r = puts_(&body, "\"false\""); break;
-        default: r = puts_(&body, "\"null\""); break;
+        case J_TRUE: r = json_puts(&body, "\"true\""); break;
+        case J_FALSE: r = json_puts(&body, "\"false\""); break;
+        default: r = json_puts(&body, "\"null\""); break;
         }
     }
     free(kept);
     if (r == P_OK && nk <= PLAIN_INLINE_ENUM && !has_int) {
-        if ((r = puts_(out, "(")) == P_OK && (r = put(out, body.data, body.len)) == P_OK)
-            r = puts_(out, ")");
+        if ((r = json_puts(out, "(")) == P_OK && (r = json_put(out, body.data, body.len)) == P_OK)
+            r = json_puts(out, ")");
     } else if (r == P_OK) {
         r = shared_rule(e, &body, out);
     }
@@ -388,7 +381,7 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
     if (n == 0) {
         if (req >= 0 && NODE(e, req).n > 0) return P_NO;
         e->used |= U_WS;
-        if (closed) return puts_(out, "\"{\" ws \"}\"");
+        if (closed) return json_puts(out, "\"{\" ws \"}\"");
         if (extra >= 0 && NODE(e, extra).kind == J_OBJ) { /* any key, each value of that schema */
             cbuf v = {0};
             int32_t id = e->next_id++;
@@ -396,15 +389,15 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
             /* o ::= "{" ws "}" | "{" ws string ws ":" ws V (ws "," ws string ws ":" ws V)* ws "}" */
             if ((r = schema_expr(e, extra, &v)) == P_OK &&
                 (r = putf(&e->rules, "o%d ::= \"{\" ws \"}\" | \"{\" ws string ws \":\" ws ", id)) == P_OK &&
-                (r = put(&e->rules, v.data, v.len)) == P_OK &&
-                (r = puts_(&e->rules, " (ws \",\" ws string ws \":\" ws ")) == P_OK &&
-                (r = put(&e->rules, v.data, v.len)) == P_OK)
-                r = puts_(&e->rules, ")* ws \"}\"\n");
+                (r = json_put(&e->rules, v.data, v.len)) == P_OK &&
+                (r = json_puts(&e->rules, " (ws \",\" ws string ws \":\" ws ")) == P_OK &&
+                (r = json_put(&e->rules, v.data, v.len)) == P_OK)
+                r = json_puts(&e->rules, ")* ws \"}\"\n");
             XGR_VEC_FREE(v);
             return r ? r : putf(out, "o%d", id);
         }
         e->used |= U_OBJECT;
-        return puts_(out, "object");
+        return json_puts(out, "object");
     }
     if (n > PLAIN_MAX_LIST) return P_NO;
     int32_t *ids = malloc(sizeof *ids * (size_t)n);
@@ -445,8 +438,8 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
     /* Each member's text `"name" ws ":" ws VALUE`, children first. */
     for (int32_t j = 0; j < n && r == P_OK; j++) {
         const jnode *o = &NODE(e, ids[j]);
-        if ((r = puts_(&kv[j], "\"\\\"")) || (r = put(&kv[j], e->p->s + o->key_off, (size_t)o->key_len)) ||
-            (r = puts_(&kv[j], "\\\"\" ws \":\" ws ")))
+        if ((r = json_puts(&kv[j], "\"\\\"")) || (r = json_put(&kv[j], e->p->s + o->key_off, (size_t)o->key_len)) ||
+            (r = json_puts(&kv[j], "\\\"\" ws \":\" ws ")))
             break;
         r = schema_expr(e, ids[j], &kv[j]);
     }
@@ -463,7 +456,7 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
         cbuf v = {0};
         if ((r = key_rule_of(e, ids, n, &k)) == P_OK && (r = schema_expr(e, extra, &v)) == P_OK &&
             (r = putf(&e->rules, "o%d_x ::= \"\\\"\" xk%d ws \":\" ws ", id, k)) == P_OK &&
-            (r = put(&e->rules, v.data, v.len)) == P_OK)
+            (r = json_put(&e->rules, v.data, v.len)) == P_OK)
             r = putf(&e->rules, "\no%d_t ::= (ws \",\" ws o%d_x)*\n", id, id);
         XGR_VEC_FREE(v);
     }
@@ -482,16 +475,16 @@ static int object_expr(emitter *e, int32_t props, int32_t req, int closed, int32
     for (int32_t j = 0; j < n; j++)
         if (need[j]) last_req = j;
     for (int32_t j = 0; j < n && r == P_OK; j++) {
-        if ((r = putf(R, "o%d_f%d ::= ", id, j)) || (r = put(R, kv[j].data, kv[j].len))) break;
+        if ((r = putf(R, "o%d_f%d ::= ", id, j)) || (r = json_put(R, kv[j].data, kv[j].len))) break;
         if (j + 1 < n && (r = putf(R, " o%d_p%d", id, j + 1))) break;
         if (j + 1 == n && extras && (r = putf(R, " o%d_t", id))) break;
         if (!need[j] && j + 1 < n && (r = putf(R, " | o%d_f%d", id, j + 1))) break;
         if (!need[j] && j + 1 == n && extras && (r = putf(R, " | o%d_x o%d_t", id, id))) break;
-        r = puts_(R, "\n");
+        r = json_puts(R, "\n");
     }
     for (int32_t j = 1; j < n && r == P_OK; j++) {
         if ((r = putf(R, "o%d_p%d ::= ws \",\" ws o%d_f%d", id, j, id, j))) break;
-        r = puts_(R, j > last_req ? " | \"\"\n" : "\n");
+        r = json_puts(R, j > last_req ? " | \"\"\n" : "\n");
     }
     for (int32_t j = 0; j < n; j++) XGR_VEC_FREE(kv[j]);
     free(kv), free(ids), free(need);
@@ -538,7 +531,7 @@ static int array_expr(emitter *e, int32_t items, int32_t lo, int32_t hi, cbuf *o
     int r;
     if (items < 0) {
         e->used |= U_VALUE;
-        r = puts_(&v, "value");
+        r = json_puts(&v, "value");
     } else {
         r = schema_expr(e, items, &v);
     }
@@ -546,19 +539,19 @@ static int array_expr(emitter *e, int32_t items, int32_t lo, int32_t hi, cbuf *o
     cbuf *R = &e->rules;
     e->used |= U_WS;
     if (r == P_OK) r = putf(R, "a%d ::= ", id);
-    if (r == P_OK && hi == 0) r = puts_(R, "\"[\" ws \"]\"\n");
+    if (r == P_OK && hi == 0) r = json_puts(R, "\"[\" ws \"]\"\n");
     else if (r == P_OK) {
-        if (lo == 0) r = puts_(R, "\"[\" ws \"]\" | ");
-        if (r == P_OK && (r = puts_(R, "\"[\" ws ")) == P_OK && (r = put(R, v.data, v.len)) == P_OK) {
+        if (lo == 0) r = json_puts(R, "\"[\" ws \"]\" | ");
+        if (r == P_OK && (r = json_puts(R, "\"[\" ws ")) == P_OK && (r = json_put(R, v.data, v.len)) == P_OK) {
             int32_t a = lo > 0 ? lo - 1 : 0, b = hi < 0 ? -1 : hi - 1;
             if (b != 0) {
-                if ((r = puts_(R, " (ws \",\" ws ")) == P_OK && (r = put(R, v.data, v.len)) == P_OK) {
-                    if (a == 0 && b < 0) r = puts_(R, ")*");
+                if ((r = json_puts(R, " (ws \",\" ws ")) == P_OK && (r = json_put(R, v.data, v.len)) == P_OK) {
+                    if (a == 0 && b < 0) r = json_puts(R, ")*");
                     else if (b < 0) r = putf(R, "){%d,}", a);
                     else r = putf(R, "){%d,%d}", a, b);
                 }
             }
-            if (r == P_OK) r = puts_(R, " ws \"]\"\n");
+            if (r == P_OK) r = json_puts(R, " ws \"]\"\n");
         }
     }
     XGR_VEC_FREE(v);
@@ -577,7 +570,8 @@ static const char *const PYTHON_KEYWORDS[] = {
     "if", "maxContains", "maxProperties", "minContains", "minProperties",
     "multipleOf", "not", "patternProperties", "prefixItems",
     "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties", "uniqueItems"};
-/* The keywords schema_expr_in reads itself (every other member is an annotation). */
+/* The keywords schema_expr_in reads itself (every other member is an annotation), in the
+ * order of its slots. */
 static const char *const CORE_KEYWORDS[] = {
     "type", "properties", "required", "items", "additionalProperties", "enum", "const", "$ref",
     "definitions", "$defs", "anyOf", "oneOf", "minLength", "maxLength", "minItems", "maxItems",
@@ -649,7 +643,7 @@ static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
     }
     if (r) return r;
     if (def < 0) /* the root: itself a bare reference would make `root ::= root` */
-        return bare_ref(e, e->root) >= 0 ? P_NO : puts_(out, "root");
+        return bare_ref(e, e->root) >= 0 ? P_NO : json_puts(out, "root");
     for (size_t k = 0; k < e->def_rule.len; k += 2)
         if (e->def_rule.data[k] == def) return putf(out, "d%d", e->def_rule.data[k + 1]);
     if (e->def_rule.len >= 2 * PLAIN_MAX_LIST) return P_NO;
@@ -658,8 +652,8 @@ static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
     cbuf body = {0};
     r = schema_expr(e, def, &body);
     if (r == P_OK && (r = putf(&e->rules, "d%d ::= ", id)) == P_OK &&
-        (r = put(&e->rules, body.data, body.len)) == P_OK)
-        r = puts_(&e->rules, "\n");
+        (r = json_put(&e->rules, body.data, body.len)) == P_OK)
+        r = json_puts(&e->rules, "\n");
     XGR_VEC_FREE(body);
     if (r) return r;
     return putf(out, "d%d", id);
@@ -711,7 +705,7 @@ static int string_form_rule(emitter *e, int32_t k, cbuf *out) {
     int32_t id = e->next_id++;
     if (XGR_VEC_PUSH(e->form_rule, k) || XGR_VEC_PUSH(e->form_rule, id)) return P_NOMEM;
     int r = putf(&e->rules, "f%d ::= ", id);
-    if (r == P_OK && (r = puts_(&e->rules, f->value)) == P_OK) r = puts_(&e->rules, "\n");
+    if (r == P_OK && (r = json_puts(&e->rules, f->value)) == P_OK) r = json_puts(&e->rules, "\n");
     for (const char *l = f->rules; r == P_OK && l && *l;) {
         const char *nl = strchr(l, '\n');
         size_t len = nl ? (size_t)(nl - l) : strlen(l), name = line_name(l), seen = 0;
@@ -730,7 +724,7 @@ static int string_form_rule(emitter *e, int32_t k, cbuf *out) {
         if (!seen && len) {
             if (XGR_VEC_PUSH(e->helpers, (size_t)k) || XGR_VEC_PUSH(e->helpers, (size_t)(l - f->rules)))
                 return P_NOMEM;
-            if ((r = put(&e->rules, l, len)) == P_OK) r = puts_(&e->rules, "\n");
+            if ((r = json_put(&e->rules, l, len)) == P_OK) r = json_puts(&e->rules, "\n");
         }
         l = nl ? nl + 1 : l + len;
     }
@@ -772,18 +766,18 @@ static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
     }
     if (t == T_STRING && k->form == FORM_MISSING) { /* a stand-in: this grammar is not returned */
         e->used |= U_STRING;
-        return puts_(out, "string");
+        return json_puts(out, "string");
     }
     if (t == T_STRING && k->form >= 0) /* with a length: an intersection (Python) */
         return k->minl >= 0 || k->maxl >= 0 ? P_NO : string_form_rule(e, k->form, out);
     if (t == T_STRING && (k->minl >= 0 || k->maxl >= 0)) {
         int32_t lo = 0, hi = -1;
         if (bound_of(e, k->minl, &lo) || bound_of(e, k->maxl, &hi) || (hi >= 0 && lo > hi)) return P_NO;
-        if (hi == 0) return puts_(out, "\"\\\"\\\"\"");
+        if (hi == 0) return json_puts(out, "\"\\\"\\\"\"");
         e->used |= U_CHAR;
         if (lo == 0 && hi < 0) {
             e->used |= U_STRING;
-            return puts_(out, "string");
+            return json_puts(out, "string");
         }
         return hi < 0 ? putf(out, "(\"\\\"\" char{%d,} \"\\\"\")", lo)
                       : putf(out, "(\"\\\"\" char{%d,%d} \"\\\"\")", lo, hi);
@@ -813,7 +807,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     const jnode *s = &NODE(e, id);
     if (s->kind == J_TRUE) {
         e->used |= U_VALUE;
-        return puts_(out, "value");
+        return json_puts(out, "value");
     }
     if (s->kind != J_OBJ) return P_NO;
     int32_t type = -1, props = -1, req = -1, items = -1, addp = -1, en = -1, cst = -1, ref = -1;
@@ -821,30 +815,15 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     int32_t vmin = -1, vmax = -1, xmin = -1, xmax = -1, fmt = -1, pat = -1, form = -1;
     for (int32_t c = s->first; c >= 0; c = NODE(e, c).next) {
         const jnode *m = &NODE(e, c);
-        int32_t *slot = key_is(e, m, "type")                   ? &type
-                        : key_is(e, m, "properties")           ? &props
-                        : key_is(e, m, "required")             ? &req
-                        : key_is(e, m, "items")                ? &items
-                        : key_is(e, m, "additionalProperties") ? &addp
-                        : key_is(e, m, "enum")                 ? &en
-                        : key_is(e, m, "const")                ? &cst
-                        : key_is(e, m, "$ref")                 ? &ref
-                        : key_is(e, m, "definitions")          ? &defs
-                        : key_is(e, m, "$defs")                ? &defs2
-                        : key_is(e, m, "anyOf")                ? &any
-                        : key_is(e, m, "oneOf")                ? &one
-                        : key_is(e, m, "minLength")            ? &minl
-                        : key_is(e, m, "maxLength")            ? &maxl
-                        : key_is(e, m, "minItems")             ? &mini
-                        : key_is(e, m, "maxItems")             ? &maxi
-                        : key_is(e, m, "$id") || key_is(e, m, "id") ? &sid
-                        : key_is(e, m, "minimum")              ? &vmin
-                        : key_is(e, m, "maximum")              ? &vmax
-                        : key_is(e, m, "exclusiveMinimum")     ? &xmin
-                        : key_is(e, m, "exclusiveMaximum")     ? &xmax
-                        : key_is(e, m, "format")               ? &fmt
-                        : key_is(e, m, "pattern")              ? &pat
-                                                               : NULL;
+        /* the member's slot, in CORE_KEYWORDS' order ($id and id share one) */
+        int32_t *const slots[] = {&type, &props, &req,  &items, &addp, &en,   &cst,  &ref,
+                                  &defs, &defs2, &any,  &one,   &minl, &maxl, &mini, &maxi,
+                                  &sid,  &sid,   &vmin, &vmax,  &xmin, &xmax, &fmt,  &pat};
+        _Static_assert(sizeof slots / sizeof *slots == sizeof CORE_KEYWORDS / sizeof *CORE_KEYWORDS,
+                       "one slot per CORE_KEYWORDS entry");
+        int32_t *slot = NULL;
+        for (size_t a = 0; a < sizeof CORE_KEYWORDS / sizeof *CORE_KEYWORDS && !slot; a++)
+            if (key_is(e, m, CORE_KEYWORDS[a])) slot = slots[a];
         if (slot) {
             if (*slot >= 0) return P_NO; /* a duplicate keyword (not canonical text) */
             *slot = c;
@@ -890,12 +869,12 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || strform || a->kind != J_ARR || a->n == 0 ||
             a->n > PLAIN_MAX_LIST)
             return P_NO;
-        int r = puts_(out, "(");
+        int r = json_puts(out, "(");
         for (int32_t c = a->first; c >= 0 && r == P_OK; c = NODE(e, c).next) {
-            if (c != a->first && (r = puts_(out, " | "))) break;
+            if (c != a->first && (r = json_puts(out, " | "))) break;
             r = schema_expr(e, c, out);
         }
-        return r ? r : puts_(out, ")");
+        return r ? r : json_puts(out, ")");
     }
     unsigned mask = 0;
     if (type >= 0) {
@@ -922,7 +901,7 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
     if (type < 0) {
         if (!structural && !lengths && !bounds && form == -1) {
             e->used |= U_VALUE;
-            return puts_(out, "value");
+            return json_puts(out, "value");
         }
         mask = T_STRING | T_INTEGER | T_NUMBER | T_BOOLEAN | T_NULL | T_OBJECT | T_ARRAY;
     }
@@ -935,13 +914,13 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         ((minl >= 0 || maxl >= 0) && !(mask & T_STRING)) || (bounds && !(mask & T_INTEGER)))
         return P_NO;
     int r = P_OK, k = 0, many = (mask & (mask - 1)) != 0;
-    if (many) r = puts_(out, "(");
+    if (many) r = json_puts(out, "(");
     for (unsigned b = 1; b <= T_ARRAY && r == P_OK; b <<= 1) {
         if (!(mask & b)) continue;
-        if (k++ && (r = puts_(out, " | "))) break;
+        if (k++ && (r = json_puts(out, " | "))) break;
         r = type_part(e, b, &kw, out);
     }
-    if (r == P_OK && many) r = puts_(out, ")");
+    if (r == P_OK && many) r = json_puts(out, ")");
     return r;
 }
 
@@ -955,7 +934,7 @@ static int schema_expr(emitter *e, int32_t id, cbuf *out) {
     int memo = n->kind == J_OBJ && n->len >= PLAIN_MEMO_MIN;
     size_t hit_len = 0;
     const char *hit = memo ? span_memo_get(&e->memo, n->off, n->len, &hit_len) : NULL;
-    if (hit) return put(out, hit, hit_len);
+    if (hit) return json_put(out, hit, hit_len);
     size_t at = out->len;
     e->depth++;
     int r = schema_expr_in(e, id, out);
@@ -992,14 +971,14 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
             if (m->kind != J_OBJ || e.defs[w] >= 0) r = P_NO;
             else e.defs[w] = c;
         }
-    if (r == P_OK) r = puts_(&text, "root ::= ");
+    if (r == P_OK) r = json_puts(&text, "root ::= ");
     if (r == P_OK) r = schema_expr(&e, root, &text);
-    if (r == P_OK) r = puts_(&text, "\n");
+    if (r == P_OK) r = json_puts(&text, "\n");
     if (r == P_OK && e.missing) { /* in the subset but for values the caller may add */
         if (missing) *missing = e.missing;
         r = P_NO;
     }
-    if (r == P_OK && e.rules.len) r = put(&text, e.rules.data, e.rules.len);
+    if (r == P_OK && e.rules.len) r = json_put(&text, e.rules.data, e.rules.len);
     if (r == P_OK) {
         unsigned used = e.used, prev = 0;
         while (used != prev) { /* close over the shared rules' references */
@@ -1011,9 +990,9 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
             if (!(used & SHARED[k].bit)) continue;
             if (SHARED[k].bit == U_WS && max_whitespace >= 0)
                 r = max_whitespace ? putf(&text, "ws ::= [ \\n\\r\\t]{0,%d}\n", (int)max_whitespace)
-                                   : puts_(&text, "ws ::= \"\"\n");
+                                   : json_puts(&text, "ws ::= \"\"\n");
             else
-                r = puts_(&text, SHARED[k].text);
+                r = json_puts(&text, SHARED[k].text);
         }
     }
     json_dom_free(&p);

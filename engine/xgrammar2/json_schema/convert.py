@@ -667,11 +667,10 @@ class Converter:
         rng = fmts.INTEGER_FORMAT_RANGES.get(f)
         if rng is not None:
             return None, rng
-        if f in fmts.REFUSED_FORMATS and types is not None and "string" not in types:
-            return None, None  # a string format on a schema without strings: nothing to enforce
-        if f not in fmts.UNCONSTRAINED_FORMATS:
-            why = fmts.REFUSED_FORMATS.get(f, "unknown format")
-            self.warn(f"{ptr}: format '{f}' is not enforced ({why}; JSON Schema treats format as an annotation)")
+        # (a refused string format on a schema without strings: nothing to enforce, no warning)
+        msg = fmts.annotation_warning(ptr, f, types)
+        if msg is not None:
+            self.warn(msg)
         return None, None
 
     def _convert_full(self, s, ptr, base):

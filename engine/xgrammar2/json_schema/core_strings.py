@@ -43,12 +43,12 @@ _TABLES_MAX = 256
 
 def format_entry(name: str) -> Optional[Entry]:
     """Format ``name``'s entry: (None, None) for a format that constrains nothing (an
-    annotation: :func:`annotation` says whether the converter warns about it), None for one the
+    annotation: :func:`annotation` says whether the converter may warn about it), None for one the
     core must leave to Python."""
     if name in _formats:
         return _formats[name]
     e: Optional[Entry] = None
-    if name in fmts.UNCONSTRAINED_FORMATS or annotation(name) is not None:
+    if name in fmts.UNCONSTRAINED_FORMATS or annotation(name):
         e = (None, None)
     elif name in fmts.STRING_FORMATS:
         e = _converted({"type": "string", "format": name})
@@ -58,25 +58,16 @@ def format_entry(name: str) -> Optional[Entry]:
     return e
 
 
-def annotation(name: str) -> Optional[str]:
-    """Why the converter leaves format ``name`` unenforced with a warning ("unknown format",
-    or REFUSED_FORMATS' reason), None for a format it enforces or that constrains nothing
-    (convert.Converter._format)."""
-    if (name in fmts.STRING_FORMATS or name in fmts.INTEGER_FORMAT_RANGES
-            or name in fmts.UNCONSTRAINED_FORMATS):
-        return None
-    return fmts.REFUSED_FORMATS.get(name, "unknown format")
+def annotation(name: str) -> bool:
+    """Whether the converter may leave format ``name`` unenforced with a warning (formats.
+    annotation_warning, which also says where it stays silent)."""
+    return fmts.annotation_warning("", name, None) is not None
 
 
 def needs_warnings(found: "Members") -> bool:
     """Whether a schema whose members are ``found`` names a format the converter warns about
     (then :func:`format_warnings` says where)."""
-    return any(k == b"format" and b"\\" not in v and annotation(v.decode("ascii", "replace")) is not None
-               for k, v in found)
-
-
-def _escape(name: str) -> str:
-    return name.replace("~", "~0").replace("/", "~1")
+    return any(k == b"format" and b"\\" not in v and annotation(v.decode("ascii", "replace")) for k, v in found)
 
 
 def format_warnings(schema: Any) -> list:
@@ -88,6 +79,8 @@ def format_warnings(schema: Any) -> list:
     silent, as convert.Converter._format does.
     tests/json_schema/test_plain_front.py compares these with the converter's on every
     JSONSchemaBench schema the core takes."""
+    from .convert import ptr_join
+
     out: list = []
     seen: set = set()
     pending = [(schema, "#")]
@@ -110,22 +103,20 @@ def format_warnings(schema: Any) -> list:
             return
         f = s.get("format")
         if isinstance(f, str):
-            why = annotation(f)
             t = s.get("type")
-            types = [t] if isinstance(t, str) else t if isinstance(t, list) else None
-            if why is not None and not (f in fmts.REFUSED_FORMATS and types is not None and "string" not in types):
-                out.append(f"{ptr}: format '{f}' is not enforced ({why}; JSON Schema treats format as an annotation)")
+            msg = fmts.annotation_warning(ptr, f, [t] if isinstance(t, str) else t if isinstance(t, list) else None)
+            if msg is not None:
+                out.append(msg)
         for kw in ("anyOf", "oneOf"):
             for i, sub in enumerate(s.get(kw) or ()):
-                visit(sub, f"{ptr}/{kw}/{i}")
+                visit(sub, ptr_join(ptr, kw, i))
         props = s.get("properties")
         if isinstance(props, dict):
             for k, sub in props.items():
-                visit(sub, f"{ptr}/properties/{_escape(k)}")
-        if isinstance(s.get("additionalProperties"), dict):
-            visit(s["additionalProperties"], f"{ptr}/additionalProperties")
-        if isinstance(s.get("items"), dict):
-            visit(s["items"], f"{ptr}/items")
+                visit(sub, ptr_join(ptr, "properties", k))
+        for kw in ("additionalProperties", "items"):
+            if isinstance(s.get(kw), dict):
+                visit(s[kw], ptr_join(ptr, kw))
 
     seen.add("#")
     while pending:

@@ -153,6 +153,20 @@ REFUSED_FORMATS = {
     "iri-reference": "needs IRI character tables",
 }
 
+def annotation_warning(ptr: str, name: str, types) -> str | None:
+    """The warning for format ``name`` at ``ptr`` when the converter leaves it unenforced (an
+    unknown or refused format: JSON Schema makes ``format`` an annotation), None where it
+    enforces it, it constrains nothing (UNCONSTRAINED_FORMATS), or it is a refused string
+    format on a schema whose ``types`` (a list, None: untyped) hold no string. Shared by the
+    converter (convert.Converter._format) and the core's path (core_strings.format_warnings)."""
+    if name in STRING_FORMATS or name in INTEGER_FORMAT_RANGES or name in UNCONSTRAINED_FORMATS:
+        return None
+    if name in REFUSED_FORMATS and types is not None and "string" not in types:
+        return None
+    why = REFUSED_FORMATS.get(name, "unknown format")
+    return f"{ptr}: format '{name}' is not enforced ({why}; JSON Schema treats format as an annotation)"
+
+
 _cache: dict = {}
 _names: dict = {}  # AST -> format name, for the ASTs format_ast returned
 
