@@ -155,9 +155,11 @@ int lw_ref_rule(lw_ctx *c, int32_t r, int nonempty, int32_t *out) {
     const xgr_node *body = &g->nodes.data[ru->body];
     const char *nm = xgr_ir_rule_name(g, r);
     /* A rule that is just a large repetition becomes the counter rule itself: one
-     * Earley item less per use. The root stays NORMAL; lookaheads stay attached to a
-     * NORMAL rule. */
-    if (r != g->root && ru->lookahead < 0 && body->kind == XGR_NODE_REPEAT && body->max != 0 &&
+     * Earley item less per use. The root stays NORMAL; lookaheads and attributes stay
+     * attached to a NORMAL rule (a counter rule has none: `b[max_chars=7] ::= "a"{0,30}`
+     * lost its budget). */
+    if (r != g->root && ru->lookahead < 0 && !xgr_attrs_any(&ru->attrs) && body->kind == XGR_NODE_REPEAT &&
+        body->max != 0 &&
         lw_repeat_compressed(c, ru->body) && (lw_node_props(c, body->a, 0) & NP_NE)) {
         if (c->status) return c->status;
         if (!nonempty) return repeat_rule_impl(c, ru->body, 0, nm, out);

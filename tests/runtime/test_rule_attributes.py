@@ -73,6 +73,14 @@ CASES = [
      ["ab ", "cd", " ", "</t>", "1", "<t>", "x"], [0, 0, 0, 1, 1, 2, 4], None),
     ("ebnf", 'root ::= a " " b\na[max_tokens=1] ::= sub\nb ::= sub\nsub ::= [a-z] sub | [a-z]',
      ["ab ", "cd", " ", "</t>", "1", "<t>", "x"], [1, 2, 1, 1], None),
+    # a rule that is one counted repetition past the counter threshold (16): its attributes
+    # hold (it once became the counter rule itself and lost them)
+    ("ebnf", 'root ::= r ">"\nr[max_chars=3] ::= [a-z]{0,30}', ["a", "ab", "abc", "abcd", ">", "a>"],
+     [1, 0, 4], None),
+    ("ebnf", 'root ::= r ">"\nr[max_chars=3] ::= [a-z]{0,30}', ["a", "ab", "abc", "abcd", ">", "a>"],
+     [0, 0, 0, 0], None),
+    ("ebnf", 'root ::= "a" v "z"\nv[temperature=0.6] ::= "x"{0,40}', ["a", "x", "z", "xz"], [0, 1, 1, 3],
+     0.1),
     # combined attributes
     ("lark", 'start: value ">"\nvalue[max_chars=2, temperature=0.7]: /[a-z]*/',
      ["a", "ab", "abc", ">"], [1, 3], None),
@@ -94,6 +102,7 @@ def test_masks_and_temperature_match_upstream(kind, grammar, vocab, tokens, defa
     ('start: (item ",")* item\nitem[capture]: /[0-9]+/', "1,22,333", True),
     ('start: lst\nlst[capture]: ITEM "," lst | ITEM\nITEM: /[0-9]+/', "1,2,3", True),
     ('start[capture="all"]: "a" /[0-9]+/ "b"', "a12b", True),
+    ('start: "a" v "b"\nv[capture]: /[0-9]{1,40}/', "a123b", True),
 ])
 def test_captures_match_upstream(grammar, text, dedup):
     got = []
