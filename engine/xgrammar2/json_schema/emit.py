@@ -35,6 +35,10 @@ _MAX_CHARS = 2147483647
 # Measured on the 38 JSONSchemaBench schemas with products over 200 states
 # (docs/benchmarks/json_compile.md, "Budgets instead of large length products").
 PREFER_BUDGET_STATES = 256
+#: A pattern whose counted repetition goes past this (the core's repeat_threshold, above which
+#: it keeps a repetition counted instead of unrolling it) keeps its own expression beside
+#: minLength 0 / 1 and maxLength (Emitter._counted_string) instead of an automaton.
+COUNTED_MIN = 16
 
 
 class _PreferBudget(Exception):
@@ -195,6 +199,35 @@ def _rx_build(n, key, chars, flags):
         if n[3] is not None and n[3] > G.MAX_REPEAT:
             flags.append(n[3])  # rep() warns: not cached, so that every conversion warns
         return rep(_rx_build(n[1], key, chars, flags), n[2], n[3])
+    raise AssertionError(k)
+
+
+def _rx_alphabet(n):
+    """The union of the character sets a regex AST reads."""
+    k = n[0]
+    if k == "set":
+        return n[1]
+    if k in ("cat", "alt"):
+        return cs.normalize([iv for m in n[1] for iv in _rx_alphabet(m)])
+    if k == "rep":
+        return _rx_alphabet(n[1])
+    return cs.EMPTY
+
+
+def _rx_raw(n):
+    """A regex AST over raw characters (grammar.RAW_OK) as an expression of their raw spellings
+    only (the budgeted strings of _budget_string and _counted_string)."""
+    k = n[0]
+    if k == "set":
+        return G.cls(n[1])
+    if k == "eps":
+        return EPS
+    if k == "cat":
+        return seq(*[_rx_raw(x) for x in n[1]])
+    if k == "alt":
+        return alt(*[_rx_raw(x) for x in n[1]])
+    if k == "rep":
+        return rep(_rx_raw(n[1]), n[2], n[3])
     raise AssertionError(k)
 
 
@@ -850,6 +883,10 @@ class Emitter:
             lo, hi = rx.length_range(ast)
             if not (n.minl <= lo and (n.maxl is None or (hi is not None and hi <= n.maxl))):
                 ast = self.adjust_length(ast, n.minl, n.maxl)
+                if ast is None and not self.excl:
+                    counted = self._counted_string(n, name)
+                    if counted is not None:
+                        return counted[0]
             if ast is not None:
                 return seq(Q, self.regex_expr(ast), Q) if ast != rx.NOTHING else None
         try:
@@ -879,6 +916,44 @@ class Emitter:
             return None
         rname = self.g.unique(name + "__str")
         return seq(Q, G.dfa_to_rules(self.g, d, rname, Q, self.char_ref))
+
+    def _counted_string(self, n, name):
+        """A pattern that counts space-separated words past ``COUNTED_MIN``
+        (``(\\S+\\s+){0,99}``) beside ``minLength`` 0 or 1 and any ``maxLength``: the
+        pattern's own expression, the empty string taken out for minLength 1
+        (regex.nonempty), under the ``maxLength`` budget rule where the pattern may be longer
+        (as _budget_string: ``[max_chars=]`` over raw spellings where every character has
+        one, else ``[max_json_chars=]``). The automaton the other paths build unrolls the
+        repetition into a state per count, each with its own mask; a loop that a space
+        leaves is left by most tokens at their first byte (BPE vocabularies spell words with
+        their leading space), so the core cannot share one loop entry among those states and
+        paid a vocabulary pass per word on its first visit (5-6 ms a token at 151k tokens,
+        Github_easy---o21053, docs/json-schema.md "Strings"). Kept counted, the states are
+        a handful. Other counted patterns (hostname labels: few tokens start with a dot)
+        keep the automaton, whose states share their loop entries. Returns (expression or
+        None,) when it applies, None when it does not (the caller builds the automaton)."""
+        ast = n.pos[0][0]
+        if n.minl > 1 or not any(cs.contains(_rx_alphabet(b), 0x20) for b in rx.counted_over(ast, COUNTED_MIN)):
+            return None
+        if n.minl == 1:
+            ast = rx.nonempty(ast)
+            if ast == rx.NOTHING:
+                return (None,)
+        lo, hi = rx.length_range(ast)
+        if n.maxl is not None and lo > n.maxl:
+            return (None,)
+        if n.maxl is None or (hi is not None and hi <= n.maxl):
+            return (seq(Q, self.regex_expr(ast), Q),)
+        if n.maxl > _MAX_CHARS:
+            return None
+        bname = self.g.unique(name + "__len")
+        if not cs.difference(_rx_alphabet(ast), G.RAW_OK):  # (raw spellings only, as _budget_string)
+            self.g.define(bname, _rx_raw(ast))
+            self.g.attrs[bname] = f"[max_chars={n.maxl}]"
+        else:
+            self.g.define(bname, self.regex_expr(ast))
+            self.g.attrs[bname] = f"[max_json_chars={n.maxl}]"
+        return (seq(Q, ref(bname), Q),)
 
     def _budget_string(self, n, name):
         """``pattern``/``format`` with a ``maxLength`` whose product automaton is too large:

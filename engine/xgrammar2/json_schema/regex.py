@@ -406,6 +406,38 @@ def _matches_empty(n) -> bool:
     return False
 
 
+def nonempty(n):
+    """The strings of the anchor-free AST ``n`` other than the empty one, as an AST (``n``
+    itself when it never matches the empty string): minLength 1 folded into a pattern
+    without building its automaton, so counted repetitions stay counted."""
+    if not _matches_empty(n):
+        return n
+    k = n[0]
+    if k == "eps":
+        return NOTHING
+    if k == "alt":
+        return alt(*(nonempty(m) for m in n[1]))
+    if k == "cat":  # (every part matches the empty string): A R \ {""} = (A \ {""}) R | R \ {""}
+        first, rest = n[1][0], cat(*n[1][1:])
+        return alt(cat(nonempty(first), rest), nonempty(rest))
+    if k == "rep":  # X{a,b} with a = 0 or X nullable: a non-empty X first, then X{0,b-1}
+        x, hi = n[1], n[3]
+        return cat(nonempty(x), rep(x, 0, None if hi is None else hi - 1))
+    raise AssertionError(k)
+
+
+def counted_over(n, bound: int):
+    """The bodies of the counted repetitions in ``n`` whose count goes past ``bound`` (their
+    upper bound, or their lower one when unbounded)."""
+    k = n[0]
+    if k in ("cat", "alt"):
+        return [b for m in n[1] for b in counted_over(m, bound)]
+    if k == "rep":
+        own = n[3] if n[3] is not None else n[2]
+        return ([n[1]] if own > bound else []) + counted_over(n[1], bound)
+    return []
+
+
 def to_full_match(n):
     """Search-semantics regex → anchored regex AST without assertions, or None when the
     anchors are placed such that an automaton is needed (see automaton.search_nfa)."""
