@@ -29,6 +29,9 @@
  *   "format" F / "pattern" P         a string of format F or matching P as the caller's
  *                                    table spells it (the converter's own expression,
  *                                    json_schema/core_strings.py); not in the table: outside
+ *   F or P with a length or both,    the converter's expression of that type part alone,
+ *   number bounds, integer bounds    asked for by key (schema_form, json_form_key.c)
+ *   that are not integers
  * with whitespace [ \n\r\t]* around punctuation (at most max_whitespace_cnt characters in a
  * run when it is given) and none before or after the root. */
 #include <stdarg.h>
@@ -38,6 +41,7 @@
 
 #include "front.h"
 #include "json_dom.h"
+#include "json_form_key.h"
 #include "json_key_excl.h"
 #include "json_text.h"
 #include "span_memo.h"
@@ -115,6 +119,7 @@ typedef struct {
     XGR_VEC(int32_t) form_rule;          /* pairs (form index, rule id f<id>) */
     XGR_VEC(size_t) helpers;             /* their helper rules written: (form index, line offset) */
     int32_t missing;                     /* string values met that are not in the table */
+    cbuf wants;                          /* the keys of the "schema" forms missing, each NUL-ended */
     json_key_excl_ctx kx;                /* key exclusion: the xk<i> / xc<i> rules written */
     /* Subschemas converted, by their canonical text (equal text, equal language: the same
      * expression, so equal subschemas share their rules, as the converter's interned ones) */
@@ -664,6 +669,8 @@ typedef struct {
     int32_t props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax;
     int32_t form; /* the string format's or pattern's index in the caller's table, -1: none,
                    * FORM_MISSING: not in the table (the caller is asked for it) */
+    int32_t fmt, pat; /* the format and pattern members (-1: none) */
+    int both;         /* a format and a pattern that both constrain: an intersection */
 } schema_kw;
 
 #define FORM_MISSING (-2)
@@ -731,6 +738,34 @@ static int string_form_rule(emitter *e, int32_t k, cbuf *out) {
     return r ? r : putf(out, "f%d", id);
 }
 
+/* A type part this file does not write itself -- a string format or pattern beside a
+ * length or beside each other, bounds on numbers, bounds on integers that are not integers
+ * -- as the caller's converter writes the subschema of just that type and those keywords
+ * (xgr2.h: a form with keyword "schema", its text json_form_key's). Missing from the table:
+ * counted, its key added to `wants` for the caller, and a stand-in written (this grammar is
+ * not returned). P_NO for a member json_form_key cannot spell, or a "schema" form without a
+ * value (the caller converts such a schema itself). */
+static int schema_form(emitter *e, const char *type, const int32_t *members, size_t n, cbuf *out) {
+    cbuf key = {0};
+    int r = json_form_key(e->p, type, members, n, &key);
+    for (size_t i = 0; r == P_OK && i < e->n_forms && i < (size_t)INT32_MAX; i++) {
+        const xgr_json_string_form *f = &e->forms[i];
+        if (f->keyword && f->text && strcmp(f->keyword, "schema") == 0 && strlen(f->text) == key.len &&
+            memcmp(f->text, key.data, key.len) == 0) {
+            XGR_VEC_FREE(key);
+            return f->value ? string_form_rule(e, (int32_t)i, out) : P_NO;
+        }
+    }
+    if (r == P_OK) {
+        e->missing++;
+        r = json_put(&e->wants, key.data, key.len + 1); /* (its NUL too) */
+    }
+    XGR_VEC_FREE(key);
+    if (r) return r;
+    e->used |= U_VALUE;
+    return json_puts(out, "value");
+}
+
 /* The values of type t (one bit) that the keywords allow. */
 static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
     if (t == T_OBJECT) {
@@ -759,17 +794,26 @@ static int type_part(emitter *e, unsigned t, const schema_kw *k, cbuf *out) {
     if (t == T_INTEGER && (k->vmin >= 0 || k->vmax >= 0 || k->xmin >= 0 || k->xmax >= 0)) {
         int has_lo = 0, has_hi = 0;
         int64_t lo = 0, hi = 0;
+        const int32_t b[4] = {k->vmin, k->vmax, k->xmin, k->xmax};
         if (int_bound(e, k->vmin, 0, 0, &has_lo, &lo) || int_bound(e, k->xmin, 0, 1, &has_lo, &lo) ||
             int_bound(e, k->vmax, 1, 0, &has_hi, &hi) || int_bound(e, k->xmax, 1, 1, &has_hi, &hi))
-            return P_NO;
+            return schema_form(e, "integer", b, 4, out); /* a fraction, draft-04's boolean form... */
         return int_range(e, has_lo, lo, has_hi, hi, out);
     }
+    if (t == T_NUMBER && (k->vmin >= 0 || k->vmax >= 0 || k->xmin >= 0 || k->xmax >= 0)) {
+        const int32_t b[4] = {k->vmin, k->vmax, k->xmin, k->xmax};
+        return schema_form(e, "number", b, 4, out);
+    }
+    const int32_t sm[4] = {k->fmt, k->pat, k->minl, k->maxl};
     if (t == T_STRING && k->form == FORM_MISSING) { /* a stand-in: this grammar is not returned */
+        /* (with a length, or both: the intersection is asked for now too, in case) */
+        if (k->minl >= 0 || k->maxl >= 0 || (k->fmt >= 0 && k->pat >= 0)) return schema_form(e, "string", sm, 4, out);
         e->used |= U_STRING;
         return json_puts(out, "string");
     }
-    if (t == T_STRING && k->form >= 0) /* with a length: an intersection (Python) */
-        return k->minl >= 0 || k->maxl >= 0 ? P_NO : string_form_rule(e, k->form, out);
+    if (t == T_STRING && k->form >= 0) /* with a length or with each other: an intersection */
+        return k->minl >= 0 || k->maxl >= 0 || k->both ? schema_form(e, "string", sm, 4, out)
+                                                       : string_form_rule(e, k->form, out);
     if (t == T_STRING && (k->minl >= 0 || k->maxl >= 0)) {
         int32_t lo = 0, hi = -1;
         if (bound_of(e, k->minl, &lo) || bound_of(e, k->maxl, &hi) || (hi >= 0 && lo > hi)) return P_NO;
@@ -844,19 +888,23 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
             (hash && hash != e->p->s + v->off + v->len - 1))
             return P_NO;
     }
+    int both = 0;
     if (fmt >= 0 && string_form_of(e, "format", &NODE(e, fmt), &form)) return P_NO;
+    /* (an annotation format stays out of a "schema" form's key: it constrains nothing, and
+     * the caller says so as for any other) */
+    int32_t fmt_key = form == -1 ? -1 : fmt;
     if (pat >= 0) { /* a format and a pattern that both constrain: an intersection (Python) */
         int32_t pk;
         if (string_form_of(e, "pattern", &NODE(e, pat), &pk)) return P_NO;
         if (pk == FORM_MISSING || form == FORM_MISSING) form = FORM_MISSING;
-        else if (pk >= 0 && form >= 0) return P_NO;
+        else if (pk >= 0 && form >= 0) both = 1;
         else if (pk >= 0) form = pk;
     }
     int strform = fmt >= 0 || pat >= 0;
     int structural = props >= 0 || req >= 0 || items >= 0 || addp >= 0;
     int lengths = minl >= 0 || maxl >= 0 || mini >= 0 || maxi >= 0;
     int bounds = vmin >= 0 || vmax >= 0 || xmin >= 0 || xmax >= 0;
-    schema_kw kw = {props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax, form};
+    schema_kw kw = {props, req, items, addp, minl, maxl, mini, maxi, vmin, vmax, xmin, xmax, form, fmt_key, pat, both};
     if (ref >= 0) {
         if (structural || lengths || bounds || type >= 0 || en >= 0 || cst >= 0 || any >= 0 || one >= 0 ||
             strform)
@@ -905,13 +953,10 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
         }
         mask = T_STRING | T_INTEGER | T_NUMBER | T_BOOLEAN | T_NULL | T_OBJECT | T_ARRAY;
     }
-    if (mask & T_NUMBER) {
-        if (bounds) return P_NO;
-        mask &= ~(unsigned)T_INTEGER; /* (integers are numbers) */
-    }
+    if (mask & T_NUMBER) mask &= ~(unsigned)T_INTEGER; /* (integers are numbers) */
     if (((props >= 0 || req >= 0 || addp >= 0) && !(mask & T_OBJECT)) ||
         ((items >= 0 || mini >= 0 || maxi >= 0) && !(mask & T_ARRAY)) ||
-        ((minl >= 0 || maxl >= 0) && !(mask & T_STRING)) || (bounds && !(mask & T_INTEGER)))
+        ((minl >= 0 || maxl >= 0) && !(mask & T_STRING)) || (bounds && !(mask & (T_INTEGER | T_NUMBER))))
         return P_NO;
     int r = P_OK, k = 0, many = (mask & (mask - 1)) != 0;
     if (many) r = json_puts(out, "(");
@@ -945,11 +990,12 @@ static int schema_expr(emitter *e, int32_t id, cbuf *out) {
 
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
                           const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out,
-                          int32_t *missing) {
-    if (!out || (!canon && len))
+                          int32_t *missing, char **wants, size_t *wants_len) {
+    if (!out || (!canon && len) || (!wants != !wants_len))
         return xgr_fail(XGR_ERR_INVALID_ARG, "xgr_json_schema_plain: NULL argument");
     *out = NULL;
     if (missing) *missing = 0;
+    if (wants) *wants = NULL, *wants_len = 0;
     json_dom p;
     memset(&p, 0, sizeof p);
     emitter e;
@@ -976,6 +1022,10 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     if (r == P_OK) r = json_puts(&text, "\n");
     if (r == P_OK && e.missing) { /* in the subset but for values the caller may add */
         if (missing) *missing = e.missing;
+        if (wants && e.wants.len) { /* (handed over: the caller frees it) */
+            *wants = e.wants.data, *wants_len = e.wants.len;
+            e.wants.data = NULL, e.wants.len = e.wants.cap = 0;
+        }
         r = P_NO;
     }
     if (r == P_OK && e.rules.len) r = json_put(&text, e.rules.data, e.rules.len);
@@ -1003,6 +1053,7 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     int used_forms = e.form_rule.len > 0;
     XGR_VEC_FREE(e.form_rule);
     XGR_VEC_FREE(e.helpers);
+    XGR_VEC_FREE(e.wants);
     json_key_excl_ctx_free(&e.kx);
     span_memo_free(&e.memo);
     int st = XGR_OK;

@@ -154,7 +154,12 @@ int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, s
  * grammar). A rule named `char` must be the front end's own (JSON's string character) or
  * the schema is left to the caller; no other name may be one the front end writes (root, ws,
  * string, integer, number, value, object, array, or a letter of o, a, e, d, f followed by
- * digits). */
+ * digits, or x followed by letters and digits).
+ * `keyword` "schema" is a type part the front end leaves to the converter: `text` the compact
+ * JSON of the subschema of that one type with its keywords as the canonical text spells them
+ * ({"type":"string","pattern":P,"maxLength":N}, {"type":"number","minimum":M}: a string
+ * format or pattern beside a length or beside each other, bounds on a number, bounds on an
+ * integer that are not integers), `value` the expression of that subschema (never NULL). */
 typedef struct {
     const char *keyword;
     const char *text;
@@ -172,11 +177,15 @@ typedef struct {
  * it in Python. A `format` or `pattern` value not in `forms` (n_forms entries; NULL with 0)
  * gives *out = NULL too, and when `missing` is not NULL, *missing = how many such values
  * were met in a schema otherwise in the subset (0 otherwise): a caller can call without
- * forms first and build entries only for schemas the core will take. XGR_ERR_INVALID_ARG
- * when the texts of `forms` it used do not parse as EBNF. The caller owns *out. Thread-safe. */
+ * forms first and build entries only for schemas the core will take. The same for a
+ * "schema" form not in `forms`; their texts are not in the canonical text, so when `wants`
+ * is not NULL (nor `wants_len`), *wants = the texts of those missing, each followed by a NUL
+ * (*wants_len bytes in all; duplicates possible; NULL and 0 when none), freed with xgr_free.
+ * XGR_ERR_INVALID_ARG when the texts of `forms` it used do not parse as EBNF. The caller owns
+ * *out. Thread-safe. */
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
                           const xgr_json_string_form *forms, size_t n_forms, xgr_grammar **out,
-                          int32_t *missing);
+                          int32_t *missing, char **wants, size_t *wants_len);
 
 /* ---- vocabulary ---------------------------------------------------------------- */
 typedef struct xgr_vocab xgr_vocab;

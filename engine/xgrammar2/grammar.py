@@ -84,6 +84,8 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
     ffi, lib = _core.ffi, _core.lib
     out = ffi.new("xgr_grammar **")
     missing = ffi.new("int32_t *")
+    wants = ffi.new("char **")
+    wants_len = ffi.new("size_t *")
     mw = -1 if mw is None else mw
     forms, n_forms, found = ffi.NULL, 0, None
     if b'"format":"' in canonical or b'"pattern":"' in canonical:  # as the converter writes them
@@ -91,14 +93,30 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
 
         found = core_strings.members(canonical)
         forms, n_forms = core_strings.cached_table(found)  # (NULL: not built yet)
-    _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, missing),
-                "converting a JSON schema")
-    if out[0] == ffi.NULL and missing[0] > 0 and forms == ffi.NULL and found:
-        # in the subset but for its formats and patterns: their entries, then again
-        forms, n_forms = core_strings.table(found)
-        if n_forms:
-            _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, ffi.NULL),
-                        "converting a JSON schema")
+    # In the subset but for its formats, patterns and the type parts it leaves to the
+    # converter ("schema" forms, whose keys it names in `wants`): their entries, then again.
+    # A second round can ask for another key: a format found to be an annotation leaves a
+    # pattern's intersection with a length without it.
+    have = found or frozenset()
+    built = forms != ffi.NULL
+    for _ in range(3):
+        _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, missing, wants,
+                                              wants_len), "converting a JSON schema")
+        asked_text = b""
+        if wants[0] != ffi.NULL:
+            asked_text = ffi.buffer(wants[0], wants_len[0])[:]
+            lib.xgr_free(wants[0])
+        if out[0] != ffi.NULL or missing[0] <= 0:
+            break
+        from .json_schema import core_strings
+
+        full = have | (core_strings.wanted(asked_text) if asked_text else frozenset())
+        if not full or (built and full == have):
+            break  # (nothing new to ask the converter: left to Python)
+        forms, n_forms = core_strings.table(full)
+        have, built = full, True
+        if not n_forms:
+            break
     if out[0] == ffi.NULL:
         return None
     grammar = Grammar._from_out(out)

@@ -20,17 +20,28 @@ static const xgr_json_string_form FORMS[] = {
      "[0-9A-Fa-f] | [Dd] [0-7] [0-9A-Fa-f] [0-9A-Fa-f]) | \"\\\\u\" [Dd] [89ABab] [0-9A-Fa-f] [0-9A-Fa-f] "
      "\"\\\\u\" [Dd] [C-Fc-f] [0-9A-Fa-f] [0-9A-Fa-f]\n"},
     {"pattern", "b$", "\"\\\"\" char* \"b\" \"\\\"\"", "char ::= \"x\"\n"}, /* a char rule not the front end's */
+    /* type parts left to the converter (the seeds' keys): a rule of the form's own */
+    {"schema", "{\"type\":\"number\",\"minimum\":0.5}", "sf1", "sf1 ::= \"0.\" [5-9] [0-9]* | [1-9] [0-9]*\n"},
+    {"schema", "{\"type\":\"string\",\"pattern\":\"^a\",\"maxLength\":3}", "\"\\\"\" \"a\" [a-z]{0,2} \"\\\"\"", NULL},
+    {"schema", "{\"type\":\"integer\",\"maximum\":2.5}", NULL, NULL}, /* no value: left to the caller */
 };
 
 static void convert(const char *text, size_t n, int32_t max_ws) {
     xgr_grammar *g = NULL;
     int32_t missing = -1;
+    char *wants = NULL;
+    size_t wants_len = 0;
     if (xgr_json_schema_plain(text, n, max_ws, FORMS, n & 2 ? sizeof FORMS / sizeof *FORMS : 0, &g,
-                              n & 4 ? &missing : NULL) != XGR_OK) {
+                              n & 4 ? &missing : NULL, n & 8 ? &wants : NULL, n & 8 ? &wants_len : NULL) != XGR_OK) {
         (void)xgr_last_error(); /* out of memory only (the table's texts parse) */
         return;
     }
     if (missing > 0 && g) abort(); /* values missing from the table: no grammar */
+    /* the keys asked for: NUL-ended JSON objects of one type */
+    if (wants && (!wants_len || wants[wants_len - 1] != 0 || g)) abort();
+    for (size_t i = 0; i < wants_len; i += strlen(wants + i) + 1)
+        if (strncmp(wants + i, "{\"type\":\"", 9) != 0) abort();
+    xgr_free(wants);
     if (!g) return;
     char *ebnf = NULL;
     size_t len = 0;

@@ -246,6 +246,23 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
     {"oneOf": [{"type": "number", "description": "d"}, {"type": "boolean"}, {"type": "null", "title": "t"}]},
     {"$ref": "#/$defs/n", "$defs": {"n": {"oneOf": [{"type": "array", "items": {"$ref": "#/$defs/n"}}, {"type": "null"}]}}},
     {"$ref": "#/definitions/a", "definitions": {"a": {"type": "string", "format": "phone"}}},
+    # type parts the core leaves to the converter inside its own grammar ("schema" forms):
+    # a format or pattern beside a length or beside each other, number bounds, integer bounds
+    # that are not integers
+    {"type": "string", "format": "date", "maxLength": 12}, {"type": "string", "pattern": "^a", "maxLength": 3},
+    {"type": "string", "pattern": "^2", "format": "date"}, {"type": "string", "format": "email", "minLength": 5},
+    {"type": "string", "format": "url", "pattern": "^h", "maxLength": 9},  # (an annotation format: warned)
+    {"type": ["string", "null"], "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 4},
+    {"pattern": "^x", "maxLength": 2},  # (no type: the string part only)
+    {"type": "string", "pattern": "^$|(^(?:\\S+\\s+){0,99}\\S+$)", "minLength": 1, "maxLength": 5000},
+    {"type": "number", "minimum": 0.5}, {"type": "number", "minimum": 0, "maximum": 1},
+    {"type": "number", "exclusiveMinimum": -2.25, "exclusiveMaximum": 1e3}, {"type": ["number", "null"], "maximum": 7},
+    {"type": "integer", "minimum": 0.5}, {"type": "integer", "minimum": 0, "exclusiveMinimum": True},
+    {"minimum": 1.5, "maximum": 9},  # (no type: the number part only)
+    {"type": "object", "properties": {"p": {"type": "number", "minimum": 0, "maximum": 100},
+                                      "q": {"type": "number", "minimum": 0, "maximum": 100},
+                                      "r": {"type": "array", "items": {"type": "number", "minimum": -90, "maximum": 90}}},
+     "required": ["p"]},
 ])
 def test_plain_front_matches_python_on_hand_made_schemas(tools, schema):
     res = _check(tools, schema, [], json.dumps(schema))
@@ -309,14 +326,16 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     False,
     {"type": "string", "format": "dat\u00e9"},  # a name spelled with an escape: Python names it
     {"type": "integer", "format": "int32"},  # a range: Python's
-    {"type": "string", "format": "date", "maxLength": 12},  # an intersection
     {"enum": ["2020-01-01"], "format": "date"},
     {"$ref": "#/$defs/a", "format": "date", "$defs": {"a": {"type": "string"}}},
     {"anyOf": [{"type": "string"}], "format": "date"},
     {"type": "string", "format": 3},
-    {"type": "string", "pattern": "^a", "maxLength": 3},  # an intersection
-    {"type": "string", "pattern": "^a", "format": "date"},  # an intersection
     {"type": "string", "pattern": "(?i)abc"},  # refused by the converter
+    # type parts left to the converter ("schema" forms) that it refuses or finds empty
+    {"type": "number", "minimum": 5, "maximum": 1}, {"type": "number", "minimum": "a"},
+    {"type": "string", "pattern": "^a", "maxLength": 0}, {"type": "string", "pattern": "(?i)a", "maxLength": 3},
+    {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0.5, "maximum": 0.7}}},
+    {"type": "number", "format": "int32", "minimum": 0.5},  # (an integer format: Python's range)
     {"type": "string", "pattern": "^(a"},  # not a regex
     {"type": "string", "pattern": 3},
     {"$ref": "#/$defs/a", "pattern": "a", "$defs": {"a": {"type": "string"}}},
@@ -344,6 +363,24 @@ def test_plain_front_deep_schemas_go_to_python(tools):
     for _ in range(40):
         s = {"type": "array", "items": s}
     assert plain(canonical_dumps(s)) is not None
+
+
+@pytest.mark.parametrize("bounds", [
+    {"minimum": 0.5}, {"minimum": 0, "maximum": 1}, {"exclusiveMinimum": -2.25, "maximum": 3.75},
+    {"maximum": -0.001}, {"minimum": 10, "exclusiveMaximum": 12.5},
+])
+@pytest.mark.parametrize("kind", ["number", "integer"])
+def test_plain_front_number_bounds_match_python(tools, bounds, kind):
+    """Number bounds ("schema" forms, the converter's own expression inside the core's
+    grammar): the byte masks along numbers around each bound, spelled several ways."""
+    schema = {"type": kind, **bounds}
+    vals = []
+    for v in bounds.values():
+        for d in (-1, -0.5, -0.001, 0, 0.001, 0.5, 1):
+            vals.append(v + d)
+    vals += [0, -0, 1e-5, 12, 1e3, -1e3, 2.5e1]
+    res = _check(tools, schema, vals, json.dumps(schema))
+    assert res == "ok", res
 
 
 def test_plain_front_leaves_every_keyword_python_reads_to_python(tools):
@@ -386,6 +423,51 @@ def test_plain_front_builds_string_entries_only_for_schemas_it_takes(tools):
     assert core_strings._patterns[b"(?i)refused"] is None
 
 
+def test_plain_front_names_the_type_parts_it_leaves_to_the_converter(tools):
+    """Type parts the core does not write itself are asked for by key (`wants`: the compact
+    JSON of the one-type subschema, spelled as the canonical text spells it), only for a
+    schema otherwise in the subset; their entries are the converter's, under rule names of
+    their own; one the converter refuses leaves the schema to Python."""
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    from xgrammar2 import _core
+    from xgrammar2.json_schema import core_strings
+
+    ffi, lib = _core.ffi, _core.lib
+
+    def asked(schema):
+        canon = canonical_dumps(schema)
+        out, missing = ffi.new("xgr_grammar **"), ffi.new("int32_t *")
+        wants, wants_len = ffi.new("char **"), ffi.new("size_t *")
+        assert lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing, wants, wants_len) == 0
+        assert out[0] == ffi.NULL
+        if wants[0] == ffi.NULL:
+            return missing[0], []
+        text = ffi.buffer(wants[0], wants_len[0])[:]
+        lib.xgr_free(wants[0])
+        assert text.endswith(b"\0")
+        return missing[0], text[:-1].split(b"\0")
+
+    schema = {"type": "object", "properties": {"a": {"type": ["number", "null"], "exclusiveMaximum": 2.5e1,
+                                                      "minimum": -1},
+                                               "b": {"maxLength": 3, "type": "string", "pattern": "^a"},
+                                               "c": {"type": "integer", "maximum": 7.5}}}
+    n, keys = asked(schema)
+    assert n == 4 and keys == [  # (4: the pattern's own entry is missing too)
+        b'{"type":"number","minimum":-1,"exclusiveMaximum":25.0}', b'{"type":"string","pattern":"^a","maxLength":3}',
+        b'{"type":"integer","maximum":7.5}']
+    # a schema outside the subset for another reason: nothing asked, nothing converted
+    left = dict(schema, allOf=[{"required": ["a"]}])
+    assert asked(left) == (0, [])
+    g = plain(canonical_dumps(schema))
+    assert g is not None
+    names = [ln.split(" ::= ")[0] for ln in str(g).splitlines()]
+    assert sum(n.startswith("sf") and "__" not in n for n in names) == 3  # one rule per entry, its own name
+    # the converter refuses one of them (unsatisfiable bounds): no grammar, Python says why
+    bad = {"type": "object", "properties": {"a": {"type": "number", "minimum": 3, "maximum": 1}}}
+    assert plain(canonical_dumps(bad)) is None
+    assert core_strings._schemas[b'{"type":"number","minimum":3,"maximum":1}'] is None
+
+
 def test_plain_front_names_a_format_table_whose_texts_do_not_parse(tools):
     """A caller's table entry that is not EBNF gets an error naming the table, not a crash or a
     grammar; an entry whose `char` rule is not the core's own leaves the schema to the caller."""
@@ -406,14 +488,15 @@ def test_plain_front_names_a_format_table_whose_texts_do_not_parse(tools):
 
     out = ffi.new("xgr_grammar **")
     with pytest.raises(InvalidArgumentError, match="formats and patterns does not parse"):
-        _core.check(lib.xgr_json_schema_plain(canon, len(canon), -1, form(b'"\\"" ((( "\\""'), 1, out, ffi.NULL),
+        _core.check(lib.xgr_json_schema_plain(canon, len(canon), -1, form(b'"\\"" ((( "\\""'), 1, out, ffi.NULL,
+                                              ffi.NULL, ffi.NULL),
                     "converting a JSON schema")
     assert out[0] == ffi.NULL
     rc = lib.xgr_json_schema_plain(canon, len(canon), -1, form(b'"\\"" char* "\\""', b'char ::= "x"\n'), 1, out,
-                                   ffi.NULL)
+                                   ffi.NULL, ffi.NULL, ffi.NULL)
     assert rc == 0 and out[0] == ffi.NULL
     missing = ffi.new("int32_t *")
-    assert lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing) == 0
+    assert lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing, ffi.NULL, ffi.NULL) == 0
     assert out[0] == ffi.NULL and missing[0] == 1
 
 

@@ -189,8 +189,10 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
 
 
 def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespace, indent, separators,
-             max_whitespace_cnt, any_order, excludes):
-    """One conversion: (EBNF text or None when unsatisfiable, warnings, unsatisfiability notes)."""
+             max_whitespace_cnt, any_order, excludes, root="root"):
+    """One conversion: (EBNF text or None when unsatisfiable, warnings, unsatisfiability notes).
+    ``root``: the start rule's name, which the rules made for it extend (``root__num``);
+    core_strings names a fragment's rules apart this way."""
     cx = Converter(s, strict_mode=strict_mode, lenient=lenient, ref_resolver=ref_resolver, index=need_index)
     # (equal copies share one union, whose nodes name the first copy's pointer: only where the
     # emitter cannot warn about a node, which it does in lenient mode and with excludes)
@@ -201,14 +203,14 @@ def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespac
         u = cx.convert(s, "#")
         if "root" in cx.refs:
             cx.ref_union_memo.setdefault("root", u)
-        em.g.define("root", None)
+        em.g.define(root, None)
         # (products the emitter builds are not compacted past ir.MAX_ALTS: there a refused
         # negation falls back to a relative one, ir.subtract, with a much smaller grammar)
         cx.emitting = True
-        e = em.emit(u, "root", 0)
-        em.g.define("root", e)
+        e = em.emit(u, root, 0)
+        em.g.define(root, e)
         em.drain()
-        text = em.g.finalize("root")
+        text = em.g.finalize(root)
     except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
         raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
     except RecursionError as ex:

@@ -19,6 +19,7 @@ asked first without them): for a schema left to Python they would be wasted work
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any, Dict, FrozenSet, Optional, Tuple
@@ -36,6 +37,7 @@ _HELPER = re.compile(r"(?:char_[A-Za-z0-9_]+|char) ::= [^\n]*")
 Entry = Tuple[Optional[bytes], Optional[bytes]]  # (value expression, helper rules): UTF-8 EBNF
 _formats: Dict[str, Optional[Entry]] = {}
 _patterns: Dict[bytes, Optional[Entry]] = {}
+_schemas: Dict[bytes, Optional[Entry]] = {}  # schema_entry's, by key
 _PATTERNS_MAX = 4096
 _tables: Dict[FrozenSet[Tuple[bytes, bytes]], Tuple[Any, int, list]] = {}  # members() -> table
 _TABLES_MAX = 256
@@ -146,6 +148,52 @@ def pattern_entry(spelled: bytes) -> Optional[Entry]:
     return e
 
 
+def schema_entry(spelled: bytes) -> Optional[Entry]:
+    """The entry of a type part the core leaves to the converter (keyword "schema": a string
+    format or pattern beside a length or beside each other, bounds on a number, bounds on an
+    integer that are not integers), ``spelled`` the compact JSON of that one-type subschema
+    (csrc/front/json_form_key.c): the converter's grammar of it, its rules named after the
+    text's digest (``sf<hex>``, ``sf<hex>__num``, ...) so that they never meet the core's or
+    another entry's; None when the converter refuses it, finds it unsatisfiable, warns or
+    writes a shared rule other than ``char`` (the whole schema then goes to Python, which
+    says why)."""
+    if spelled in _schemas:
+        return _schemas[spelled]
+    e = None
+    try:
+        schema = json.loads(spelled)
+    except ValueError:
+        schema = None
+    if isinstance(schema, dict):
+        from . import _check_excludes, _convert
+
+        name = "sf" + hashlib.blake2b(spelled, digest_size=6).hexdigest()
+        try:
+            text, warns, _ = _convert(schema, False, strict_mode=True, lenient=False, ref_resolver=None,
+                                      any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=None,
+                                      any_order=False, excludes=_check_excludes(None), root=name)
+        except Exception:  # refused, invalid, over a limit: the whole schema's conversion says why
+            text, warns = None, ()
+        own = re.compile(re.escape(name) + r"(?:__[A-Za-z0-9_]*)?(?:\[[^\]\n]*\])? ::= [^\n]*")
+        lines = [ln for ln in (text or "").split("\n") if ln]
+        if text and not warns and lines and lines[0].startswith(name + " ::= ") and \
+                all(own.fullmatch(ln) or _HELPER.fullmatch(ln) for ln in lines):
+            try:
+                e = name.encode("ascii"), "".join(ln + "\n" for ln in lines).encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate in a pattern
+                e = None
+    if len(_schemas) >= _PATTERNS_MAX:
+        _schemas.clear()
+    _schemas[spelled] = e
+    return e
+
+
+def wanted(buf: bytes) -> "Members":
+    """The "schema" members for the keys the core asked for (xgr_json_schema_plain's
+    ``wants``: NUL-ended texts)."""
+    return frozenset((b"schema", k) for k in buf.split(b"\0") if k)
+
+
 def _converted(schema: dict) -> Optional[Entry]:
     from . import json_schema_to_ebnf
 
@@ -197,6 +245,8 @@ def table(found: Members) -> Tuple[Any, int]:
                 e = format_entry(spelled.decode("ascii")) if b"\\" not in spelled else None
             except UnicodeDecodeError:
                 e = None
+        elif keyword == b"schema":
+            e = schema_entry(spelled)
         else:
             e = pattern_entry(spelled)
         if e is not None:
