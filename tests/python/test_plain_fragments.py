@@ -122,7 +122,9 @@ def pair(request, info):
 
 def test_plain_tools_take_the_core_front_end(pair):
     _, _, n_core, n_python = pair
-    assert n_core == 2 and n_python == 0  # get_weather and search; lookup_commit's pattern has a length
+    # get_weather, search and lookup_commit (its pattern with a length: a type part the core
+    # asks the converter for, docs/json-schema.md "Type parts left to the converter")
+    assert n_core == 3 and n_python == 0
 
 
 @pytest.mark.parametrize("i", range(len(CALLS)))
@@ -146,8 +148,8 @@ def test_random_walks_have_equal_masks(info, pair, seed):
     JSONSchema("$", WEATHER, excludes=["</function>"]),
     JSONSchema("$", WEATHER, strict=False),
     JSONSchema("$", WEATHER, max_whitespace_cnt=-3),
-    JSONSchema("$", CODE),
+    JSONSchema("$", {"type": "object", "patternProperties": {"^x": {"type": "string"}}}),
     JSONSchema("$", {"type": "number", "minimum": float("nan")}),
-], ids=["xml_style", "any_order", "excludes", "not_strict", "bad_max_ws", "pattern", "not_json"])
+], ids=["xml_style", "any_order", "excludes", "not_strict", "bad_max_ws", "patternProperties", "not_json"])
 def test_contents_outside_the_core_go_to_python(content):
     assert tool_call_compile._plain_fragment_grammar(content) is None
