@@ -29,6 +29,16 @@ def accepts(schema, text: str, **kw) -> bool:
     return ENGINE.accepts(grammar_for(schema, **kw), text)
 
 
+def allowed_ids(matcher, n: int) -> set:
+    """The token ids among the first ``n`` that ``matcher``'s next bitmask allows."""
+    import numpy as np
+
+    bm = np.zeros((1, (n + 31) // 32), dtype=np.int32)
+    matcher.fill_next_token_bitmask(bm)
+    bits = np.unpackbits(bm.reshape(-1).view(np.uint8), bitorder="little")[:n]
+    return set(np.flatnonzero(bits).tolist())
+
+
 def check(schema, good=(), bad=(), **kw):
     """Asserts every text in ``good`` is accepted and every text in ``bad`` rejected.
     Non-string entries are serialized with json.dumps."""

@@ -430,6 +430,7 @@ def test_plain_front_names_the_type_parts_it_leaves_to_the_converter(tools):
     their own; one the converter refuses leaves the schema to Python."""
     xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
     from xgrammar2 import _core
+    from xgrammar2.exception import InvalidArgumentError
     from xgrammar2.json_schema import core_strings
 
     ffi, lib = _core.ffi, _core.lib
@@ -455,6 +456,14 @@ def test_plain_front_names_the_type_parts_it_leaves_to_the_converter(tools):
     assert n == 4 and keys == [  # (4: the pattern's own entry is missing too)
         b'{"type":"number","minimum":-1,"exclusiveMaximum":25.0}', b'{"type":"string","pattern":"^a","maxLength":3}',
         b'{"type":"integer","maximum":7.5}']
+    # `wants` without `wants_len` (or the other way): a clear error, nothing converted
+    canon = canonical_dumps(schema)
+    out = ffi.new("xgr_grammar **")
+    for w, wl in ((ffi.new("char **"), ffi.NULL), (ffi.NULL, ffi.new("size_t *"))):
+        with pytest.raises(InvalidArgumentError, match="NULL argument"):
+            _core.check(lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, ffi.NULL, w, wl),
+                        "converting a JSON schema")
+        assert out[0] == ffi.NULL
     # a schema outside the subset for another reason: nothing asked, nothing converted
     left = dict(schema, allOf=[{"required": ["a"]}])
     assert asked(left) == (0, [])
