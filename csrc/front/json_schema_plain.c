@@ -120,6 +120,10 @@ typedef struct {
     XGR_VEC(size_t) helpers;             /* their helper rules written: (form index, line offset) */
     int32_t missing;                     /* string values met that are not in the table */
     cbuf wants;                          /* the keys of the "schema" forms missing, each NUL-ended */
+    int parts;                           /* the caller converts parts ("@OFF:LEN" keys: wants given) */
+    int parts_written;                   /* the "part" forms' rules are in `rules` */
+    int poisoned;                        /* a definition's rule was begun and not finished */
+    int32_t max_ws;                      /* max_whitespace (< 0: unbounded) */
     json_key_excl_ctx kx;                /* key exclusion: the xk<i> / xc<i> rules written */
     /* Subschemas converted, by their canonical text (equal text, equal language: the same
      * expression, so equal subschemas share their rules, as the converter's interned ones) */
@@ -583,32 +587,62 @@ static const char *const CORE_KEYWORDS[] = {
     "$id", "id", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "format",
     "pattern"};
 
-/* The definition a local `$ref` names: "#/definitions/NAME" or "#/$defs/NAME" of the root
- * schema, NAME spelled plainly (no JSON-pointer or percent escape); *def = -1 for "#" (the
- * root). P_NO for any other reference. */
+/* The node a local `$ref` names: a JSON pointer into the document ("#/definitions/NAME",
+ * "#/$defs/a/properties/b", "#/items/0"), every segment spelled plainly (no escape, no percent
+ * sign) and no schema on the way but the root naming a base of its own ($id, draft-04 id);
+ * *def = -1 for "#" (the root). P_NO for any other reference. */
+static int resolve_ref_text(emitter *e, const char *t, size_t n, int32_t *def);
+
 static int resolve_ref(emitter *e, const jnode *ref, int32_t *def) {
-    if (ref->kind != J_STR || !ref->plain || ref->len < 1 || e->p->s[ref->off] != '#') return P_NO;
-    const char *t = e->p->s + ref->off;
-    size_t n = (size_t)ref->len, pre;
-    int which;
+    if (ref->kind != J_STR || !ref->plain || ref->len < 1) return P_NO;
+    return resolve_ref_text(e, e->p->s + ref->off, (size_t)ref->len, def);
+}
+
+/* resolve_ref of a reference spelled `t` (n bytes, printable ASCII without '"' or '\\'). */
+static int resolve_ref_text(emitter *e, const char *t, size_t n, int32_t *def) {
+    if (n < 1 || t[0] != '#') return P_NO;
     if (n == 1) {
         *def = -1;
         return P_OK;
     }
-    if (n > 14 && memcmp(t, "#/definitions/", 14) == 0) pre = 14, which = 0;
-    else if (n > 8 && memcmp(t, "#/$defs/", 8) == 0) pre = 8, which = 1;
-    else return P_NO;
-    for (size_t i = pre; i < n; i++)
-        if (t[i] == '/' || t[i] == '~' || t[i] == '%') return P_NO;
-    if (e->defs[which] < 0) return P_NO;
-    for (int32_t c = NODE(e, e->defs[which]).first; c >= 0; c = NODE(e, c).next) {
-        const jnode *d = &NODE(e, c);
-        if (d->key_plain && (size_t)d->key_len == n - pre && memcmp(e->p->s + d->key_off, t + pre, n - pre) == 0) {
-            *def = c;
-            return P_OK;
+    if (t[1] != '/') return P_NO;
+    /* a JSON pointer of plain segments (no escape, no percent sign), through object members
+     * and array items, none on the way (the root aside) naming a base of its own */
+    int32_t node = e->root;
+    for (size_t i = 2; i <= n;) {
+        size_t j = i;
+        while (j < n && t[j] != '/') j++;
+        if (j == i) return P_NO;
+        for (size_t k = i; k < j; k++)
+            if (t[k] == '~' || t[k] == '%') return P_NO;
+        const jnode *c = &NODE(e, node);
+        int32_t next = -1;
+        if (node != e->root && c->kind == J_OBJ)
+            for (int32_t m = c->first; m >= 0; m = NODE(e, m).next)
+                if ((key_is(e, &NODE(e, m), "$id") || key_is(e, &NODE(e, m), "id")) && NODE(e, m).kind == J_STR)
+                    return P_NO;
+        if (c->kind == J_OBJ) {
+            for (int32_t m = c->first; m >= 0 && next < 0; m = NODE(e, m).next) {
+                const jnode *d = &NODE(e, m);
+                if (d->key_plain && (size_t)d->key_len == j - i && memcmp(e->p->s + d->key_off, t + i, j - i) == 0)
+                    next = m;
+            }
+        } else if (c->kind == J_ARR) {
+            long idx = 0;
+            if (j - i > 9 || (t[i] == '0' && j - i > 1)) return P_NO;
+            for (size_t k = i; k < j; k++) {
+                if (t[k] < '0' || t[k] > '9') return P_NO;
+                idx = idx * 10 + (t[k] - '0');
+            }
+            for (int32_t m = c->first; m >= 0 && next < 0; m = NODE(e, m).next, idx--)
+                if (idx == 0) next = m;
         }
+        if (next < 0) return P_NO;
+        node = next;
+        i = j + 1;
     }
-    return P_NO;
+    *def = node;
+    return P_OK;
 }
 
 /* The `$ref` member of schema `id` when nothing but annotations stands beside it, else -1. */
@@ -637,9 +671,16 @@ static int32_t bare_ref(emitter *e, int32_t id) {
 /* The rule of a definition: d<id>, written the first time it is referenced (its body may
  * refer to it again: recursion). Chains of bare references are followed to the schema
  * they end at; a cycle of them is left to Python. */
+static int ref_expr_def(emitter *e, int32_t def, int r, cbuf *out);
+
 static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
     int32_t def;
     int r = resolve_ref(e, ref, &def);
+    return ref_expr_def(e, def, r, out);
+}
+
+/* ref_expr of the definition resolve_ref found (r its status). */
+static int ref_expr_def(emitter *e, int32_t def, int r, cbuf *out) {
     for (int hops = 0; r == P_OK && def >= 0; hops++) {
         int32_t next = bare_ref(e, def);
         if (next < 0) break;
@@ -656,6 +697,9 @@ static int ref_expr(emitter *e, const jnode *ref, cbuf *out) {
     if (XGR_VEC_PUSH(e->def_rule, def) || XGR_VEC_PUSH(e->def_rule, id)) return P_NOMEM;
     cbuf body = {0};
     r = schema_expr(e, def, &body);
+    /* (other rules may name d<id> already: with parts, this failure need not reach the
+     * root, so the grammar must not be returned) */
+    if (r == P_NO) e->poisoned = 1;
     if (r == P_OK && (r = putf(&e->rules, "d%d ::= ", id)) == P_OK &&
         (r = json_put(&e->rules, body.data, body.len)) == P_OK)
         r = json_puts(&e->rules, "\n");
@@ -973,6 +1017,181 @@ static int schema_expr_in(emitter *e, int32_t id, cbuf *out) {
  * a name or two: the lookup would cost more). */
 #define PLAIN_MEMO_MIN 24
 
+/* ------------------------------------------------------------------ parts
+ *
+ * A subschema object this file cannot write (a keyword of PYTHON_KEYWORDS, an overlapping
+ * oneOf, $ref beside keywords...) inside a schema it can is a "part": when the caller takes
+ * parts (it passed `wants`), its key "@OFF:LEN" (its span in the canonical text) goes to
+ * `wants`, and the caller's converter writes its rule, resolving local references against the
+ * whole document (xgr2.h, keyword "part"). The rest of the schema stays here. */
+
+/* Whether the subtree of node `id` resolves nothing against a base other than the
+ * document's: no $ref that is not a local fragment (or is "#" itself, the root: its rule is
+ * this file's), no $id / id naming a resource, no anchors or dynamic references. */
+static int part_ok(emitter *e, int32_t id, int depth) {
+    static const char *const ANCHORS[] = {"$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveAnchor",
+                                          "$recursiveRef"};
+    if (depth > PLAIN_MAX_DEPTH * 2 + 8) return 0;
+    for (int32_t c = NODE(e, id).first; c >= 0; c = NODE(e, c).next) {
+        const jnode *m = &NODE(e, c);
+        if (m->key_off >= 0) {
+            if (!m->key_plain) return 0;
+            if (key_is(e, m, "$ref") && (m->kind != J_STR || m->len < 2 || e->p->s[m->off] != '#')) return 0;
+            if ((key_is(e, m, "$id") || key_is(e, m, "id")) && m->kind == J_STR) return 0;
+            for (size_t a = 0; a < sizeof ANCHORS / sizeof *ANCHORS; a++)
+                if (key_is(e, m, ANCHORS[a])) return 0;
+        }
+        if ((m->kind == J_OBJ || m->kind == J_ARR) && !part_ok(e, c, depth + 1)) return 0;
+    }
+    return 1;
+}
+
+/* The name of the shared rule that line `l` (its name `name` long) defines, as a SHARED bit;
+ * 0 for another name. */
+static unsigned shared_bit(const char *l, size_t name) {
+    for (size_t q = 0; q < sizeof SHARED / sizeof *SHARED; q++) {
+        const char *t = SHARED[q].text, *sep = strstr(t, " ::= ");
+        if (sep && (size_t)(sep - t) == name && memcmp(t, l, name) == 0) return SHARED[q].bit;
+    }
+    return 0;
+}
+
+/* The rules of every "part" form, written once: a line defining a shared rule must be this
+ * file's text (the ws rule as max_whitespace makes it) and is left to the end; a `char_*`
+ * helper is written once among the forms' helpers; every other line as it is. */
+static int part_rules(emitter *e) {
+    e->parts_written = 1;
+    for (size_t k = 0; k < e->n_forms; k++) {
+        const xgr_json_string_form *f = &e->forms[k];
+        if (!f->keyword || strcmp(f->keyword, "part") != 0 || !f->rules) continue;
+        for (const char *l = f->rules; *l;) {
+            const char *nl = strchr(l, '\n');
+            size_t len = nl ? (size_t)(nl - l) : strlen(l), name = line_name(l);
+            unsigned bit = name ? shared_bit(l, name) : 0;
+            int r = P_OK;
+            if (bit == U_WS) {
+                char ws[64];
+                if (e->max_ws < 0) snprintf(ws, sizeof ws, "ws ::= [ \\n\\r\\t]*");
+                else if (e->max_ws == 0) snprintf(ws, sizeof ws, "ws ::= \"\"");
+                else snprintf(ws, sizeof ws, "ws ::= [ \\n\\r\\t]{0,%d}", (int)e->max_ws);
+                if (strlen(ws) != len || memcmp(ws, l, len) != 0) return P_NO;
+                e->used |= bit;
+            } else if (bit) {
+                const char *own = "";
+                for (size_t q = 0; q < sizeof SHARED / sizeof *SHARED; q++)
+                    if (SHARED[q].bit == bit) own = SHARED[q].text;
+                if (strncmp(own, l, len) != 0 || own[len] != '\n') return P_NO;
+                e->used |= bit;
+            } else if (name > 5 && memcmp(l, "char_", 5) == 0) {
+                int seen = 0;
+                for (size_t h = 0; h < e->helpers.len && !seen; h += 2) {
+                    const char *o = e->forms[e->helpers.data[h]].rules + e->helpers.data[h + 1];
+                    seen = line_name(o) == name && memcmp(o, l, name) == 0;
+                }
+                if (!seen) {
+                    if (XGR_VEC_PUSH(e->helpers, k) || XGR_VEC_PUSH(e->helpers, (size_t)(l - f->rules)))
+                        return P_NOMEM;
+                    if ((r = json_put(&e->rules, l, len)) == P_OK) r = json_puts(&e->rules, "\n");
+                }
+            } else if (len) {
+                if ((r = json_put(&e->rules, l, len)) == P_OK) r = json_puts(&e->rules, "\n");
+            }
+            if (r) return r;
+            l = nl ? nl + 1 : l + len;
+        }
+    }
+    /* the definitions the parts' rules name instead of converting them again: NAME ::= d<id> */
+    for (size_t k = 0; k < e->n_forms; k++) {
+        const xgr_json_string_form *f = &e->forms[k];
+        if (!f->keyword || strcmp(f->keyword, "part-ref") != 0) continue;
+        if (!f->text || !f->value) return P_NO;
+        int32_t def;
+        size_t n = strlen(f->text);
+        for (size_t i = 0; i < n; i++)
+            if (f->text[i] < 0x20 || f->text[i] > 0x7e || f->text[i] == '"' || f->text[i] == '\\') return P_NO;
+        int r = resolve_ref_text(e, f->text, n, &def);
+        if (r == P_OK && def < 0) r = P_NO; /* (the root: never named by the caller) */
+        cbuf body = {0};
+        if (r == P_OK) r = ref_expr_def(e, def, r, &body);
+        if (r == P_OK && (r = json_puts(&e->rules, f->value)) == P_OK && (r = json_puts(&e->rules, " ::= ")) == P_OK &&
+            (r = json_put(&e->rules, body.data, body.len)) == P_OK)
+            r = json_puts(&e->rules, "\n");
+        XGR_VEC_FREE(body);
+        if (r) return r;
+    }
+    return P_OK;
+}
+
+/* The expression of part `id` (its caller's rule), or a stand-in with its key added to
+ * `wants` when the table lacks it (this grammar is then not returned). P_NO when the caller
+ * refused it (an entry without a value) or it is not one (part_ok). */
+/* The definitions that local references in the subtree of node `id` name (resolve_ref),
+ * converted here as for any reference: the caller's rules for a part name them (keyword
+ * "part-ref") instead of converting them again, and any part they hold is asked for in the
+ * same call as the part that reaches them. */
+static int part_defs(emitter *e, int32_t id, int depth) {
+    /* the keywords whose value is a schema, an array of schemas or a map to schemas (draft
+     * 2020-12 and draft-04's `dependencies` / `additionalItems`); a reference anywhere else
+     * is in an annotation (hyper-schema `links`, `examples`) and names nothing converted */
+    static const char *const ONE[] = {"additionalProperties", "additionalItems", "contains", "propertyNames", "not",
+                                      "if", "then", "else", "unevaluatedProperties", "unevaluatedItems", "items"};
+    static const char *const LIST[] = {"allOf", "anyOf", "oneOf", "prefixItems", "items"};
+    static const char *const MAP[] = {"properties", "patternProperties", "dependentSchemas", "dependencies"};
+    if (depth > PLAIN_MAX_DEPTH * 2 + 8) return P_NO;
+    if (NODE(e, id).kind != J_OBJ) return P_OK;
+    for (int32_t c = NODE(e, id).first; c >= 0; c = NODE(e, c).next) {
+        const jnode *m = &NODE(e, c);
+        int r = P_OK;
+        if (m->kind == J_STR && key_is(e, m, "$ref")) {
+            int32_t def;
+            cbuf tmp = {0};
+            r = resolve_ref(e, m, &def);
+            if (r == P_OK && def >= 0) r = ref_expr_def(e, def, r, &tmp);
+            XGR_VEC_FREE(tmp);
+            if (r == P_NOMEM) return r; /* (one the core cannot write: the caller converts it) */
+            continue;
+        }
+        int kind = 0;
+        for (size_t a = 0; a < sizeof ONE / sizeof *ONE && !kind; a++)
+            if (key_is(e, m, ONE[a]) && m->kind == J_OBJ) kind = 1;
+        for (size_t a = 0; a < sizeof LIST / sizeof *LIST && !kind; a++)
+            if (key_is(e, m, LIST[a]) && m->kind == J_ARR) kind = 2;
+        for (size_t a = 0; a < sizeof MAP / sizeof *MAP && !kind; a++)
+            if (key_is(e, m, MAP[a]) && m->kind == J_OBJ) kind = 2;
+        if (kind == 1) r = part_defs(e, c, depth + 1);
+        for (int32_t k = kind == 2 ? m->first : -1; k >= 0 && r == P_OK; k = NODE(e, k).next)
+            r = part_defs(e, k, depth + 1);
+        if (r) return r;
+    }
+    return P_OK;
+}
+
+static int part_ref(emitter *e, int32_t id, cbuf *out) {
+    const jnode *n = &NODE(e, id);
+    if (!part_ok(e, id, 0)) return P_NO;
+    int r = part_defs(e, id, 0);
+    if (r) return r;
+    char key[48];
+    int kl = snprintf(key, sizeof key, "@%d:%d", (int)n->off, (int)n->len);
+    if (kl <= 0 || (size_t)kl >= sizeof key) return P_NO;
+    for (size_t i = 0; i < e->n_forms; i++) {
+        const xgr_json_string_form *f = &e->forms[i];
+        if (f->keyword && f->text && strcmp(f->keyword, "part") == 0 && strcmp(f->text, key) == 0) {
+            if (!f->value) return P_NO;
+            if (!e->parts_written && (r = part_rules(e)) != P_OK) {
+                e->poisoned = 1; /* (its rules are partly written: other parts name them) */
+                return r;
+            }
+            return json_puts(out, f->value);
+        }
+    }
+    e->missing++;
+    r = json_put(&e->wants, key, (size_t)kl + 1); /* (its NUL too) */
+    if (r) return r;
+    e->used |= U_VALUE;
+    return json_puts(out, "value");
+}
+
 static int schema_expr(emitter *e, int32_t id, cbuf *out) {
     if (e->depth >= PLAIN_MAX_DEPTH) return P_NO;
     const jnode *n = &NODE(e, id);
@@ -984,6 +1203,11 @@ static int schema_expr(emitter *e, int32_t id, cbuf *out) {
     e->depth++;
     int r = schema_expr_in(e, id, out);
     e->depth--;
+    /* (the root only with definitions: without any, the caller would convert all of it) */
+    if (r == P_NO && e->parts && n->kind == J_OBJ && (id != e->root || e->defs[0] >= 0 || e->defs[1] >= 0)) {
+        out->len = at;
+        r = part_ref(e, id, out);
+    }
     if (r || !memo) return r;
     return span_memo_put(&e->memo, n->off, n->len, out->data + at, out->len - at);
 }
@@ -1004,6 +1228,8 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     e.forms = forms;
     e.n_forms = forms ? n_forms : 0;
     e.memo.src = canon;
+    e.parts = wants != NULL;
+    e.max_ws = max_whitespace;
     cbuf text = {0};
     int32_t root = -1;
     int r = json_dom_parse(&p, canon, len, PLAIN_MAX_DEPTH * 2 + 8, &root);
@@ -1020,6 +1246,7 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     if (r == P_OK) r = json_puts(&text, "root ::= ");
     if (r == P_OK) r = schema_expr(&e, root, &text);
     if (r == P_OK) r = json_puts(&text, "\n");
+    if (r == P_OK && e.poisoned) r = P_NO;
     if (r == P_OK && e.missing) { /* in the subset but for values the caller may add */
         if (missing) *missing = e.missing;
         if (wants && e.wants.len) { /* (handed over: the caller frees it) */

@@ -159,7 +159,16 @@ int xgr_json_canonical(const char *text, size_t len, int32_t limit, char *out, s
  * JSON of the subschema of that one type with its keywords as the canonical text spells them
  * ({"type":"string","pattern":P,"maxLength":N}, {"type":"number","minimum":M}: a string
  * format or pattern beside a length or beside each other, bounds on a number, bounds on an
- * integer that are not integers), `value` the expression of that subschema (never NULL). */
+ * integer that are not integers), `value` the expression of that subschema (never NULL).
+ * `keyword` "part" is a subschema object the front end cannot write inside a schema it can
+ * (a keyword it leaves to the converter, an overlapping oneOf, $ref beside keywords...):
+ * `text` "@OFF:LEN", its span in the canonical text (decimal byte offset and length), `value`
+ * the name of the caller's rule for it, NULL when the caller refused it (the schema is then
+ * left to the caller). The `rules` of every "part" entry are written once, in table order,
+ * when a part is used: a rule named like a shared rule (ws, string, char, integer, number,
+ * value, object, array) must be the front end's text (ws as max_whitespace makes it) or the
+ * schema is left to the caller, a `char_*` rule is written once among the forms' helpers,
+ * every other name must be one no other entry and not the front end define. */
 typedef struct {
     const char *keyword;
     const char *text;
@@ -181,6 +190,14 @@ typedef struct {
  * "schema" form not in `forms`; their texts are not in the canonical text, so when `wants`
  * is not NULL (nor `wants_len`), *wants = the texts of those missing, each followed by a NUL
  * (*wants_len bytes in all; duplicates possible; NULL and 0 when none), freed with xgr_free.
+ * A caller that passes `wants` converts parts too: the keys ("@OFF:LEN") of the parts not in
+ * `forms` are in *wants, and counted in *missing (a part is never one whose subtree has a
+ * $ref other than a local fragment, a "#" alone, an `$id` / `id` string or an anchor; the
+ * root only when it has definitions). A "part-ref" entry (`text` a local reference such as
+ * "#/definitions/NAME", `value` a rule name, `rules` NULL) is a definition the parts' rules
+ * name instead of converting it: the front end writes `value ::= ` its own rule for it
+ * (the schema is left to the caller when it cannot). Without `wants`, a schema with a part
+ * is outside the subset.
  * XGR_ERR_INVALID_ARG when the texts of `forms` it used do not parse as EBNF. The caller owns
  * *out. Thread-safe. */
 int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,

@@ -99,7 +99,10 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
     # pattern's intersection with a length without it.
     have = found or frozenset()
     built = forms != ffi.NULL
-    for _ in range(3):
+    parts_have: frozenset = frozenset()
+    part_rows: list = []
+    keep: list = []  # (a table with parts: its buffers, alive while the core reads them)
+    for _ in range(4):
         _core.check(lib.xgr_json_schema_plain(canonical, len(canonical), mw, forms, n_forms, out, missing, wants,
                                               wants_len), "converting a JSON schema")
         asked_text = b""
@@ -113,7 +116,15 @@ def _plain_json_schema_grammar(canonical: bytes, max_whitespace_cnt: Optional[in
         full = have | (core_strings.wanted(asked_text) if asked_text else frozenset())
         if not full or (built and full == have):
             break  # (nothing new to ask the converter: left to Python)
-        forms, n_forms = core_strings.table(full)
+        asked_parts = frozenset(m for m in full if m[0] == b"part")
+        if asked_parts:  # (subschemas the converter writes, in one conversion of the document)
+            if asked_parts != parts_have:
+                parts_have, part_rows = asked_parts, core_strings.part_rows(canonical, asked_parts, max_whitespace_cnt)
+                if part_rows[0][2] is None:
+                    break  # (refused: the whole schema goes to Python, which says why)
+            forms, n_forms, keep = core_strings.with_parts(full, part_rows)
+        else:
+            forms, n_forms = core_strings.table(full)
         have, built = full, True
         if not n_forms:
             break

@@ -263,6 +263,11 @@ def test_plain_front_matches_python_on_the_official_suite(tools):
                                       "q": {"type": "number", "minimum": 0, "maximum": 100},
                                       "r": {"type": "array", "items": {"type": "number", "minimum": -90, "maximum": 90}}},
      "required": ["p"]},
+    # references by JSON pointer (not only to definitions): the core resolves them
+    {"$ref": "#/$defs/a/properties/b", "$defs": {"a": {"properties": {"b": {}}}}},
+    {"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "y"]}, "b": {"$ref": "#/properties/a"}}},
+    {"type": "object", "properties": {"l": {"type": "array", "items": {"$ref": "#/definitions/n/properties/v"}}},
+     "definitions": {"n": {"type": "object", "properties": {"v": {"type": "integer", "minimum": 1}}}}},
 ])
 def test_plain_front_matches_python_on_hand_made_schemas(tools, schema):
     res = _check(tools, schema, [], json.dumps(schema))
@@ -292,12 +297,8 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"enum": ["a\"b"]},  # an escape
     {"type": "object", "properties": {"a": {}}, "required": ["b"]},  # required, not listed
     {"type": "string", "enum": [1]},  # unsatisfiable: Python says why
-    {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}, "type": "string"},  # an intersection
-    {"$ref": "#/$defs/a/properties/b", "$defs": {"a": {"properties": {"b": {}}}}},  # a deeper pointer
-    {"$ref": "#/$defs/a~1b", "$defs": {"a/b": {"type": "string"}}},  # an escaped name
     {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},  # a cycle
     {"$ref": "#"},
-    {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$defs": {}, "type": "null"}}},
     {"$ref": "other.json#/$defs/a"},
     {"type": "string", "minLength": 3, "maxLength": 2},  # unsatisfiable
     {"type": "array", "minItems": 1.5},
@@ -317,17 +318,12 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"oneOf": [{"type": "string"}, {"type": "null"}], "type": "string"},
     {"oneOf": [{"type": "string"}, {"type": "null"}], "anyOf": [{"type": "string"}]},
     # a definition that is a $ref with a keyword beside it is an intersection, not a chain to follow
-    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "minLength": 3}, "b": {"type": "string"}}},
-    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "maximum": 3}, "b": {"type": "integer"}}},
-    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "anyOf": [{"type": "null"}]}, "b": {"type": "string"}}},
-    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "oneOf": [{"type": "null"}]}, "b": {"type": "string"}}},
     {"type": "object", "properties": {"a": {"$id": "http://x/y", "type": "string"}}},
     {"type": "string", "properties": {"a": {}}},
     False,
     {"type": "string", "format": "dat\u00e9"},  # a name spelled with an escape: Python names it
     {"type": "integer", "format": "int32"},  # a range: Python's
     {"enum": ["2020-01-01"], "format": "date"},
-    {"$ref": "#/$defs/a", "format": "date", "$defs": {"a": {"type": "string"}}},
     {"anyOf": [{"type": "string"}], "format": "date"},
     {"type": "string", "format": 3},
     {"type": "string", "pattern": "(?i)abc"},  # refused by the converter
@@ -338,7 +334,6 @@ def test_plain_front_integer_ranges_match_python(tools, bounds):
     {"type": "number", "format": "int32", "minimum": 0.5},  # (an integer format: Python's range)
     {"type": "string", "pattern": "^(a"},  # not a regex
     {"type": "string", "pattern": 3},
-    {"$ref": "#/$defs/a", "pattern": "a", "$defs": {"a": {"type": "string"}}},
     {"enum": ["a"], "pattern": "a"},
 ])
 def test_plain_front_leaves_other_schemas_to_python(tools, schema):
@@ -353,12 +348,115 @@ def test_plain_front_refuses_broken_text_without_failing(tools, text):
     assert plain(text) is None
 
 
+# ---- parts: subschemas the core leaves to the converter inside a schema it writes
+# (json_schema_plain.c's part_ref, core_strings.part_rows: keys "@OFF:LEN")
+
+PART_SCHEMAS = [
+    {"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"$defs": {}, "type": "null"}}},
+    # a definition that is a $ref with a keyword beside it is an intersection (a part), not a chain
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "minLength": 3}, "b": {"type": "string"}}},
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "maximum": 3}, "b": {"type": "integer"}}},
+    # keywords of the converter's inside a plain object: the object stays the core's
+    {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 3}, "s": {"type": "string"}},
+     "required": ["s"]},
+    {"type": "object", "properties": {"o": {"type": "object", "minProperties": 1,
+                                            "properties": {"x": {"type": "boolean"}, "y": {"type": "null"}}}}},
+    {"type": "array", "items": {"type": "object", "patternProperties": {"^a": {"type": "integer"}},
+                                "additionalProperties": False}, "maxItems": 3},
+    {"type": "object", "properties": {"u": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True,
+                                            "maxItems": 3}}},
+    # overlapping oneOf (exclusivity by negation), not, allOf: one part each, twice (equal text: one rule)
+    {"type": "object", "properties": {
+        "a": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]},
+        "b": {"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]},
+        "c": {"not": {"type": "string"}}, "d": {"allOf": [{"type": "integer"}, {"minimum": 2}]}},
+     "required": ["a"]},
+    # a part whose references reach definitions the core writes too, and a recursive one
+    {"type": "object", "properties": {"p": {"$ref": "#/definitions/P"},
+                                      "q": {"allOf": [{"$ref": "#/definitions/P"}], "required": ["name"]}},
+     "definitions": {"P": {"type": "object", "properties": {"name": {"type": "string"},
+                                                            "kids": {"type": "array", "items": {"$ref": "#/definitions/P"}}}}}},
+    {"type": "object", "properties": {"t": {"$ref": "#/definitions/T"}},
+     "definitions": {"T": {"type": "object", "minProperties": 1,
+                           "properties": {"v": {"type": "integer"}, "c": {"$ref": "#/definitions/T"}}}}},
+    # a part beside formats, patterns and a type part of the core's table
+    {"type": "object", "properties": {"d": {"type": "string", "format": "date"},
+                                      "p": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 5},
+                                      "x": {"type": "number", "minimum": 0.5},
+                                      "m": {"type": "object", "dependentRequired": {"a": ["b"]},
+                                            "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}},
+    # a reference in an annotation (hyper-schema links) names nothing the core must convert
+    {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2,
+                                            "links": [{"targetSchema": {"$ref": "#/definitions/far"}}]}},
+     "definitions": {"far": {"$id": "http://x/far", "type": "string"}}},
+    # the root itself, with definitions (without any, a root part would be all of the converter's)
+    {"$ref": "#/$defs/a", "$defs": {"a": {"type": "string"}}, "type": "string"},  # an intersection
+    {"$ref": "#/$defs/a~1b", "$defs": {"a/b": {"type": "string"}}},  # an escaped name
+    {"$ref": "#/$defs/a", "format": "date", "$defs": {"a": {"type": "string"}}},
+    {"$ref": "#/$defs/a", "pattern": "a", "$defs": {"a": {"type": "string"}}},
+]
+
+
+@pytest.mark.parametrize("schema", PART_SCHEMAS)
+def test_plain_front_parts_match_python(tools, schema):
+    """A schema the core writes but for subschemas it cannot: each subschema converted by the
+    Python converter in one conversion of the document (its rules pp_<i>), the grammar's masks
+    equal to the converter's along random walks."""
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    g = plain(canonical_dumps(schema))
+    assert g is not None and "pp_0 ::= " in str(g)
+    res = _check(tools, schema, [], json.dumps(schema))
+    assert res == "ok", res
+
+
+@pytest.mark.parametrize("schema", [
+    # a part whose subtree resolves against another base, or the root itself: the whole schema is Python's
+    {"type": "object", "properties": {"a": {"$id": "http://x/y", "type": "string", "minProperties": 1}}},
+    {"type": "object", "properties": {"a": {"allOf": [{"$ref": "other.json"}]}}},
+    {"type": "object", "properties": {"a": {"allOf": [{"$ref": "#"}]}}},
+    {"type": "object", "properties": {"a": {"$anchor": "x", "not": {}}}},
+    # a part the converter refuses or finds unsatisfiable, or that warns
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "anyOf": [{"type": "null"}]}, "b": {"type": "string"}}},
+    {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b", "oneOf": [{"type": "null"}]}, "b": {"type": "string"}}},
+    {"type": "object", "properties": {"a": {"allOf": [{"type": "string"}, {"type": "integer"}]}}, "required": ["a"]},
+    {"type": "object", "properties": {"a": {"not": {"type": "string"}, "pattern": "(?i)x"}}},
+    {"type": "object", "properties": {"a": {"format": "color", "minProperties": 1}}},
+])
+def test_plain_front_parts_left_to_python(tools, schema):
+    """Parts the core does not take: the whole schema goes to Python (which warns or says why)."""
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    assert plain(canonical_dumps(schema)) is None
+
+
+def test_plain_front_parts_protocol(tools):
+    """The core asks for each part once by its span ("@OFF:LEN" in the canonical text), equal
+    subschemas once in all; without `wants` it asks for nothing and takes nothing."""
+    import xgrammar2._core as C
+
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    sub = {"type": "integer", "multipleOf": 2}
+    canon = canonical_dumps({"type": "object", "properties": {"a": sub, "b": sub, "c": {"not": {}}}})
+    ffi, lib = C.ffi, C.lib
+    out, missing = ffi.new("xgr_grammar **"), ffi.new("int32_t *")
+    wants, wants_len = ffi.new("char **"), ffi.new("size_t *")
+    C.check(lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing, wants, wants_len), "t")
+    keys = ffi.buffer(wants[0], wants_len[0])[:].split(b"\0")[:-1]
+    lib.xgr_free(wants[0])
+    assert out[0] == ffi.NULL and missing[0] == 2 and len(keys) == 2
+    spans = [canon[int(k[1:].split(b":")[0]):][:int(k.split(b":")[1])] for k in keys]
+    assert sorted(map(json.loads, spans), key=str) == sorted([sub, {"not": {}}], key=str)
+    C.check(lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing, ffi.NULL, ffi.NULL), "t")
+    assert out[0] == ffi.NULL and missing[0] == 0  # (no parts for a caller that cannot convert them)
+
+
 def test_plain_front_deep_schemas_go_to_python(tools):
     xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
     s = {"type": "string"}
     for _ in range(70):
         s = {"type": "array", "items": s}
-    assert plain(canonical_dumps(s)) is None
+    g = plain(canonical_dumps(s))  # (past the core's depth: the innermost levels are a part)
+    assert g is not None and "pp_0 ::= " in str(g)
+    assert _check(tools, s, [[[[]]]], "deep") == "ok"
     s = {"type": "string"}
     for _ in range(40):
         s = {"type": "array", "items": s}

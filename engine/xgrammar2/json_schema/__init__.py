@@ -17,8 +17,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .. import gc_pause
+from . import grammar as grammar_ir
 from . import ir
-from .convert import Converter
+from .convert import DEFAULT_BASE, Converter
 from .emit import Emitter
 from .errors import (InvalidSchemaError, SchemaError, UnsatisfiableSchemaError,
                      UnsupportedSchemaError)
@@ -222,6 +223,70 @@ def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespac
     em.__dict__.clear()
     cx.__dict__.clear()
     return out
+
+
+def _convert_parts(doc, parts, *, max_whitespace_cnt, index):
+    """The rules of several subschemas of one document in one conversion, for the core's
+    front end (core_strings.part_rows): ``parts`` pairs (rule name, subschema), each converted
+    as it stands in ``doc`` (local references resolve against it), with compile_json_schema's
+    default options. A reference to a definition the core writes itself is its rule, named
+    ``px_<k>`` here, not converted again; the others are converted once for all parts. Returns
+    the rules' text (every name in ``parts`` defined, or None when one is unsatisfiable), the
+    warnings and the references {"#/definitions/NAME": "px_<k>"}; raises what the converter
+    raises. ``index``: whether the document may carry
+    an $id, an anchor or a draft-04 id (json_schema_to_ebnf's need_index); each part is then
+    converted under the document's base, as in a conversion of the whole."""
+    cx = Converter(doc, strict_mode=True, lenient=False, ref_resolver=None, index=index)
+    cx.share_copies = True
+    em = Emitter(cx, any_whitespace=True, indent=None, separators=None, max_whitespace_cnt=max_whitespace_cnt,
+                 any_order=False, excludes=_check_excludes(None))
+    external: dict = {}  # the core's definitions the rules refer to: "#/definitions/NAME" -> px_<k>
+    top_base = cx._base_of(doc, DEFAULT_BASE) if index and isinstance(doc, dict) else DEFAULT_BASE
+
+    def external_ref(rname):
+        # A schema the core resolves (json_schema_plain.c's resolve_ref_text: a pointer of plain
+        # segments), reached without a change of base or dynamic scope, is the core's rule:
+        # referred to, not converted again here.
+        entry = cx.refs.get(rname)
+        if entry is None or entry[0] in ("and", "not") or cx.has_dynamic or entry[1] != top_base:
+            return None
+        m = _CORE_DEF.fullmatch(entry[2])
+        if m is None:
+            return None
+        name = external.get(entry[2])
+        if name is None:
+            name = external[entry[2]] = f"px_{len(external)}"
+        return name
+
+    em.external_ref = external_ref
+    try:
+        base = top_base if index and isinstance(doc, dict) else None
+        us = [(name, cx.convert(s, "#/" + name, base)) for name, s in parts]
+        cx.emitting = True
+        for name, u in us:
+            em.g.define(name, None)
+            em.g.define(name, em.emit(u, name, 0))
+        em.drain()
+        top = em.g.unique("pp_all")  # (one start rule reaching every part: finalize prunes from it)
+        em.g.define(top, grammar_ir.alt(*(grammar_ir.ref(name) for name, _ in parts)))
+        text = em.g.finalize(top)
+    except ir.NotExpressible as ex:  # pragma: no cover - converted at the source normally
+        raise UnsupportedSchemaError(f"unsupported schema: {ex}", "#") from None
+    except RecursionError as ex:
+        raise _too_deep(ex, getattr(cx, "emitting", False)) from None
+    warns = tuple(cx.warnings)
+    if text is not None:
+        lines = text.split("\n")
+        names = {ln.partition(" ::= ")[0] for ln in lines[1:] if ln}
+        text = None if any(name not in names for name, _ in parts) else "".join(ln + "\n" for ln in lines[1:] if ln)
+    em.__dict__.clear()
+    cx.__dict__.clear()
+    return text, warns, external
+
+
+#: The pointers the core's front end resolves (resolve_ref_text in json_schema_plain.c):
+#: plain segments, no pointer escape, no percent sign (array items by index).
+_CORE_DEF = re.compile(r'#(?:/[ !#$&-.0-\[\]-}]+)+')
 
 
 def _too_deep(ex, emitting):

@@ -189,9 +189,78 @@ def schema_entry(spelled: bytes) -> Optional[Entry]:
 
 
 def wanted(buf: bytes) -> "Members":
-    """The "schema" members for the keys the core asked for (xgr_json_schema_plain's
-    ``wants``: NUL-ended texts)."""
-    return frozenset((b"schema", k) for k in buf.split(b"\0") if k)
+    """The "schema" and "part" members for the keys the core asked for
+    (xgr_json_schema_plain's ``wants``: NUL-ended texts; a part's begins with "@")."""
+    return frozenset((b"part" if k[:1] == b"@" else b"schema", k) for k in buf.split(b"\0") if k)
+
+
+#: Rule names a part's rules may not define: the core's own (xgr2.h, xgr_json_string_form),
+#: the type parts' (sf<hex>), the parts' start rule. Shared rules (ws, string, char, ...)
+#: pass: the core checks their text against its own.
+_CORE_NAME = re.compile(r"(?:root|xu|xr|px_\d+|pp_all(?:_\d+)?|[oaedf]\d[0-9A-Za-z_]*|x[a-z]*\d[0-9A-Za-z_]*|sf[0-9a-f]{12}.*)")
+
+
+def _needs_index(canonical: bytes) -> bool:
+    """Whether a document's canonical text may carry an $id, an anchor or a draft-04 id (as
+    json_schema_to_ebnf decides from the same text)."""
+    from . import _ID_STRING
+
+    text = canonical.decode("utf-8", "surrogatepass")
+    return (any(k in text for k in ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
+            or ('"id"' in text and _ID_STRING.search(text) is not None))
+
+
+def part_rows(canonical: bytes, keys: "Members", max_whitespace_cnt: Optional[int]) -> list:
+    """The "part" rows (keyword, text, value, rules) for the parts the core asked for (keys
+    "@OFF:LEN": a subschema's span in ``canonical``): the converter's rules of all of them
+    from one conversion of the document (json_schema._convert_parts), part i's rule named
+    ``pp_i``, every rule on the first row, then a "part-ref" row for each definition of the
+    core's that the rules name instead of converting it again (text its pointer, value the
+    name). Every row without a value when any part is
+    refused, unsatisfiable or warns, the document names a format the converter may warn
+    about (below), or a rule would take a name of the core's: the core then leaves the whole
+    schema to Python, which says why."""
+    from . import _convert_parts
+
+    spans = sorted(k for kw, k in keys if kw == b"part")
+    # A format the converter may warn about inside a part or a definition: the schema's
+    # warnings would be format_warnings', which neither follows the keywords parts hold (a
+    # definition reached only through a part's patternProperties: JsonSchemaStore accelerator)
+    # nor walks only where the converter reads (o18021's "properties" beside "type": "string").
+    annotated = b'"format":"' in canonical and needs_warnings(members(canonical))
+    doc = json.loads(canonical)
+    parts: Optional[list] = []
+    if annotated and isinstance(doc, dict):
+        for kw in ("definitions", "$defs"):
+            if kw in doc and needs_warnings(members(json.dumps(doc[kw], separators=(",", ":"), ensure_ascii=False)
+                                                    .encode("utf-8", "surrogatepass"))):
+                parts = None
+    for i, k in enumerate(spans if parts is not None else ()):
+        try:
+            off, ln = (int(x) for x in k[1:].split(b":"))
+            span = canonical[off:off + ln]
+            if annotated and needs_warnings(members(span)):
+                parts = None
+                break
+            parts.append((f"pp_{i}", json.loads(span)))
+        except ValueError:
+            parts = None
+            break
+    text, warns, external = None, (), {}
+    if parts:
+        try:
+            text, warns, external = _convert_parts(doc, parts, max_whitespace_cnt=max_whitespace_cnt,
+                                         index=_needs_index(canonical))
+        except Exception:  # refused, invalid, over a limit: the whole schema's conversion says why
+            text, warns = None, ()
+        if warns or (text and any(_CORE_NAME.fullmatch(ln.partition(" ::= ")[0].partition("[")[0])
+                                  for ln in text.split("\n") if ln)):
+            text = None
+    if text is None:
+        return [(b"part", k, None, None) for k in spans]
+    rules = text.encode("utf-8", "surrogatepass")
+    return ([(b"part", k, f"pp_{i}".encode(), rules if i == 0 else None) for i, k in enumerate(spans)]
+            + [(b"part-ref", ptr.encode("ascii"), name.encode("ascii"), None) for ptr, name in external.items()])
 
 
 def _converted(schema: dict) -> Optional[Entry]:
@@ -237,7 +306,6 @@ def table(found: Members) -> Tuple[Any, int]:
     hit = _tables.get(found)
     if hit is not None:
         return hit[0], hit[1]
-    ffi = _core.ffi
     rows = []
     for keyword, spelled in sorted(found):
         if keyword == b"format":
@@ -250,18 +318,45 @@ def table(found: Members) -> Tuple[Any, int]:
         else:
             e = pattern_entry(spelled)
         if e is not None:
-            rows.append((keyword, spelled, e))
-    arr, keep = ffi.NULL, []
-    if rows:
-        arr = ffi.new("xgr_json_string_form[]", len(rows))
-        keep = [arr]
-        for i, (keyword, spelled, (value, rules)) in enumerate(rows):
-            for field, text in (("keyword", keyword), ("text", spelled), ("value", value), ("rules", rules)):
-                if text is not None:
-                    buf = ffi.new("char[]", text)
-                    keep.append(buf)
-                    setattr(arr[i], field, buf)
+            rows.append((keyword, spelled) + e)
+    arr, keep = form_array(rows)
     if len(_tables) >= _TABLES_MAX:
         _tables.clear()
     _tables[found] = (arr, len(rows), keep)
     return arr, len(rows)
+
+
+def form_array(rows: list) -> Tuple[Any, list]:
+    """An ``xgr_json_string_form`` array of ``rows`` (keyword, text, value, rules: bytes or
+    None) and the buffers it borrows (kept alive with it); (NULL, []) for no rows."""
+    ffi = _core.ffi
+    if not rows:
+        return ffi.NULL, []
+    arr = ffi.new("xgr_json_string_form[]", len(rows))
+    keep = [arr]
+    for i, row in enumerate(rows):
+        for field, text in zip(("keyword", "text", "value", "rules"), row):
+            if text is not None:
+                buf = ffi.new("char[]", text)
+                keep.append(buf)
+                setattr(arr[i], field, buf)
+    return arr, keep
+
+
+def with_parts(found: Members, parts: list) -> Tuple[Any, int, list]:
+    """:func:`table` of ``found`` (its parts left out) followed by the "part" rows ``parts``
+    (:func:`part_rows`): (array, length, buffers to keep alive with it). The table's rows are
+    copied by pointer; its buffers stay in its cache entry, which the result keeps too."""
+    base = frozenset(m for m in found if m[0] != b"part")
+    arr, n = table(base)
+    hit = _tables.get(base)
+    parr, keep = form_array(parts)
+    if not n:
+        return parr, len(parts), keep
+    ffi = _core.ffi
+    out = ffi.new("xgr_json_string_form[]", n + len(parts))
+    for i in range(n):
+        out[i] = arr[i]
+    for j in range(len(parts)):
+        out[n + j] = parr[j]
+    return out, n + len(parts), [out, keep, hit]

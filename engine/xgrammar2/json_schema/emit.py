@@ -310,6 +310,9 @@ class Emitter:
         self._share = not cx.lenient and not self.excl
         self._memo: dict = {}
         self._pending: list = []
+        #: rname -> the name of a rule the grammar's user defines for that reference instead
+        #: (None: emitted here), or None: every reference emitted here (_convert_parts sets it)
+        self.external_ref = None
         self._ref_nesting = 0
         #: (definition, depth) -> its rule. A definition's name can be taken by a rule named
         #: after a path ("defs_a" + property "b_c" = "defs_a_b_c", also definition "a_b_c"'s
@@ -561,6 +564,12 @@ class Emitter:
         name = self._ref_rules.get((rname, d))
         if name is not None:
             return ref(name)
+        if self.external_ref is not None and d == 0:
+            ext = self.external_ref(rname)
+            if ext is not None:  # (a rule of the caller's: core_strings.part_rows)
+                self.g.external.add(ext)
+                self._ref_rules[(rname, d)] = ext
+                return ref(ext)
         name = self._ref_rules[(rname, d)] = self.g.unique(rname if d == 0 else f"{rname}_d{d}")
         self.g.may_be_empty = True
         self.g.define(name, None)

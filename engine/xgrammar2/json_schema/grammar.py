@@ -376,6 +376,9 @@ class Grammar:
         #: name -> attribute group printed after the name (``"[max_chars=64]"``); such rules
         #: are never merged with another (the emitter interns bodies, not attributes)
         self.attrs: dict = {}
+        #: names of rules defined outside this grammar (productive, never printed): the core's
+        #: rules for definitions that a part's rules refer to (json_schema._convert_parts)
+        self.external: set = set()
 
     def has(self, name):
         return name in self.rules
@@ -395,11 +398,13 @@ class Grammar:
         """Prunes unproductive parts, drops unreachable rules and prints (rules with equal
         bodies are merged by the emitter). Returns None when the root derives nothing."""
         rules = {k: v for k, v in self.rules.items() if v is not None}
+        ext = self.external
         # Every rule's text and references in one walk (print_refs): nearly every rule is
         # reachable and productive, so printing before the reachability pass wastes little.
         refs = {}
         texts = {}
         missing = False
+        known = rules if not ext else {**rules, **dict.fromkeys(ext)}
         for name, body in rules.items():
             if name in _SHARED_PRINT:
                 hit = _body_text.get(body)
@@ -414,14 +419,14 @@ class Grammar:
                 out = []
                 texts[name] = print_refs(body, 0, out)
             refs[name] = out
-            if not missing and not all(map(rules.__contains__, out)):
+            if not missing and not all(map(known.__contains__, out)):
                 missing = True
         # Productive rules: worklist, re-checking the users of a rule that became productive.
-        prod: set = set()
+        prod: set = set(ext)
         if not self.may_be_empty and not missing and len(rules) == len(self.rules):
             # Every rule is defined and non-empty by construction; only recursion can make a
             # rule unproductive, and the emitter flags that case (may_be_empty).
-            prod = set(rules)
+            prod.update(rules)
             work = []
         else:
             work = list(rules)
@@ -465,7 +470,7 @@ class Grammar:
                 work.extend(u for u in rev.get(name, ()) if u not in prod)
         if root not in prod:
             return None
-        if len(prod) != len(rules) or missing:
+        if len(prod) != len(rules) + len(ext) or missing:
             # Only the bodies that mention an unproductive (or undefined) rule change.
             pruned = {}
             for k, v in rules.items():
@@ -485,7 +490,7 @@ class Grammar:
         seen_r = {root}
         i = 0
         while i < len(order):
-            for r in refs[order[i]]:
+            for r in refs.get(order[i], ()):
                 if r not in seen_r:
                     seen_r.add(r)
                     order.append(r)
