@@ -746,6 +746,36 @@ static size_t line_name(const char *l) {
     return sep && (!nl || sep < nl) ? (size_t)(sep - l) : 0;
 }
 
+/* Whether a helper rule named as line `l` (its name `name` long) is written already. */
+static int helper_seen(const emitter *e, const char *l, size_t name) {
+    for (size_t h = 0; h < e->helpers.len && name; h += 2) {
+        const char *o = e->forms[e->helpers.data[h]].rules + e->helpers.data[h + 1];
+        if (line_name(o) == name && memcmp(o, l, name) == 0) return 1;
+    }
+    return 0;
+}
+
+/* The ws rule's line (no newline) as max_whitespace makes it, in buf (64 bytes). */
+static void ws_line(int32_t max_ws, char *buf) {
+    if (max_ws < 0) snprintf(buf, 64, "ws ::= [ \\n\\r\\t]*");
+    else if (max_ws == 0) snprintf(buf, 64, "ws ::= \"\"");
+    else snprintf(buf, 64, "ws ::= [ \\n\\r\\t]{0,%d}", (int)max_ws);
+}
+
+/* A caller's line `l` (`len` bytes) that defines shared rule `bit`: P_OK (the rule marked
+ * used) when it is this file's text, P_NO otherwise (the caller's grammar would differ). */
+static int shared_line(emitter *e, const char *l, size_t len, unsigned bit) {
+    char ws[64];
+    const char *own = "";
+    if (bit == U_WS) ws_line(e->max_ws, ws), own = ws;
+    else
+        for (size_t q = 0; q < sizeof SHARED / sizeof *SHARED; q++)
+            if (SHARED[q].bit == bit) own = SHARED[q].text;
+    if (strncmp(own, l, len) != 0 || (own[len] != '\n' && own[len] != '\0')) return P_NO;
+    e->used |= bit;
+    return P_OK;
+}
+
 /* A reference to rule f<id> ::= the value of string form k, written once per grammar with
  * the helper rules it refers to (each name once: forms share character rules; `char` is the
  * shared rule, which must be this file's). */
@@ -759,17 +789,10 @@ static int string_form_rule(emitter *e, int32_t k, cbuf *out) {
     if (r == P_OK && (r = json_puts(&e->rules, f->value)) == P_OK) r = json_puts(&e->rules, "\n");
     for (const char *l = f->rules; r == P_OK && l && *l;) {
         const char *nl = strchr(l, '\n');
-        size_t len = nl ? (size_t)(nl - l) : strlen(l), name = line_name(l), seen = 0;
-        for (size_t h = 0; h < e->helpers.len && !seen && name; h += 2) {
-            const char *o = e->forms[e->helpers.data[h]].rules + e->helpers.data[h + 1];
-            seen = line_name(o) == name && memcmp(o, l, name) == 0;
-        }
+        size_t len = nl ? (size_t)(nl - l) : strlen(l), name = line_name(l);
+        int seen = helper_seen(e, l, name);
         if (name == 4 && memcmp(l, "char", 4) == 0) { /* the shared rule: this file's text */
-            const char *own = "";
-            for (size_t q = 0; q < sizeof SHARED / sizeof *SHARED; q++)
-                if (SHARED[q].bit == U_CHAR) own = SHARED[q].text;
-            if (strncmp(own, l, len) != 0 || own[len] != '\n') return P_NO;
-            e->used |= U_CHAR;
+            if (shared_line(e, l, len, U_CHAR)) return P_NO;
             seen = 1;
         }
         if (!seen && len) {
@@ -1069,26 +1092,10 @@ static int part_rules(emitter *e) {
             size_t len = nl ? (size_t)(nl - l) : strlen(l), name = line_name(l);
             unsigned bit = name ? shared_bit(l, name) : 0;
             int r = P_OK;
-            if (bit == U_WS) {
-                char ws[64];
-                if (e->max_ws < 0) snprintf(ws, sizeof ws, "ws ::= [ \\n\\r\\t]*");
-                else if (e->max_ws == 0) snprintf(ws, sizeof ws, "ws ::= \"\"");
-                else snprintf(ws, sizeof ws, "ws ::= [ \\n\\r\\t]{0,%d}", (int)e->max_ws);
-                if (strlen(ws) != len || memcmp(ws, l, len) != 0) return P_NO;
-                e->used |= bit;
-            } else if (bit) {
-                const char *own = "";
-                for (size_t q = 0; q < sizeof SHARED / sizeof *SHARED; q++)
-                    if (SHARED[q].bit == bit) own = SHARED[q].text;
-                if (strncmp(own, l, len) != 0 || own[len] != '\n') return P_NO;
-                e->used |= bit;
+            if (bit) {
+                if (shared_line(e, l, len, bit)) return P_NO;
             } else if (name > 5 && memcmp(l, "char_", 5) == 0) {
-                int seen = 0;
-                for (size_t h = 0; h < e->helpers.len && !seen; h += 2) {
-                    const char *o = e->forms[e->helpers.data[h]].rules + e->helpers.data[h + 1];
-                    seen = line_name(o) == name && memcmp(o, l, name) == 0;
-                }
-                if (!seen) {
+                if (!helper_seen(e, l, name)) {
                     if (XGR_VEC_PUSH(e->helpers, k) || XGR_VEC_PUSH(e->helpers, (size_t)(l - f->rules)))
                         return P_NOMEM;
                     if ((r = json_put(&e->rules, l, len)) == P_OK) r = json_puts(&e->rules, "\n");
@@ -1265,10 +1272,11 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
         }
         for (size_t k = 0; k < sizeof SHARED / sizeof *SHARED && r == P_OK; k++) {
             if (!(used & SHARED[k].bit)) continue;
-            if (SHARED[k].bit == U_WS && max_whitespace >= 0)
-                r = max_whitespace ? putf(&text, "ws ::= [ \\n\\r\\t]{0,%d}\n", (int)max_whitespace)
-                                   : json_puts(&text, "ws ::= \"\"\n");
-            else
+            if (SHARED[k].bit == U_WS && max_whitespace >= 0) {
+                char ws[64];
+                ws_line(max_whitespace, ws);
+                if ((r = json_puts(&text, ws)) == P_OK) r = json_puts(&text, "\n");
+            } else
                 r = json_puts(&text, SHARED[k].text);
         }
     }
@@ -1277,7 +1285,7 @@ int xgr_json_schema_plain(const char *canon, size_t len, int32_t max_whitespace,
     XGR_VEC_FREE(e.bodies);
     XGR_VEC_FREE(e.enums);
     XGR_VEC_FREE(e.def_rule);
-    int used_forms = e.form_rule.len > 0;
+    int used_forms = e.form_rule.len > 0 || e.parts_written; /* (the caller's texts are in it) */
     XGR_VEC_FREE(e.form_rule);
     XGR_VEC_FREE(e.helpers);
     XGR_VEC_FREE(e.wants);

@@ -449,6 +449,40 @@ def test_plain_front_parts_protocol(tools):
     assert out[0] == ffi.NULL and missing[0] == 0  # (no parts for a caller that cannot convert them)
 
 
+def test_plain_front_parts_bad_rules_are_the_callers_error(tools):
+    """A part table whose rules do not parse is the caller's error (InvalidArgumentError naming
+    the caller's forms), not the core's; a shared rule spelled differently from the core's, or
+    a part-ref the core cannot resolve, leaves the schema to the caller (no grammar)."""
+    import xgrammar2._core as C
+    from xgrammar2.exception import InvalidArgumentError
+
+    xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
+    canon = canonical_dumps({"type": "object", "properties": {"a": {"not": {}}}})
+    ffi, lib = C.ffi, C.lib
+    out, missing = ffi.new("xgr_grammar **"), ffi.new("int32_t *")
+    wants, wants_len = ffi.new("char **"), ffi.new("size_t *")
+    C.check(lib.xgr_json_schema_plain(canon, len(canon), -1, ffi.NULL, 0, out, missing, wants, wants_len), "t")
+    key = ffi.buffer(wants[0], wants_len[0])[:].rstrip(b"\0")
+    lib.xgr_free(wants[0])
+    from xgrammar2.json_schema.core_strings import form_array
+
+    def call(rows):
+        arr, keep = form_array(rows)
+        C.check(lib.xgr_json_schema_plain(canon, len(canon), -1, arr, len(rows), out, missing, wants, wants_len),
+                "converting a JSON schema")
+        if wants[0] != ffi.NULL:
+            lib.xgr_free(wants[0])
+        return out[0]
+
+    with pytest.raises(InvalidArgumentError, match="formats and patterns does not parse"):
+        call([(b"part", key, b"pp_0", b"pp_0 ::= ((( \"x\"\n")])
+    assert call([(b"part", key, b"pp_0", b"pp_0 ::= ws\nws ::= \" \"\n")]) == ffi.NULL
+    assert call([(b"part", key, b"pp_0", b"pp_0 ::= px_0\n"), (b"part-ref", b"#/nowhere", b"px_0", None)]) == ffi.NULL
+    g = call([(b"part", key, b"pp_0", b"pp_0 ::= \"1\"\n")])
+    assert g != ffi.NULL
+    lib.xgr_grammar_release(g)
+
+
 def test_plain_front_deep_schemas_go_to_python(tools):
     xgr, comp, info, canonical_dumps, plain, to_ebnf, SchemaError = tools
     s = {"type": "string"}

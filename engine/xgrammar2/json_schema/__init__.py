@@ -159,9 +159,7 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
     if key is None:
         need_index = True
     elif _key_text is not None:
-        # (draft-04 "id" counts only with a string value: a property named "id" does not)
-        need_index = (any(k in _key_text for k in ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
-                      or ('"id"' in _key_text and _ID_STRING.search(_key_text) is not None))
+        need_index = _needs_index(_key_text)
     else:
         need_index = (any(k in key[0] for k in ("'$id'", "'$anchor'", "'$dynamicAnchor'", "'$dynamicRef'"))
                       or ("'id'" in key[0] and _ID_STRING_REPR.search(key[0]) is not None))
@@ -187,6 +185,14 @@ def json_schema_to_ebnf(schema, *, any_whitespace: bool = True, indent=None, sep
             if len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
     return ConversionResult(text, list(res[1]))
+
+
+def _needs_index(text: str) -> bool:
+    """Whether a schema whose canonical text is ``text`` may carry an $id, an anchor or a
+    draft-04 id (then the converter indexes them). A draft-04 "id" counts only with a string
+    value: a property named "id" does not."""
+    return (any(k in text for k in ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
+            or ('"id"' in text and _ID_STRING.search(text) is not None))
 
 
 def _convert(s, need_index, *, strict_mode, lenient, ref_resolver, any_whitespace, indent, separators,
@@ -260,8 +266,7 @@ def _convert_parts(doc, parts, *, max_whitespace_cnt, index):
 
     em.external_ref = external_ref
     try:
-        base = top_base if index and isinstance(doc, dict) else None
-        us = [(name, cx.convert(s, "#/" + name, base)) for name, s in parts]
+        us = [(name, cx.convert(s, "#/" + name, top_base)) for name, s in parts]
         cx.emitting = True
         for name, u in us:
             em.g.define(name, None)

@@ -200,16 +200,6 @@ def wanted(buf: bytes) -> "Members":
 _CORE_NAME = re.compile(r"(?:root|xu|xr|px_\d+|pp_all(?:_\d+)?|[oaedf]\d[0-9A-Za-z_]*|x[a-z]*\d[0-9A-Za-z_]*|sf[0-9a-f]{12}.*)")
 
 
-def _needs_index(canonical: bytes) -> bool:
-    """Whether a document's canonical text may carry an $id, an anchor or a draft-04 id (as
-    json_schema_to_ebnf decides from the same text)."""
-    from . import _ID_STRING
-
-    text = canonical.decode("utf-8", "surrogatepass")
-    return (any(k in text for k in ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"'))
-            or ('"id"' in text and _ID_STRING.search(text) is not None))
-
-
 def part_rows(canonical: bytes, keys: "Members", max_whitespace_cnt: Optional[int]) -> list:
     """The "part" rows (keyword, text, value, rules) for the parts the core asked for (keys
     "@OFF:LEN": a subschema's span in ``canonical``): the converter's rules of all of them
@@ -220,7 +210,7 @@ def part_rows(canonical: bytes, keys: "Members", max_whitespace_cnt: Optional[in
     refused, unsatisfiable or warns, the document names a format the converter may warn
     about (below), or a rule would take a name of the core's: the core then leaves the whole
     schema to Python, which says why."""
-    from . import _convert_parts
+    from . import _convert_parts, _needs_index
 
     spans = sorted(k for kw, k in keys if kw == b"part")
     # A format the converter may warn about inside a part or a definition: the schema's
@@ -250,7 +240,7 @@ def part_rows(canonical: bytes, keys: "Members", max_whitespace_cnt: Optional[in
     if parts:
         try:
             text, warns, external = _convert_parts(doc, parts, max_whitespace_cnt=max_whitespace_cnt,
-                                         index=_needs_index(canonical))
+                                         index=_needs_index(canonical.decode("utf-8", "surrogatepass")))
         except Exception:  # refused, invalid, over a limit: the whole schema's conversion says why
             text, warns = None, ()
         if warns or (text and any(_CORE_NAME.fullmatch(ln.partition(" ::= ")[0].partition("[")[0])
